@@ -1,0 +1,122 @@
+# mvembed - GNU Make build.
+#   make            build ./mvembed (+ CUDA backend when nvcc is found)
+#   make NO_CUDA=1  CPU-only build
+#   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
+#   make demo       install deps, build, embed fixtures/media into out/
+SHELL := /bin/bash
+CC      ?= cc
+BUILD   := build
+# NO_VIDEO=1 builds without FFmpeg (videos then get a manifest error); FFMPEG_PREFIX=DIR links a
+# static FFmpeg installed under DIR (scripts/build-ffmpeg-static.sh makes one for the GPU bundle).
+PKGS    := jansson libzstd libpng libjpeg libwebp
+ifeq ($(NO_VIDEO),)
+FFPKGS  := libavformat libavcodec libavutil libswscale
+ifneq ($(FFMPEG_PREFIX),)
+FFCFLAGS := $(shell PKG_CONFIG_PATH=$(FFMPEG_PREFIX)/lib/pkgconfig pkg-config --cflags $(FFPKGS))
+FFLIBS   := $(shell PKG_CONFIG_PATH=$(FFMPEG_PREFIX)/lib/pkgconfig pkg-config --static --libs $(FFPKGS))
+else
+FFCFLAGS := $(shell pkg-config --cflags $(FFPKGS) 2>/dev/null)
+FFLIBS   := $(shell pkg-config --libs $(FFPKGS) 2>/dev/null || echo -lavformat -lavcodec -lavutil -lswscale)
+endif
+CFLAGS_VIDEO := -DMV_HAVE_FFMPEG=1 $(FFCFLAGS)
+VIDEO    := ffmpeg
+else
+VIDEO    := none
+endif
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -fopenmp -Iinclude -MMD -MP $(SAN)
+LDLIBS  += -fopenmp -lm -lpthread $(SAN)
+
+# --- dependency probing ---------------------------------------------------------------------
+PKGCFG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
+ifeq ($(PKGCFG_OK),yes)
+CFLAGS  += $(shell pkg-config --cflags $(PKGS))
+LDLIBS  += $(shell pkg-config --libs $(PKGS))
+else
+LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebp
+endif
+CFLAGS  += $(CFLAGS_VIDEO)
+LDLIBS  := $(FFLIBS) $(LDLIBS)
+# OpenBLAS: Debian ships cblas.h under /usr/include/<triplet>/openblas-pthread or similar
+OPENBLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
+OPENBLAS_LIB := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+CFLAGS  += $(OPENBLAS_INC)
+LDLIBS  += $(OPENBLAS_LIB)
+
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifneq ($(NO_CUDA),)
+NVCC :=
+endif
+ifneq ($(NVCC),)
+CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCCFLAGS   ?= -O3 -g -lineinfo
+NVCCFLAGS   += -std=c++17 -Iinclude -Icu -MMD -MP --expt-relaxed-constexpr \
+               -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
+               -Xcompiler -Wall,-Wextra,-fPIC
+CU_SRCS     := $(wildcard cu/*.cu)
+CU_OBJS     := $(patsubst cu/%.cu,$(BUILD)/cu/%.o,$(CU_SRCS))
+CFLAGS      += -DMV_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS      += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+BACKENDS    := cpu cuda
+else
+CU_OBJS     :=
+BACKENDS    := cpu
+endif
+
+LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRCS)) $(CU_OBJS)
+UNIT_SRCS := $(wildcard test/unit/test_*.c)
+UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
+TOOL_SRCS := $(wildcard test/tools/*.c)
+TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
+
+.PHONY: all test unit bats demo clean man install deps info
+all: info mvembed $(TOOL_BINS)
+
+info:
+	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no nvcc, or NO_CUDA set)); video: $(VIDEO)"
+
+mvembed: $(BUILD)/main.o $(BUILD)/libmvembed.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libmvembed.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/cu/%.o: cu/%.cu | $(BUILD)
+	@mkdir -p $(BUILD)/cu
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+$(BUILD)/test_%: test/unit/test_%.c $(BUILD)/libmvembed.a test/unit/unit.h
+	$(CC) $(CFLAGS) -Itest/unit -o $@ $< $(BUILD)/libmvembed.a $(LDLIBS)
+
+$(BUILD)/%: test/tools/%.c $(BUILD)/libmvembed.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmvembed.a $(LDLIBS)
+
+$(BUILD):
+	@mkdir -p $(BUILD)
+
+unit: $(UNIT_BINS)
+bats-deps: all
+
+# Every runner prints "ok"/"not ok" lines (TAP); scripts/run-tests.sh sums them and prints the
+# closing "N passed, N failed" line.
+test: all $(UNIT_BINS)
+	@scripts/run-tests.sh $(UNIT_BINS)
+
+demo:
+	scripts/install-deps.sh
+	$(MAKE) all
+	./mvembed --model fixtures/model-tiny --out out fixtures/media
+	@echo "demo: embeddings in out/, manifest in out/manifest.jsonl"
+
+deps:
+	scripts/install-deps.sh
+
+clean:
+	rm -rf $(BUILD) mvembed
+
+-include $(wildcard $(BUILD)/*.d $(BUILD)/cu/*.d)

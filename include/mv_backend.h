@@ -1,0 +1,56 @@
+/* mv_backend.h - the narrow interface between the pipeline and a tower implementation.
+ *
+ * A forward takes packed pixel_values for n entries (images, or videos with t temporal groups),
+ * rows in HF merge-block order, and returns the merger output. Each temporal group of each entry
+ * is its own attention segment (cu_seqlens = cumsum of h*w repeated t times), exactly as
+ * HF Qwen3_5VisionModel.forward does.
+ *
+ * Implementations: CPU (src/tower_cpu.c, f32, OpenBLAS) and CUDA (cu/, bf16 tensor cores).
+ */
+#ifndef MV_BACKEND_H
+#define MV_BACKEND_H
+
+#include "mv_common.h"
+#include "mv_model.h"
+
+/* Called once per stage with the whole packed tensor [rows, cols] (f32, row-major), in the
+ * order: pixel_values, patch_embed, embed, block_00 .. block_NN, merger_norm, merger_fc1, output.
+ * Rows of pre-merger stages are patches in merge-block order; merger_fc1 and output rows are
+ * merged tokens. Returns MV_OK or an error that aborts the forward. */
+typedef mv_status (*mv_stage_fn)(void *ud, const char *stage, const float *data, int64_t rows,
+                                 int64_t cols, mv_err *e);
+
+typedef enum { MV_PREC_F32 = 0, MV_PREC_TF32, MV_PREC_BF16 } mv_precision;
+
+typedef struct mv_backend mv_backend;
+struct mv_backend {
+    const char *name; /* "cpu" or "cuda" */
+    /* pixels: [n_patches, patch_dim]; grid: n_entries x {t, h, w} in patches;
+     * out: [n_patches / merge^2, out_hidden]. dump may be NULL. */
+    mv_status (*forward)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
+                         float *out, mv_stage_fn dump, void *ud, mv_err *e);
+    void (*destroy)(mv_backend *b);
+    const mv_model *model;
+    void *impl;
+};
+
+typedef struct {
+    int threads;            /* CPU: OpenMP threads (0 = default) */
+    int device;             /* CUDA device ordinal */
+    mv_precision precision; /* CUDA: bf16 default */
+    long long batch_tokens; /* CUDA: max patches per forward (0 = size from free memory) */
+} mv_backend_opts;
+
+mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
+                                mv_err *e);
+
+/* Returns MV_ERR_UNSUPPORTED with a message when built without CUDA or no GPU is usable. */
+mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
+                                 mv_err *e);
+int mv_cuda_available(void); /* 1 when built with CUDA and a device is usable */
+
+/* Validates a grid list (h, w even and >= 2, t >= 1) and counts patches. */
+mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
+                        mv_err *e);
+
+#endif

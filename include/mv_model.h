@@ -1,0 +1,84 @@
+/* mv_model.h - Qwen3.5 vision tower configuration and weights, loaded from a checkpoint directory.
+ *
+ * A model directory is laid out as released on the hub: config.json (vision parameters under
+ * "vision_config", or at top level for a standalone vision model), weights in model.safetensors or
+ * sharded *.safetensors listed by model.safetensors.index.json, and optionally
+ * preprocessor_config.json / video_preprocessor_config.json.
+ *
+ * All weights are converted to f32 on the host (bf16 and f16 convert exactly). Backends that
+ * want bf16 (CUDA) convert again on upload. Shapes are checked against the config on load.
+ */
+#ifndef MV_MODEL_H
+#define MV_MODEL_H
+
+#include "mv_common.h"
+
+typedef enum { MV_ACT_GELU_TANH = 0, MV_ACT_GELU_ERF, MV_ACT_SILU } mv_act;
+
+typedef struct {
+    int depth;            /* blocks */
+    int hidden;           /* H */
+    int heads;
+    int head_dim;         /* D = H / heads */
+    int inter;            /* I, block MLP width */
+    int out_hidden;       /* L, merger output width */
+    int patch;            /* P = 16 */
+    int merge;            /* spatial merge = 2 */
+    int temporal;         /* temporal patch = 2 */
+    int in_ch;            /* 3 */
+    int num_pos;          /* 2304 */
+    int pos_side;         /* int(sqrt(num_pos)) = 48 */
+    mv_act act;           /* block MLP activation (hidden_act) */
+    double rope_theta;    /* 10000 */
+    float ln_eps;         /* 1e-6 */
+    int patch_dim;        /* in_ch * temporal * patch * patch = 1536 */
+} mv_vision_config;
+
+/* Preprocessing parameters (preprocessor_config.json, video_preprocessor_config.json). */
+typedef struct {
+    long long min_pixels, max_pixels;             /* size.shortest_edge / size.longest_edge */
+    float mean[3], std[3];
+    double rescale;                               /* 1/255 */
+    int patch, merge, temporal;
+    /* video */
+    long long video_min_pixels, video_max_pixels;
+    double fps;                                   /* default sampling fps (2) */
+    int min_frames, max_frames;                   /* 4 / 768 */
+} mv_preproc_config;
+
+typedef struct {
+    float *norm1_w, *norm1_b;   /* [H] */
+    float *qkv_w, *qkv_b;       /* [3H, H], [3H] */
+    float *proj_w, *proj_b;     /* [H, H], [H] */
+    float *norm2_w, *norm2_b;   /* [H] */
+    float *fc1_w, *fc1_b;       /* [I, H], [I] */
+    float *fc2_w, *fc2_b;       /* [H, I], [H] */
+} mv_block;
+
+typedef struct {
+    mv_vision_config cfg;
+    mv_preproc_config pp;
+    float *patch_w, *patch_b;   /* [H, patch_dim] (Conv3d weight flattened row-major), [H] */
+    float *pos_embed;           /* [num_pos, H] */
+    mv_block *blocks;           /* [depth] */
+    float *mnorm_w, *mnorm_b;   /* [H] */
+    float *mfc1_w, *mfc1_b;     /* [4H, 4H], [4H] */
+    float *mfc2_w, *mfc2_b;     /* [L, 4H], [L] */
+    char fingerprint[17];       /* hex of a 64-bit hash over weights + preprocessing settings */
+    uint64_t weights_hash;      /* hash of the raw tensor bytes and the vision config */
+    char dir[4096];
+    /* private */
+    void *storage;
+} mv_model;
+
+/* Loads the model directory. On error returns non-OK with a one-line message naming the file
+ * and tensor / field at fault. */
+mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e);
+void mv_model_free(mv_model *m);
+/* Recomputes m->fingerprint from weights_hash and m->pp (call after overriding m->pp). */
+void mv_model_update_fingerprint(mv_model *m);
+
+/* Default preprocessing values for Qwen3.5 checkpoints when the JSON files are absent. */
+void mv_preproc_defaults(mv_preproc_config *pp);
+
+#endif

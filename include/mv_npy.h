@@ -1,0 +1,45 @@
+/* mv_npy.h - NPY v1.0 files: read (.npy, and .npy.zst), encode, save.
+ * Little-endian C-order arrays only; dtypes <f4 <f8 <f2 <i8 <i4 |u1. */
+#ifndef MV_NPY_H
+#define MV_NPY_H
+
+#include "mv_common.h"
+
+typedef enum { MV_DT_F32 = 0, MV_DT_F64, MV_DT_F16, MV_DT_I64, MV_DT_I32, MV_DT_U8 } mv_dtype;
+
+#define MV_NPY_MAXDIM 8
+
+typedef struct {
+    mv_dtype dtype;
+    int ndim;
+    int64_t shape[MV_NPY_MAXDIM];
+    int64_t count; /* product of shape */
+    void *data;    /* malloc'd */
+} mv_array;
+
+size_t mv_dtype_size(mv_dtype t);
+const char *mv_dtype_descr(mv_dtype t); /* "<f4" ... */
+
+/* Parses NPY bytes (copying the payload). */
+mv_status mv_npy_parse(const uint8_t *buf, size_t len, const char *name, mv_array *a, mv_err *e);
+/* Loads path; a name ending in .zst is zstd-decompressed first. */
+mv_status mv_npy_load(const char *path, mv_array *a, mv_err *e);
+/* Loads and converts to f32 (a->dtype becomes MV_DT_F32). */
+mv_status mv_npy_load_f32(const char *path, mv_array *a, mv_err *e);
+void mv_array_free(mv_array *a);
+
+/* Encodes a complete NPY v1.0 file into a malloc'd buffer. */
+mv_status mv_npy_encode(mv_dtype t, int ndim, const int64_t *shape, const void *data,
+                        uint8_t **buf, size_t *len, mv_err *e);
+/* Writes a plain .npy file (not atomic; used for --dump-stages and tools). */
+mv_status mv_npy_save(const char *path, mv_dtype t, int ndim, const int64_t *shape,
+                      const void *data, mv_err *e);
+
+/* IEEE half <-> float (round to nearest even), and bfloat16 helpers. */
+uint16_t mv_f32_to_f16(float f);
+float mv_f16_to_f32(uint16_t h);
+uint16_t mv_f32_to_bf16(float f);
+float mv_bf16_to_f32(uint16_t b);
+static inline float mv_round_bf16(float f) { return mv_bf16_to_f32(mv_f32_to_bf16(f)); }
+
+#endif

@@ -1,0 +1,51 @@
+/* mv_ops_cpu.h - the tower's operations in plain C (f32). These are the readable reference
+ * ("CPU twins") for the CUDA kernels in cu/; src/tower_cpu.c composes them into the forward.
+ * Shapes are given in brackets; all tensors are row-major f32. n = number of patch rows. */
+#ifndef MV_OPS_CPU_H
+#define MV_OPS_CPU_H
+
+#include "mv_common.h"
+#include "mv_model.h"
+
+/* out[n, dim] = LayerNorm(x[n, dim]) * w + b  (biased variance, eps inside sqrt). out may be x. */
+void mv_layernorm_cpu(float *out, const float *x, const float *w, const float *b, int64_t n,
+                      int dim, float eps);
+/* out[n, out_dim] = x[n, in] . W[out_dim, in]^T + b[out_dim]  (OpenBLAS sgemm). b may be NULL. */
+void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, int64_t n, int in,
+                   int out_dim);
+void mv_gelu_tanh_cpu(float *x, int64_t count); /* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) */
+void mv_gelu_erf_cpu(float *x, int64_t count);  /* 0.5x(1+erf(x/sqrt 2)) */
+void mv_act_cpu(mv_act act, float *x, int64_t count);
+
+/* Merge-block order decode: local index q in [0, h*w) -> (row, col) in patches. */
+static inline void mv_mb_decode(int64_t q, int w, int merge, int *row, int *col)
+{
+    int bw = w / merge, mm = merge * merge;
+    int64_t blk = q / mm;
+    int in = (int)(q % mm);
+    *row = (int)(blk / bw) * merge + in / merge;
+    *col = (int)(blk % bw) * merge + in % merge;
+}
+
+/* Bilinear align_corners position-table interpolation for one entry, HF's exact fp32 weights.
+ * out[t*h*w, H] += interpolated table rows, rows in merge-block order (repeated per group). */
+void mv_pos_embed_add_cpu(float *out, const float *table, int side, int H, int t, int h, int w,
+                          int merge);
+
+/* Rotary tables for all entries: cos/sin [n, D] with HF's layout
+ * [a_row(Q), a_col(Q), a_row(Q), a_col(Q)], Q = D/4, fp32 inv_freq as HF computes it. */
+void mv_rope_tables_cpu(float *cos_t, float *sin_t, const int32_t *grid, int n_entries, int D,
+                        double theta, int merge);
+/* Rotates q and k (NeoX pairs (d, d+D/2)) inside qkv[n, 3H] in place; v untouched. */
+void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64_t n, int heads,
+                       int D);
+/* Bidirectional attention per segment: out[n, H] from qkv[n, 3H] (q | k | v, head-major inside
+ * each). cu_seqlens[n_seg + 1]. scale = D^-0.5. Any segment length. */
+void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
+                      int heads, int D);
+
+/* cu_seqlens for a grid list: each temporal group of each entry is one segment of h*w rows.
+ * Returns the number of segments; cu must hold (sum t) + 1 entries. */
+int mv_cu_seqlens(const int32_t *grid, int n_entries, int32_t *cu);
+
+#endif

@@ -1,0 +1,38 @@
+/* mv_run.h - the batch: walk the inputs, decode, preprocess, run the tower, write outputs and
+ * the manifest. main.c parses the command line into an mv_run_opts and calls mv_run. */
+#ifndef MV_RUN_H
+#define MV_RUN_H
+
+#include "mv_backend.h"
+#include "mv_model.h"
+#include "mv_npy.h"
+
+typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
+
+typedef struct {
+    const char *model_dir;
+    const char *out_dir;
+    char *const *paths;
+    int n_paths;
+    int null_sep, all_files, hidden;
+    mv_device_kind device;
+    mv_backend_opts bopts;
+    mv_dtype out_dtype;        /* MV_DT_F32 or MV_DT_F16 */
+    int zstd_level;
+    long long min_pixels, max_pixels, video_min_pixels, video_max_pixels; /* 0 = model's */
+    double fps;                /* 0 = model's */
+    int num_frames;            /* 0 = from fps */
+    int min_frames, max_frames; /* 0 = model's */
+    long long max_decode_pixels;
+    double timeout;            /* per-input decode time limit, seconds (0 = none) */
+    const char *dump_dir;
+    const char *pixels;        /* tower-only: pixel_values .npy */
+    const char *grid;          /* tower-only: "t,h,w[;t,h,w...]" */
+    int force, quiet, verbose;
+    int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
+} mv_run_opts;
+
+/* Exit status of the run: 0 all ok, 2 some inputs failed, 1 fatal (message in e), 130 SIGINT. */
+int mv_run(const mv_run_opts *o, mv_err *e);
+
+#endif

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# install-deps.sh - installs the Debian packages mvembed builds and tests with (needs root or sudo).
+# Does nothing when everything is already installed.
+set -eu
+PKGS="build-essential pkg-config libopenblas-dev libjansson-dev libzstd-dev zstd libpng-dev
+libjpeg62-turbo-dev libwebp-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+ffmpeg bats python3 python3-numpy"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing:$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,133 @@
+/* common.c - error formatting and small helpers (see mv_common.h). */
+#include "mv_common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+mv_status mv_fail_prefix(mv_err *e, mv_status s, const char *fmt, ...)
+{
+    if (e) {
+        char prefix[512], old[sizeof e->msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(prefix, sizeof prefix, fmt, ap);
+        va_end(ap);
+        memcpy(old, e->msg, sizeof old);
+        size_t pl = strlen(prefix);
+        if (pl > sizeof e->msg - 3)
+            pl = sizeof e->msg - 3;
+        memcpy(e->msg, prefix, pl);
+        memcpy(e->msg + pl, ": ", 2);
+        size_t rest = sizeof e->msg - pl - 3, ol = strlen(old);
+        if (ol > rest)
+            ol = rest;
+        memcpy(e->msg + pl + 2, old, ol);
+        e->msg[pl + 2 + ol] = 0;
+    }
+    return s;
+}
+
+const char *mv_status_str(mv_status s)
+{
+    switch (s) {
+    case MV_OK: return "ok";
+    case MV_ERR_IO: return "i/o error";
+    case MV_ERR_FORMAT: return "bad format";
+    case MV_ERR_MODEL: return "bad model";
+    case MV_ERR_UNSUPPORTED: return "unsupported";
+    case MV_ERR_LIMIT: return "limit exceeded";
+    case MV_ERR_NOMEM: return "out of memory";
+    case MV_ERR_DEVICE: return "device error";
+    case MV_ERR_USAGE: return "usage error";
+    case MV_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
+
+void *mv_malloc(size_t n) { return malloc(n ? n : 1); }
+void *mv_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+
+mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap + 1);
+    if (!buf) {
+        fclose(f);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            uint8_t *nb = realloc(buf, cap * 2 + 1);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    if (ferror(f)) {
+        int er = errno;
+        free(buf);
+        fclose(f);
+        return mv_fail(e, MV_ERR_IO, "%s: read failed: %s", path, strerror(er));
+    }
+    fclose(f);
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return MV_OK;
+}
+
+mv_status mv_mkdirs(const char *dir, mv_err *e)
+{
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof buf)
+        return mv_fail(e, MV_ERR_IO, "%s: bad directory name", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0)
+            continue;
+        char c = buf[i];
+        buf[i] = 0;
+        struct stat st;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return mv_fail(e, MV_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+            return mv_fail(e, MV_ERR_IO, "%s: not a directory", buf);
+        buf[i] = c;
+    }
+    return MV_OK;
+}
+
+double mv_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,247 @@
+/* main.c - command-line parsing for mvembed; the only file that decides exit statuses.
+ * Everything else lives in the library (src/run.c drives the batch). */
+#include "mv_run.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MV_VERSION "0.1.0"
+
+static const char usage_text[] =
+    "Usage: mvembed --model DIR --out DIR [options] PATH...\n"
+    "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
+    "\n"
+    "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
+    "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
+    "directory (walked recursively), or - to read paths from standard input.\n"
+    "\n"
+    "Inputs and outputs:\n"
+    "  -m, --model DIR           checkpoint directory (config.json + safetensors); default $MVEMBED_MODEL\n"
+    "  -o, --out DIR             output directory (created if missing)\n"
+    "  -0, --null                paths on standard input are NUL-separated (find -print0)\n"
+    "      --all-files           in directories, take every file, not only image/video extensions\n"
+    "      --hidden              in directories, do not skip names starting with '.'\n"
+    "      --force               redo inputs the manifest already lists as ok\n"
+    "      --out-dtype f32|f16   element type of the saved embeddings (default f32)\n"
+    "      --zstd-level N        compression level (default 3)\n"
+    "\n"
+    "Compute:\n"
+    "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
+    "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU is always f32\n"
+    "      --batch-tokens N      CUDA: patches per forward (default: sized from free memory)\n"
+    "      --gpu N               CUDA device ordinal (default 0)\n"
+    "  -j, --threads N           CPU threads (default: all cores)\n"
+    "\n"
+    "Preprocessing (defaults from the model's preprocessor_config.json files):\n"
+    "      --min-pixels N, --max-pixels N              image pixel budget after resizing\n"
+    "      --video-min-pixels N, --video-max-pixels N  video pixel budget (all frames)\n"
+    "      --fps X               video frames sampled per second (default 2)\n"
+    "      --num-frames N        sample exactly N frames instead (excludes --fps)\n"
+    "      --min-frames N, --max-frames N  clamps for the fps rule (default 4, 768)\n"
+    "      --max-decode-pixels N refuse images larger than N pixels (default 178956970)\n"
+    "      --timeout SECONDS     per-input video decode time limit (default 600, 0 = none)\n"
+    "\n"
+    "Debugging:\n"
+    "      --dump-stages DIR     write every intermediate tensor to DIR/<path>/<stage>.npy\n"
+    "      --pixels FILE.npy     embed given pixel_values [patches, C*T*P*P] (tower only)\n"
+    "      --grid T,H,W[;...]    grid of each entry in --pixels, in patches\n"
+    "\n"
+    "Output to the terminal:\n"
+    "  -q, --quiet               no progress or summary\n"
+    "  -v, --verbose             explain each step\n"
+    "      --progress / --no-progress  force the progress line on or off\n"
+    "  -h, --help                this text\n"
+    "  -V, --version             version\n"
+    "\n"
+    "Exit status: 0 all inputs ok; 2 some inputs failed (see the manifest); 1 usage or fatal error;\n"
+    "130 interrupted. See mvembed(1).\n";
+
+enum {
+    O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
+    O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
+    O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS,
+};
+
+static int usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "mvembed: %s%s%s\nTry 'mvembed --help'.\n", msg, arg ? ": " : "", arg ? arg : "");
+    return 1;
+}
+
+static int parse_ll(const char *s, long long lo, long long *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*s == 0 || *end || v < lo)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},      {"out", required_argument, 0, 'o'},
+        {"null", no_argument, 0, '0'},             {"all-files", no_argument, 0, O_ALL},
+        {"hidden", no_argument, 0, O_HIDDEN},      {"force", no_argument, 0, O_FORCE},
+        {"out-dtype", required_argument, 0, O_OUTDT}, {"zstd-level", required_argument, 0, O_ZLEVEL},
+        {"device", required_argument, 0, O_DEVICE}, {"precision", required_argument, 0, O_PREC},
+        {"batch-tokens", required_argument, 0, O_BATCH}, {"gpu", required_argument, 0, O_GPU},
+        {"threads", required_argument, 0, 'j'},    {"min-pixels", required_argument, 0, O_MINPX},
+        {"max-pixels", required_argument, 0, O_MAXPX}, {"video-min-pixels", required_argument, 0, O_VMINPX},
+        {"video-max-pixels", required_argument, 0, O_VMAXPX}, {"fps", required_argument, 0, O_FPS},
+        {"num-frames", required_argument, 0, O_NFRAMES}, {"min-frames", required_argument, 0, O_MINF},
+        {"max-frames", required_argument, 0, O_MAXF}, {"max-decode-pixels", required_argument, 0, O_MAXDEC},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"dump-stages", required_argument, 0, O_DUMP},
+        {"pixels", required_argument, 0, O_PIXELS}, {"grid", required_argument, 0, O_GRID},
+        {"quiet", no_argument, 0, 'q'},            {"verbose", no_argument, 0, 'v'},
+        {"progress", no_argument, 0, O_PROGRESS},  {"no-progress", no_argument, 0, O_NOPROGRESS},
+        {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    mv_run_opts o;
+    memset(&o, 0, sizeof o);
+    o.out_dtype = MV_DT_F32;
+    o.zstd_level = 3;
+    o.max_decode_pixels = 178956970LL;
+    o.timeout = 600;
+    o.progress = -1;
+    o.bopts.precision = MV_PREC_BF16;
+    o.model_dir = getenv("MVEMBED_MODEL");
+    int have_fps = 0, c;
+    long long v;
+    while ((c = getopt_long(argc, argv, "m:o:0j:qvhV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o.model_dir = optarg; break;
+        case 'o': o.out_dir = optarg; break;
+        case '0': o.null_sep = 1; break;
+        case O_ALL: o.all_files = 1; break;
+        case O_HIDDEN: o.hidden = 1; break;
+        case O_FORCE: o.force = 1; break;
+        case O_OUTDT:
+            if (!strcmp(optarg, "f32"))
+                o.out_dtype = MV_DT_F32;
+            else if (!strcmp(optarg, "f16"))
+                o.out_dtype = MV_DT_F16;
+            else
+                return usage_error("--out-dtype must be f32 or f16", optarg);
+            break;
+        case O_ZLEVEL:
+            if (parse_ll(optarg, 1, &v) || v > 19)
+                return usage_error("--zstd-level must be 1..19", optarg);
+            o.zstd_level = (int)v;
+            break;
+        case O_DEVICE:
+            if (!strcmp(optarg, "cpu"))
+                o.device = MV_DEV_CPU;
+            else if (!strcmp(optarg, "cuda"))
+                o.device = MV_DEV_CUDA;
+            else if (!strcmp(optarg, "auto"))
+                o.device = MV_DEV_AUTO;
+            else
+                return usage_error("--device must be cpu, cuda or auto", optarg);
+            break;
+        case O_PREC:
+            if (!strcmp(optarg, "bf16"))
+                o.bopts.precision = MV_PREC_BF16;
+            else if (!strcmp(optarg, "tf32"))
+                o.bopts.precision = MV_PREC_TF32;
+            else if (!strcmp(optarg, "f32"))
+                o.bopts.precision = MV_PREC_F32;
+            else
+                return usage_error("--precision must be bf16, tf32 or f32", optarg);
+            break;
+        case O_BATCH:
+            if (parse_ll(optarg, 1, &v))
+                return usage_error("--batch-tokens must be a positive integer", optarg);
+            o.bopts.batch_tokens = v;
+            break;
+        case O_GPU:
+            if (parse_ll(optarg, 0, &v) || v > 1024)
+                return usage_error("--gpu must be a device ordinal", optarg);
+            o.bopts.device = (int)v;
+            break;
+        case 'j':
+            if (parse_ll(optarg, 1, &v) || v > 4096)
+                return usage_error("--threads must be a positive integer", optarg);
+            o.bopts.threads = (int)v;
+            break;
+#define PIXOPT(code, field, name)                                                     \
+    case code:                                                                        \
+        if (parse_ll(optarg, 1, &v))                                                  \
+            return usage_error(name " must be a positive integer", optarg);           \
+        o.field = v;                                                                  \
+        break;
+            PIXOPT(O_MINPX, min_pixels, "--min-pixels")
+            PIXOPT(O_MAXPX, max_pixels, "--max-pixels")
+            PIXOPT(O_VMINPX, video_min_pixels, "--video-min-pixels")
+            PIXOPT(O_VMAXPX, video_max_pixels, "--video-max-pixels")
+            PIXOPT(O_MAXDEC, max_decode_pixels, "--max-decode-pixels")
+#undef PIXOPT
+        case O_FPS: {
+            char *end;
+            o.fps = strtod(optarg, &end);
+            if (*end || !(o.fps > 0))
+                return usage_error("--fps must be a positive number", optarg);
+            have_fps = 1;
+            break;
+        }
+        case O_NFRAMES:
+            if (parse_ll(optarg, 1, &v) || v > 100000)
+                return usage_error("--num-frames must be a positive integer", optarg);
+            o.num_frames = (int)v;
+            break;
+        case O_MINF:
+        case O_MAXF:
+            if (parse_ll(optarg, 1, &v) || v > 100000)
+                return usage_error("--min-frames/--max-frames must be positive integers", optarg);
+            if (c == O_MINF)
+                o.min_frames = (int)v;
+            else
+                o.max_frames = (int)v;
+            break;
+        case O_TIMEOUT: {
+            char *end;
+            o.timeout = strtod(optarg, &end);
+            if (*end || o.timeout < 0)
+                return usage_error("--timeout must be a number of seconds", optarg);
+            break;
+        }
+        case O_DUMP: o.dump_dir = optarg; break;
+        case O_PIXELS: o.pixels = optarg; break;
+        case O_GRID: o.grid = optarg; break;
+        case 'q': o.quiet = 1; break;
+        case 'v': o.verbose = 1; break;
+        case O_PROGRESS: o.progress = 1; break;
+        case O_NOPROGRESS: o.progress = 0; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        case 'V': printf("mvembed %s\n", MV_VERSION); return 0;
+        default: return usage_error("unknown option", NULL);
+        }
+    }
+    if (have_fps && o.num_frames)
+        return usage_error("--fps and --num-frames are mutually exclusive", NULL);
+    if (!o.model_dir || !*o.model_dir)
+        return usage_error("no model: give --model DIR or set MVEMBED_MODEL", NULL);
+    o.paths = argv + optind;
+    o.n_paths = argc - optind;
+    if (o.pixels) {
+        if (!o.grid)
+            return usage_error("--pixels needs --grid T,H,W", NULL);
+        if (o.n_paths)
+            return usage_error("--pixels takes no PATH arguments", NULL);
+    } else {
+        if (!o.out_dir)
+            return usage_error("no output directory: give --out DIR", NULL);
+        if (!o.n_paths)
+            return usage_error("no inputs: give files, directories, or - for standard input", NULL);
+    }
+    mv_err e;
+    e.msg[0] = 0;
+    int rc = mv_run(&o, &e);
+    if (rc == 1)
+        fprintf(stderr, "mvembed: %s\n", e.msg[0] ? e.msg : "failed");
+    return rc;
+}

@@ -1,0 +1,548 @@
+/* model.c - loads a Qwen3.5 vision tower from a checkpoint directory (see mv_model.h).
+ *
+ * config.json: the vision parameters under "vision_config" (full VLM checkpoint) or at top level
+ * (standalone vision model). Weights: model.safetensors, or shards listed in
+ * model.safetensors.index.json; only shards holding vision tensors are opened. The key prefix is
+ * detected among "model.visual.", "visual." and none. Every shape is checked against the config.
+ */
+#include "mv_model.h"
+#include "mv_safetensors.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    mv_st_file *files;
+    int n_files;
+    float *arena;
+} model_storage;
+
+void mv_preproc_defaults(mv_preproc_config *pp)
+{
+    /* Values of the released Qwen3.5 checkpoints' preprocessor files (QWEN35_VISION.md 1.3). */
+    pp->min_pixels = 65536;
+    pp->max_pixels = 16777216;
+    for (int c = 0; c < 3; c++) {
+        pp->mean[c] = 0.5f;
+        pp->std[c] = 0.5f;
+    }
+    pp->rescale = 1.0 / 255.0;
+    pp->patch = 16;
+    pp->merge = 2;
+    pp->temporal = 2;
+    pp->video_min_pixels = 4096;
+    pp->video_max_pixels = 25165824;
+    pp->fps = 2.0;
+    pp->min_frames = 4;
+    pp->max_frames = 768;
+}
+
+static json_t *load_json(const char *path, mv_err *e, mv_status *st)
+{
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) {
+        *st = mv_fail(e, MV_ERR_MODEL, "%s: bad JSON at line %d: %s", path, je.line, je.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        *st = mv_fail(e, MV_ERR_MODEL, "%s: bad JSON: not an object", path);
+        return NULL;
+    }
+    *st = MV_OK;
+    return j;
+}
+
+/* Reads an integer field; absent -> default; wrong type or out of range -> error. */
+static mv_status get_int(json_t *o, const char *key, const char *alias, int def, int lo, int hi,
+                         int *out, const char *path, mv_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v && alias)
+        v = json_object_get(o, alias);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return MV_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be an integer in [%d, %d]", path, key, lo, hi);
+    *out = (int)json_integer_value(v);
+    return MV_OK;
+}
+
+static mv_status parse_config(const char *dir, mv_vision_config *c, mv_err *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, R_OK) != 0)
+        return mv_fail(e, MV_ERR_MODEL, "%s: missing (is '%s' a model directory?)", path, dir);
+    mv_status st;
+    json_t *root = load_json(path, e, &st);
+    if (!root)
+        return st;
+    json_t *v = json_object_get(root, "vision_config");
+    if (v && !json_is_object(v)) {
+        json_decref(root);
+        return mv_fail(e, MV_ERR_MODEL, "%s: \"vision_config\" is not an object", path);
+    }
+    if (!v)
+        v = root;
+    /* Defaults are Qwen3_5VisionConfig's class defaults (transformers 5.17). */
+    if ((st = get_int(v, "depth", NULL, 27, 1, 1000, &c->depth, path, e)) ||
+        (st = get_int(v, "hidden_size", NULL, 1152, 1, 1 << 16, &c->hidden, path, e)) ||
+        (st = get_int(v, "num_heads", "num_attention_heads", 16, 1, 1024, &c->heads, path, e)) ||
+        (st = get_int(v, "intermediate_size", NULL, 4304, 1, 1 << 18, &c->inter, path, e)) ||
+        (st = get_int(v, "out_hidden_size", NULL, 3584, 1, 1 << 18, &c->out_hidden, path, e)) ||
+        (st = get_int(v, "patch_size", NULL, 16, 1, 1024, &c->patch, path, e)) ||
+        (st = get_int(v, "spatial_merge_size", NULL, 2, 1, 16, &c->merge, path, e)) ||
+        (st = get_int(v, "temporal_patch_size", NULL, 2, 1, 16, &c->temporal, path, e)) ||
+        (st = get_int(v, "in_channels", NULL, 3, 3, 3, &c->in_ch, path, e)) ||
+        (st = get_int(v, "num_position_embeddings", NULL, 2304, 4, 1 << 24, &c->num_pos, path, e))) {
+        json_decref(root);
+        return st;
+    }
+    const char *act = "gelu_pytorch_tanh";
+    json_t *ja = json_object_get(v, "hidden_act");
+    if (ja) {
+        if (!json_is_string(ja)) {
+            json_decref(root);
+            return mv_fail(e, MV_ERR_MODEL, "%s: \"hidden_act\" must be a string", path);
+        }
+        act = json_string_value(ja);
+    }
+    if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new") || !strcmp(act, "gelu_fast"))
+        c->act = MV_ACT_GELU_TANH;
+    else if (!strcmp(act, "gelu"))
+        c->act = MV_ACT_GELU_ERF;
+    else if (!strcmp(act, "silu"))
+        c->act = MV_ACT_SILU;
+    else {
+        mv_status s = mv_fail(e, MV_ERR_MODEL, "%s: unsupported hidden_act \"%s\"", path, act);
+        json_decref(root);
+        return s;
+    }
+    c->rope_theta = 10000.0;
+    json_t *rp = json_object_get(v, "rope_parameters");
+    json_t *th = rp && json_is_object(rp) ? json_object_get(rp, "rope_theta") : NULL;
+    if (!th)
+        th = json_object_get(v, "rope_theta");
+    if (th) {
+        if (!json_is_number(th) || json_number_value(th) <= 1.0) {
+            json_decref(root);
+            return mv_fail(e, MV_ERR_MODEL, "%s: \"rope_theta\" must be a number > 1", path);
+        }
+        c->rope_theta = json_number_value(th);
+    }
+    json_decref(root);
+    if (c->hidden % c->heads)
+        return mv_fail(e, MV_ERR_MODEL, "%s: hidden_size %d is not divisible by num_heads %d", path,
+                       c->hidden, c->heads);
+    c->head_dim = c->hidden / c->heads;
+    if (c->head_dim % 4)
+        return mv_fail(e, MV_ERR_MODEL, "%s: head_dim %d must be a multiple of 4 for 2D rope", path,
+                       c->head_dim);
+    c->pos_side = (int)sqrt((double)c->num_pos);
+    if (c->pos_side * c->pos_side != c->num_pos)
+        return mv_fail(e, MV_ERR_MODEL, "%s: num_position_embeddings %d is not a square", path,
+                       c->num_pos);
+    c->ln_eps = 1e-6f;
+    c->patch_dim = c->in_ch * c->temporal * c->patch * c->patch;
+    return MV_OK;
+}
+
+static mv_status get_num(json_t *o, const char *key, double *out, const char *path, mv_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return MV_OK;
+    if (!json_is_number(v))
+        return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be a number", path, key);
+    *out = json_number_value(v);
+    return MV_OK;
+}
+
+static mv_status get_size(json_t *o, long long *minp, long long *maxp, const char *path, mv_err *e)
+{
+    double lo = (double)*minp, hi = (double)*maxp;
+    mv_status st;
+    json_t *sz = json_object_get(o, "size");
+    if (sz && json_is_object(sz)) {
+        if ((st = get_num(sz, "shortest_edge", &lo, path, e)) || (st = get_num(sz, "longest_edge", &hi, path, e)))
+            return st;
+    }
+    if ((st = get_num(o, "min_pixels", &lo, path, e)) || (st = get_num(o, "max_pixels", &hi, path, e)))
+        return st;
+    if (lo < 1 || hi < lo)
+        return mv_fail(e, MV_ERR_MODEL, "%s: pixel budget [%g, %g] is invalid", path, lo, hi);
+    *minp = (long long)lo;
+    *maxp = (long long)hi;
+    return MV_OK;
+}
+
+static mv_status get_triplet(json_t *o, const char *key, float *out, const char *path, mv_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return MV_OK;
+    if (json_is_number(v)) {
+        for (int i = 0; i < 3; i++)
+            out[i] = (float)json_number_value(v);
+        return MV_OK;
+    }
+    if (!json_is_array(v) || json_array_size(v) != 3)
+        return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be a list of 3 numbers", path, key);
+    for (int i = 0; i < 3; i++) {
+        json_t *x = json_array_get(v, i);
+        if (!json_is_number(x))
+            return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be a list of 3 numbers", path, key);
+        out[i] = (float)json_number_value(x);
+    }
+    return MV_OK;
+}
+
+static mv_status parse_preproc(const char *dir, const mv_vision_config *c, mv_preproc_config *pp,
+                               mv_err *e)
+{
+    mv_preproc_defaults(pp);
+    pp->patch = c->patch;
+    pp->merge = c->merge;
+    pp->temporal = c->temporal;
+    char path[4200];
+    mv_status st = MV_OK;
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+    if (access(path, F_OK) == 0) {
+        json_t *j = load_json(path, e, &st);
+        if (!j)
+            return st;
+        double pz = pp->patch, mz = pp->merge, tz = pp->temporal;
+        if ((st = get_size(j, &pp->min_pixels, &pp->max_pixels, path, e)) ||
+            (st = get_triplet(j, "image_mean", pp->mean, path, e)) ||
+            (st = get_triplet(j, "image_std", pp->std, path, e)) ||
+            (st = get_num(j, "rescale_factor", &pp->rescale, path, e)) ||
+            (st = get_num(j, "patch_size", &pz, path, e)) ||
+            (st = get_num(j, "merge_size", &mz, path, e)) ||
+            (st = get_num(j, "temporal_patch_size", &tz, path, e))) {
+            json_decref(j);
+            return st;
+        }
+        json_decref(j);
+        if ((int)pz != c->patch || (int)mz != c->merge || (int)tz != c->temporal)
+            return mv_fail(e, MV_ERR_MODEL,
+                           "%s: patch/merge/temporal sizes %d/%d/%d disagree with config.json's %d/%d/%d",
+                           path, (int)pz, (int)mz, (int)tz, c->patch, c->merge, c->temporal);
+    }
+    snprintf(path, sizeof path, "%s/video_preprocessor_config.json", dir);
+    if (access(path, F_OK) == 0) {
+        json_t *j = load_json(path, e, &st);
+        if (!j)
+            return st;
+        double mn = pp->min_frames, mx = pp->max_frames;
+        if ((st = get_size(j, &pp->video_min_pixels, &pp->video_max_pixels, path, e)) ||
+            (st = get_num(j, "fps", &pp->fps, path, e)) ||
+            (st = get_num(j, "min_frames", &mn, path, e)) ||
+            (st = get_num(j, "max_frames", &mx, path, e))) {
+            json_decref(j);
+            return st;
+        }
+        json_decref(j);
+        pp->min_frames = (int)mn;
+        pp->max_frames = (int)mx;
+        if (pp->fps <= 0 || pp->min_frames < 1 || pp->max_frames < pp->min_frames)
+            return mv_fail(e, MV_ERR_MODEL, "%s: invalid fps / min_frames / max_frames", path);
+    }
+    return MV_OK;
+}
+
+/* Lists the weight files: the index's shards that hold vision tensors, or model.safetensors. */
+static mv_status list_shards(const char *dir, char ***files, int *n, mv_err *e)
+{
+    char path[4200];
+    *files = NULL;
+    *n = 0;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (access(path, F_OK) == 0) {
+        mv_status st;
+        json_t *j = load_json(path, e, &st);
+        if (!j)
+            return st;
+        json_t *wm = json_object_get(j, "weight_map");
+        if (!json_is_object(wm)) {
+            json_decref(j);
+            return mv_fail(e, MV_ERR_MODEL, "%s: no \"weight_map\" object", path);
+        }
+        char **list = calloc(json_object_size(wm) + 1, sizeof *list);
+        int cnt = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(wm, key, val) {
+            if (!json_is_string(val)) {
+                for (int i = 0; i < cnt; i++)
+                    free(list[i]);
+                free(list);
+                json_decref(j);
+                return mv_fail(e, MV_ERR_MODEL, "%s: weight_map entry '%s' is not a file name", path, key);
+            }
+            /* vision tensors only: the language model's shards are never opened */
+            int vision = !strncmp(key, "model.visual.", 13) || !strncmp(key, "visual.", 7) ||
+                         !strncmp(key, "patch_embed.", 12) || !strncmp(key, "blocks.", 7) ||
+                         !strncmp(key, "merger.", 7) || !strncmp(key, "pos_embed.", 10);
+            if (!vision)
+                continue;
+            const char *fn = json_string_value(val);
+            if (strchr(fn, '/') || !strcmp(fn, "..")) {
+                for (int i = 0; i < cnt; i++)
+                    free(list[i]);
+                free(list);
+                json_decref(j);
+                return mv_fail(e, MV_ERR_MODEL, "%s: shard name '%s' must be a plain file name", path, fn);
+            }
+            int seen = 0;
+            for (int i = 0; i < cnt && !seen; i++)
+                seen = !strcmp(list[i], fn);
+            if (!seen)
+                list[cnt++] = strdup(fn);
+        }
+        json_decref(j);
+        if (!cnt) {
+            free(list);
+            return mv_fail(e, MV_ERR_MODEL, "%s: no vision tensors in the weight map", path);
+        }
+        *files = list;
+        *n = cnt;
+        return MV_OK;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) != 0)
+        return mv_fail(e, MV_ERR_MODEL, "%s: no model.safetensors or model.safetensors.index.json",
+                       dir);
+    *files = calloc(2, sizeof **files);
+    (*files)[0] = strdup("model.safetensors");
+    *n = 1;
+    return MV_OK;
+}
+
+typedef struct {
+    model_storage *s;
+    const char *prefix;
+    const char *dir;
+    float *next; /* arena cursor */
+    uint64_t hash;
+} loader;
+
+static uint64_t mix64(uint64_t h, const uint8_t *p, size_t n)
+{
+    /* 64-bit multiply-xor over 8-byte words (fingerprint only, not cryptographic) */
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Finds tensor prefix+name in the open shards, checks its shape, converts it into the arena. */
+static mv_status take(loader *L, const char *name, int ndim, const int64_t *shape, float **out,
+                      mv_err *e)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", L->prefix, name);
+    for (int i = 0; i < L->s->n_files; i++) {
+        const mv_st_tensor *t = mv_st_find(&L->s->files[i], full);
+        if (!t)
+            continue;
+        int ok = t->ndim == ndim;
+        for (int d = 0; ok && d < ndim; d++)
+            ok = t->shape[d] == shape[d];
+        if (!ok) {
+            char got[128] = "", want[128] = "";
+            for (int d = 0; d < t->ndim; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
+                         (long long)t->shape[d]);
+            for (int d = 0; d < ndim; d++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? "," : "",
+                         (long long)shape[d]);
+            return mv_fail(e, MV_ERR_MODEL, "%s: tensor '%s' has shape [%s], config.json implies [%s]",
+                           L->s->files[i].path, full, got, want);
+        }
+        mv_status st = mv_st_to_f32(&L->s->files[i], t, L->next, e);
+        if (st)
+            return st;
+        L->hash = mix64(L->hash, t->data, t->nbytes);
+        *out = L->next;
+        int64_t cnt = 1;
+        for (int d = 0; d < ndim; d++)
+            cnt *= shape[d];
+        L->next += cnt;
+        return MV_OK;
+    }
+    return mv_fail(e, MV_ERR_MODEL, "%s: missing tensor '%s'", L->dir, full);
+}
+
+void mv_model_update_fingerprint(mv_model *m)
+{
+    /* the fingerprint covers the weights and every preprocessing setting */
+    mv_preproc_config pp;
+    memset(&pp, 0, sizeof pp); /* no padding garbage in the hash */
+    pp = m->pp;
+    uint64_t h = m->weights_hash;
+    h = mix64(h, (const uint8_t *)&pp.min_pixels, sizeof pp.min_pixels);
+    h = mix64(h, (const uint8_t *)&pp.max_pixels, sizeof pp.max_pixels);
+    h = mix64(h, (const uint8_t *)pp.mean, sizeof pp.mean);
+    h = mix64(h, (const uint8_t *)pp.std, sizeof pp.std);
+    h = mix64(h, (const uint8_t *)&pp.rescale, sizeof pp.rescale);
+    h = mix64(h, (const uint8_t *)&pp.video_min_pixels, sizeof pp.video_min_pixels);
+    h = mix64(h, (const uint8_t *)&pp.video_max_pixels, sizeof pp.video_max_pixels);
+    h = mix64(h, (const uint8_t *)&pp.fps, sizeof pp.fps);
+    int fr[2] = {pp.min_frames, pp.max_frames};
+    h = mix64(h, (const uint8_t *)fr, sizeof fr);
+    snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx", (unsigned long long)h);
+}
+
+void mv_model_free(mv_model *m)
+{
+    if (!m)
+        return;
+    model_storage *s = m->storage;
+    if (s) {
+        for (int i = 0; i < s->n_files; i++)
+            mv_st_close(&s->files[i]);
+        free(s->files);
+        free(s->arena);
+        free(s);
+    }
+    free(m->blocks);
+    free(m);
+}
+
+mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
+{
+    *out = NULL;
+    mv_model *m = calloc(1, sizeof *m);
+    model_storage *s = calloc(1, sizeof *s);
+    if (!m || !s) {
+        free(m);
+        free(s);
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    }
+    m->storage = s;
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    mv_status st;
+    char **names = NULL;
+    int nnames = 0;
+    if ((st = parse_config(dir, &m->cfg, e)) || (st = parse_preproc(dir, &m->cfg, &m->pp, e)) ||
+        (st = list_shards(dir, &names, &nnames, e)))
+        goto fail;
+    s->files = calloc(nnames, sizeof *s->files);
+    for (int i = 0; i < nnames; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if ((st = mv_st_open(path, &s->files[i], e)))
+            goto fail;
+        s->n_files++;
+    }
+    /* prefix detection */
+    static const char *prefixes[] = {"model.visual.", "visual.", ""};
+    const char *prefix = NULL;
+    for (int p = 0; p < 3 && !prefix; p++) {
+        char k[64];
+        snprintf(k, sizeof k, "%spatch_embed.proj.weight", prefixes[p]);
+        for (int i = 0; i < s->n_files && !prefix; i++)
+            if (mv_st_find(&s->files[i], k))
+                prefix = prefixes[p];
+    }
+    if (!prefix) {
+        st = mv_fail(e, MV_ERR_MODEL,
+                     "%s: missing tensor 'patch_embed.proj.weight' (looked for prefixes "
+                     "'model.visual.', 'visual.' and none)", dir);
+        goto fail;
+    }
+    const mv_vision_config *c = &m->cfg;
+    int64_t H = c->hidden, I = c->inter, L4 = 4LL * H * c->merge * c->merge / 4, L = c->out_hidden;
+    int64_t MH = H * c->merge * c->merge; /* merger width 4H */
+    (void)L4;
+    size_t total = (size_t)H * c->patch_dim + H + (size_t)c->num_pos * H +
+                   (size_t)c->depth * (4 * H + 3 * H * H + 3 * H + H * H + H + I * H + I + H * I + H) +
+                   2 * H + MH * MH + MH + L * MH + L;
+    s->arena = malloc(total * sizeof(float));
+    m->blocks = calloc(c->depth, sizeof *m->blocks);
+    if (!s->arena || !m->blocks) {
+        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %zu weights", dir, total);
+        goto fail;
+    }
+    loader Ld = {s, prefix, dir, s->arena, 0xcbf29ce484222325ULL};
+    int64_t pshape[5] = {H, c->in_ch, c->temporal, c->patch, c->patch};
+    int64_t sh_h[1] = {H}, sh_pos[2] = {c->num_pos, H};
+    if ((st = take(&Ld, "patch_embed.proj.weight", 5, pshape, &m->patch_w, e)) ||
+        (st = take(&Ld, "patch_embed.proj.bias", 1, sh_h, &m->patch_b, e)) ||
+        (st = take(&Ld, "pos_embed.weight", 2, sh_pos, &m->pos_embed, e)))
+        goto fail;
+    for (int b = 0; b < c->depth; b++) {
+        mv_block *B = &m->blocks[b];
+        char n[96];
+        int64_t s3hh[2] = {3 * H, H}, s3h[1] = {3 * H}, shh[2] = {H, H}, sih[2] = {I, H},
+                si[1] = {I}, shi[2] = {H, I};
+#define TAKE(field, nm, nd, shp)                                           \
+    snprintf(n, sizeof n, "blocks.%d." nm, b);                             \
+    if ((st = take(&Ld, n, nd, shp, &B->field, e)))                        \
+        goto fail;
+        TAKE(norm1_w, "norm1.weight", 1, sh_h)
+        TAKE(norm1_b, "norm1.bias", 1, sh_h)
+        TAKE(norm2_w, "norm2.weight", 1, sh_h)
+        TAKE(norm2_b, "norm2.bias", 1, sh_h)
+        TAKE(qkv_w, "attn.qkv.weight", 2, s3hh)
+        TAKE(qkv_b, "attn.qkv.bias", 1, s3h)
+        TAKE(proj_w, "attn.proj.weight", 2, shh)
+        TAKE(proj_b, "attn.proj.bias", 1, sh_h)
+        TAKE(fc1_w, "mlp.linear_fc1.weight", 2, sih)
+        TAKE(fc1_b, "mlp.linear_fc1.bias", 1, si)
+        TAKE(fc2_w, "mlp.linear_fc2.weight", 2, shi)
+        TAKE(fc2_b, "mlp.linear_fc2.bias", 1, sh_h)
+#undef TAKE
+    }
+    {
+        char extra[96];
+        snprintf(extra, sizeof extra, "blocks.%d.norm1.weight", c->depth);
+        char full[160];
+        snprintf(full, sizeof full, "%s%s", prefix, extra);
+        for (int i = 0; i < s->n_files; i++)
+            if (mv_st_find(&s->files[i], full)) {
+                st = mv_fail(e, MV_ERR_MODEL, "%s: tensor '%s' exists but config.json says depth %d",
+                             s->files[i].path, full, c->depth);
+                goto fail;
+            }
+    }
+    int64_t smh[2] = {MH, MH}, smh1[1] = {MH}, slm[2] = {L, MH}, sl[1] = {L};
+    if ((st = take(&Ld, "merger.norm.weight", 1, sh_h, &m->mnorm_w, e)) ||
+        (st = take(&Ld, "merger.norm.bias", 1, sh_h, &m->mnorm_b, e)) ||
+        (st = take(&Ld, "merger.linear_fc1.weight", 2, smh, &m->mfc1_w, e)) ||
+        (st = take(&Ld, "merger.linear_fc1.bias", 1, smh1, &m->mfc1_b, e)) ||
+        (st = take(&Ld, "merger.linear_fc2.weight", 2, slm, &m->mfc2_w, e)) ||
+        (st = take(&Ld, "merger.linear_fc2.bias", 1, sl, &m->mfc2_b, e)))
+        goto fail;
+    m->weights_hash = mix64(Ld.hash, (const uint8_t *)c, sizeof *c);
+    mv_model_update_fingerprint(m);
+    /* the mappings are no longer needed: weights live in the arena */
+    for (int i = 0; i < s->n_files; i++)
+        mv_st_close(&s->files[i]);
+    s->n_files = 0;
+    for (int i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    *out = m;
+    return MV_OK;
+fail:
+    for (int i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    mv_model_free(m);
+    return st;
+}
