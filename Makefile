@@ -70,7 +70,7 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(wildcard test/tools/*.c)
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bats demo clean man install deps info
+.PHONY: all test unit demo clean install deps info
 all: info mvembed $(TOOL_BINS)
 
 info:
@@ -100,21 +100,22 @@ $(BUILD):
 	@mkdir -p $(BUILD)
 
 unit: $(UNIT_BINS)
-bats-deps: all
 
 # Every runner prints "ok"/"not ok" lines (TAP); scripts/run-tests.sh sums them and prints the
 # closing "N passed, N failed" line.
-test: all $(UNIT_BINS)
+# make test installs missing Debian packages first (scripts/install-deps.sh), then builds in a
+# fresh make so that the pkg-config probes above see them.
+test: deps
+	@$(MAKE) --no-print-directory all unit
 	@scripts/run-tests.sh $(UNIT_BINS)
 
-demo:
-	scripts/install-deps.sh
-	$(MAKE) all
+demo: deps
+	@$(MAKE) --no-print-directory all
 	./mvembed --model fixtures/model-tiny --out out fixtures/media
 	@echo "demo: embeddings in out/, manifest in out/manifest.jsonl"
 
 deps:
-	scripts/install-deps.sh
+	@scripts/install-deps.sh
 
 clean:
 	rm -rf $(BUILD) mvembed

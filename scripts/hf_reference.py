@@ -250,6 +250,21 @@ def video_inputs(npy, mdir, fps=None, num_frames=None):
     return pix, grid, meta
 
 
+def save_frames(pix, grid, d, pc):
+    """Inverts normalisation + patchify: writes hf_frame_NNN.png, the uint8 frames HF resized."""
+    from PIL import Image
+    t, gh, gw = (int(x) for x in grid[0])
+    T, P = pc["temporal_patch_size"], pc["patch_size"]
+    mean = np.array(pc["image_mean"]) * 255.0
+    std = np.array(pc["image_std"]) * 255.0
+    x = pix[: t * gh * gw].reshape(t, gh // 2, gw // 2, 2, 2, 3, T, P, P)
+    x = x.transpose(0, 6, 1, 3, 7, 2, 4, 8, 5).reshape(t * T, gh * P, gw * P, 3)
+    u = np.rint(x * std + mean).clip(0, 255).astype(np.uint8)
+    n = 1 if grid[0][0] == 1 and np.array_equal(u[0], u[-1]) and u.shape[0] == T else u.shape[0]
+    for i in range(n):
+        Image.fromarray(u[i]).save(os.path.join(d, f"hf_frame_{i:03d}.png"))
+
+
 def run(args):
     model, cfg = load_model(args.model)
     dtypes = args.dtypes.split(",")
@@ -274,7 +289,15 @@ def run(args):
             json.dump({"error": f"{type(ex).__name__}: {ex}"}, open(os.path.join(d, "meta.json"), "w"))
             print(f"{name}: processor error: {ex}")
             continue
-        np.save(os.path.join(d, "pixel_values.npy"), pix)
+        if args.pixel_digest:
+            # compact form for committed fixtures: a digest of the exact f32 bytes, plus the
+            # resized uint8 frames recovered from them (the normalisation is injective)
+            import hashlib
+            with open(os.path.join(d, "pixel_values.sha256"), "w") as f:
+                f.write(hashlib.sha256(np.ascontiguousarray(pix, dtype="<f4").tobytes()).hexdigest() + "\n")
+            save_frames(pix, grid, d, json.load(open(os.path.join(args.model, "preprocessor_config.json"))))
+        else:
+            np.save(os.path.join(d, "pixel_values.npy"), pix)
         np.save(os.path.join(d, "grid_thw.npy"), grid)
         json.dump(meta, open(os.path.join(d, "meta.json"), "w"), indent=1)
         if args.no_tower:
@@ -326,6 +349,8 @@ def main():
     r.add_argument("--attn", default="sdpa")
     r.add_argument("--stages", default="all", help="comma list of stages to save, or all")
     r.add_argument("--no-tower", action="store_true", help="processor outputs only")
+    r.add_argument("--pixel-digest", action="store_true",
+                   help="save pixel_values.sha256 and hf_frame_NNN.png instead of pixel_values.npy")
     a = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False

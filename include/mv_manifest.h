@@ -1,0 +1,92 @@
+/* mv_manifest.h - the JSON Lines manifest (OUT/manifest.jsonl or a shard's file) and resume.
+ *
+ * One JSON object per line, one line per input, appended safely by several processes at once
+ * (O_APPEND + an exclusive flock around a single write of the whole line). Resume reads a
+ * manifest back into a hash set of inputs whose latest status is "ok", keyed by the raw path bytes.
+ * This module does not check that output files exist; the caller does.
+ */
+#ifndef MV_MANIFEST_H
+#define MV_MANIFEST_H
+
+#include "mv_common.h"
+
+/* One manifest line. Zero-initialise, then set what applies; absent fields are omitted.
+ * Field order in the line: input, input_b64, output, output_b64, status, error, kind, width,
+ * height, resized, grid_thw, shape, dtype, model, frame_indices, timestamps, fps, duration,
+ * rotation, seconds. Paths are raw bytes: a path that is not valid UTF-8 is written with each
+ * invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the exact bytes. */
+typedef struct {
+    const char *input;   /* required: the path as given / walked */
+    const char *output;  /* relative to OUT; NULL = omitted */
+    int ok;              /* status: 1 "ok", 0 "error" */
+    const char *error;   /* NULL = omitted */
+    const char *kind;    /* "image" / "video"; NULL = omitted */
+    int has_size;        /* width, height of the source */
+    int64_t width, height;
+    int has_resized;     /* resized [w, h] */
+    int64_t resized[2];
+    int has_grid;        /* grid_thw [t, h, w] */
+    int64_t grid_thw[3];
+    int has_shape;       /* shape [rows, cols] of the saved array */
+    int64_t shape[2];
+    const char *dtype;   /* "f32" / "f16"; NULL = omitted */
+    const char *model;   /* model fingerprint; NULL = omitted */
+    const int64_t *frame_indices; /* [n_frame_indices]; NULL = omitted */
+    size_t n_frame_indices;
+    const double *timestamps;     /* [n_timestamps] seconds; NULL = omitted */
+    size_t n_timestamps;
+    int has_fps;
+    double fps;
+    int has_duration;
+    double duration;     /* seconds */
+    int has_rotation;
+    int rotation;        /* degrees */
+    int has_seconds;
+    double seconds;      /* time spent on this input (written to the microsecond) */
+} mv_record;
+
+typedef struct mv_manifest mv_manifest;
+
+/* Opens (creating, mode 0666 & ~umask) path for appending. */
+mv_status mv_manifest_open(const char *path, mv_manifest **m, mv_err *e);
+
+/* Builds the line for r in memory, then under an exclusive flock: writes a '\n' first if the file
+ * does not end with one (a line torn by a crash), writes the line with one write() (looping on
+ * short writes), and on failure truncates back to the previous size so no torn line is left.
+ * Durability: fdatasync every MV_MANIFEST_SYNC_EVERY lines and at close. */
+#define MV_MANIFEST_SYNC_EVERY 64
+mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e);
+
+/* The JSON line for r, without the trailing '\n', in a malloc'd string (used by append). */
+mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_err *e);
+
+/* fdatasync + close. Returns the first error met (m is freed in any case). NULL is fine. */
+mv_status mv_manifest_close(mv_manifest *m, mv_err *e);
+
+/* --- resume ------------------------------------------------------------------------------- */
+
+typedef struct mv_done mv_done;
+
+mv_status mv_done_create(mv_done **d, mv_err *e);
+void mv_done_free(mv_done *d);
+
+/* Reads the manifest at path into d (several manifests, e.g. shards, may be loaded into one d;
+ * later lines win). A missing file is not an error. Lines that are not JSON objects with a string
+ * "input" (a torn last line, garbage) are skipped and counted in *n_bad (may be NULL); *n_lines
+ * (may be NULL) counts lines read. input_b64 / output_b64, when present, give the exact bytes.
+ * An input whose latest status is not "ok" is dropped from the set. Memory is proportional to the
+ * done set, not to the file. */
+mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
+                                mv_err *e);
+
+/* The output (relative to OUT) recorded for input when its latest status is "ok", else NULL.
+ * O(1) expected. The string stays valid until d changes or is freed. */
+const char *mv_done_lookup(const mv_done *d, const char *input);
+size_t mv_done_count(const mv_done *d);
+
+/* Base64 (RFC 4648, padded) helpers: malloc'd, NUL-terminated results; NULL on failure (out of
+ * memory, or bad input for decode). */
+char *mv_base64_encode(const void *p, size_t n);
+uint8_t *mv_base64_decode(const char *s, size_t *n);
+
+#endif

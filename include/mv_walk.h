@@ -1,0 +1,59 @@
+/* mv_walk.h - streaming iterator over the command line's PATH arguments (files, directories, "-").
+ *
+ * Directories are walked recursively and depth first, like `find -L` with each directory's entries
+ * sorted by byte order, so the order is deterministic. Memory stays flat in the number of files: only
+ * the sorted entry lists of the directories on the current descent path are held. Symlinks are
+ * followed; a symlink that leads back to a directory being walked is reported as an error item.
+ * This module does not open or decode the files; it only names them.
+ */
+#ifndef MV_WALK_H
+#define MV_WALK_H
+
+#include <stdio.h>
+
+#include "mv_common.h"
+
+typedef struct {
+    int null_sep;  /* paths read from stdin ("-") are NUL-separated (find -print0), not lines */
+    int all_files; /* in directories take every regular file, not only image/video extensions */
+    int hidden;    /* in directories do not skip entries whose name starts with '.' */
+} mv_walk_opts;
+
+typedef struct mv_walk mv_walk;
+
+/* One walked item. Pointers stay valid until the next mv_walk_next / mv_walk_close.
+ * path:  the path to open (a PATH argument, or DIR/relative for files found under DIR).
+ * rel:   the output-relative name: the base name for a file argument, the path relative to DIR
+ *        for a file found under the directory argument DIR. Never NULL; never starts with '/'
+ *        and holds no "." or ".." component; may be "" on error items (empty argument).
+ * error: NULL when the item is fine; otherwise a one-line reason (missing file, unreadable
+ *        directory, symlink loop, not a regular file) that does not repeat the path. The walk
+ *        goes on after an error item.
+ * Paths are raw bytes: non-UTF-8 names pass through unchanged. */
+typedef struct {
+    const char *path;
+    const char *rel;
+    const char *error;
+} mv_walk_item;
+
+/* args[0..nargs) are PATH arguments; "-" reads further PATHs from stdin_fp (read incrementally;
+ * one per line with a trailing '\r' stripped, or NUL-separated with o->null_sep; empty ones are
+ * skipped). o may be NULL (all options off). args must outlive the walker. */
+mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE *stdin_fp,
+                       mv_walk **w, mv_err *e);
+
+/* Returns 1 with *item filled, 0 at the end, <0 on a fatal error (out of memory, stdin read
+ * error; e set). */
+int mv_walk_next(mv_walk *w, mv_walk_item *item, mv_err *e);
+
+void mv_walk_close(mv_walk *w);
+
+/* 1 when name's extension (case-insensitive) is a known image/video extension:
+ * jpg jpeg jpe png webp mp4 m4v mov mkv webm avi mpg mpeg ts m2ts flv ogv 3gp wmv. */
+int mv_walk_is_media_name(const char *name);
+
+/* Deterministic 64-bit hash of bytes for sharding: FNV-1a 64 (offset basis 0xcbf29ce484222325,
+ * prime 0x100000001b3). The same bytes give the same value on every platform and run. */
+uint64_t mv_hash64(const void *p, size_t n);
+
+#endif

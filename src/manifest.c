@@ -1,0 +1,679 @@
+/* manifest.c - JSON Lines manifest writer (append-safe across processes) and resume reader.
+ *
+ * Lines are built by hand so that numbers are written the shortest way that reads back exactly
+ * (0.1, not jansson's 0.10000000000000001); strings are escaped by jansson, and reading back is
+ * jansson's parser. This file does not know how records are produced, nor check output files.
+ */
+#include "mv_manifest.h"
+#include "mv_walk.h" /* mv_hash64 */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* --- base64 ------------------------------------------------------------------------------- */
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *mv_base64_encode(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    char *out = mv_malloc((n + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
+        out[o++] = b64_alphabet[v >> 18];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = b64_alphabet[(v >> 6) & 63];
+        out[o++] = b64_alphabet[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0);
+        out[o++] = b64_alphabet[v >> 18];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int b64_value(int c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+uint8_t *mv_base64_decode(const char *s, size_t *n)
+{
+    size_t len = strlen(s);
+    if (len % 4 != 0)
+        return NULL;
+    uint8_t *out = mv_malloc(len / 4 * 3 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            int c = (unsigned char)s[i + k];
+            if (c == '=' && i + 4 == len && k >= 2) {
+                v[k] = 0;
+                pad++;
+                continue;
+            }
+            v[k] = pad ? -1 : b64_value(c); /* data after '=' is invalid */
+            if (v[k] < 0) {
+                free(out);
+                return NULL;
+            }
+        }
+        uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                     (uint32_t)v[3];
+        out[o++] = (uint8_t)(x >> 16);
+        if (pad < 2)
+            out[o++] = (uint8_t)(x >> 8);
+        if (pad < 1)
+            out[o++] = (uint8_t)x;
+    }
+    out[o] = 0;
+    *n = o;
+    return out;
+}
+
+/* --- line building ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 512;
+        while (nc < b->n + n + 1)
+            nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the byte at s is invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0) lo = 0xa0;        /* no overlongs */
+        if (c == 0xed) hi = 0x9f;        /* no surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;        /* <= U+10FFFF */
+    } else
+        return 0;
+    if (n < len)
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < len; k++)
+        if (s[k] < 0x80 || s[k] > 0xbf)
+            return 0;
+    return len;
+}
+
+static int utf8_valid(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq(u + i, n - i);
+        if (!k)
+            return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* Appends s as a JSON string, invalid UTF-8 bytes replaced by U+FFFD. */
+static void sb_json_string(sbuf *b, const char *s)
+{
+    sbuf clean = {0};
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq(u + i, n - i);
+        if (k) {
+            sb_add(&clean, s + i, k);
+            i += k;
+        } else {
+            sb_add(&clean, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    if (clean.oom) {
+        b->oom = 1;
+        free(clean.p);
+        return;
+    }
+    json_t *js = json_stringn(clean.p ? clean.p : "", clean.n);
+    char *enc = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+    if (!enc)
+        b->oom = 1;
+    else
+        sb_str(b, enc);
+    free(enc);
+    json_decref(js);
+    free(clean.p);
+}
+
+static void sb_key(sbuf *b, const char *key)
+{
+    if (b->n > 1)
+        sb_add(b, ",", 1);
+    sb_add(b, "\"", 1);
+    sb_str(b, key);
+    sb_add(b, "\":", 2);
+}
+
+static void sb_i64(sbuf *b, int64_t v)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%" PRId64, v);
+    sb_str(b, t);
+}
+
+/* Shortest %.Ng that reads back as exactly v; null for NaN/inf (not JSON numbers). */
+static void sb_f64(sbuf *b, double v)
+{
+    if (!isfinite(v)) {
+        sb_str(b, "null");
+        return;
+    }
+    char t[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(t, sizeof t, "%.*g", prec, v);
+        if (strtod(t, NULL) == v)
+            break;
+    }
+    sb_str(b, t);
+}
+
+static void sb_i64_array(sbuf *b, const int64_t *v, size_t n)
+{
+    sb_add(b, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            sb_add(b, ",", 1);
+        sb_i64(b, v[i]);
+    }
+    sb_add(b, "]", 1);
+}
+
+static void sb_path(sbuf *b, const char *key, const char *path)
+{
+    sb_key(b, key);
+    sb_json_string(b, path);
+    if (!utf8_valid(path)) {
+        char k64[64];
+        snprintf(k64, sizeof k64, "%s_b64", key);
+        char *enc = mv_base64_encode(path, strlen(path));
+        if (!enc) {
+            b->oom = 1;
+            return;
+        }
+        sb_key(b, k64);
+        sb_add(b, "\"", 1);
+        sb_str(b, enc);
+        sb_add(b, "\"", 1);
+        free(enc);
+    }
+}
+
+mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_err *e)
+{
+    *line = NULL;
+    *len = 0;
+    if (!r->input)
+        return mv_fail(e, MV_ERR_INTERNAL, "manifest: record without an input path");
+    sbuf b = {0};
+    sb_add(&b, "{", 1);
+    sb_path(&b, "input", r->input);
+    if (r->output)
+        sb_path(&b, "output", r->output);
+    sb_key(&b, "status");
+    sb_str(&b, r->ok ? "\"ok\"" : "\"error\"");
+    if (r->error) {
+        sb_key(&b, "error");
+        sb_json_string(&b, r->error);
+    }
+    if (r->kind) {
+        sb_key(&b, "kind");
+        sb_json_string(&b, r->kind);
+    }
+    if (r->has_size) {
+        sb_key(&b, "width");
+        sb_i64(&b, r->width);
+        sb_key(&b, "height");
+        sb_i64(&b, r->height);
+    }
+    if (r->has_resized) {
+        sb_key(&b, "resized");
+        sb_i64_array(&b, r->resized, 2);
+    }
+    if (r->has_grid) {
+        sb_key(&b, "grid_thw");
+        sb_i64_array(&b, r->grid_thw, 3);
+    }
+    if (r->has_shape) {
+        sb_key(&b, "shape");
+        sb_i64_array(&b, r->shape, 2);
+    }
+    if (r->dtype) {
+        sb_key(&b, "dtype");
+        sb_json_string(&b, r->dtype);
+    }
+    if (r->model) {
+        sb_key(&b, "model");
+        sb_json_string(&b, r->model);
+    }
+    if (r->frame_indices) {
+        sb_key(&b, "frame_indices");
+        sb_i64_array(&b, r->frame_indices, r->n_frame_indices);
+    }
+    if (r->timestamps) {
+        sb_key(&b, "timestamps");
+        sb_add(&b, "[", 1);
+        for (size_t i = 0; i < r->n_timestamps; i++) {
+            if (i)
+                sb_add(&b, ",", 1);
+            sb_f64(&b, r->timestamps[i]);
+        }
+        sb_add(&b, "]", 1);
+    }
+    if (r->has_fps) {
+        sb_key(&b, "fps");
+        sb_f64(&b, r->fps);
+    }
+    if (r->has_duration) {
+        sb_key(&b, "duration");
+        sb_f64(&b, r->duration);
+    }
+    if (r->has_rotation) {
+        sb_key(&b, "rotation");
+        sb_i64(&b, r->rotation);
+    }
+    if (r->has_seconds) {
+        sb_key(&b, "seconds");
+        sb_f64(&b, round(r->seconds * 1e6) / 1e6);
+    }
+    sb_add(&b, "}", 1);
+    if (b.oom) {
+        free(b.p);
+        return mv_fail(e, MV_ERR_NOMEM, "manifest: out of memory building the line for %s",
+                       r->input);
+    }
+    *line = b.p;
+    *len = b.n;
+    return MV_OK;
+}
+
+/* --- appending ---------------------------------------------------------------------------- */
+
+struct mv_manifest {
+    int fd;
+    char *path;
+    unsigned unsynced; /* lines appended since the last fdatasync */
+};
+
+mv_status mv_manifest_open(const char *path, mv_manifest **out, mv_err *e)
+{
+    *out = NULL;
+    mv_manifest *m = mv_calloc(1, sizeof *m);
+    char *p = strdup(path);
+    if (!m || !p) {
+        free(m);
+        free(p);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    /* O_RDWR, not O_WRONLY: append reads the last byte to detect a torn line */
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int err = errno;
+        free(m);
+        free(p);
+        return mv_fail(e, MV_ERR_IO, "%s: cannot open manifest: %s", path, strerror(err));
+    }
+    m->fd = fd;
+    m->path = p;
+    *out = m;
+    return MV_OK;
+}
+
+static int lock_fd(int fd, int op)
+{
+    int r;
+    do
+        r = flock(fd, op);
+    while (r != 0 && errno == EINTR);
+    return r;
+}
+
+mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e)
+{
+    char *line;
+    size_t len;
+    mv_status s = mv_manifest_format(r, &line, &len, e);
+    if (s != MV_OK)
+        return mv_fail_prefix(e, s, "%s", m->path);
+    /* room for a leading '\n' and the trailing one: line becomes "\n" + line + "\n" */
+    char *buf = mv_malloc(len + 2);
+    if (!buf) {
+        free(line);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", m->path);
+    }
+    buf[0] = '\n';
+    memcpy(buf + 1, line, len);
+    buf[len + 1] = '\n';
+    free(line);
+
+    if (lock_fd(m->fd, LOCK_EX) != 0) {
+        int err = errno;
+        free(buf);
+        return mv_fail(e, MV_ERR_IO, "%s: cannot lock manifest: %s", m->path, strerror(err));
+    }
+    s = MV_OK;
+    struct stat st;
+    if (fstat(m->fd, &st) != 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: fstat: %s", m->path, strerror(errno));
+        goto unlock;
+    }
+    const char *p = buf + 1;
+    size_t left = len + 1;
+    if (st.st_size > 0) {
+        char last;
+        ssize_t k = pread(m->fd, &last, 1, st.st_size - 1);
+        if (k != 1) {
+            s = mv_fail(e, MV_ERR_IO, "%s: reading the last byte: %s", m->path,
+                        k < 0 ? strerror(errno) : "file shrank");
+            goto unlock;
+        }
+        if (last != '\n') { /* a line torn by a crash: end it so ours stays whole */
+            p = buf;
+            left++;
+        }
+    }
+    while (left > 0) {
+        ssize_t k = write(m->fd, p, left);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int err = k < 0 ? errno : EIO;
+            s = mv_fail(e, MV_ERR_IO, "%s: write: %s", m->path, strerror(err));
+            if (ftruncate(m->fd, st.st_size) != 0) /* drop our partial line */
+                mv_fail_prefix(e, s, "%s: could not remove a partial line (%s)", m->path,
+                               strerror(errno));
+            goto unlock;
+        }
+        p += k;
+        left -= (size_t)k;
+    }
+unlock:
+    if (lock_fd(m->fd, LOCK_UN) != 0 && s == MV_OK)
+        s = mv_fail(e, MV_ERR_IO, "%s: cannot unlock manifest: %s", m->path, strerror(errno));
+    free(buf);
+    if (s != MV_OK)
+        return s;
+    if (++m->unsynced >= MV_MANIFEST_SYNC_EVERY) {
+        m->unsynced = 0;
+        if (fdatasync(m->fd) != 0)
+            return mv_fail(e, MV_ERR_IO, "%s: fdatasync: %s", m->path, strerror(errno));
+    }
+    return MV_OK;
+}
+
+mv_status mv_manifest_close(mv_manifest *m, mv_err *e)
+{
+    if (!m)
+        return MV_OK;
+    mv_status s = MV_OK;
+    if (fdatasync(m->fd) != 0)
+        s = mv_fail(e, MV_ERR_IO, "%s: fdatasync: %s", m->path, strerror(errno));
+    if (close(m->fd) != 0 && s == MV_OK)
+        s = mv_fail(e, MV_ERR_IO, "%s: close: %s", m->path, strerror(errno));
+    free(m->path);
+    free(m);
+    return s;
+}
+
+/* --- resume set --------------------------------------------------------------------------- */
+
+typedef struct {
+    char *key;    /* raw input bytes; NULL = empty slot */
+    char *output; /* NULL when the latest status is not ok */
+    uint64_t h;
+} done_slot;
+
+struct mv_done {
+    done_slot *slots;
+    size_t cap, used, n_ok;
+};
+
+mv_status mv_done_create(mv_done **out, mv_err *e)
+{
+    mv_done *d = mv_calloc(1, sizeof *d);
+    if (d) {
+        d->cap = 1024;
+        d->slots = mv_calloc(d->cap, sizeof *d->slots);
+    }
+    if (!d || !d->slots) {
+        free(d);
+        *out = NULL;
+        return mv_fail(e, MV_ERR_NOMEM, "resume set: out of memory");
+    }
+    *out = d;
+    return MV_OK;
+}
+
+void mv_done_free(mv_done *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->cap; i++) {
+        free(d->slots[i].key);
+        free(d->slots[i].output);
+    }
+    free(d->slots);
+    free(d);
+}
+
+static done_slot *find_slot(done_slot *slots, size_t cap, const char *key, uint64_t h)
+{
+    size_t i = (size_t)h & (cap - 1);
+    for (;;) {
+        done_slot *s = &slots[i];
+        if (!s->key || (s->h == h && strcmp(s->key, key) == 0))
+            return s;
+        i = (i + 1) & (cap - 1);
+    }
+}
+
+static int done_grow(mv_done *d)
+{
+    size_t nc = d->cap * 2;
+    done_slot *ns = mv_calloc(nc, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < d->cap; i++)
+        if (d->slots[i].key)
+            *find_slot(ns, nc, d->slots[i].key, d->slots[i].h) = d->slots[i];
+    free(d->slots);
+    d->slots = ns;
+    d->cap = nc;
+    return 0;
+}
+
+/* Records the latest status of key (output NULL = not ok). Takes ownership of output. */
+static int done_set(mv_done *d, const char *key, char *output)
+{
+    uint64_t h = mv_hash64(key, strlen(key));
+    done_slot *s = find_slot(d->slots, d->cap, key, h);
+    if (!s->key) {
+        if (!output)
+            return 0; /* never ok: nothing to remember */
+        if ((d->used + 1) * 2 > d->cap) {
+            if (done_grow(d)) {
+                free(output);
+                return -1;
+            }
+            s = find_slot(d->slots, d->cap, key, h);
+        }
+        s->key = strdup(key);
+        if (!s->key) {
+            free(output);
+            return -1;
+        }
+        s->h = h;
+        d->used++;
+    }
+    if (s->output && !output)
+        d->n_ok--;
+    if (!s->output && output)
+        d->n_ok++;
+    free(s->output);
+    s->output = output;
+    return 0;
+}
+
+const char *mv_done_lookup(const mv_done *d, const char *input)
+{
+    uint64_t h = mv_hash64(input, strlen(input));
+    const done_slot *s = find_slot(d->slots, d->cap, input, h);
+    return s->key ? s->output : NULL;
+}
+
+size_t mv_done_count(const mv_done *d) { return d->n_ok; }
+
+/* The raw path of field (from "<field>_b64" when present, else the string); malloc'd, or NULL
+ * when absent or malformed. */
+static char *record_path(json_t *o, const char *field)
+{
+    char k64[64];
+    snprintf(k64, sizeof k64, "%s_b64", field);
+    json_t *b = json_object_get(o, k64);
+    if (json_is_string(b)) {
+        size_t n;
+        uint8_t *raw = mv_base64_decode(json_string_value(b), &n);
+        if (!raw || n == 0 || memchr(raw, 0, n)) {
+            free(raw);
+            return NULL;
+        }
+        return (char *)raw;
+    }
+    json_t *s = json_object_get(o, field);
+    if (!json_is_string(s))
+        return NULL;
+    return strdup(json_string_value(s));
+}
+
+mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
+                                mv_err *e)
+{
+    size_t lines = 0, bad = 0;
+    if (n_lines)
+        *n_lines = 0;
+    if (n_bad)
+        *n_bad = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return MV_OK;
+        return mv_fail(e, MV_ERR_IO, "%s: cannot read manifest: %s", path, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    mv_status s = MV_OK;
+    for (;;) {
+        errno = 0;
+        ssize_t n = getline(&line, &cap, f);
+        if (n < 0) {
+            if (ferror(f))
+                s = mv_fail(e, MV_ERR_IO, "%s: read: %s", path, strerror(errno ? errno : EIO));
+            break;
+        }
+        if (n == 1 && line[0] == '\n')
+            continue; /* the empty line that ends a torn one */
+        lines++;
+        json_error_t jerr;
+        json_t *o = json_loadb(line, (size_t)n, 0, &jerr);
+        char *input = json_is_object(o) ? record_path(o, "input") : NULL;
+        json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
+        if (!input || !json_is_string(st)) {
+            bad++;
+            free(input);
+            json_decref(o);
+            continue;
+        }
+        char *output = NULL;
+        if (strcmp(json_string_value(st), "ok") == 0) {
+            output = record_path(o, "output");
+            if (!output)
+                output = strdup("");
+            if (!output) {
+                free(input);
+                json_decref(o);
+                s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+                break;
+            }
+        }
+        int r = done_set(d, input, output);
+        free(input);
+        json_decref(o);
+        if (r) {
+            s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for the resume set", path);
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    if (n_lines)
+        *n_lines = lines;
+    if (n_bad)
+        *n_bad = bad;
+    return s;
+}

@@ -1,0 +1,378 @@
+/* output.c - atomic OUT/<rel>.npy.zst writer (see mv_output.h).
+ *
+ * encode NPY (mv_npy_encode) -> one zstd frame (ZSTD_compress2, content size + checksum) ->
+ * O_EXCL temp file ".tmp-<pid>-<random>" beside the final name -> fsync -> rename -> fsync dir.
+ * The temp file is created with open(O_CREAT|O_EXCL, 0666) rather than mkstemp so that the
+ * final file gets the usual 0666 & ~umask mode instead of mkstemp's 0600.
+ * This file does not choose output names or check collisions between inputs.
+ */
+#include "mv_output.h"
+#include "mv_walk.h" /* mv_hash64 */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t cap, mv_err *e)
+{
+    if (!rel[0] || rel[0] == '/')
+        return mv_fail(e, MV_ERR_USAGE, "output name '%s' is not a relative path", rel);
+    for (const char *c = rel; *c;) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return mv_fail(e, MV_ERR_USAGE,
+                           "output name '%s' has an empty, '.' or '..' component", rel);
+        c += n + (end ? 1 : 0);
+        if (end && !*c)
+            return mv_fail(e, MV_ERR_USAGE, "output name '%s' ends with '/'", rel);
+    }
+    size_t dl = strlen(out_dir);
+    while (dl > 1 && out_dir[dl - 1] == '/')
+        dl--;
+    int sep = dl > 0 && out_dir[dl - 1] != '/';
+    int n = snprintf(buf, cap, "%.*s%s%s.npy.zst", (int)dl, out_dir, sep ? "/" : "", rel);
+    if (n < 0 || (size_t)n >= cap)
+        return mv_fail(e, MV_ERR_LIMIT, "%s/%s.npy.zst: path too long (%zu bytes at most)",
+                       out_dir, rel, cap ? cap - 1 : 0);
+    return MV_OK;
+}
+
+/* mkdir -p dir. 0 or -1 with errno; *failed names the component that failed. */
+static int mkdir_p(char *dir, const char **failed)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        *failed = dir;
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (mkdir(dir, 0777) == 0)
+        return 0;
+    if (errno == EEXIST) { /* raced with another writer, or a dangling symlink */
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+            return 0;
+        *failed = dir;
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (errno != ENOENT) {
+        *failed = dir;
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    while (slash && slash > dir && slash[-1] == '/')
+        slash--;
+    if (!slash || slash == dir) {
+        *failed = dir;
+        errno = ENOENT;
+        return -1;
+    }
+    *slash = 0;
+    int r = mkdir_p(dir, failed);
+    *slash = '/';
+    if (r)
+        return -1;
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        return 0;
+    *failed = dir;
+    return -1;
+}
+
+/* pid encoded in ".tmp-<pid>-..." or -1. */
+static long temp_pid(const char *name)
+{
+    if (strncmp(name, ".tmp-", 5) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    long pid = strtol(name + 5, &end, 10);
+    if (errno || end == name + 5 || *end != '-' || pid <= 0)
+        return -1;
+    return pid;
+}
+
+int mv_output_clean_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int removed = 0;
+    long self = (long)getpid();
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        long pid = temp_pid(de->d_name);
+        if (pid < 0 || pid == self)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to judge: EPERM means it exists) */
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+/* Directories this process has already swept: a set of path hashes. */
+static pthread_mutex_t swept_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *swept;
+static size_t swept_cap, swept_n;
+
+/* 1 when dir was not yet marked (and marks it), 0 when it was (or the set cannot grow). */
+static int mark_swept(const char *dir)
+{
+    uint64_t h = mv_hash64(dir, strlen(dir));
+    if (h == 0)
+        h = 1; /* 0 marks an empty slot */
+    int fresh = 0;
+    pthread_mutex_lock(&swept_mu);
+    if ((swept_n + 1) * 2 > swept_cap) {
+        size_t nc = swept_cap ? swept_cap * 2 : 64;
+        uint64_t *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            goto out;
+        for (size_t i = 0; i < swept_cap; i++) {
+            if (!swept[i])
+                continue;
+            size_t j = swept[i] & (nc - 1);
+            while (ns[j])
+                j = (j + 1) & (nc - 1);
+            ns[j] = swept[i];
+        }
+        free(swept);
+        swept = ns;
+        swept_cap = nc;
+    }
+    size_t j = h & (swept_cap - 1);
+    while (swept[j] && swept[j] != h)
+        j = (j + 1) & (swept_cap - 1);
+    if (!swept[j]) {
+        swept[j] = h;
+        swept_n++;
+        fresh = 1;
+    }
+out:
+    pthread_mutex_unlock(&swept_mu);
+    return fresh;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Creates dir/.tmp-<pid>-<6 base-36 chars> with O_EXCL; fd or -1 with errno. */
+static int create_temp(const char *dir, char *tmp, size_t cap)
+{
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+    static unsigned long counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned long c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+        uint64_t seed[3] = {(uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30), c,
+                            (uint64_t)pthread_self()};
+        uint64_t r = mv_hash64(seed, sizeof seed);
+        char sfx[7];
+        for (int k = 0; k < 6; k++) {
+            sfx[k] = digits[r % 36];
+            r /= 36;
+        }
+        sfx[6] = 0;
+        int n = snprintf(tmp, cap, "%s/.tmp-%ld-%s", dir, (long)getpid(), sfx);
+        if (n < 0 || (size_t)n >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* Builds the compressed file image: NPY bytes of data as dt, in one zstd frame. */
+static mv_status build_image(const char *fin, mv_dtype dt, int64_t rows, int64_t cols,
+                             const float *data, int level, uint8_t **out, size_t *out_len,
+                             mv_err *e)
+{
+    *out = NULL;
+    size_t count = (size_t)rows * (size_t)cols;
+    uint16_t *half = NULL;
+    const void *payload = data;
+    if (dt == MV_DT_F16) {
+        half = mv_malloc(count * sizeof *half);
+        if (!half)
+            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", fin);
+        for (size_t i = 0; i < count; i++)
+            half[i] = mv_f32_to_f16(data[i]);
+        payload = half;
+    }
+    int64_t shape[2] = {rows, cols};
+    uint8_t *npy = NULL;
+    size_t npy_len = 0;
+    mv_status s = mv_npy_encode(dt, 2, shape, payload, &npy, &npy_len, e);
+    free(half);
+    if (s != MV_OK)
+        return mv_fail_prefix(e, s, "%s", fin);
+
+    size_t bound = ZSTD_compressBound(npy_len);
+    uint8_t *z = mv_malloc(bound);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    if (!z || !cc) {
+        free(npy);
+        free(z);
+        ZSTD_freeCCtx(cc);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for compression", fin);
+    }
+    size_t r = ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r))
+        r = ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(r))
+        r = ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
+    if (!ZSTD_isError(r))
+        r = ZSTD_compress2(cc, z, bound, npy, npy_len);
+    ZSTD_freeCCtx(cc);
+    free(npy);
+    if (ZSTD_isError(r)) {
+        free(z);
+        return mv_fail(e, MV_ERR_INTERNAL, "%s: zstd compression (level %d): %s", fin, level,
+                       ZSTD_getErrorName(r));
+    }
+    *out = z;
+    *out_len = r;
+    return MV_OK;
+}
+
+mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int64_t rows,
+                          int64_t cols, const float *data, int zstd_level, char *final_path,
+                          size_t cap, mv_err *e)
+{
+    if (final_path && cap)
+        final_path[0] = 0;
+    if (dt != MV_DT_F32 && dt != MV_DT_F16)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s/%s: output dtype must be f32 or f16", out_dir,
+                       rel);
+    if (rows < 0 || cols < 0 || (cols > 0 && rows > (int64_t)(SIZE_MAX / 4) / cols))
+        return mv_fail(e, MV_ERR_INTERNAL, "%s/%s: bad shape [%lld, %lld]", out_dir, rel,
+                       (long long)rows, (long long)cols);
+    size_t plen = strlen(out_dir) + strlen(rel) + 16;
+    char *fin = mv_malloc(plen);
+    char *dir = mv_malloc(plen);
+    char *tmp = mv_malloc(plen + 32);
+    uint8_t *img = NULL;
+    size_t img_len = 0;
+    int fd = -1, tmp_made = 0;
+    mv_status s = MV_OK;
+    if (!fin || !dir || !tmp) {
+        s = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", out_dir, rel);
+        goto done;
+    }
+    s = mv_output_path(out_dir, rel, fin, plen, e);
+    if (s != MV_OK)
+        goto done;
+    if (final_path && cap && strlen(fin) >= cap) {
+        s = mv_fail(e, MV_ERR_LIMIT, "%s: final path does not fit in %zu bytes", fin, cap);
+        goto done;
+    }
+    memcpy(dir, fin, strlen(fin) + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, "."); /* out_dir "" and a bare name */
+    else if (slash == dir)
+        strcpy(dir, "/");
+    else
+        *slash = 0;
+
+    s = build_image(fin, dt, rows, cols, data, zstd_level, &img, &img_len, e);
+    if (s != MV_OK)
+        goto done;
+
+    const char *failed = NULL;
+    if (mkdir_p(dir, &failed) != 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: cannot create directory '%s': %s", fin,
+                    failed ? failed : dir, strerror(errno));
+        goto done;
+    }
+    if (mark_swept(dir))
+        mv_output_clean_temps(dir); /* best effort: a failure here is not the write's failure */
+
+    fd = create_temp(dir, tmp, plen + 32);
+    if (fd < 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: cannot create temp file in '%s': %s", fin, dir,
+                    strerror(errno));
+        goto done;
+    }
+    tmp_made = 1;
+    if (write_all(fd, img, img_len) != 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: write: %s", fin, strerror(errno));
+        goto done;
+    }
+    if (fsync(fd) != 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", fin, strerror(errno));
+        goto done;
+    }
+    int cr = close(fd);
+    fd = -1;
+    if (cr != 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: close: %s", fin, strerror(errno));
+        goto done;
+    }
+    if (rename(tmp, fin) != 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: rename from '%s': %s", fin, tmp, strerror(errno));
+        goto done;
+    }
+    tmp_made = 0;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        s = mv_fail(e, MV_ERR_IO, "%s: cannot open directory '%s' to fsync: %s", fin, dir,
+                    strerror(errno));
+        unlink(fin);
+        goto done;
+    }
+    /* some file systems cannot fsync a directory (EINVAL): nothing more to do there */
+    if (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS) {
+        s = mv_fail(e, MV_ERR_IO, "%s: fsync of directory '%s': %s", fin, dir, strerror(errno));
+        close(dfd);
+        unlink(fin);
+        goto done;
+    }
+    close(dfd);
+    if (final_path && cap)
+        strcpy(final_path, fin);
+done:
+    if (fd >= 0)
+        close(fd);
+    if (tmp_made)
+        unlink(tmp);
+    free(img);
+    free(fin);
+    free(dir);
+    free(tmp);
+    return s;
+}

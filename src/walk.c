@@ -1,0 +1,423 @@
+/* walk.c - streaming, deterministic walk over PATH arguments (see mv_walk.h).
+ *
+ * Each directory is read whole (its entries, filtered, then sorted by byte order with strcmp),
+ * closed, and pushed on an explicit stack of frames; the walk then goes depth first through the
+ * sorted names. Only the frames on the current descent path are in memory, and no directory stays
+ * open between calls, so neither memory nor file descriptors grow with the size of the tree.
+ * Symlinks are followed (stat, like find -L); each frame remembers its directory's (st_dev, st_ino)
+ * so that a directory met again inside itself is reported as a loop instead of walked.
+ * This file does not decide what a file contains; it only looks at names and file types.
+ */
+#include "mv_walk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+typedef struct {
+    char *arena;   /* entries back to back: one d_type byte, the name, NUL */
+    char **names;  /* [n] pointers into arena, sorted by name */
+    size_t n, i;   /* count, next to visit */
+    dev_t dev;
+    ino_t ino;
+    size_t len;    /* length of this directory's path in w->pb */
+} frame;
+
+struct mv_walk {
+    char *const *args;
+    int nargs, argi;
+    mv_walk_opts o;
+    FILE *in;
+    int in_active;   /* reading PATHs from stdin now */
+    char *line;      /* getdelim buffer */
+    size_t line_cap;
+    frame *st;       /* [depth] directory stack */
+    size_t depth, st_cap;
+    char *pb;        /* current path bytes */
+    size_t pb_cap;
+    size_t rel_off;  /* offset of rel in pb for files found under the current directory argument */
+    char err[1536];
+};
+
+static const char *const media_exts[] = {
+    "jpg", "jpeg", "jpe", "png", "webp", "mp4", "m4v", "mov", "mkv", "webm", "avi",
+    "mpg", "mpeg", "ts", "m2ts", "flv", "ogv", "3gp", "wmv",
+};
+
+uint64_t mv_hash64(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+int mv_walk_is_media_name(const char *name)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    const char *dot = strrchr(base, '.');
+    if (!dot || dot == base)
+        return 0;
+    const char *ext = dot + 1;
+    size_t n = strlen(ext);
+    if (n == 0 || n > 5)
+        return 0;
+    char low[8];
+    for (size_t i = 0; i <= n; i++) {
+        char c = ext[i];
+        low[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    for (size_t i = 0; i < sizeof media_exts / sizeof media_exts[0]; i++)
+        if (strcmp(low, media_exts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int reserve(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need)
+        nc *= 2;
+    char *nb = realloc(*buf, nc);
+    if (!nb)
+        return -1;
+    *buf = nb;
+    *cap = nc;
+    return 0;
+}
+
+/* pb = pb[0..dirlen) + '/' + name (no '/' doubled when the directory path ends in one). */
+static int set_child(mv_walk *w, size_t dirlen, const char *name)
+{
+    size_t nl = strlen(name);
+    int sep = dirlen > 0 && w->pb[dirlen - 1] != '/';
+    if (reserve(&w->pb, &w->pb_cap, dirlen + sep + nl + 1))
+        return -1;
+    if (sep)
+        w->pb[dirlen] = '/';
+    memcpy(w->pb + dirlen + sep, name, nl + 1);
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    /* entries begin with their d_type byte; compare the names byte-wise (strcmp is unsigned) */
+    return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+}
+
+static void frame_free(frame *f)
+{
+    free(f->arena);
+    free(f->names);
+    memset(f, 0, sizeof *f);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static int keep_entry(const mv_walk *w, const struct dirent *d)
+{
+    const char *nm = d->d_name;
+    if (nm[0] == '.' && (nm[1] == 0 || (nm[1] == '.' && nm[2] == 0)))
+        return 0;
+    if (nm[0] == '.' && !w->o.hidden)
+        return 0;
+    switch (d->d_type) {
+    case DT_DIR:
+    case DT_LNK:
+    case DT_UNKNOWN:
+        return 1; /* may be (or point to) a directory: decided when visited */
+    case DT_REG:
+        return w->o.all_files || mv_walk_is_media_name(nm);
+    default:
+        return 0; /* FIFOs, sockets, devices are skipped inside directories */
+    }
+}
+
+/* Opens the directory at w->pb and pushes its frame.
+ * Returns 1 when pushed, 0 when an error item message was written to w->err (nothing pushed),
+ * -1 on out of memory (e set). */
+static int push_dir(mv_walk *w, mv_err *e)
+{
+    DIR *d = opendir(w->pb);
+    if (!d) {
+        snprintf(w->err, sizeof w->err, "cannot open directory: %s", strerror(errno));
+        return 0;
+    }
+    struct stat sb;
+    if (fstat(dirfd(d), &sb) != 0) {
+        snprintf(w->err, sizeof w->err, "cannot stat directory: %s", strerror(errno));
+        closedir(d);
+        return 0;
+    }
+    for (size_t k = 0; k < w->depth; k++) {
+        if (w->st[k].dev == sb.st_dev && w->st[k].ino == sb.st_ino) {
+            snprintf(w->err, sizeof w->err,
+                     "symlink loop: leads back to directory '%.*s' already being walked",
+                     (int)(w->st[k].len > 1024 ? 1024 : w->st[k].len), w->pb);
+            closedir(d);
+            return 0;
+        }
+    }
+    frame f = {0};
+    f.dev = sb.st_dev;
+    f.ino = sb.st_ino;
+    f.len = strlen(w->pb);
+    size_t used = 0, cap = 0, n = 0;
+    size_t *offs = NULL, offs_cap = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno != 0) {
+                snprintf(w->err, sizeof w->err, "cannot read directory: %s", strerror(errno));
+                closedir(d);
+                free(f.arena);
+                free(offs);
+                return 0;
+            }
+            break;
+        }
+        if (!keep_entry(w, de))
+            continue;
+        size_t nl = strlen(de->d_name);
+        if (reserve(&f.arena, &cap, used + nl + 2))
+            goto nomem;
+        if (n == offs_cap) {
+            size_t nc = offs_cap ? offs_cap * 2 : 32;
+            size_t *no = realloc(offs, nc * sizeof *no);
+            if (!no)
+                goto nomem;
+            offs = no;
+            offs_cap = nc;
+        }
+        offs[n++] = used;
+        f.arena[used] = (char)de->d_type;
+        memcpy(f.arena + used + 1, de->d_name, nl + 1);
+        used += nl + 2;
+    }
+    closedir(d);
+    d = NULL;
+    f.names = mv_malloc(n * sizeof *f.names);
+    if (!f.names)
+        goto nomem;
+    for (size_t k = 0; k < n; k++)
+        f.names[k] = f.arena + offs[k];
+    free(offs);
+    offs = NULL;
+    f.n = n;
+    qsort(f.names, n, sizeof *f.names, cmp_names);
+    if (w->depth == w->st_cap) {
+        size_t nc = w->st_cap ? w->st_cap * 2 : 16;
+        frame *ns = realloc(w->st, nc * sizeof *ns);
+        if (!ns)
+            goto nomem;
+        w->st = ns;
+        w->st_cap = nc;
+    }
+    w->st[w->depth++] = f;
+    return 1;
+nomem:
+    if (d)
+        closedir(d);
+    free(offs);
+    frame_free(&f);
+    mv_fail(e, MV_ERR_NOMEM, "%s: out of memory while reading directory", w->pb);
+    return -1;
+}
+
+static int yield_error(mv_walk *w, mv_walk_item *it, const char *path, const char *rel)
+{
+    it->path = path;
+    it->rel = rel;
+    it->error = w->err;
+    return 1;
+}
+
+/* Next PATH argument (from args or stdin). Returns 1 with *p set, 0 at the end, -1 fatal. */
+static int next_arg(mv_walk *w, const char **p, mv_err *e)
+{
+    for (;;) {
+        if (w->in_active) {
+            int delim = w->o.null_sep ? '\0' : '\n';
+            errno = 0;
+            ssize_t r = getdelim(&w->line, &w->line_cap, delim, w->in);
+            if (r < 0) {
+                if (ferror(w->in)) {
+                    int err = errno;
+                    mv_fail(e, MV_ERR_IO, "<stdin>: cannot read paths: %s",
+                            strerror(err ? err : EIO));
+                    return -1;
+                }
+                if (errno == ENOMEM) {
+                    mv_fail(e, MV_ERR_NOMEM, "<stdin>: out of memory reading paths");
+                    return -1;
+                }
+                w->in_active = 0;
+                continue;
+            }
+            size_t n = (size_t)r;
+            if (n > 0 && w->line[n - 1] == (char)delim)
+                w->line[--n] = 0;
+            if (!w->o.null_sep && n > 0 && w->line[n - 1] == '\r')
+                w->line[--n] = 0;
+            if (n == 0)
+                continue;
+            *p = w->line;
+            return 1;
+        }
+        if (w->argi >= w->nargs)
+            return 0;
+        const char *a = w->args[w->argi++];
+        if (strcmp(a, "-") == 0) {
+            w->in_active = 1;
+            continue;
+        }
+        *p = a;
+        return 1;
+    }
+}
+
+/* Starts walking the directory argument p. Returns 1 when pushed, 0 for an error item (w->err,
+ * w->pb hold it), -1 fatal. */
+static int start_root(mv_walk *w, const char *p, mv_err *e)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        n--;
+    if (reserve(&w->pb, &w->pb_cap, n + 1)) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+        return -1;
+    }
+    memcpy(w->pb, p, n);
+    w->pb[n] = 0;
+    w->rel_off = n + (w->pb[n - 1] == '/' ? 0 : 1);
+    return push_dir(w, e);
+}
+
+int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
+{
+    memset(it, 0, sizeof *it);
+    for (;;) {
+        if (w->depth > 0) {
+            frame *f = &w->st[w->depth - 1];
+            if (f->i == f->n) {
+                frame_free(f);
+                w->depth--;
+                continue;
+            }
+            const char *ent = f->names[f->i++];
+            unsigned char type = (unsigned char)ent[0];
+            const char *name = ent + 1;
+            if (set_child(w, f->len, name)) {
+                mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
+                return -1;
+            }
+            const char *rel = w->pb + w->rel_off;
+            int taken = w->o.all_files || mv_walk_is_media_name(name);
+            if (type == DT_REG) {
+                it->path = w->pb;
+                it->rel = rel;
+                return 1;
+            }
+            int is_dir = type == DT_DIR, is_reg = 0;
+            if (!is_dir) { /* symlink or unknown type: follow it */
+                struct stat sb;
+                if (stat(w->pb, &sb) != 0) {
+                    if (!taken)
+                        continue;
+                    snprintf(w->err, sizeof w->err, "%s", strerror(errno));
+                    return yield_error(w, it, w->pb, rel);
+                }
+                is_dir = S_ISDIR(sb.st_mode);
+                is_reg = S_ISREG(sb.st_mode);
+            }
+            if (is_reg) {
+                if (!taken)
+                    continue;
+                it->path = w->pb;
+                it->rel = rel;
+                return 1;
+            }
+            if (!is_dir)
+                continue;
+            int r = push_dir(w, e);
+            if (r < 0)
+                return -1;
+            if (r == 0)
+                return yield_error(w, it, w->pb, rel);
+            continue;
+        }
+        const char *p;
+        int r = next_arg(w, &p, e);
+        if (r <= 0)
+            return r;
+        if (p[0] == 0) {
+            snprintf(w->err, sizeof w->err, "empty path");
+            return yield_error(w, it, p, p);
+        }
+        struct stat sb;
+        if (stat(p, &sb) != 0) {
+            snprintf(w->err, sizeof w->err, "%s", strerror(errno));
+            return yield_error(w, it, p, base_name(p));
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            r = start_root(w, p, e);
+            if (r < 0)
+                return -1;
+            if (r == 0)
+                return yield_error(w, it, p, base_name(w->pb));
+            continue;
+        }
+        if (!S_ISREG(sb.st_mode)) {
+            snprintf(w->err, sizeof w->err, "not a regular file");
+            return yield_error(w, it, p, base_name(p));
+        }
+        it->path = p;
+        it->rel = base_name(p);
+        return 1;
+    }
+}
+
+mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE *stdin_fp,
+                       mv_walk **out, mv_err *e)
+{
+    *out = NULL;
+    for (int i = 0; i < nargs; i++)
+        if (strcmp(args[i], "-") == 0 && !stdin_fp)
+            return mv_fail(e, MV_ERR_USAGE, "'-' given but no stdin stream to read paths from");
+    mv_walk *w = mv_calloc(1, sizeof *w);
+    if (!w)
+        return mv_fail(e, MV_ERR_NOMEM, "walk: out of memory");
+    w->args = args;
+    w->nargs = nargs;
+    if (o)
+        w->o = *o;
+    w->in = stdin_fp;
+    *out = w;
+    return MV_OK;
+}
+
+void mv_walk_close(mv_walk *w)
+{
+    if (!w)
+        return;
+    for (size_t k = 0; k < w->depth; k++)
+        frame_free(&w->st[k]);
+    free(w->st);
+    free(w->pb);
+    free(w->line);
+    free(w);
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bats
+# Model loading: the checkpoint layouts we accept and the errors we give (messages pinned).
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    "$PY" -c 'import numpy as np; np.save("'"$T"'/px.npy", np.random.RandomState(3).randn(24,1536).astype(np.float32))'
+    cp -r "$MODEL" "$T/m"
+    ST="$T/m/model.safetensors"
+}
+
+embed() { mvembed -q --device cpu --model "$1" --pixels "$T/px.npy" --grid 1,4,6 --out "$2"; }
+
+@test "the fixture model loads and embeds given pixels" {
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 0 ]
+    run npy_zst_info "$T/o/px.npy.zst"
+    [ "$output" = "(6, 64) float32 True" ]
+}
+
+@test "sharded checkpoint with an index: same output; language-model shards are never read" {
+    embed "$T/m" "$T/o1"
+    mkdir "$T/s" && cp "$T/m"/*.json "$T/s/"
+    "$PY" "$ROOT/test/bats/st_tool.py" reshard "$ST" "$T/s" 2
+    run embed "$T/s" "$T/o2"
+    [ "$status" -eq 0 ]
+    cmp "$T/o1/px.npy.zst" "$T/o2/px.npy.zst"
+}
+
+@test "key prefixes visual. and none are detected; standalone config.json works" {
+    embed "$T/m" "$T/o1"
+    "$PY" "$ROOT/test/bats/st_tool.py" prefix "$ST" "$T/v.st" model.visual. visual.
+    mv "$T/v.st" "$ST"
+    run embed "$T/m" "$T/o2"
+    [ "$status" -eq 0 ]
+    cmp "$T/o1/px.npy.zst" "$T/o2/px.npy.zst"
+    "$PY" "$ROOT/test/bats/st_tool.py" prefix "$ST" "$T/v.st" visual. ""
+    mv "$T/v.st" "$ST"
+    "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); json.dump(c["vision_config"], open(sys.argv[1],"w"))' "$T/m/config.json"
+    run embed "$T/m" "$T/o3"
+    [ "$status" -eq 0 ]
+    cmp "$T/o1/px.npy.zst" "$T/o3/px.npy.zst"
+}
+
+@test "missing tensor: one-line error naming it" {
+    "$PY" "$ROOT/test/bats/st_tool.py" drop "$ST" "$T/x" model.visual.blocks.1.attn.proj.bias && mv "$T/x" "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $T/m: missing tensor 'model.visual.blocks.1.attn.proj.bias'" ]
+}
+
+@test "wrong shape: names tensor, file, both shapes" {
+    "$PY" "$ROOT/test/bats/st_tool.py" shape "$ST" "$T/x" model.visual.blocks.0.attn.qkv.weight 128,384 && mv "$T/x" "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $ST: tensor 'model.visual.blocks.0.attn.qkv.weight' has shape [128,384], config.json implies [384,128]" ]
+}
+
+@test "truncated shard: refused before reading past the end" {
+    truncate -s 1000000 "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ ^"mvembed: $ST: tensor '".*"': data offsets ".*" outside the file's ".*" data bytes (truncated file?)"$ ]]
+    truncate -s 5 "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$output" = "mvembed: $ST: truncated safetensors file (5 bytes)" ]
+}
+
+@test "bad JSON in config.json: file and line" {
+    printf '{"vision_config": {"depth": 2,,}}' > "$T/m/config.json"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ ^"mvembed: $T/m/config.json: bad JSON at line 1: " ]]
+    [ "${#lines[@]}" -eq 1 ]
+}
+
+@test "unknown and unsupported dtypes" {
+    "$PY" "$ROOT/test/bats/st_tool.py" dtype "$ST" "$T/x" model.visual.merger.norm.bias Q4 && mv "$T/x" "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $ST: tensor 'model.visual.merger.norm.bias': unknown dtype 'Q4'" ]
+    cp "$MODEL/model.safetensors" "$ST"
+    "$PY" "$ROOT/test/bats/st_tool.py" dtype "$ST" "$T/x" model.visual.merger.norm.bias I16 && mv "$T/x" "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $ST: tensor 'model.visual.merger.norm.bias': dtype I16 is not supported (BF16, F16, F32 are)" ]
+}
+
+@test "overlapping tensor data is refused" {
+    "$PY" "$ROOT/test/bats/st_tool.py" overlap "$ST" "$T/x" model.visual.merger.norm.weight && mv "$T/x" "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ ^"mvembed: $ST: tensors '".*"' and '".*"' overlap"$ ]]
+}
+
+@test "config depth disagreeing with the weights is refused" {
+    "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["vision_config"]["depth"]=1; json.dump(c, open(sys.argv[1],"w"))' "$T/m/config.json"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $ST: tensor 'model.visual.blocks.1.norm1.weight' exists but config.json says depth 1" ]
+}
+
+@test "not a model directory" {
+    run embed "$T/nothing" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $T/nothing/config.json: missing (is '$T/nothing' a model directory?)" ]
+}

@@ -1,0 +1,28 @@
+# test_helper.bash - shared setup for mvembed's bats suites.
+# MVEMBED (env) overrides the binary under test; NPYCMP the comparison tool.
+ROOT="$(cd "$(dirname "${BATS_TEST_FILENAME}")/../.." && pwd)"
+MVEMBED="${MVEMBED:-$ROOT/mvembed}"
+NPYCMP="${NPYCMP:-$ROOT/build/npycmp}"
+PY=/usr/bin/python3
+MODEL="$ROOT/fixtures/model-tiny"
+REF="$ROOT/fixtures/ref"
+
+mvembed() { "$MVEMBED" "$@"; }
+
+# budget STAGE_DIR STAGE: the FlashAttention rule: 2x HF's own f32 error against f64, read from
+# the reference's errors.json, with a floor of 1e-7 for stages HF computes (almost) exactly.
+budget() {
+    "$PY" -c 'import json,sys; e=json.load(open(sys.argv[1]))["f32"][sys.argv[2]]; print(max(2*e, 1e-7))' \
+        "$1/errors.json" "$2"
+}
+
+# npy_sha256 FILE: sha256 of the raw little-endian data of an .npy file (header excluded)
+npy_sha256() {
+    "$PY" -c 'import numpy as np,hashlib,sys; a=np.load(sys.argv[1]); print(hashlib.sha256(np.ascontiguousarray(a,dtype="<f4").tobytes()).hexdigest())' "$1"
+}
+
+# load_zst FILE.npy.zst: prints shape and dtype as numpy sees them after `zstd -d`
+npy_zst_info() {
+    zstd -q -d -c "$1" > "$BATS_TEST_TMPDIR/x.npy" && \
+    "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); print(a.shape, a.dtype, bool(np.isfinite(a).all()))' "$BATS_TEST_TMPDIR/x.npy"
+}

@@ -1,0 +1,263 @@
+/* test_manifest.c - unit tests for the manifest (src/manifest.c): exact line format and field
+ * order, non-UTF-8 paths through input_b64, resume set with torn/garbage lines, and two processes
+ * appending concurrently. Python's json module (/usr/bin/python3) re-checks every line. */
+#include "mv_manifest.h"
+#include "unit.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static void append_raw(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_APPEND);
+    if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s)) {
+        perror(path);
+        exit(2);
+    }
+    close(fd);
+}
+
+static int append(mv_manifest *m, const char *input, const char *output, int ok)
+{
+    mv_record r = {0};
+    r.input = input;
+    r.output = output;
+    r.ok = ok;
+    r.error = ok ? NULL : "decode failed";
+    mv_err e = {{0}};
+    mv_status s = mv_manifest_append(m, &r, &e);
+    if (s != MV_OK)
+        printf("# append: %s\n", e.msg);
+    return s == MV_OK;
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/mvmanifest-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    mv_err e = {{0}};
+
+    /* 1. exact line, every field, field order */
+    int64_t fi[3] = {0, 15, 30};
+    double ts[3] = {0.0, 0.5005, 1.0 / 3.0};
+    mv_record r = {0};
+    r.input = "media/clip \"1\".mp4";
+    r.output = "clip \"1\".mp4.npy.zst";
+    r.ok = 1;
+    r.kind = "video";
+    r.has_size = 1;
+    r.width = 1920;
+    r.height = 1080;
+    r.has_resized = 1;
+    r.resized[0] = 448;
+    r.resized[1] = 256;
+    r.has_grid = 1;
+    r.grid_thw[0] = 2;
+    r.grid_thw[1] = 16;
+    r.grid_thw[2] = 28;
+    r.has_shape = 1;
+    r.shape[0] = 224;
+    r.shape[1] = 1152;
+    r.dtype = "f16";
+    r.model = "qwen3.5-vit:abc123";
+    r.frame_indices = fi;
+    r.n_frame_indices = 3;
+    r.timestamps = ts;
+    r.n_timestamps = 3;
+    r.has_fps = 1;
+    r.fps = 29.97;
+    r.has_duration = 1;
+    r.duration = 0.1;
+    r.has_rotation = 1;
+    r.rotation = -90;
+    r.has_seconds = 1;
+    r.seconds = 1.23456789;
+    char *line;
+    size_t len;
+    mv_status s = mv_manifest_format(&r, &line, &len, &e);
+    const char *want =
+        "{\"input\":\"media/clip \\\"1\\\".mp4\",\"output\":\"clip \\\"1\\\".mp4.npy.zst\","
+        "\"status\":\"ok\",\"kind\":\"video\",\"width\":1920,\"height\":1080,"
+        "\"resized\":[448,256],\"grid_thw\":[2,16,28],\"shape\":[224,1152],\"dtype\":\"f16\","
+        "\"model\":\"qwen3.5-vit:abc123\",\"frame_indices\":[0,15,30],"
+        "\"timestamps\":[0,0.5005,0.3333333333333333],\"fps\":29.97,\"duration\":0.1,"
+        "\"rotation\":-90,\"seconds\":1.234568}";
+    CHECK(s == MV_OK && len == strlen(want) && strcmp(line, want) == 0,
+          "full record: exact line, field order, shortest round-trip numbers");
+    if (s == MV_OK && strcmp(line, want) != 0)
+        printf("# got:  %s\n# want: %s\n", line, want);
+    free(line);
+
+    /* 2. error record, non-UTF-8 paths, control chars, NaN */
+    mv_record r2 = {0};
+    r2.input = "in/\xff\xc3(x\x01.jpg";
+    r2.output = "\xc3\xa9t\xe9.jpg.npy.zst";
+    r2.error = "bad \xfe byte\n";
+    r2.has_fps = 1;
+    r2.fps = 0.0 / 0.0;
+    s = mv_manifest_format(&r2, &line, &len, &e);
+    want = "{\"input\":\"in/\xef\xbf\xbd\xef\xbf\xbd(x\\u0001.jpg\",\"input_b64\":\"aW4v/8MoeAEuanBn\","
+           "\"output\":\"\xc3\xa9t\xef\xbf\xbd.jpg.npy.zst\",\"output_b64\":\"w6l06S5qcGcubnB5LnpzdA==\","
+           "\"status\":\"error\",\"error\":\"bad \xef\xbf\xbd byte\\n\",\"fps\":null}";
+    CHECK(s == MV_OK && strcmp(line, want) == 0,
+          "non-UTF-8 paths: U+FFFD per bad byte plus *_b64; control chars escaped; NaN -> null");
+    if (s == MV_OK && strcmp(line, want) != 0)
+        printf("# got:  %s\n# want: %s\n", line, want);
+    free(line);
+
+    /* 3. base64 round trips */
+    int b64ok = 1;
+    unsigned char raw[7] = {0xff, 0x00, 0x10, 0x80, 'a', 0xfe, 0x7f};
+    for (size_t n = 0; n <= sizeof raw; n++) {
+        char *enc = mv_base64_encode(raw, n);
+        size_t m = 99;
+        uint8_t *dec = enc ? mv_base64_decode(enc, &m) : NULL;
+        if (!dec || m != n || memcmp(dec, raw, n) != 0)
+            b64ok = 0;
+        free(enc);
+        free(dec);
+    }
+    size_t m;
+    CHECK(b64ok && !mv_base64_decode("abc", &m) && !mv_base64_decode("a=bc", &m) &&
+              !mv_base64_decode("ab!c", &m),
+          "base64 encode/decode round trip for lengths 0..7; malformed input refused");
+
+    /* 4. append + resume with torn and garbage lines */
+    char path[512];
+    snprintf(path, sizeof path, "%s/manifest.jsonl", dir);
+    mv_manifest *mf;
+    s = mv_manifest_open(path, &mf, &e);
+    CHECK(s == MV_OK, "open manifest for append");
+    if (s != MV_OK)
+        return UNIT_DONE();
+    const char *weird = "dir/caf\xe9/\x80.png";
+    int ok = append(mf, "a.jpg", "a.jpg.npy.zst", 1) && append(mf, "b.jpg", NULL, 0) &&
+             append(mf, "c.jpg", "c.jpg.npy.zst", 1) && append(mf, "c.jpg", NULL, 0) &&
+             append(mf, "d.jpg", NULL, 0) && append(mf, "d.jpg", "d2.jpg.npy.zst", 1) &&
+             append(mf, weird, "caf\xe9/\x80.png.npy.zst", 1);
+    append_raw(path, "not json at all\n[1,2]\n{\"status\":\"ok\"}\n");
+    ok = ok && append(mf, "e.jpg", "e.jpg.npy.zst", 1);
+    append_raw(path, "{\"input\":\"torn.jpg\",\"output\":\"torn.jpg.np"); /* killed mid-line */
+    CHECK(ok, "appends succeed");
+    mv_done *d;
+    size_t nl = 0, nb = 0;
+    if (mv_done_create(&d, &e) != MV_OK)
+        return 2;
+    s = mv_manifest_load_done(path, d, &nl, &nb, &e);
+    const char *wo = mv_done_lookup(d, weird);
+    CHECK(s == MV_OK && mv_done_count(d) == 4 && nl == 12 && nb == 4,
+          "load_done: 4 done (count %zu), 12 lines (%zu), 4 bad skipped incl. torn (%zu)",
+          mv_done_count(d), nl, nb);
+    CHECK(mv_done_lookup(d, "a.jpg") && strcmp(mv_done_lookup(d, "a.jpg"), "a.jpg.npy.zst") == 0 &&
+              !mv_done_lookup(d, "b.jpg") && !mv_done_lookup(d, "c.jpg") &&
+              mv_done_lookup(d, "d.jpg") && strcmp(mv_done_lookup(d, "d.jpg"), "d2.jpg.npy.zst") == 0 &&
+              !mv_done_lookup(d, "torn.jpg") && !mv_done_lookup(d, "zzz"),
+          "latest status wins: ok->error dropped, error->ok kept, torn line ignored");
+    CHECK(wo && strcmp(wo, "caf\xe9/\x80.png.npy.zst") == 0,
+          "non-UTF-8 input and output recovered byte-exact through *_b64");
+    mv_done_free(d);
+
+    /* 5. appending after a torn line starts a fresh line */
+    ok = append(mf, "f.jpg", "f.jpg.npy.zst", 1);
+    s = mv_manifest_close(mf, &e);
+    CHECK(ok && s == MV_OK, "append after a torn line, close");
+    if (mv_done_create(&d, &e) != MV_OK)
+        return 2;
+    s = mv_manifest_load_done(path, d, &nl, &nb, &e);
+    CHECK(s == MV_OK && mv_done_lookup(d, "f.jpg") && mv_done_count(d) == 5 && nb == 4,
+          "the line after the torn one is intact (done %zu, bad %zu)", mv_done_count(d), nb);
+    mv_done_free(d);
+
+    /* 6. missing manifest: empty set, no error; unopenable path: error naming it */
+    if (mv_done_create(&d, &e) != MV_OK)
+        return 2;
+    char nope[600];
+    snprintf(nope, sizeof nope, "%s/none.jsonl", dir);
+    s = mv_manifest_load_done(nope, d, &nl, &nb, &e);
+    CHECK(s == MV_OK && mv_done_count(d) == 0 && nl == 0, "missing manifest loads as empty");
+    mv_done_free(d);
+    snprintf(nope, sizeof nope, "%s/no/such/dir/m.jsonl", dir);
+    s = mv_manifest_open(nope, &mf, &e);
+    CHECK(s == MV_ERR_IO && strstr(e.msg, nope) && strstr(e.msg, "No such file"),
+          "open in a missing directory fails: %s", e.msg);
+
+    /* 7. two processes x 500 appends at once -> 1000 whole lines */
+    char cpath[512];
+    snprintf(cpath, sizeof cpath, "%s/concurrent.jsonl", dir);
+    fflush(stdout);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            mv_manifest *cm;
+            mv_err ce;
+            if (mv_manifest_open(cpath, &cm, &ce) != MV_OK)
+                _exit(1);
+            char in[64], out[64], err[300];
+            memset(err, 'x', sizeof err - 1); /* long lines make interleaving visible */
+            err[sizeof err - 1] = 0;
+            for (int i = 0; i < 500; i++) {
+                snprintf(in, sizeof in, "p%d/%04d.jpg", k, i);
+                snprintf(out, sizeof out, "p%d/%04d.jpg.npy.zst", k, i);
+                mv_record cr = {0};
+                cr.input = in;
+                cr.output = out;
+                cr.ok = 1;
+                cr.error = err;
+                if (mv_manifest_append(cm, &cr, &ce) != MV_OK)
+                    _exit(1);
+            }
+            _exit(mv_manifest_close(cm, &ce) == MV_OK ? 0 : 1);
+        }
+    }
+    int kids_ok = 1;
+    for (int k = 0; k < 2; k++) {
+        int ws;
+        if (waitpid(kids[k], &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+            kids_ok = 0;
+    }
+    if (mv_done_create(&d, &e) != MV_OK)
+        return 2;
+    s = mv_manifest_load_done(cpath, d, &nl, &nb, &e);
+    int all = 1;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 500; i++) {
+            char in[64];
+            snprintf(in, sizeof in, "p%d/%04d.jpg", k, i);
+            if (!mv_done_lookup(d, in))
+                all = 0;
+        }
+    CHECK(kids_ok && s == MV_OK && nl == 1000 && nb == 0 && mv_done_count(d) == 1000 && all,
+          "2 processes x 500 concurrent appends: 1000 valid lines (%zu lines, %zu bad)", nl, nb);
+    mv_done_free(d);
+
+    /* 8. oracle: Python's json reads every line of the concurrent file and the format lines */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import json,sys,base64\n"
+             "ls=open(sys.argv[1],\"rb\").read().split(b\"\\n\")\n"
+             "assert ls[-1]==b\"\"\n"
+             "rs=[json.loads(l) for l in ls[:-1]]\n"
+             "assert len(rs)==1000 and all(r[\"status\"]==\"ok\" for r in rs)\n"
+             "ls=open(sys.argv[2],\"rb\").read().split(b\"\\n\")\n"
+             "w=[json.loads(l) for l in ls if l.startswith(b\"{\\\"input\\\":\\\"dir/\")][0]\n"
+             "assert base64.b64decode(w[\"input_b64\"])==b\"dir/caf\\xe9/\\x80.png\", w\n"
+             "assert list(w)==[\"input\",\"input_b64\",\"output\",\"output_b64\",\"status\"], list(w)\n"
+             "' '%s' '%s'",
+             cpath, path);
+    CHECK(system(cmd) == 0, "python json parses all lines; input_b64 decodes to the raw bytes");
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return UNIT_DONE();
+}

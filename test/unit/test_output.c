@@ -1,0 +1,236 @@
+/* test_output.c - unit tests for the atomic .npy.zst writer (src/output.c).
+ * Oracle: the `zstd` CLI decompresses and /usr/bin/python3 numpy.load reads the result, compared
+ * with the same floats written raw (f16 checked bit for bit against numpy's astype(float16)).
+ * Also: one frame with content size + checksum, no temp file left, failures (unwritable
+ * directory, a file in the way, a write that fails midway) clean up and name the file. */
+#include "mv_output.h"
+#include "unit.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
+#include <zstd.h>
+
+static char dir[256];
+
+static int count_temps(const char *d)
+{
+    DIR *dd = opendir(d);
+    if (!dd)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dd)))
+        n += strncmp(de->d_name, ".tmp-", 5) == 0;
+    closedir(dd);
+    return n;
+}
+
+static int write_raw(const char *path, const float *v, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(v, sizeof *v, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+/* zstd -d the file, numpy.load it, compare with raw f32 (as dtype) bit for bit. */
+static int numpy_check(const char *zpath, const char *raw, const char *dtype, long rows, long cols)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "zstd -q -d -c '%s' > '%s/check.npy' && /usr/bin/python3 -c 'import numpy as np,sys\n"
+             "import warnings; warnings.simplefilter(\"ignore\")  # f16 overflow to inf is intended\n"
+             "a=np.load(sys.argv[1])\n"
+             "b=np.fromfile(sys.argv[2],dtype=\"<f4\").reshape(%ld,%ld).astype(sys.argv[3])\n"
+             "assert a.dtype==np.dtype(sys.argv[3]) and a.shape==b.shape,(a.dtype,a.shape)\n"
+             "u=\"<u2\" if sys.argv[3]==\"<f2\" else \"<u4\"\n"
+             "assert np.array_equal(a.view(u),b.view(u)),np.nonzero(a.view(u)!=b.view(u))\n"
+             "' '%s/check.npy' '%s' '%s'",
+             zpath, dir, rows, cols, dir, raw, dtype);
+    return system(cmd);
+}
+
+int main(void)
+{
+    umask(022);
+    snprintf(dir, sizeof dir, "/tmp/mvoutput-XXXXXX");
+    if (!mkdtemp(dir) || chmod(dir, 0755) != 0) {
+        perror("mkdtemp");
+        return 2;
+    }
+    mv_err e = {{0}};
+    char out[512], fin[1024], rawp[600];
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(rawp, sizeof rawp, "%s/raw.f32", dir);
+
+    /* 1. f32, nested new directories, read back by zstd + numpy */
+    enum { R = 3, C = 5 };
+    float v[R * C] = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159265f, 1e-8f, 65504.0f, 65520.0f,
+                      2049.0f, 2051.0f, 1e-7f, 6.1e-5f, -7e30f, 0.33333334f, 1e-45f};
+    mv_status s = mv_output_write(out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, &e);
+    char want[1024];
+    snprintf(want, sizeof want, "%s/a/b/c.jpg.npy.zst", out);
+    CHECK(s == MV_OK && strcmp(fin, want) == 0, "f32 write into new nested dirs: %s",
+          s == MV_OK ? fin : e.msg);
+    write_raw(rawp, v, R * C);
+    CHECK(numpy_check(want, rawp, "<f4", R, C) == 0, "zstd -d + numpy.load gives the f32 array");
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/a/b", out);
+    CHECK(count_temps(sub) == 0, "no temp file left behind");
+    struct stat st;
+    CHECK(stat(want, &st) == 0 && (st.st_mode & 0777) == 0644, "final file mode 0666 & ~umask");
+
+    /* 2. the file is one zstd frame with content size and checksum */
+    uint8_t *z;
+    size_t zl;
+    if (mv_read_file(want, &z, &zl, &e) != MV_OK)
+        return 2;
+    unsigned long long cs = ZSTD_getFrameContentSize(z, zl);
+    size_t fl = ZSTD_findFrameCompressedSize(z, zl);
+    ZSTD_frameHeader fh;
+    size_t hr = ZSTD_getFrameHeader(&fh, z, zl);
+    CHECK(cs == 128 + R * C * 4 && fl == zl && hr == 0 && fh.checksumFlag == 1,
+          "single frame (%zu of %zu bytes), content size %llu, checksum flag %u", fl, zl, cs,
+          fh.checksumFlag);
+    free(z);
+
+    /* 3. f16: round to nearest even, overflow to inf, subnormals; checked against numpy */
+    snprintf(want, sizeof want, "%s/h.png.npy.zst", out);
+    s = mv_output_write(out, "h.png", MV_DT_F16, R, C, v, 19, fin, sizeof fin, &e);
+    CHECK(s == MV_OK && numpy_check(want, rawp, "<f2", R, C) == 0,
+          "f16 output equals numpy astype(float16) bit for bit");
+
+    /* 4. a larger array, overwriting an existing file; mv_npy_load reads it too */
+    enum { R2 = 700, C2 = 1152 };
+    float *big = malloc(sizeof(float) * R2 * C2);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < (size_t)R2 * C2; i++) {
+        x = x * 1664525u + 1013904223u;
+        big[i] = (float)((int32_t)x) / 2147483648.0f * 8.0f;
+    }
+    s = mv_output_write(out, "h.png", MV_DT_F32, R2, C2, big, 1, fin, sizeof fin, &e);
+    write_raw(rawp, big, (size_t)R2 * C2);
+    CHECK(s == MV_OK && numpy_check(want, rawp, "<f4", R2, C2) == 0,
+          "700x1152 f32 overwrites the earlier file; numpy reads the new array");
+    mv_array a = {0};
+    s = mv_npy_load(want, &a, &e);
+    CHECK(s == MV_OK && a.dtype == MV_DT_F32 && a.ndim == 2 && a.shape[0] == R2 &&
+              a.shape[1] == C2 && memcmp(a.data, big, sizeof(float) * R2 * C2) == 0,
+          "mv_npy_load reads it back identical");
+    mv_array_free(&a);
+    CHECK(count_temps(out) == 0, "no temp file left in OUT");
+
+    /* 5. output paths */
+    char pb[64];
+    CHECK(mv_output_path("o//", "x/y.jpg", pb, sizeof pb, &e) == MV_OK &&
+              strcmp(pb, "o/x/y.jpg.npy.zst") == 0,
+          "trailing slashes of OUT are not doubled: %s", pb);
+    CHECK(mv_output_path("/", "y.jpg", pb, sizeof pb, &e) == MV_OK &&
+              strcmp(pb, "/y.jpg.npy.zst") == 0, "OUT '/'");
+    const char *bad[] = {"", "/abs.jpg", "a/../b.jpg", "./b.jpg", "a//b.jpg", "a/", "..", "a/."};
+    int all_bad = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (mv_output_path("o", bad[i], pb, sizeof pb, &e) != MV_ERR_USAGE)
+            all_bad = 0;
+    CHECK(all_bad, "absolute, empty, '.', '..' and empty components refused");
+    CHECK(mv_output_path("o", "a-rather-long-name.jpg", pb, 16, &e) == MV_ERR_LIMIT,
+          "a buffer too small is an error: %s", e.msg);
+
+    /* 6. a regular file where a directory should be */
+    char blocker[600];
+    snprintf(blocker, sizeof blocker, "%s/file", out);
+    FILE *bf = fopen(blocker, "w");
+    if (bf)
+        fclose(bf);
+    s = mv_output_write(out, "file/x.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, &e);
+    CHECK(s == MV_ERR_IO && strstr(e.msg, "file/x.jpg.npy.zst") && strstr(e.msg, "Not a directory"),
+          "a file in the way fails naming the file and cause: %s", e.msg);
+
+    /* 7. an unwritable directory (as root, in a child that drops to uid 65534) */
+    char ro[600];
+    snprintf(ro, sizeof ro, "%s/ro", dir);
+    if (mkdir(ro, 0555) != 0 || chmod(ro, 0555) != 0)
+        perror(ro);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(3);
+        mv_err ce = {{0}};
+        char cf[1024];
+        mv_status cs2 = mv_output_write(ro, "d/x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, &ce);
+        int ok1 = cs2 == MV_ERR_IO && strstr(ce.msg, "Permission denied") && strstr(ce.msg, "ro/d");
+        cs2 = mv_output_write(ro, "x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, &ce);
+        int ok2 = cs2 == MV_ERR_IO && strstr(ce.msg, "x.jpg.npy.zst") &&
+                  strstr(ce.msg, "Permission denied");
+        printf("# unwritable: %s\n", ce.msg);
+        fflush(stdout);
+        _exit(ok1 && ok2 ? 0 : 1);
+    }
+    int ws = -1;
+    waitpid(pid, &ws, 0);
+    CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && count_temps(ro) == 0,
+          "unwritable directory fails cleanly (mkdir and temp-file creation)");
+
+    /* 8. a write failing midway (file size limit, like ENOSPC) removes the temp file */
+    char lim[600];
+    snprintf(lim, sizeof lim, "%s/lim", out);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {4096, 4096};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            _exit(3);
+        mv_err ce = {{0}};
+        char cf[1024];
+        mv_status cs2 = mv_output_write(lim, "big.jpg", MV_DT_F32, R2, C2, big, 1, cf, sizeof cf, &ce);
+        printf("# midway: %s\n", ce.msg);
+        fflush(stdout);
+        _exit(cs2 == MV_ERR_IO && strstr(ce.msg, "big.jpg.npy.zst: write: File too large") ? 0 : 1);
+    }
+    waitpid(pid, &ws, 0);
+    snprintf(want, sizeof want, "%s/big.jpg.npy.zst", lim);
+    CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && count_temps(lim) == 0 && access(want, F_OK) != 0,
+          "write failing midway: error names file and cause, temp removed, no final file");
+
+    /* 9. stale temp files of dead processes are swept on the first write into a directory;
+     * a live process's temp file is kept */
+    pid = fork();
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, &ws, 0); /* pid is now dead */
+    char sw[600], t1[700], t2[700];
+    snprintf(sw, sizeof sw, "%s/sweep", out);
+    mkdir(sw, 0755);
+    snprintf(t1, sizeof t1, "%s/.tmp-%ld-abcdef", sw, (long)pid);
+    snprintf(t2, sizeof t2, "%s/.tmp-%ld-ghijkl", sw, (long)getppid());
+    FILE *f1 = fopen(t1, "w"), *f2 = fopen(t2, "w");
+    if (!f1 || !f2) {
+        perror("temp fixtures");
+        return 2;
+    }
+    fclose(f1);
+    fclose(f2);
+    s = mv_output_write(sw, "n.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, &e);
+    CHECK(s == MV_OK && access(t1, F_OK) != 0 && access(t2, F_OK) == 0,
+          "dead pid's temp file removed, live pid's kept");
+    unlink(t2);
+    CHECK(mv_output_clean_temps("/nonexistent-dir-mv") == -1, "sweeping a missing dir says -1");
+
+    free(big);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'; rm -rf '%s'", dir, dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return UNIT_DONE();
+}
