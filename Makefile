@@ -70,13 +70,14 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(wildcard test/tools/*.c)
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: all test unit demo clean install deps info
-all: info mvembed $(TOOL_BINS)
+.PHONY: all test test-asan test-run unit demo clean install deps info
+all: info $(BIN) $(TOOL_BINS)
 
 info:
 	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
-mvembed: $(BUILD)/main.o $(BUILD)/libmvembed.a
+BIN ?= mvembed
+$(BIN): $(BUILD)/main.o $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libmvembed.a: $(LIB_OBJS)
@@ -107,7 +108,17 @@ unit: $(UNIT_BINS)
 # fresh make so that the pkg-config probes above see them.
 test: deps
 	@$(MAKE) --no-print-directory all unit
-	@scripts/run-tests.sh $(UNIT_BINS)
+	@MVEMBED=$(abspath $(BIN)) NPYCMP=$(abspath $(BUILD)/npycmp) scripts/run-tests.sh $(UNIT_BINS)
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path).
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+test-asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/mvembed NO_CUDA=1 \
+	    SAN="$(ASAN_FLAGS)" CFLAGS="-O1 -g" test-run
+
+test-run: all unit
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    MVEMBED=$(abspath $(BIN)) NPYCMP=$(abspath $(BUILD)/npycmp) scripts/run-tests.sh $(UNIT_BINS)
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -118,6 +129,8 @@ deps:
 	@scripts/install-deps.sh
 
 clean:
-	rm -rf $(BUILD) mvembed
+	rm -rf build build-* mvembed
 
+# fuzzing targets (make fuzz) live beside their harnesses
+-include test/fuzz/fuzz.mk
 -include $(wildcard $(BUILD)/*.d $(BUILD)/cu/*.d)
