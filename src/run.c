@@ -183,11 +183,16 @@ static mv_status prepare_video(runner *R, const char *path, prepared *p, mv_err 
         free(fp);
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (int i = 0; i < n; i++) {
-        mv_resize_bicubic_aa_u8(frames + isz * i, info.width, info.height, rs + fsz * i, ow, oh);
+    for (int i = 0; i < n && !st; i++) {
+        st = mv_resize_bicubic_aa_u8(frames + isz * i, info.width, info.height, rs + fsz * i, ow, oh);
         fp[i] = rs + fsz * i;
     }
     free(frames);
+    if (st) {
+        free(rs);
+        free(fp);
+        return mv_fail(e, st, "%s: out of memory resizing frames", path);
+    }
     int gt = (n + pp->temporal - 1) / pp->temporal;
     int64_t rows = (int64_t)gt * (oh / pp->patch) * (ow / pp->patch);
     p->pixels = malloc(rows * 3 * pp->temporal * pp->patch * pp->patch * sizeof(float));
@@ -607,9 +612,10 @@ int mv_run(const mv_run_opts *o, mv_err *e)
         rc = run_pixels(o, m, be, e);
         goto out;
     }
-    if (mv_mkdirs(o->out_dir, e) || access(o->out_dir, W_OK) != 0) {
-        if (access(o->out_dir, W_OK) != 0)
-            mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
+    if (mv_mkdirs(o->out_dir, e))
+        goto out;
+    if (access(o->out_dir, W_OK) != 0) {
+        mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
         goto out;
     }
     char mpath[4200];

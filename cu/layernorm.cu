@@ -1,0 +1,114 @@
+/* layernorm.cu - LayerNorm over the last dimension (blocks' norm1/norm2, merger norm).
+ * One warp per row; statistics in f32 with two passes (mean, then mean squared deviation), as
+ * torch's fp32 LayerNorm; the row is re-read from L1 rather than held in registers so any width
+ * works. Not fused with anything: the GEMM that follows reads its output. CPU twin:
+ * mv_layernorm_cpu (include/mv_ops_cpu.h). */
+#include "mv_cuda.cuh"
+
+/* Loads 8 consecutive elements as f32 (16-byte load for bf16, two for f32). */
+static __device__ __forceinline__ void load8(const bf16 *p, float *v)
+{
+    uint4 u = *(const uint4 *)p;
+    const bf16 *h = (const bf16 *)&u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __bfloat162float(h[i]);
+}
+static __device__ __forceinline__ void load8(const float *p, float *v)
+{
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+static __device__ __forceinline__ void store8(bf16 *p, const float *v)
+{
+    uint4 u;
+    bf16 *h = (bf16 *)&u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) h[i] = __float2bfloat16_rn(v[i]);
+    *(uint4 *)p = u;
+}
+static __device__ __forceinline__ void store8(float *p, const float *v)
+{
+    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* x, y: [n, dim]; VEC: dim % 8 == 0 and 16-byte aligned rows. */
+template <typename T, bool VEC>
+__global__ void layernorm_kernel(T *y, const T *x, const float *w, const float *b, int64_t n,
+                                 int dim, float eps)
+{
+    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= n) return;
+    const T *xr = x + row * dim;
+    T *yr = y + row * dim;
+    float s = 0.f;
+    if (VEC) {
+        for (int c = lane * 8; c < dim; c += 256) {
+            float v[8];
+            load8(xr + c, v);
+#pragma unroll
+            for (int i = 0; i < 8; i++) s += v[i];
+        }
+    } else {
+        for (int c = lane; c < dim; c += 32) s += mv_to_f(xr[c]);
+    }
+    float mean = warp_sum(s) / (float)dim;
+    float q = 0.f;
+    if (VEC) {
+        for (int c = lane * 8; c < dim; c += 256) {
+            float v[8];
+            load8(xr + c, v);
+#pragma unroll
+            for (int i = 0; i < 8; i++) q += (v[i] - mean) * (v[i] - mean);
+        }
+    } else {
+        for (int c = lane; c < dim; c += 32) {
+            float d = mv_to_f(xr[c]) - mean;
+            q += d * d;
+        }
+    }
+    float rstd = rsqrtf(warp_sum(q) / (float)dim + eps);
+    /* every lane has read its whole share of the row before any write (y may alias x) */
+    __syncwarp();
+    if (VEC) {
+        for (int c = lane * 8; c < dim; c += 256) {
+            float v[8], o[8];
+            load8(xr + c, v);
+#pragma unroll
+            for (int i = 0; i < 8; i++) o[i] = (v[i] - mean) * rstd * w[c + i] + b[c + i];
+            store8(yr + c, o);
+        }
+    } else {
+        for (int c = lane; c < dim; c += 32)
+            yr[c] = mv_from_f<T>((mv_to_f(xr[c]) - mean) * rstd * w[c] + b[c]);
+    }
+}
+
+template <typename T>
+cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
+                              float eps, cudaStream_t st)
+{
+    if (n <= 0) return cudaSuccess;
+    const int warps = 8;
+    unsigned blocks = (unsigned)((n + warps - 1) / warps);
+    bool vec = dim % 8 == 0 && ((uintptr_t)x % 16) == 0 && ((uintptr_t)y % 16) == 0;
+    if (vec)
+        layernorm_kernel<T, true><<<blocks, warps * 32, 0, st>>>(y, x, w, b, n, dim, eps);
+    else
+        layernorm_kernel<T, false><<<blocks, warps * 32, 0, st>>>(y, x, w, b, n, dim, eps);
+    return cudaGetLastError();
+}
+
+template cudaError_t mv_cuda_layernorm<float>(float *, const float *, const float *, const float *,
+                                              int64_t, int, float, cudaStream_t);
+template cudaError_t mv_cuda_layernorm<bf16>(bf16 *, const bf16 *, const float *, const float *,
+                                             int64_t, int, float, cudaStream_t);

@@ -1,0 +1,110 @@
+/* mv_cuda.cuh - shared internals of the CUDA backend: error checks, bf16/f32 element helpers and
+ * the launchers of every op family in cu/ (layernorm, rope, posembed, attention, elementwise,
+ * gemm). The tower driver (cu/tower_cuda.cu) and the kernel-vs-CPU-twin tests (test/cuda/)
+ * include it. Not a public header: the public interface is include/mv_backend.h.
+ *
+ * Activations are templated on T = float (f32/tf32 precision) or __nv_bfloat16 (bf16 precision).
+ * Internals of every kernel are f32; the store to T is the only rounding, which mirrors HF's bf16
+ * model (QWEN35_VISION.md §6) when T is bf16. All launchers are asynchronous on `st` and return
+ * the launch status (cudaGetLastError) so callers can check every launch.
+ */
+#ifndef MV_CUDA_CUH
+#define MV_CUDA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "mv_common.h"
+}
+
+typedef __nv_bfloat16 bf16;
+
+/* ---- element helpers ------------------------------------------------------------------ */
+static __device__ __forceinline__ float mv_to_f(float x) { return x; }
+static __device__ __forceinline__ float mv_to_f(bf16 x) { return __bfloat162float(x); }
+template <typename T> static __device__ __forceinline__ T mv_from_f(float x);
+template <> __device__ __forceinline__ float mv_from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 mv_from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+/* f32 -> T -> f32: the value T would store. */
+template <typename T> static __device__ __forceinline__ float mv_round_t(float x)
+{
+    return mv_to_f(mv_from_f<T>(x));
+}
+
+/* Per patch row: position in patches inside its entry and the entry's grid (h, w). */
+typedef struct {
+    int16_t row, col, h, w;
+} mv_rowinfo;
+
+/* One query tile of the attention: rows [q0, min(q0 + BM, kv_end)) attend to [kv_start, kv_end). */
+typedef struct {
+    int32_t q0, kv_start, kv_end, pad;
+} mv_attn_tile;
+
+/* Query rows per attention tile (bf16 tensor-core kernel and f32 kernel). Host code builds the
+ * tile list with these. */
+#define MV_ATTN_BM_BF16 128
+#define MV_ATTN_BM_F32 64
+
+/* ---- status helpers ------------------------------------------------------------------- */
+mv_status mv_cuda_check(cudaError_t r, mv_err *e, const char *what);
+
+/* ---- layernorm.cu ---------------------------------------------------------------------- */
+/* y[n, dim] = LayerNorm(x[n, dim]) * w[dim] + b[dim]; f32 statistics (two-pass), eps inside sqrt.
+ * y may equal x. */
+template <typename T>
+cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
+                              float eps, cudaStream_t st);
+
+/* ---- rope.cu --------------------------------------------------------------------------- */
+/* Rotates q and k in qkv[n, 3*heads*D] in place (NeoX pairs (d, d + D/2)); the angle of pair p is
+ * pos * inv_freq[p mod Q] with pos = row for p < Q, col otherwise (Q = D/4); cos/sin in f32.
+ * inv_freq[Q] lives on the device. */
+template <typename T>
+cudaError_t mv_cuda_rope(T *qkv, const mv_rowinfo *ri, const float *inv_freq, int64_t n, int heads,
+                         int D, cudaStream_t st);
+
+/* ---- posembed.cu ----------------------------------------------------------------------- */
+/* x[n, H] = T(x + T(pos)) where pos is the bilinear align_corners interpolation of
+ * table[side*side, H] (f32) at (row, col) of an h x w grid, HF's fp32 weights. */
+template <typename T>
+cudaError_t mv_cuda_pos_embed_add(T *x, const mv_rowinfo *ri, const float *table, int side, int H,
+                                  int64_t n, cudaStream_t st);
+
+/* ---- attention.cu ---------------------------------------------------------------------- */
+/* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
+ * tiles[n_tiles] from mv_attn_tiles() with the kernel's BM. bf16: mma.sync tensor cores, online
+ * softmax in f32, P rounded to bf16 before P.V. f32: CUDA cores. Returns cudaErrorInvalidValue
+ * for unsupported D (see mv_cuda_attn_supported). */
+cudaError_t mv_cuda_attention_bf16(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
+                                   int n_tiles, int heads, int D, cudaStream_t st);
+cudaError_t mv_cuda_attention_f32(float *out, const float *qkv, const mv_attn_tile *tiles,
+                                  int n_tiles, int heads, int D, cudaStream_t st);
+int mv_cuda_attn_supported(int D);
+/* Host: fills tiles (capacity from mv_attn_tile_count) for segments cu[n_seg + 1] (row offsets
+ * relative to the packed batch), longest segments first. Returns the tile count. */
+int mv_attn_tile_count(const int32_t *cu, int n_seg, int bm);
+int mv_attn_tiles(mv_attn_tile *tiles, const int32_t *cu, int n_seg, int bm);
+
+/* ---- elementwise.cu -------------------------------------------------------------------- */
+template <typename T> cudaError_t mv_cuda_from_f32(T *y, const float *x, int64_t count, cudaStream_t st);
+template <typename T> cudaError_t mv_cuda_to_f32(float *y, const T *x, int64_t count, cudaStream_t st);
+/* act: 0 tanh GELU, 1 erf GELU, 2 SiLU (mv_act values); in place, f32 internals. */
+template <typename T> cudaError_t mv_cuda_act(T *x, int act, int64_t count, cudaStream_t st);
+
+/* ---- gemm.cu (cuBLASLt) ---------------------------------------------------------------- */
+typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;
+typedef enum { MV_EPI_NONE = 0, MV_EPI_BIAS, MV_EPI_GELU_BIAS } mv_gemm_epi;
+typedef struct mv_gemm mv_gemm;
+mv_status mv_gemm_create(mv_gemm **g, mv_gemm_mode mode, cudaStream_t st, mv_err *e);
+void mv_gemm_destroy(mv_gemm *g);
+/* Y[n, out] = X[n, in] . W[out, in]^T (+ bias[out]) (then tanh GELU) (+ Y when accumulate).
+ * Element type: bf16 in MV_GEMM_BF16 mode, f32 otherwise; f32 accumulation. Bias has the element
+ * type. Returns MV_ERR_UNSUPPORTED when cuBLASLt has no algorithm (callers fall back, e.g. to an
+ * unfused GELU). */
+mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const void *bias,
+                      int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e);
+
+#endif

@@ -1,0 +1,656 @@
+/* tower_cuda.cu - the CUDA backend (mv_backend_cuda_create, mv_cuda_available): the Qwen3.5
+ * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU reference
+ * (src/tower_cpu.c) and HF's Qwen3_5VisionModel.forward do:
+ *   pixels -> T -> patch GEMM (+bias) -> + interpolated position table -> depth x pre-LN blocks
+ *   [LN1, qkv GEMM, 2D rope, varlen flash attention, proj GEMM (+bias +residual),
+ *    LN2, fc1 GEMM (+bias, tanh GELU fused), fc2 GEMM (+bias +residual)]
+ *   -> merger [LN, 4 consecutive rows = one 2x2 block (a free reshape in merge-block order),
+ *    fc1 GEMM (+bias), erf GELU, fc2 GEMM (+bias)] -> f32 output.
+ * T is bf16 (precision bf16: tensor cores, HF bf16 rounding points) or f32 (precision f32 / tf32).
+ *
+ * Weights are uploaded once per backend (bf16 in bf16 mode; LayerNorm parameters, the position
+ * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
+ * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
+ * 0 sizes it from free memory); chunks are pipelined: the host uploads chunk k+1's pixels and
+ * downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
+ * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
+ * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
+ * failing with a message. Not thread-safe: one forward at a time per backend. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mv_cuda.cuh"
+
+extern "C" {
+#include "mv_backend.h"
+#include "mv_model.h"
+}
+
+#define DEFAULT_BATCH_TOKENS 16384
+#define MAX_BATCH_TOKENS (1 << 20)
+
+typedef struct {
+    float *n1w, *n1b, *n2w, *n2b;
+    void *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} dblock;
+
+typedef struct {
+    mv_backend base; /* first: the public handle */
+    int device;
+    mv_precision prec;
+    size_t esz; /* bytes per activation element */
+    cudaStream_t st, io;
+    cudaEvent_t ev_up[2], ev_done[2];
+    mv_gemm *gemm;
+    int fuse_gelu;
+    /* weights (one arena) */
+    void *arena;
+    void *patch_w, *patch_b, *m1w, *m1b, *m2w, *m2b;
+    float *pos, *mnw, *mnb, *inv_freq;
+    dblock *blocks;
+    /* workspace, sized for `cap` patches per chunk */
+    int64_t cap, cap_max;
+    float *pix[2];          /* [cap, pix_cols] f32: pixels in, f32 output / dump scratch out */
+    int64_t pix_cols;
+    void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, qkv_cols] [cap, H] [cap, mlp_cols] */
+    int64_t qkv_cols, mlp_cols;
+    mv_rowinfo *ri[2];      /* [cap] */
+    mv_attn_tile *tiles[2]; /* [tiles_cap] */
+    int64_t tiles_cap;
+    mv_rowinfo *h_ri;       /* host staging */
+    mv_attn_tile *h_tiles;
+    int32_t *h_cu;
+    int64_t h_cu_cap;
+} cuda_backend;
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+#define CK(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t r_ = (call);                                                                   \
+        if (r_ != cudaSuccess) return mv_cuda_check(r_, e, what);                                  \
+    } while (0)
+#define ST(call)                                                                                   \
+    do {                                                                                           \
+        mv_status s_ = (call);                                                                     \
+        if (s_ != MV_OK) return s_;                                                                \
+    } while (0)
+
+static uint16_t f32_to_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+/* ---- weights ---------------------------------------------------------------------------- */
+typedef struct {
+    char *base;
+    size_t off, size;
+    void *host; /* staging buffer for one tensor */
+    size_t host_size;
+} arena;
+
+/* Places count f32 values from src in the arena, as T (as_t) or f32. */
+static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count, int as_t, void **dst,
+                     const char *name, mv_err *e)
+{
+    size_t esz = as_t ? b->esz : 4;
+    size_t bytes = (size_t)count * esz;
+    if (a->off + bytes > a->size)
+        return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight arena overflow at %s", name);
+    void *d = a->base + a->off;
+    a->off += (size_t)round_up((int64_t)bytes, 256);
+    if (!src)
+        return mv_fail(e, MV_ERR_MODEL, "cuda: model tensor %s is missing", name);
+    const void *hsrc = src;
+    if (as_t && b->esz == 2) {
+        uint16_t *h = (uint16_t *)a->host;
+        for (int64_t i = 0; i < count; i++) h[i] = f32_to_bf16_bits(src[i]);
+        hsrc = h;
+    }
+    cudaError_t r = cudaMemcpy(d, hsrc, bytes, cudaMemcpyHostToDevice);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, name);
+    *dst = d;
+    return MV_OK;
+}
+
+static mv_status upload_weights(cuda_backend *b, mv_err *e)
+{
+    const mv_model *m = b->base.model;
+    const mv_vision_config *c = &m->cfg;
+    int64_t H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim, mm = c->merge * c->merge;
+    int64_t tcount[] = {H * P, H, 3 * H * H, 3 * H, H * H, H, I * H, I, H * I, H,
+                        mm * H * mm * H, mm * H, L * mm * H, L};
+    int64_t fcount[] = {(int64_t)c->num_pos * H, 4 * H, 2 * H, 256};
+    size_t total = 0, biggest = 0;
+    for (int i = 0; i < 14; i++) {
+        int64_t n = tcount[i] * (i >= 2 && i < 10 ? c->depth : 1);
+        total += (size_t)round_up(n * (int64_t)b->esz, 256) + 256 * (size_t)(i >= 2 && i < 10 ? c->depth : 1);
+        if ((size_t)tcount[i] > biggest) biggest = (size_t)tcount[i];
+    }
+    for (int i = 0; i < 4; i++) {
+        int64_t n = fcount[i] * (i == 1 ? c->depth : 1);
+        total += (size_t)round_up(n * 4, 256) + 256 * (size_t)(i == 1 ? 4 * c->depth : 4);
+    }
+    cudaError_t r = cudaMalloc(&b->arena, total);
+    if (r != cudaSuccess)
+        return mv_fail(e, r == cudaErrorMemoryAllocation ? MV_ERR_NOMEM : MV_ERR_DEVICE,
+                       "cuda: cannot allocate %.1f MiB for the weights: %s", total / 1048576.0,
+                       cudaGetErrorString(r));
+    arena a = {(char *)b->arena, 0, total, malloc(biggest * 2), biggest * 2};
+    if (!a.host) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory staging weights");
+    b->blocks = (dblock *)calloc((size_t)c->depth, sizeof(dblock));
+    mv_status st = b->blocks ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+#define PUT(src, n, ast, dst, name)                                                                \
+    if (st == MV_OK) st = put(b, &a, src, n, ast, (void **)(dst), name, e)
+    PUT(m->patch_w, H * P, 1, &b->patch_w, "patch_embed.proj.weight");
+    PUT(m->patch_b, H, 1, &b->patch_b, "patch_embed.proj.bias");
+    PUT(m->pos_embed, (int64_t)c->num_pos * H, 0, &b->pos, "pos_embed.weight");
+    for (int i = 0; st == MV_OK && i < c->depth; i++) {
+        const mv_block *B = &m->blocks[i];
+        dblock *d = &b->blocks[i];
+        PUT(B->norm1_w, H, 0, &d->n1w, "norm1.weight");
+        PUT(B->norm1_b, H, 0, &d->n1b, "norm1.bias");
+        PUT(B->norm2_w, H, 0, &d->n2w, "norm2.weight");
+        PUT(B->norm2_b, H, 0, &d->n2b, "norm2.bias");
+        PUT(B->qkv_w, 3 * H * H, 1, &d->qkv_w, "attn.qkv.weight");
+        PUT(B->qkv_b, 3 * H, 1, &d->qkv_b, "attn.qkv.bias");
+        PUT(B->proj_w, H * H, 1, &d->proj_w, "attn.proj.weight");
+        PUT(B->proj_b, H, 1, &d->proj_b, "attn.proj.bias");
+        PUT(B->fc1_w, I * H, 1, &d->fc1_w, "mlp.linear_fc1.weight");
+        PUT(B->fc1_b, I, 1, &d->fc1_b, "mlp.linear_fc1.bias");
+        PUT(B->fc2_w, H * I, 1, &d->fc2_w, "mlp.linear_fc2.weight");
+        PUT(B->fc2_b, H, 1, &d->fc2_b, "mlp.linear_fc2.bias");
+    }
+    PUT(m->mnorm_w, H, 0, &b->mnw, "merger.norm.weight");
+    PUT(m->mnorm_b, H, 0, &b->mnb, "merger.norm.bias");
+    PUT(m->mfc1_w, mm * H * mm * H, 1, &b->m1w, "merger.linear_fc1.weight");
+    PUT(m->mfc1_b, mm * H, 1, &b->m1b, "merger.linear_fc1.bias");
+    PUT(m->mfc2_w, L * mm * H, 1, &b->m2w, "merger.linear_fc2.weight");
+    PUT(m->mfc2_b, L, 1, &b->m2b, "merger.linear_fc2.bias");
+    if (st == MV_OK) {
+        /* HF: inv_freq = 1 / theta^(arange(0, D/2, 2) / (D/2)), fp32 (as mv_rope_tables_cpu) */
+        float inv[256];
+        int Q = c->head_dim / 4, half = c->head_dim / 2;
+        for (int j = 0; j < Q && j < 256; j++) {
+            float ex = (float)(2 * j) / (float)half;
+            inv[j] = 1.0f / (float)pow(c->rope_theta, (double)ex);
+        }
+        PUT(inv, Q, 0, &b->inv_freq, "rope inv_freq");
+    }
+#undef PUT
+    free(a.host);
+    return st;
+}
+
+/* ---- workspace -------------------------------------------------------------------------- */
+static size_t bytes_per_token(const cuda_backend *b)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    int64_t H = c->hidden;
+    return (size_t)((3 * H + b->qkv_cols + b->mlp_cols) * (int64_t)b->esz + 2 * b->pix_cols * 4 +
+                    2 * (int64_t)sizeof(mv_rowinfo) + 2 * (int64_t)sizeof(mv_attn_tile) +
+                    (int64_t)sizeof(mv_rowinfo) + 16);
+}
+
+static void free_workspace(cuda_backend *b)
+{
+    void **p[] = {(void **)&b->pix[0], (void **)&b->pix[1], &b->x, &b->xn, &b->qkv, &b->att, &b->mlp,
+                  (void **)&b->ri[0], (void **)&b->ri[1], (void **)&b->tiles[0], (void **)&b->tiles[1]};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) {
+        if (*p[i]) cudaFree(*p[i]);
+        *p[i] = NULL;
+    }
+    free(b->h_ri);
+    free(b->h_tiles);
+    b->h_ri = NULL;
+    b->h_tiles = NULL;
+    b->cap = 0;
+}
+
+static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    int64_t H = c->hidden;
+    int64_t tiles = cap / 16 + 1024; /* >= tiles of any segment mix of cap rows, BM >= 64 */
+    cudaError_t r = cudaSuccess;
+#define AL(ptr, bytes)                                                                             \
+    if (r == cudaSuccess) r = cudaMalloc((void **)&(ptr), (size_t)(bytes))
+    for (int i = 0; i < 2; i++) {
+        AL(b->pix[i], cap * b->pix_cols * 4);
+        AL(b->ri[i], cap * (int64_t)sizeof(mv_rowinfo));
+        AL(b->tiles[i], tiles * (int64_t)sizeof(mv_attn_tile));
+    }
+    AL(b->x, cap * H * b->esz);
+    AL(b->xn, cap * H * b->esz);
+    AL(b->att, cap * H * b->esz);
+    AL(b->qkv, cap * b->qkv_cols * b->esz);
+    AL(b->mlp, cap * b->mlp_cols * b->esz);
+#undef AL
+    if (r == cudaSuccess) {
+        b->h_ri = (mv_rowinfo *)malloc((size_t)cap * sizeof(mv_rowinfo));
+        b->h_tiles = (mv_attn_tile *)malloc((size_t)tiles * sizeof(mv_attn_tile));
+        if (!b->h_ri || !b->h_tiles) r = cudaErrorMemoryAllocation;
+    }
+    if (r != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free allocation error */
+        free_workspace(b);
+        return r;
+    }
+    b->cap = cap;
+    b->tiles_cap = tiles;
+    return cudaSuccess;
+}
+
+/* Makes the workspace hold `want` patches (at least `need`), halving on out-of-memory. */
+static mv_status ensure_workspace(cuda_backend *b, int64_t want, int64_t need, mv_err *e)
+{
+    if (b->cap >= want) return MV_OK;
+    if (b->cap >= need && b->cap >= b->cap_max) return MV_OK;
+    free_workspace(b);
+    int64_t cap = want;
+    for (;;) {
+        cap = round_up(cap, 64);
+        cudaError_t r = alloc_workspace(b, cap);
+        if (r == cudaSuccess) break;
+        if (r != cudaErrorMemoryAllocation) return mv_cuda_check(r, e, "workspace allocation");
+        if (cap <= need) {
+            size_t fr = 0, tot = 0;
+            cudaMemGetInfo(&fr, &tot);
+            return mv_fail(e, MV_ERR_NOMEM,
+                           "cuda: out of GPU memory: a segment of %lld patches needs a %.1f GiB "
+                           "workspace, %.1f GiB free",
+                           (long long)need, (double)cap * bytes_per_token(b) / 1073741824.0,
+                           fr / 1073741824.0);
+        }
+        cap = cap / 2 > need ? cap / 2 : need;
+        b->cap_max = cap; /* remember: later forwards do not retry the larger size */
+    }
+    return MV_OK;
+}
+
+/* ---- one chunk ------------------------------------------------------------------------ */
+typedef struct {
+    int64_t r0, n;          /* patch rows [r0, r0 + n) of the packed batch */
+    int seg0, nseg;         /* segments */
+    int buf;                /* pixel / metadata buffer */
+    int n_tiles;
+} chunk;
+
+static mv_status dump_t(cuda_backend *b, mv_stage_fn fn, void *ud, const char *stage, const void *d,
+                        int64_t rows, int64_t cols, float *scratch, mv_err *e)
+{
+    if (!fn) return MV_OK;
+    int64_t count = rows * cols;
+    cudaError_t r = b->prec == MV_PREC_BF16
+                        ? mv_cuda_to_f32<bf16>(scratch, (const bf16 *)d, count, b->st)
+                        : mv_cuda_to_f32<float>(scratch, (const float *)d, count, b->st);
+    CK(r, "dump conversion");
+    float *h = (float *)malloc((size_t)count * sizeof(float));
+    if (!h) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory dumping %s", stage);
+    r = cudaMemcpyAsync(h, scratch, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost, b->st);
+    if (r == cudaSuccess) r = cudaStreamSynchronize(b->st);
+    mv_status st = r == cudaSuccess ? fn(ud, stage, h, rows, cols, e) : mv_cuda_check(r, e, "dump copy");
+    free(h);
+    return st;
+}
+
+template <typename T>
+static mv_status act_fallback(cuda_backend *b, T *y, int act, int64_t count, mv_err *e)
+{
+    CK(mv_cuda_act<T>(y, act, count, b->st), "activation kernel");
+    return MV_OK;
+}
+
+/* fc1 with the block activation: fused tanh GELU when cuBLASLt has it, else bias + kernel. */
+template <typename T>
+static mv_status fc1_act(cuda_backend *b, T *y, const T *x, const void *w, const void *bias, int64_t n,
+                         int in, int out, mv_act act, mv_err *e)
+{
+    if (act == MV_ACT_GELU_TANH && b->fuse_gelu) {
+        mv_status st = mv_gemm_run(b->gemm, y, x, w, bias, n, in, out, MV_EPI_GELU_BIAS, 0, e);
+        if (st != MV_ERR_UNSUPPORTED) return st;
+        b->fuse_gelu = 0;
+    }
+    ST(mv_gemm_run(b->gemm, y, x, w, bias, n, in, out, MV_EPI_BIAS, 0, e));
+    return act_fallback<T>(b, y, (int)act, n * out, e);
+}
+
+/* Enqueues the whole tower for one chunk on b->st; its pixels are in pix[ch->buf] (f32), its
+ * output goes to pix[ch->buf] as f32 [n / mm, L]. */
+template <typename T>
+static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, void *ud,
+                           const float *host_pixels, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    const int H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim, D = c->head_dim;
+    const int mm = c->merge * c->merge;
+    const int64_t n = ch->n, M = n / mm;
+    cudaStream_t st = b->st;
+    float *pix = b->pix[ch->buf];
+    T *x = (T *)b->x, *xn = (T *)b->xn, *qkv = (T *)b->qkv, *att = (T *)b->att, *mlp = (T *)b->mlp;
+    const mv_rowinfo *ri = b->ri[ch->buf];
+    const mv_attn_tile *tiles = b->tiles[ch->buf];
+
+    if (fn) ST(fn(ud, "pixel_values", host_pixels, n, P, e));
+    /* pixels -> T (bf16: rounded at tower entry, as HF casts pixel_values) */
+    const T *px;
+    if (sizeof(T) == 2) {
+        CK(mv_cuda_from_f32<T>(qkv, pix, n * P, st), "pixel conversion");
+        px = qkv;
+    } else {
+        px = (const T *)pix;
+    }
+    ST(mv_gemm_run(b->gemm, x, px, b->patch_w, b->patch_b, n, P, H, MV_EPI_BIAS, 0, e));
+    ST(dump_t(b, fn, ud, "patch_embed", x, n, H, pix, e));
+    CK(mv_cuda_pos_embed_add<T>(x, ri, b->pos, c->pos_side, H, n, st), "position embedding");
+    ST(dump_t(b, fn, ud, "embed", x, n, H, pix, e));
+    for (int l = 0; l < c->depth; l++) {
+        const dblock *B = &b->blocks[l];
+        CK(mv_cuda_layernorm<T>(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
+        ST(mv_gemm_run(b->gemm, qkv, xn, B->qkv_w, B->qkv_b, n, H, 3 * H, MV_EPI_BIAS, 0, e));
+        CK(mv_cuda_rope<T>(qkv, ri, b->inv_freq, n, c->heads, D, st), "rope");
+        if (sizeof(T) == 2)
+            CK(mv_cuda_attention_bf16((bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
+               "attention");
+        else
+            CK(mv_cuda_attention_f32((float *)att, (const float *)qkv, tiles, ch->n_tiles, c->heads, D,
+                                     st),
+               "attention");
+        ST(mv_gemm_run(b->gemm, x, att, B->proj_w, B->proj_b, n, H, H, MV_EPI_BIAS, 1, e));
+        CK(mv_cuda_layernorm<T>(xn, x, B->n2w, B->n2b, n, H, c->ln_eps, st), "layernorm");
+        ST(fc1_act<T>(b, mlp, xn, B->fc1_w, B->fc1_b, n, H, I, c->act, e));
+        ST(mv_gemm_run(b->gemm, x, mlp, B->fc2_w, B->fc2_b, n, I, H, MV_EPI_BIAS, 1, e));
+        if (fn) {
+            char name[32];
+            snprintf(name, sizeof name, "block_%02d", l);
+            ST(dump_t(b, fn, ud, name, x, n, H, pix, e));
+        }
+    }
+    /* merger: rows are in merge-block order, so [n, H] viewed as [n / mm, mm * H] is the 2x2 concat */
+    CK(mv_cuda_layernorm<T>(xn, x, b->mnw, b->mnb, n, H, c->ln_eps, st), "merger layernorm");
+    ST(dump_t(b, fn, ud, "merger_norm", xn, n, H, pix, e));
+    ST(mv_gemm_run(b->gemm, att, xn, b->m1w, b->m1b, M, mm * H, mm * H, MV_EPI_BIAS, 0, e));
+    ST(dump_t(b, fn, ud, "merger_fc1", att, M, (int64_t)mm * H, pix, e));
+    CK(mv_cuda_act<T>(att, MV_ACT_GELU_ERF, M * mm * H, st), "merger GELU");
+    ST(mv_gemm_run(b->gemm, mlp, att, b->m2w, b->m2b, M, mm * H, L, MV_EPI_BIAS, 0, e));
+    CK(mv_cuda_to_f32<T>(pix, mlp, M * L, st), "output conversion");
+    return MV_OK;
+}
+
+/* ---- forward -------------------------------------------------------------------------- */
+typedef struct {
+    int64_t row0; /* first patch row */
+    int32_t len;  /* h * w */
+    int16_t h, w;
+} seg_info;
+
+static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
+                              float *out, mv_stage_fn fn, void *ud, mv_err *e)
+{
+    cuda_backend *b = (cuda_backend *)be;
+    const mv_vision_config *c = &be->model->cfg;
+    int64_t N;
+    ST(mv_grid_check(c, grid, n_entries, &N, e));
+    if (N == 0) return MV_OK;
+    const int P = c->patch_dim, L = c->out_hidden, mm = c->merge * c->merge;
+    for (int i = 0; i < n_entries; i++)
+        if (grid[3 * i + 1] > 32767 || grid[3 * i + 2] > 32767)
+            return mv_fail(e, MV_ERR_LIMIT, "cuda: grid %d,%d,%d: h and w must be < 32768 patches",
+                           grid[3 * i], grid[3 * i + 1], grid[3 * i + 2]);
+    CK(cudaSetDevice(b->device), "cudaSetDevice");
+
+    /* segments: one per temporal group of each entry */
+    int nseg = 0;
+    for (int i = 0; i < n_entries; i++) nseg += grid[3 * i];
+    seg_info *segs = (seg_info *)malloc(sizeof(seg_info) * (size_t)nseg);
+    if (!segs) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", nseg);
+    int64_t row = 0, maxlen = 0;
+    for (int i = 0, s = 0; i < n_entries; i++)
+        for (int g = 0; g < grid[3 * i]; g++, s++) {
+            int h = grid[3 * i + 1], w = grid[3 * i + 2];
+            segs[s].row0 = row;
+            segs[s].len = h * w;
+            segs[s].h = (int16_t)h;
+            segs[s].w = (int16_t)w;
+            row += (int64_t)h * w;
+            if (h * w > maxlen) maxlen = h * w;
+        }
+    int64_t want = N < b->cap_max ? N : b->cap_max;
+    if (want < maxlen) want = maxlen;
+    mv_status st = ensure_workspace(b, want, maxlen, e);
+    if (st != MV_OK) {
+        free(segs);
+        return st;
+    }
+    if (b->h_cu_cap < nseg + 1) {
+        free(b->h_cu);
+        b->h_cu = (int32_t *)malloc(sizeof(int32_t) * (size_t)(nseg + 1));
+        b->h_cu_cap = b->h_cu ? nseg + 1 : 0;
+        if (!b->h_cu) {
+            free(segs);
+            return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+        }
+    }
+    if (fn && N > b->cap) {
+        free(segs);
+        return mv_fail(e, MV_ERR_LIMIT,
+                       "cuda: stage dumps need the whole batch in one forward: %lld patches > "
+                       "workspace of %lld (raise --batch-tokens)",
+                       (long long)N, (long long)b->cap);
+    }
+
+    /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
+    chunk prev = {0, 0, 0, 0, 0, 0};
+    int have_prev = 0, k = 0;
+    int s = 0;
+    while (st == MV_OK && (s < nseg || have_prev)) {
+        chunk ch = {0, 0, 0, 0, k & 1, 0};
+        int have_cur = s < nseg;
+        if (have_cur) {
+            ch.seg0 = s;
+            ch.r0 = segs[s].row0;
+            while (s < nseg && ch.n + segs[s].len <= b->cap) ch.n += segs[s++].len;
+            ch.nseg = s - ch.seg0;
+            /* metadata: rowinfo per patch, attention tiles */
+            int64_t q = 0;
+            b->h_cu[0] = 0;
+            for (int j = 0; j < ch.nseg; j++) {
+                const seg_info *sg = &segs[ch.seg0 + j];
+                for (int64_t i = 0; i < sg->len; i++, q++) {
+                    int rr, cc;
+                    int bw = sg->w / c->merge;
+                    int64_t blk = i / mm;
+                    int in = (int)(i % mm);
+                    rr = (int)(blk / bw) * c->merge + in / c->merge;
+                    cc = (int)(blk % bw) * c->merge + in % c->merge;
+                    b->h_ri[q].row = (int16_t)rr;
+                    b->h_ri[q].col = (int16_t)cc;
+                    b->h_ri[q].h = sg->h;
+                    b->h_ri[q].w = sg->w;
+                }
+                b->h_cu[j + 1] = (int32_t)q;
+            }
+            int bm = b->prec == MV_PREC_BF16 ? MV_ATTN_BM_BF16 : MV_ATTN_BM_F32;
+            if (mv_attn_tile_count(b->h_cu, ch.nseg, bm) > b->tiles_cap) {
+                st = mv_fail(e, MV_ERR_INTERNAL, "cuda: attention tile list overflow");
+                break;
+            }
+            ch.n_tiles = mv_attn_tiles(b->h_tiles, b->h_cu, ch.nseg, bm);
+            cudaError_t r = cudaMemcpyAsync(b->pix[ch.buf], pixels + ch.r0 * P,
+                                            (size_t)(ch.n * P) * sizeof(float),
+                                            cudaMemcpyHostToDevice, b->io);
+            if (r == cudaSuccess)
+                r = cudaMemcpyAsync(b->ri[ch.buf], b->h_ri, (size_t)ch.n * sizeof(mv_rowinfo),
+                                    cudaMemcpyHostToDevice, b->io);
+            if (r == cudaSuccess)
+                r = cudaMemcpyAsync(b->tiles[ch.buf], b->h_tiles,
+                                    (size_t)ch.n_tiles * sizeof(mv_attn_tile), cudaMemcpyHostToDevice,
+                                    b->io);
+            if (r == cudaSuccess) r = cudaEventRecord(b->ev_up[ch.buf], b->io);
+            if (r == cudaSuccess) r = cudaStreamWaitEvent(b->st, b->ev_up[ch.buf], 0);
+            if (r != cudaSuccess) {
+                st = mv_cuda_check(r, e, "upload");
+                break;
+            }
+            const float *hp = pixels + ch.r0 * P;
+            st = b->prec == MV_PREC_BF16 ? run_chunk<bf16>(b, &ch, fn, ud, hp, e)
+                                         : run_chunk<float>(b, &ch, fn, ud, hp, e);
+            if (st != MV_OK) break;
+            cudaError_t r2 = cudaEventRecord(b->ev_done[ch.buf], b->st);
+            if (r2 != cudaSuccess) {
+                st = mv_cuda_check(r2, e, "event");
+                break;
+            }
+        }
+        if (have_prev) {
+            int64_t M = prev.n / mm;
+            cudaError_t r = cudaStreamWaitEvent(b->io, b->ev_done[prev.buf], 0);
+            if (r == cudaSuccess)
+                r = cudaMemcpyAsync(out + (prev.r0 / mm) * L, b->pix[prev.buf],
+                                    (size_t)(M * L) * sizeof(float), cudaMemcpyDeviceToHost, b->io);
+            if (r == cudaSuccess) r = cudaStreamSynchronize(b->io);
+            if (r != cudaSuccess) {
+                st = mv_cuda_check(r, e, "forward");
+                break;
+            }
+        }
+        prev = ch;
+        have_prev = have_cur;
+        k++;
+    }
+    free(segs);
+    if (st != MV_OK) {
+        cudaStreamSynchronize(b->st);
+        cudaStreamSynchronize(b->io);
+        return st;
+    }
+    if (fn) {
+        /* the output stage, already in host memory */
+        ST(fn(ud, "output", out, N / mm, L, e));
+    }
+    return MV_OK;
+}
+
+static void cuda_destroy(mv_backend *be)
+{
+    if (!be) return;
+    cuda_backend *b = (cuda_backend *)be;
+    cudaSetDevice(b->device);
+    if (b->st) cudaStreamSynchronize(b->st);
+    if (b->io) cudaStreamSynchronize(b->io);
+    free_workspace(b);
+    mv_gemm_destroy(b->gemm);
+    if (b->arena) cudaFree(b->arena);
+    for (int i = 0; i < 2; i++) {
+        if (b->ev_up[i]) cudaEventDestroy(b->ev_up[i]);
+        if (b->ev_done[i]) cudaEventDestroy(b->ev_done[i]);
+    }
+    if (b->st) cudaStreamDestroy(b->st);
+    if (b->io) cudaStreamDestroy(b->io);
+    free(b->blocks);
+    free(b->h_cu);
+    free(b);
+}
+
+/* ---- public entry points -------------------------------------------------------------- */
+extern "C" int mv_cuda_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o,
+                                            mv_backend **out, mv_err *e)
+{
+    const mv_vision_config *c = &m->cfg;
+    int dev = o ? o->device : 0;
+    int ndev = 0;
+    cudaError_t r = cudaGetDeviceCount(&ndev);
+    if (r != cudaSuccess || ndev == 0) {
+        cudaGetLastError();
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "cuda: no usable GPU (%s)",
+                       r != cudaSuccess ? cudaGetErrorString(r) : "no devices");
+    }
+    if (dev < 0 || dev >= ndev)
+        return mv_fail(e, MV_ERR_USAGE, "cuda: device %d does not exist (%d found)", dev, ndev);
+    if (!mv_cuda_attn_supported(c->head_dim) || c->head_dim % 8 || c->hidden % 8)
+        return mv_fail(e, MV_ERR_UNSUPPORTED,
+                       "cuda: head_dim %d / hidden %d not supported (head_dim 32/64/72/80/96/128)",
+                       c->head_dim, c->hidden);
+    if (c->heads > 65535 || c->pos_side < 1)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "cuda: model geometry not supported");
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+    mv_precision prec = o ? o->precision : MV_PREC_BF16;
+    if (prec == MV_PREC_BF16 && prop.major < 8)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "cuda: %s (sm_%d%d) has no bf16 tensor cores", prop.name,
+                       prop.major, prop.minor);
+    CK(cudaSetDevice(dev), "cudaSetDevice");
+
+    cuda_backend *b = (cuda_backend *)calloc(1, sizeof *b);
+    if (!b) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+    b->base.name = "cuda";
+    b->base.forward = cuda_forward;
+    b->base.destroy = cuda_destroy;
+    b->base.model = m;
+    b->base.impl = b;
+    b->device = dev;
+    b->prec = prec;
+    b->esz = prec == MV_PREC_BF16 ? 2 : 4;
+    const char *nf = getenv("MV_CUDA_NO_GELU_FUSE");
+    b->fuse_gelu = !(nf && *nf && strcmp(nf, "0") != 0);
+    int64_t H = c->hidden, mm = c->merge * c->merge;
+    b->qkv_cols = 3 * H > c->patch_dim ? 3 * H : c->patch_dim;
+    b->mlp_cols = c->inter > (c->out_hidden + mm - 1) / mm ? c->inter : (c->out_hidden + mm - 1) / mm;
+    b->pix_cols = c->patch_dim;
+    if (b->pix_cols < H) b->pix_cols = H;
+    if (b->pix_cols < (c->out_hidden + mm - 1) / mm) b->pix_cols = (c->out_hidden + mm - 1) / mm;
+    mv_status st = MV_OK;
+    r = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);
+    if (r == cudaSuccess) r = cudaStreamCreateWithFlags(&b->io, cudaStreamNonBlocking);
+    if (r != cudaSuccess) st = mv_cuda_check(r, e, "stream creation");
+    for (int i = 0; st == MV_OK && i < 2; i++) {
+        r = cudaEventCreateWithFlags(&b->ev_up[i], cudaEventDisableTiming);
+        if (r == cudaSuccess) r = cudaEventCreateWithFlags(&b->ev_done[i], cudaEventDisableTiming);
+        if (r != cudaSuccess) st = mv_cuda_check(r, e, "event creation");
+    }
+    if (st == MV_OK)
+        st = mv_gemm_create(&b->gemm, prec == MV_PREC_BF16   ? MV_GEMM_BF16
+                                      : prec == MV_PREC_TF32 ? MV_GEMM_TF32
+                                                             : MV_GEMM_F32,
+                            b->st, e);
+    if (st == MV_OK) st = upload_weights(b, e);
+    if (st == MV_OK) {
+        long long bt = o ? o->batch_tokens : 0;
+        if (bt <= 0) {
+            size_t fr = 0, tot = 0;
+            r = cudaMemGetInfo(&fr, &tot);
+            if (r != cudaSuccess) {
+                st = mv_cuda_check(r, e, "cudaMemGetInfo");
+            } else {
+                int64_t fit = (int64_t)((double)fr * 0.8 / (double)bytes_per_token(b));
+                bt = fit < DEFAULT_BATCH_TOKENS ? fit : DEFAULT_BATCH_TOKENS;
+                if (bt < 1024) bt = 1024;
+            }
+        }
+        if (bt > MAX_BATCH_TOKENS) bt = MAX_BATCH_TOKENS;
+        b->cap_max = bt;
+    }
+    if (st != MV_OK) {
+        cuda_destroy(&b->base);
+        return st;
+    }
+    *out = &b->base;
+    return MV_OK;
+}

@@ -1,0 +1,67 @@
+/* mv_image.h - still-image decoding to 8-bit RGB, matching what Hugging Face's `load_image` gives:
+ * PIL open, `ImageOps.exif_transpose`, then `convert("RGB")`.
+ *
+ * Supported: JPEG (libjpeg, PIL's default settings: ISLOW IDCT, fancy upsampling; grayscale,
+ * YCbCr, RGB, CMYK and YCCK, baseline and progressive), PNG (libpng: every bit depth and colour
+ * type, palette + tRNS, Adam7) and WebP (libwebp, lossy and lossless, still images only).
+ * Alpha is dropped, never composited. File types are recognised by their magic bytes, not by
+ * their extension (mv_sniff). This module does not resize or normalise (see mv_preprocess.h)
+ * and does not decode video (mv_sniff only recognises video containers so the caller can route).
+ *
+ * Known, deliberate divergence from PIL: 16-bit grayscale PNG opens in PIL as mode "I;16" and
+ * convert("RGB") clips every value above 255 to white; here it is scaled to 8 bits (v >> 8), the
+ * way PIL itself reduces 16-bit colour PNGs (it keeps the high byte).
+ */
+#ifndef MV_IMAGE_H
+#define MV_IMAGE_H
+
+#include "mv_common.h"
+
+/* PIL's decompression-bomb error threshold: 2 * Image.MAX_IMAGE_PIXELS. */
+#define MV_IMAGE_MAX_PIXELS_DEFAULT 178956970LL
+
+/* How many leading bytes mv_sniff / mv_sniff_format look at; fewer is fine (weaker checks). */
+#define MV_SNIFF_BYTES 512
+
+typedef enum {
+    MV_MEDIA_UNKNOWN = 0,
+    MV_MEDIA_JPEG,
+    MV_MEDIA_PNG,
+    MV_MEDIA_WEBP,
+    MV_MEDIA_VIDEO,       /* ISO-BMFF (mp4/mov/3gp), Matroska/WebM, AVI, MPEG-TS/PS, Ogg, FLV, ASF */
+    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (GIF, TIFF,
+                             BMP, HEIF/AVIF, JPEG 2000, JPEG XL, PSD, ICO) */
+} mv_media_kind;
+
+/* Classifies a file from its first n bytes (pass up to MV_SNIFF_BYTES). */
+mv_media_kind mv_sniff(const uint8_t *head, size_t n);
+
+/* Short format name for messages: "jpeg", "png", "webp", "gif", "tiff", "bmp", "heif", "avif",
+ * "jpeg2000", "jpegxl", "psd", "ico", "mp4", "matroska", "avi", "mpegts", "mpegps", "ogg", "flv",
+ * "asf", or "unknown". Static storage. */
+const char *mv_sniff_format(const uint8_t *head, size_t n);
+
+typedef struct {
+    int width, height;          /* after EXIF orientation */
+    uint8_t *rgb;               /* [height][width][3], after EXIF orientation */
+    int src_width, src_height;  /* as stored in the file, before orientation */
+    int orientation;            /* EXIF orientation 1..8 that was applied; 1 if none */
+    const char *format;         /* "jpeg", "png", "webp" (static storage) */
+} mv_image;
+
+/* Decodes the image file at path. max_pixels: refuse (MV_ERR_LIMIT) images whose header declares
+ * more pixels than this, before any pixel buffer is allocated; 0 means
+ * MV_IMAGE_MAX_PIXELS_DEFAULT, a negative value means no limit. On failure img is zeroed and
+ * e names the file and the cause ("photo.jpg: corrupt JPEG data: ..."). */
+mv_status mv_image_decode(const char *path, long long max_pixels, mv_image *img, mv_err *e);
+
+/* Same, from memory; name is used only in messages. */
+mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
+                              long long max_pixels, mv_image *img, mv_err *e);
+
+void mv_image_free(mv_image *img);
+
+/* Writes rgb [h][w][3] as an 8-bit RGB PNG (for --dump-stages). */
+mv_status mv_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, mv_err *e);
+
+#endif

@@ -1,0 +1,52 @@
+/* mv_preprocess.h - image preprocessing bit-identical to HF transformers 5.17's default
+ * Qwen2VLImageProcessor (torchvision backend, CPU): smart_resize, torch's uint8 antialiased
+ * bicubic resize, fused rescale+normalize, and patchify into pixel_values rows
+ * (QWEN35_VISION.md sections 4 and 5).
+ *
+ * Not here: decoding (mv_image.h), video frame sampling and video smart_resize (mv_video.h),
+ * the bf16 cast at tower entry (the tower does it).
+ */
+#ifndef MV_PREPROCESS_H
+#define MV_PREPROCESS_H
+
+#include "mv_common.h"
+#include "mv_image.h"
+#include "mv_model.h"
+
+/* HF image smart_resize(height, width, factor, min_pixels, max_pixels), in doubles with Python's
+ * round-half-to-even. MV_ERR_LIMIT when max(h,w)/min(h,w) > 200, MV_ERR_USAGE on non-positive
+ * sizes or a zero-sized result. */
+mv_status mv_smart_resize(int h, int w, int factor, long long min_px, long long max_px,
+                          int *oh, int *ow, mv_err *e);
+
+/* torch CPU uint8 antialiased bicubic resize (interpolate(..., mode="bicubic", antialias=True,
+ * align_corners=False) on uint8, as torchvision's resize runs it): a = -0.5 Keys kernel, double
+ * weights turned into int16 with a per-axis precision, horizontal pass then vertical pass with
+ * a uint8 intermediate, an axis of unchanged size skipped, identical size copied.
+ * src [sh][sw][3] -> dst [dh][dw][3]. Fails only for lack of memory (MV_ERR_NOMEM) or
+ * non-positive sizes (MV_ERR_USAGE). */
+mv_status mv_resize_bicubic_aa_u8(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh);
+
+/* lut[c][v] = fl32(fl32(v - mean'_c) / std'_c), mean'_c = fl32(mean_c / rescale),
+ * std'_c = fl32(std_c / rescale): HF's fused rescale+normalize for every uint8 value. */
+void mv_norm_lut(const mv_preproc_config *pp, float lut[3][256]);
+
+/* Rows per entry of mv_patchify's output: ceil(n_frames / temporal) * (h / patch) * (w / patch). */
+long long mv_patchify_rows(int n_frames, int h, int w, const mv_preproc_config *pp);
+
+/* Normalizes and patchifies n_frames frames [h][w][3] (h, w multiples of patch * merge) into
+ * out [grid_t * gh * gw, 3 * temporal * patch * patch] (fp32), grid = {grid_t, gh, gw}.
+ * A frame count that is not a multiple of temporal repeats the last frame (a single image is
+ * duplicated). Rows are t-major then in merge-block order; columns are (c, t, ph, pw). */
+void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
+                 const mv_preproc_config *pp, float *out, int32_t grid[3]);
+
+/* The whole image path: smart_resize(img) with factor = patch * merge and pp's min/max pixels,
+ * resize, patchify. *pixels (malloc'd, [gh*gw, patch_dim]) and grid = {1, gh, gw}. If resized
+ * is non-NULL it receives the resized HWC uint8 image (malloc'd) and *rw, *rh its size
+ * (rw/rh may be NULL when resized is NULL). Errors name img->format's file only through the
+ * caller: prefix the message with the file name (mv_fail_prefix). */
+mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
+                              int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e);
+
+#endif

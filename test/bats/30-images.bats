@@ -1,0 +1,93 @@
+#!/usr/bin/env bats
+# Images end to end against HF transformers 5.17 references (fixtures/ref/images, made on the GPU
+# machine by scripts/device-refs.sh with HF's load_image + Qwen2VLImageProcessor + the tower).
+load test_helper
+
+setup_file() {
+    # one CPU run over every fixture image, shared by the parity checks below
+    export RUN="$BATS_FILE_TMPDIR/all"
+    "$MVEMBED" -q --device cpu --model "$MODEL" --out "$RUN/out" --dump-stages "$RUN/dump" \
+        "$ROOT/fixtures/media/images" >"$RUN.log" 2>&1 || true
+}
+
+@test "pixel_values are bit-identical to HF's for every fixture image (16-bit gray aside)" {
+    n=0
+    for d in "$REF"/images/*; do
+        name=$(basename "$d")
+        [ "$name" = png_gray16_96x64.png ] && continue
+        ours=$(npy_sha256 "$RUN/dump/$name/pixel_values.npy")
+        echo "$name ours=$ours hf=$(cat "$d/pixel_values.sha256")"
+        [ "$ours" = "$(cat "$d/pixel_values.sha256")" ]
+        n=$((n + 1))
+    done
+    [ "$n" -ge 20 ]
+}
+
+@test "16-bit grayscale PNG: PIL clips it to white, mvembed scales to 8 bits (documented divergence)" {
+    d="$REF/images/png_gray16_96x64.png"
+    run bash -c "ffmpeg -loglevel error -i '$d/hf_frame_000.png' -f rawvideo -pix_fmt rgb24 - | od -An -tu1 -v | tr -s ' ' '\n' | grep -v '^$' | sort -u"
+    [ "$output" = 255 ]
+    run bash -c "ffmpeg -loglevel error -i '$RUN/dump/png_gray16_96x64.png/input.png' -f rawvideo -pix_fmt rgb24 - | od -An -tu1 -v | tr -s ' ' '\n' | grep -v '^$' | sort -u | wc -l"
+    [ "$output" -gt 50 ]
+    grep -q "16-bit grayscale" "$ROOT/man/mvembed.1"
+}
+
+@test "embeddings match HF within the f32 error budget for every fixture image" {
+    for d in "$REF"/images/*; do
+        name=$(basename "$d")
+        [ "$name" = png_gray16_96x64.png ] && continue
+        b=$(budget "$d" output)
+        run "$NPYCMP" --max-rel "$b" "$RUN/dump/$name/output.npy" "$d/output.f64.npy"
+        echo "$name: $output (budget $b)"
+        [ "$status" -eq 0 ]
+        # the saved file holds the same numbers
+        zstd -q -d -c "$RUN/out/$name.npy.zst" > "$BATS_TEST_TMPDIR/o.npy"
+        run "$NPYCMP" --exact "$BATS_TEST_TMPDIR/o.npy" "$RUN/dump/$name/output.npy"
+        [ "$status" -eq 0 ]
+    done
+}
+
+@test "manifest: one ok line per image with the documented fields; numpy reads every output" {
+    run "$PY" - "$RUN/out" "$REF/images" <<'PYEOF'
+import json, os, subprocess, sys, io
+import numpy as np
+out, ref = sys.argv[1], sys.argv[2]
+lines = [json.loads(l) for l in open(os.path.join(out, "manifest.jsonl"))]
+assert len(lines) == len(os.listdir(ref)), len(lines)
+for r in lines:
+    assert r["status"] == "ok" and r["kind"] == "image", r
+    name = os.path.basename(r["input"])
+    assert r["output"] == name + ".npy.zst"
+    meta = json.load(open(os.path.join(ref, name, "meta.json")))
+    grid = np.load(os.path.join(ref, name, "grid_thw.npy"))[0].tolist()
+    assert r["grid_thw"] == grid, (name, r["grid_thw"], grid)
+    assert [r["width"], r["height"]] == [meta["width"], meta["height"]], (name, r)
+    assert r["resized"] == meta["resized"], (name, r["resized"], meta["resized"])
+    assert r["shape"] == [grid[0] * grid[1] * grid[2] // 4, 64] and r["dtype"] == "f32"
+    assert len(r["model"]) == 16
+    raw = subprocess.run(["zstd", "-q", "-d", "-c", os.path.join(out, r["output"])],
+                         check=True, capture_output=True).stdout
+    a = np.load(io.BytesIO(raw))
+    assert a.shape == tuple(r["shape"]) and a.dtype == np.float32 and np.isfinite(a).all()
+print("ok", len(lines))
+PYEOF
+    echo "$output"
+    [ "${lines[-1]}" = "ok 21" ]
+}
+
+@test "zstd frames carry content size and checksum" {
+    run zstd -lv "$RUN/out/png_rgb_320x256.png.npy.zst"
+    [[ "$output" =~ "Check: XXH64" ]]
+    [[ "$output" =~ "Decompressed Size:" ]]
+}
+
+@test "--out-dtype f16 writes <f2 equal to the f32 result rounded" {
+    mvembed -q --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" --out-dtype f16 \
+        "$ROOT/fixtures/media/images/png_rgb_320x256.png"
+    zstd -q -d -c "$BATS_TEST_TMPDIR/o/png_rgb_320x256.png.npy.zst" > "$BATS_TEST_TMPDIR/h.npy"
+    zstd -q -d -c "$RUN/out/png_rgb_320x256.png.npy.zst" > "$BATS_TEST_TMPDIR/f.npy"
+    run "$PY" -c 'import numpy as np,sys; h=np.load(sys.argv[1]); f=np.load(sys.argv[2]); assert h.dtype==np.float16; assert (h==f.astype(np.float16)).all(); print("ok")' \
+        "$BATS_TEST_TMPDIR/h.npy" "$BATS_TEST_TMPDIR/f.npy"
+    [ "$output" = ok ]
+    grep -q '"dtype":"f16"' "$BATS_TEST_TMPDIR/o/manifest.jsonl"
+}

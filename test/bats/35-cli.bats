@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# The command line as shell pipelines use it: stdin path lists, xargs, resume, --force, errors.
+load test_helper
+
+IMG="$ROOT/fixtures/media/images"
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    mkdir -p "$T/data/a" "$T/data/b"
+    cp "$IMG/png_rgb_320x256.png" "$IMG/jpeg_gray_200x149.jpg" "$T/data/a/"
+    cp "$IMG/webp_lossy_192x128.webp" "$T/data/b/"
+    cp "$IMG/png_palette_trns_144x96.png" "$T/data/b/with space.png"
+    printf 'not an image\n' > "$T/data/notes.txt"
+}
+
+count_ok() { grep -c '"status":"ok"' "$1/manifest.jsonl"; }
+
+@test "a directory argument: outputs mirror the tree, non-media files are not taken" {
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    [ "$status" -eq 0 ]
+    [ -f "$T/o/a/png_rgb_320x256.png.npy.zst" ]
+    [ -f "$T/o/b/with space.png.npy.zst" ]
+    [ "$(count_ok "$T/o")" -eq 4 ]
+    ! grep -q notes.txt "$T/o/manifest.jsonl"
+}
+
+@test "find -print0 | mvembed -0 - gives the same files as the directory walk" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o1" "$T/data"
+    cd "$T/data" && find . -type f ! -name '*.txt' -print0 | "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o2" -0 -
+    [ "$(count_ok "$T/o2")" -eq 4 ]
+    for f in png_rgb_320x256.png jpeg_gray_200x149.jpg webp_lossy_192x128.webp "with space.png"; do
+        cmp "$T/o2/$f.npy.zst" "$(find "$T/o1" -name "$f.npy.zst")"
+    done
+}
+
+@test "newline-separated paths on stdin" {
+    run bash -c "ls '$T'/data/a/* | '$MVEMBED' -q --device cpu --model '$MODEL' --out '$T/o' -"
+    [ "$status" -eq 0 ]
+    [ "$(count_ok "$T/o")" -eq 2 ]
+}
+
+@test "xargs -n 3 batches into one OUT: every input exactly once" {
+    cd "$T/data" && find . -type f -print0 | xargs -0 -n 3 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" || true
+    run "$PY" -c 'import json,sys,collections; c=collections.Counter(json.loads(l)["input"] for l in open(sys.argv[1])); print(len(c), max(c.values()))' "$T/o/manifest.jsonl"
+    [ "$output" = "5 1" ]
+    [ "$(count_ok "$T/o")" -eq 4 ]
+}
+
+@test "resume skips inputs already ok; --force redoes them" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    touch -d '2000-01-01' "$T/o/a/png_rgb_320x256.png.npy.zst"
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "0 ok, 0 failed, 4 skipped" ]]
+    [ "$(wc -l < "$T/o/manifest.jsonl")" -eq 4 ]
+    [ "$(stat -c %Y "$T/o/a/png_rgb_320x256.png.npy.zst")" -lt 1000000000 ]
+    # an output deleted by hand is redone
+    rm "$T/o/b/webp_lossy_192x128.webp.npy.zst"
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    [[ "$output" =~ "1 ok, 0 failed, 3 skipped" ]]
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" --force "$T/data"
+    [[ "$output" =~ "4 ok, 0 failed, 0 skipped" ]]
+    [ "$(stat -c %Y "$T/o/a/png_rgb_320x256.png.npy.zst")" -gt 1000000000 ]
+}
+
+@test "bad inputs get manifest errors, exit 2, the rest succeeds" {
+    B="$ROOT/fixtures/bad"
+    cp "$B/empty.jpg" "$B/truncated.jpg" "$B/truncated.png" "$B/x.jpg" "$B/bad_huffman.jpg" \
+       "$B/bomb_100000x100000.png" "$T/data/"
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    [ "$status" -eq 2 ]
+    [ "$(count_ok "$T/o")" -eq 4 ]
+    [ "$(grep -c '"status":"error"' "$T/o/manifest.jsonl")" -eq 6 ]
+    echo "$output"
+    [[ "$output" =~ "mvembed: $T/data/empty.jpg: empty file" ]]
+    [[ "$output" =~ "mvembed: $T/data/x.jpg: not an image or video (unrecognised file type)" ]]
+    [[ "$output" =~ "mvembed: $T/data/bomb_100000x100000.png: " ]]
+    for f in empty.jpg truncated.jpg truncated.png x.jpg bad_huffman.jpg bomb_100000x100000.png; do
+        [ ! -e "$T/o/$f.npy.zst" ]
+    done
+    # no temp files left behind
+    [ -z "$(find "$T/o" -name '.tmp-*')" ]
+}
+
+@test "a file named twice maps to one output: the second is an error" {
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/data/a/png_rgb_320x256.png" "$T/data/a/../a/png_rgb_320x256.png"
+    [ "$status" -eq 2 ]
+    [[ "$output" =~ "output name png_rgb_320x256.png.npy.zst is already used by another input of this run" ]]
+}
+
+@test "usage errors exit 1 with a hint" {
+    run mvembed --model "$MODEL" "$T/data"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "mvembed: no output directory: give --out DIR" ]
+    run mvembed --model "$MODEL" --out "$T/o" --fps 2 --num-frames 4 "$T/data"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "mvembed: --fps and --num-frames are mutually exclusive" ]
+    run mvembed --out "$T/o" "$T/data"
+    [ "${lines[0]}" = "mvembed: no model: give --model DIR or set MVEMBED_MODEL" ]
+    MVEMBED_MODEL="$MODEL" run mvembed -q --device cpu --out "$T/o" "$T/data/a"
+    [ "$status" -eq 0 ]
+}
+
+@test "unwritable OUT is a fatal error (exit 1)" {
+    touch "$T/file"
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/file/o" "$T/data"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" =~ "mvembed: $T/file: " ]]
+}
+
+@test "--help and the man page document the same options" {
+    run "$MVEMBED" --help
+    [ "$status" -eq 0 ]
+    help=$(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
+    man=$(grep -oE -- '\\-\\-[a-z]([a-z0-9]|\\-)+' "$ROOT/man/mvembed.1" | sed 's/\\//g' | sort -u)
+    echo "help only: $(comm -23 <(echo "$help") <(echo "$man"))"
+    echo "man only: $(comm -13 <(echo "$help") <(echo "$man"))"
+    [ "$help" = "$man" ]
+}
