@@ -233,6 +233,7 @@ def video_inputs(npy, mdir, fps=None, num_frames=None):
                 return_tensors="pt")
     if num_frames is not None:
         call["num_frames"] = num_frames
+        call["fps"] = None
     r = proc(**call)
     pix = r["pixel_values_videos"].numpy().astype(np.float32)
     grid = r["video_grid_thw"].numpy().astype(np.int64)
