@@ -31,6 +31,9 @@ struct mv_backend {
                          float *out, mv_stage_fn dump, void *ud, mv_err *e);
     void (*destroy)(mv_backend *b);
     const mv_model *model;
+    /* Patches the pipeline may pack into one forward: 0 = one input per forward (CPU: keeps
+     * results independent of batching). The CUDA backend sets its workspace size. */
+    int64_t max_batch_tokens;
     void *impl;
 };
 
@@ -48,6 +51,7 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
 mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
                                  mv_err *e);
 int mv_cuda_available(void); /* 1 when built with CUDA and a device is usable */
+int mv_cuda_device_count(void); /* usable CUDA devices (0 without CUDA) */
 
 /* Validates a grid list (h, w even and >= 2, t >= 1) and counts patches. */
 mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,

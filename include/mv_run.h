@@ -29,10 +29,18 @@ typedef struct {
     const char *pixels;        /* tower-only: pixel_values .npy */
     const char *grid;          /* tower-only: "t,h,w[;t,h,w...]" */
     int force, quiet, verbose;
+    int jobs;                  /* decode threads (0 = cores) */
+    int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from SLURM_ARRAY_TASK_*) */
+    int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
+    int n_devices;
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
 } mv_run_opts;
 
 /* Exit status of the run: 0 all ok, 2 some inputs failed, 1 fatal (message in e), 130 SIGINT. */
 int mv_run(const mv_run_opts *o, mv_err *e);
+
+/* `mvembed manifest merge OUT`: folds OUT/manifest-*-of-*.jsonl (and an existing manifest.jsonl)
+ * into OUT/manifest.jsonl, one line per input, the latest line winning. */
+int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e);
 
 #endif

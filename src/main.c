@@ -12,6 +12,7 @@
 static const char usage_text[] =
     "Usage: mvembed --model DIR --out DIR [options] PATH...\n"
     "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
+    "       mvembed manifest merge OUT\n"
     "\n"
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
@@ -32,7 +33,12 @@ static const char usage_text[] =
     "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU is always f32\n"
     "      --batch-tokens N      CUDA: patches per forward (default: sized from free memory)\n"
     "      --gpu N               CUDA device ordinal (default 0)\n"
-    "  -j, --threads N           CPU threads (default: all cores)\n"
+    "  -j, --threads N           CPU threads for the tower (default: all cores)\n"
+    "      --jobs N              decode/preprocess threads (default: all cores)\n"
+    "      --devices LIST|all    CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)\n"
+    "      --shard K/N           take only shard K (0-based) of N, by a hash of the relative path;\n"
+    "                            default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT; the manifest\n"
+    "                            is then OUT/manifest-KKKKK-of-NNNNN.jsonl\n"
     "\n"
     "Preprocessing (defaults from the model's preprocessor_config.json files):\n"
     "      --min-pixels N, --max-pixels N              image pixel budget after resizing\n"
@@ -61,8 +67,37 @@ static const char usage_text[] =
 enum {
     O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
     O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
-    O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS,
+    O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD,
 };
+
+/* "0,1,3" or "all" (every visible CUDA device). */
+static int parse_devices(const char *s, mv_run_opts *o)
+{
+    if (!strcmp(s, "all")) {
+        int n = mv_cuda_device_count();
+        if (n <= 0)
+            return -1;
+        for (int i = 0; i < n && i < 64; i++)
+            o->devices[i] = i;
+        o->n_devices = n < 64 ? n : 64;
+        return 0;
+    }
+    o->n_devices = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 1024 || o->n_devices == 64)
+            return -1;
+        o->devices[o->n_devices++] = (int)v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return o->n_devices ? 0 : -1;
+}
 
 static int usage_error(const char *msg, const char *arg)
 {
@@ -99,6 +134,8 @@ int main(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},            {"verbose", no_argument, 0, 'v'},
         {"progress", no_argument, 0, O_PROGRESS},  {"no-progress", no_argument, 0, O_NOPROGRESS},
         {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
+        {"jobs", required_argument, 0, O_JOBS},    {"devices", required_argument, 0, O_DEVICES},
+        {"shard", required_argument, 0, O_SHARD},
         {0, 0, 0, 0},
     };
     mv_run_opts o;
@@ -110,6 +147,15 @@ int main(int argc, char **argv)
     o.progress = -1;
     o.bopts.precision = MV_PREC_BF16;
     o.model_dir = getenv("MVEMBED_MODEL");
+    if (argc >= 2 && !strcmp(argv[1], "manifest")) {
+        if (argc != 4 || strcmp(argv[2], "merge"))
+            return usage_error("usage: mvembed manifest merge OUT", NULL);
+        mv_err e;
+        int rc = mv_manifest_merge_dir(argv[3], 0, &e);
+        if (rc)
+            fprintf(stderr, "mvembed: %s\n", e.msg);
+        return rc;
+    }
     int have_fps = 0, c;
     long long v;
     while ((c = getopt_long(argc, argv, "m:o:0j:qvhV", opts, NULL)) != -1) {
@@ -207,6 +253,23 @@ int main(int argc, char **argv)
             o.timeout = strtod(optarg, &end);
             if (*end || o.timeout < 0)
                 return usage_error("--timeout must be a number of seconds", optarg);
+            break;
+        }
+        case O_JOBS:
+            if (parse_ll(optarg, 1, &v) || v > 1024)
+                return usage_error("--jobs must be 1..1024", optarg);
+            o.jobs = (int)v;
+            break;
+        case O_DEVICES:
+            if (parse_devices(optarg, &o))
+                return usage_error("--devices must be a list of GPU ordinals like 0,1, or all (with a usable GPU)", optarg);
+            break;
+        case O_SHARD: {
+            int k, n, used = 0;
+            if (sscanf(optarg, "%d/%d%n", &k, &n, &used) != 2 || optarg[used] || n < 1 || k < 0 || k >= n)
+                return usage_error("--shard must be K/N with 0 <= K < N", optarg);
+            o.shard_k = k;
+            o.shard_n = n;
             break;
         }
         case O_DUMP: o.dump_dir = optarg; break;

@@ -1,19 +1,29 @@
-/* run.c - the batch driver: for each input the walker yields, sniff its type, decode, preprocess
- * exactly like HF's processors, run the tower (one attention segment per image / temporal group),
- * write OUT/<rel>.npy.zst atomically and append a manifest line. A bad input gets an error line and
- * the batch goes on; only fatal problems (model, OUT unwritable, device failure) stop it.
- * Also the tower-only entry (--pixels/--grid) used for parity work. */
+/* run.c - the batch driver. A pipeline of threads joined by bounded queues (mv_queue.h):
+ *
+ *   walker (caller's thread): resume / shard / duplicate-name checks, in input order
+ *     -> jobs -> decode pool (--jobs threads): sniff, decode, preprocess exactly like HF
+ *     -> ready -> tower thread per backend (per GPU): packs inputs into one forward (CUDA), or one
+ *        input per forward (CPU, and whenever stages are dumped), one attention segment per image /
+ *        temporal group
+ *     -> done -> writer threads: zstd + atomic write of OUT/<rel>.npy.zst, then the manifest line.
+ *
+ * A bad input gets an error line and the batch goes on; fatal problems (device failure, a full or
+ * read-only disk, the manifest) stop it. Memory stays bounded: paths are streamed and every queue
+ * has a fixed capacity. Also the tower-only entry (--pixels/--grid) used for parity work. */
 #include "mv_run.h"
 
 #include "mv_image.h"
 #include "mv_manifest.h"
 #include "mv_output.h"
 #include "mv_preprocess.h"
+#include "mv_queue.h"
 #include "mv_video.h"
 #include "mv_walk.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +39,8 @@ static void on_signal(int sig)
     g_interrupted = sig;
 }
 
-/* A set of 64-bit hashes (open addressing) of output names written in this run. */
+/* A set of 64-bit hashes (open addressing) of output names written in this run: 16 bytes per
+ * input at most, so memory stays small even for millions of inputs. */
 typedef struct {
     uint64_t *slots;
     size_t cap, n;
@@ -67,27 +78,10 @@ static int hset_add(hset *s, uint64_t h) /* 1 added, 0 present, -1 no memory */
 }
 
 typedef struct {
-    const mv_run_opts *o;
-    mv_model *m;
-    mv_backend *be;
-    mv_manifest *man;
-    mv_done *done;
-    hset rels;
-    long n_ok, n_err, n_skip;
-    long long tokens;
-    double t0, last_progress;
-    int progress;
-    /* stage dumping */
-    char dump_base[4096];
-} runner;
-
-typedef struct {
-    /* filled by preparation */
-    float *pixels;
+    float *pixels;    /* [patches, patch_dim] */
     int32_t grid[3];
-    uint8_t *resized; /* [n_frames][rh][rw][3], for input.png */
+    uint8_t *resized; /* [n_frames][rh][rw][3], for input.png (--dump-stages only) */
     int n_frames, rw, rh;
-    /* manifest facts */
     const char *kind;
     int width, height;
     int64_t *frame_idx;
@@ -106,18 +100,50 @@ static void prepared_free(prepared *p)
     memset(p, 0, sizeof *p);
 }
 
-static mv_status prepare_image(runner *R, const char *path, prepared *p, mv_err *e)
+/* One input travelling through the pipeline. */
+typedef struct {
+    char *path, *rel;
+    double t0;
+    char *error;      /* set: the input failed; it goes straight to the writer */
+    const char *kind; /* for error lines */
+    prepared p;
+    float *out;       /* [rows, out_hidden] once the tower ran */
+    int64_t rows;
+} item;
+
+static void item_free(item *it)
+{
+    if (!it)
+        return;
+    free(it->path);
+    free(it->rel);
+    free(it->error);
+    prepared_free(&it->p);
+    free(it->out);
+    free(it);
+}
+
+static int item_fail(item *it, const char *msg)
+{
+    free(it->error);
+    it->error = strdup(msg);
+    prepared_free(&it->p);
+    return 0;
+}
+
+static mv_status prepare_image(const mv_run_opts *o, const mv_model *m, const char *path,
+                               prepared *p, mv_err *e)
 {
     mv_image img;
-    mv_status st = mv_image_decode(path, R->o->max_decode_pixels, &img, e);
+    mv_status st = mv_image_decode(path, o->max_decode_pixels, &img, e);
     if (st)
         return st;
     p->kind = "image";
     p->width = img.width;
     p->height = img.height;
-    st = mv_preprocess_image(&img, &R->m->pp, &p->pixels, p->grid, R->o->dump_dir ? &p->resized : NULL,
+    st = mv_preprocess_image(&img, &m->pp, &p->pixels, p->grid, o->dump_dir ? &p->resized : NULL,
                              &p->rw, &p->rh, e);
-    if (!st && R->o->dump_dir)
+    if (!st && o->dump_dir)
         p->n_frames = 1;
     mv_image_free(&img);
     if (st)
@@ -125,12 +151,13 @@ static mv_status prepare_image(runner *R, const char *path, prepared *p, mv_err 
     return MV_OK;
 }
 
-static mv_status prepare_video(runner *R, const char *path, prepared *p, mv_err *e)
+static mv_status prepare_video(const mv_run_opts *o, const mv_model *m, const char *path,
+                               prepared *p, mv_err *e)
 {
-    const mv_preproc_config *pp = &R->m->pp;
+    const mv_preproc_config *pp = &m->pp;
     mv_video *v;
     mv_video_info info;
-    mv_status st = mv_video_open_limited(path, R->o->timeout, &v, &info, e);
+    mv_status st = mv_video_open_limited(path, o->timeout, &v, &info, e);
     if (st)
         return st;
     p->kind = "video";
@@ -140,8 +167,8 @@ static mv_status prepare_video(runner *R, const char *path, prepared *p, mv_err 
     p->duration = info.duration;
     p->rotation = info.rotation;
     int n;
-    if (R->o->num_frames > 0) {
-        n = R->o->num_frames;
+    if (o->num_frames > 0) {
+        n = o->num_frames;
         if (n > info.total_frames) {
             mv_video_close(v);
             return mv_fail(e, MV_ERR_FORMAT, "%s: --num-frames %d but the video has %lld frames", path,
@@ -203,7 +230,7 @@ static mv_status prepare_video(runner *R, const char *path, prepared *p, mv_err 
     }
     mv_patchify(fp, n, oh, ow, pp, p->pixels, p->grid);
     free(fp);
-    if (R->o->dump_dir) {
+    if (o->dump_dir) {
         p->resized = rs;
         p->n_frames = n;
         p->rw = ow;
@@ -215,7 +242,6 @@ static mv_status prepare_video(runner *R, const char *path, prepared *p, mv_err 
 }
 
 typedef struct {
-    runner *R;
     char dir[4096];
 } dump_ctx;
 
@@ -232,7 +258,7 @@ static mv_status dump_stage(void *ud, const char *stage, const float *data, int6
 static mv_status dump_inputs(const char *dir, const prepared *p, mv_err *e)
 {
     for (int i = 0; i < p->n_frames; i++) {
-        char path[4200];
+        char path[4300];
         if (p->n_frames == 1 && !strcmp(p->kind, "image"))
             snprintf(path, sizeof path, "%s/input.png", dir);
         else
@@ -244,209 +270,365 @@ static mv_status dump_inputs(const char *dir, const prepared *p, mv_err *e)
     return MV_OK;
 }
 
+/* ---- shared state ------------------------------------------------------------------------- */
+
+typedef struct runner runner;
+
+typedef struct {
+    runner *R;
+    mv_backend *be;
+} tower_arg;
+
+struct runner {
+    const mv_run_opts *o;
+    mv_model *m;
+    mv_backend **be;
+    int n_be;
+    mv_manifest *man;
+    pthread_mutex_t man_mu;
+    mv_queue jobs, ready, done;
+    /* fatal error: the first one wins; the pipeline drains without doing more work */
+    atomic_int fatal;
+    pthread_mutex_t err_mu;
+    mv_err err;
+    /* counters */
+    atomic_long n_ok, n_err, n_skip, n_decoded, n_towered;
+    atomic_llong tokens;
+    double t0, last_progress;
+    int progress;
+    pthread_mutex_t prog_mu;
+};
+
+static void set_fatal(runner *R, const mv_err *e)
+{
+    pthread_mutex_lock(&R->err_mu);
+    if (!atomic_load(&R->fatal)) {
+        R->err = *e;
+        atomic_store(&R->fatal, 1);
+    }
+    pthread_mutex_unlock(&R->err_mu);
+}
+
 static void progress(runner *R, int final)
 {
     if (!R->progress)
         return;
+    pthread_mutex_lock(&R->prog_mu);
     double now = mv_now();
-    if (!final && now - R->last_progress < 0.5)
-        return;
-    R->last_progress = now;
-    double dt = now - R->t0 > 1e-9 ? now - R->t0 : 1e-9;
-    long done = R->n_ok + R->n_err;
-    fprintf(stderr, "\rmvembed: %ld done (%ld failed, %ld skipped)  %.2f files/s  %.0f tokens/s   %s",
-            done, R->n_err, R->n_skip, done / dt, R->tokens / dt, final ? "\n" : "");
-    fflush(stderr);
+    if (final || now - R->last_progress >= 0.5) {
+        R->last_progress = now;
+        double dt = now - R->t0 > 1e-9 ? now - R->t0 : 1e-9;
+        long done = atomic_load(&R->n_ok) + atomic_load(&R->n_err);
+        fprintf(stderr,
+                "\r\033[Kmvembed: %ld done, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
+                "| written %.1f files/s%s",
+                done, (long)atomic_load(&R->n_err), (long)atomic_load(&R->n_skip),
+                atomic_load(&R->n_decoded) / dt, atomic_load(&R->tokens) / dt, done / dt,
+                final ? "\n" : "");
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&R->prog_mu);
 }
 
-static void report_error(runner *R, const char *msg)
+static mv_status append_record(runner *R, const mv_record *r, mv_err *e)
 {
-    if (R->progress)
-        fprintf(stderr, "\r\033[K");
-    fprintf(stderr, "mvembed: %s\n", msg);
+    pthread_mutex_lock(&R->man_mu);
+    mv_status st = mv_manifest_append(R->man, r, e);
+    pthread_mutex_unlock(&R->man_mu);
+    return st;
 }
 
-/* Writes an error line (and stderr). Returns MV_OK or a fatal manifest error. */
-static mv_status record_error(runner *R, const char *input, const char *msg, const char *kind,
-                              double secs, mv_err *e)
-{
-    R->n_err++;
-    report_error(R, msg);
-    mv_record r = {0};
-    r.input = input;
-    r.ok = 0;
-    r.error = msg;
-    r.kind = kind;
-    r.model = R->m->fingerprint;
-    r.has_seconds = 1;
-    r.seconds = secs;
-    return mv_manifest_append(R->man, &r, e);
-}
+/* ---- decode pool -------------------------------------------------------------------------- */
 
-/* Processes one input. Returns MV_OK (also when the input failed and was recorded) or a fatal error. */
-static mv_status process(runner *R, const char *path, const char *rel, mv_err *fatal)
+/* Sniffs, decodes and preprocesses one input; on failure sets it->error. */
+static void prepare(runner *R, item *it)
 {
     const mv_run_opts *o = R->o;
-    double t = mv_now();
-    char out_rel[4200];
-    snprintf(out_rel, sizeof out_rel, "%s.npy.zst", rel);
-    if (!o->force && R->done) {
-        const char *prev = mv_done_lookup(R->done, path);
-        if (prev) {
-            char full[8400];
-            struct stat sb;
-            snprintf(full, sizeof full, "%s/%s", o->out_dir, prev);
-            if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) {
-                R->n_skip++;
-                hset_add(&R->rels, mv_hash64(prev, strlen(prev)));
-                if (o->verbose)
-                    fprintf(stderr, "mvembed: %s: already done, skipped (--force redoes it)\n", path);
-                return MV_OK;
-            }
-        }
+    char msg[1200];
+    struct stat sb;
+    if (stat(it->path, &sb) != 0) {
+        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
+        item_fail(it, msg);
+        return;
     }
-    int added = hset_add(&R->rels, mv_hash64(out_rel, strlen(out_rel)));
-    if (added < 0)
-        return mv_fail(fatal, MV_ERR_NOMEM, "out of memory");
-    mv_err e;
-    if (added == 0) {
-        snprintf(e.msg, sizeof e.msg, "%s: output name %s is already used by another input of this run",
-                 path, out_rel);
-        return record_error(R, path, e.msg, NULL, mv_now() - t, fatal);
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(msg, sizeof msg, "%s: not a regular file", it->path);
+        item_fail(it, msg);
+        return;
     }
     uint8_t head[MV_SNIFF_BYTES];
-    size_t nh = 0;
-    {
-        struct stat sb;
-        if (stat(path, &sb) != 0) {
-            snprintf(e.msg, sizeof e.msg, "%s: %s", path, strerror(errno));
-            return record_error(R, path, e.msg, NULL, mv_now() - t, fatal);
-        }
-        if (!S_ISREG(sb.st_mode)) {
-            snprintf(e.msg, sizeof e.msg, "%s: not a regular file", path);
-            return record_error(R, path, e.msg, NULL, mv_now() - t, fatal);
-        }
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            snprintf(e.msg, sizeof e.msg, "%s: %s", path, strerror(errno));
-            return record_error(R, path, e.msg, NULL, mv_now() - t, fatal);
-        }
-        nh = fread(head, 1, sizeof head, f);
-        int rerr = ferror(f);
-        fclose(f);
-        if (rerr) {
-            snprintf(e.msg, sizeof e.msg, "%s: read error", path);
-            return record_error(R, path, e.msg, NULL, mv_now() - t, fatal);
-        }
-        if (nh == 0) {
-            snprintf(e.msg, sizeof e.msg, "%s: empty file", path);
-            return record_error(R, path, e.msg, NULL, mv_now() - t, fatal);
-        }
+    FILE *f = fopen(it->path, "rb");
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
+        item_fail(it, msg);
+        return;
     }
-    mv_media_kind kind = mv_sniff(head, nh);
-    prepared p = {0};
+    size_t nh = fread(head, 1, sizeof head, f);
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr || nh == 0) {
+        snprintf(msg, sizeof msg, "%s: %s", it->path, rerr ? "read error" : "empty file");
+        item_fail(it, msg);
+        return;
+    }
+    mv_err e;
     mv_status st;
+    mv_media_kind kind = mv_sniff(head, nh);
     switch (kind) {
     case MV_MEDIA_JPEG:
     case MV_MEDIA_PNG:
     case MV_MEDIA_WEBP:
-        st = prepare_image(R, path, &p, &e);
+        it->kind = "image";
+        st = prepare_image(o, R->m, it->path, &it->p, &e);
         break;
     case MV_MEDIA_VIDEO:
-        st = prepare_video(R, path, &p, &e);
+        it->kind = "video";
+        st = prepare_video(o, R->m, it->path, &it->p, &e);
         break;
     case MV_MEDIA_IMAGE_OTHER:
+        it->kind = "image";
         st = mv_fail(&e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (JPEG, PNG, WebP are)",
-                     path, mv_sniff_format(head, nh));
+                     it->path, mv_sniff_format(head, nh));
         break;
     default:
-        st = mv_fail(&e, MV_ERR_FORMAT, "%s: not an image or video (unrecognised file type)", path);
+        st = mv_fail(&e, MV_ERR_FORMAT, "%s: not an image or video (unrecognised file type)", it->path);
         break;
     }
-    const char *kname = kind == MV_MEDIA_VIDEO ? "video" : (kind == MV_MEDIA_UNKNOWN ? NULL : "image");
     if (st) {
-        prepared_free(&p);
-        return record_error(R, path, e.msg, kname, mv_now() - t, fatal);
+        item_fail(it, e.msg);
+        return;
     }
-    const mv_vision_config *c = &R->m->cfg;
-    int64_t n_patches = (int64_t)p.grid[0] * p.grid[1] * p.grid[2];
-    int64_t rows = n_patches / (c->merge * c->merge);
-    float *out = malloc(rows * c->out_hidden * sizeof(float));
-    if (!out) {
-        prepared_free(&p);
-        return mv_fail(fatal, MV_ERR_NOMEM, "out of memory");
-    }
-    dump_ctx dc = {R, ""};
     if (o->dump_dir) {
-        snprintf(dc.dir, sizeof dc.dir, "%s/%s", o->dump_dir, rel);
-        if ((st = mv_mkdirs(dc.dir, fatal)) || (st = dump_inputs(dc.dir, &p, fatal))) {
-            free(out);
-            prepared_free(&p);
-            return st;
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/%s", o->dump_dir, it->rel);
+        if ((st = mv_mkdirs(dir, &e)) || (st = dump_inputs(dir, &it->p, &e)))
+            set_fatal(R, &e);
+    }
+}
+
+static void *decode_main(void *arg)
+{
+    runner *R = arg;
+    item *it;
+    while ((it = mv_queue_pop(&R->jobs))) {
+        if (!atomic_load(&R->fatal) && !it->error) {
+            prepare(R, it);
+            if (!it->error)
+                atomic_fetch_add(&R->n_decoded, 1);
         }
+        if (mv_queue_push(&R->ready, it))
+            item_free(it);
     }
-    st = R->be->forward(R->be, p.pixels, p.grid, 1, out, o->dump_dir ? dump_stage : NULL, &dc, &e);
+    return NULL;
+}
+
+/* ---- tower -------------------------------------------------------------------------------- */
+
+static int64_t item_patches(const item *it)
+{
+    return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
+}
+
+/* Runs one forward over items[0..n) (all prepared without error). */
+static void tower_batch(runner *R, mv_backend *be, item **items, int n)
+{
+    const mv_vision_config *c = &R->m->cfg;
+    int mm = c->merge * c->merge;
+    int64_t N = 0;
+    for (int i = 0; i < n; i++)
+        N += item_patches(items[i]);
+    float *pix = n == 1 ? items[0]->p.pixels : malloc(N * c->patch_dim * sizeof(float));
+    int32_t *grid = malloc(3 * n * sizeof *grid);
+    float *out = malloc(N / mm * c->out_hidden * sizeof(float));
+    mv_err e;
+    if (!pix || !grid || !out) {
+        mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
+        set_fatal(R, &e);
+        goto out;
+    }
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(grid + 3 * i, items[i]->p.grid, sizeof items[i]->p.grid);
+        if (n > 1)
+            memcpy(pix + off * c->patch_dim, items[i]->p.pixels,
+                   item_patches(items[i]) * c->patch_dim * sizeof(float));
+        off += item_patches(items[i]);
+    }
+    dump_ctx dc;
+    if (R->o->dump_dir) /* stages are dumped one input per forward */
+        snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
+    mv_status st = be->forward(be, pix, grid, n, out, R->o->dump_dir ? dump_stage : NULL, &dc, &e);
     if (st) {
-        free(out);
-        prepared_free(&p);
-        if (st == MV_ERR_DEVICE)
-            return mv_fail(fatal, st, "%s", e.msg);
-        return record_error(R, path, e.msg, kname, mv_now() - t, fatal);
+        if (st == MV_ERR_DEVICE || R->o->dump_dir) {
+            set_fatal(R, &e);
+        } else {
+            for (int i = 0; i < n; i++) {
+                char msg[1200];
+                snprintf(msg, sizeof msg, "%s: %s", items[i]->path, e.msg);
+                item_fail(items[i], msg);
+            }
+        }
+        goto out;
     }
-    char final_path[8400];
-    st = mv_output_write(o->out_dir, rel, o->out_dtype, rows, c->out_hidden, out, o->zstd_level,
-                         final_path, sizeof final_path, &e);
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t rows = item_patches(items[i]) / mm;
+        items[i]->out = malloc(rows * c->out_hidden * sizeof(float));
+        if (!items[i]->out) {
+            item_fail(items[i], "out of memory");
+            continue;
+        }
+        memcpy(items[i]->out, out + off * c->out_hidden, rows * c->out_hidden * sizeof(float));
+        items[i]->rows = rows;
+        off += rows;
+        free(items[i]->p.pixels);
+        items[i]->p.pixels = NULL;
+        atomic_fetch_add(&R->tokens, item_patches(items[i]));
+    }
+    atomic_fetch_add(&R->n_towered, n);
+out:
+    if (n > 1)
+        free(pix);
+    free(grid);
     free(out);
-    if (st) {
-        prepared_free(&p);
-        /* a full or read-only disk fails every later write too: stop the batch */
-        if (st == MV_ERR_IO)
-            return mv_fail(fatal, st, "%s", e.msg);
-        return record_error(R, path, e.msg, kname, mv_now() - t, fatal);
+}
+
+static void *tower_main(void *arg)
+{
+    tower_arg *ta = arg;
+    runner *R = ta->R;
+    mv_backend *be = ta->be;
+    /* CPU: one input per forward (bit-identical results whatever the batch); CUDA: pack inputs
+     * up to the backend's batch size while more are ready. */
+    int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
+    item *batch[512], *carry = NULL;
+    for (;;) {
+        item *it = carry ? carry : mv_queue_pop(&R->ready);
+        carry = NULL;
+        if (!it)
+            break;
+        if (it->error || atomic_load(&R->fatal)) {
+            if (mv_queue_push(&R->done, it))
+                item_free(it);
+            continue;
+        }
+        int n = 0;
+        int64_t tok = item_patches(it);
+        batch[n++] = it;
+        while (limit > 0 && n < (int)(sizeof batch / sizeof batch[0])) {
+            item *nx = mv_queue_try_pop(&R->ready);
+            if (!nx)
+                break;
+            if (nx->error) {
+                if (mv_queue_push(&R->done, nx))
+                    item_free(nx);
+                continue;
+            }
+            if (tok + item_patches(nx) > limit) {
+                carry = nx;
+                break;
+            }
+            tok += item_patches(nx);
+            batch[n++] = nx;
+        }
+        if (!atomic_load(&R->fatal))
+            tower_batch(R, be, batch, n);
+        for (int i = 0; i < n; i++)
+            if (mv_queue_push(&R->done, batch[i]))
+                item_free(batch[i]);
+    }
+    return NULL;
+}
+
+/* ---- writers ------------------------------------------------------------------------------ */
+
+static void write_item(runner *R, item *it)
+{
+    const mv_run_opts *o = R->o;
+    const mv_vision_config *c = &R->m->cfg;
+    mv_err e;
+    char out_rel[4200];
+    snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
+    if (!it->error && !it->out)
+        return; /* discarded after a fatal error */
+    if (!it->error) {
+        char final_path[8400];
+        mv_status st = mv_output_write(o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
+                                       it->out, o->zstd_level, final_path, sizeof final_path, &e);
+        if (st == MV_ERR_IO) { /* a full or read-only disk fails every later write too */
+            set_fatal(R, &e);
+            return;
+        }
+        if (st)
+            item_fail(it, e.msg);
     }
     mv_record r = {0};
-    r.input = path;
-    r.output = out_rel;
-    r.ok = 1;
-    r.kind = p.kind;
-    r.has_size = 1;
-    r.width = p.width;
-    r.height = p.height;
-    r.has_resized = 1;
-    r.resized[0] = (int64_t)p.grid[2] * c->patch;
-    r.resized[1] = (int64_t)p.grid[1] * c->patch;
-    r.has_grid = 1;
-    for (int i = 0; i < 3; i++)
-        r.grid_thw[i] = p.grid[i];
-    r.has_shape = 1;
-    r.shape[0] = rows;
-    r.shape[1] = c->out_hidden;
-    r.dtype = o->out_dtype == MV_DT_F16 ? "f16" : "f32";
+    r.input = it->path;
+    r.kind = it->kind;
     r.model = R->m->fingerprint;
-    if (p.frame_idx) {
-        r.frame_indices = p.frame_idx;
-        r.n_frame_indices = p.n_idx;
-        r.timestamps = p.ts;
-        r.n_timestamps = p.n_idx;
-        r.has_fps = 1;
-        r.fps = p.fps;
-        r.has_duration = 1;
-        r.duration = p.duration;
-        r.has_rotation = 1;
-        r.rotation = p.rotation;
-    }
     r.has_seconds = 1;
-    r.seconds = mv_now() - t;
-    st = mv_manifest_append(R->man, &r, fatal);
-    prepared_free(&p);
-    if (st)
-        return st;
-    R->n_ok++;
-    R->tokens += n_patches;
-    if (o->verbose)
-        fprintf(stderr, "mvembed: %s -> %s [%lld x %d] %.3fs\n", path, out_rel, (long long)rows,
-                c->out_hidden, r.seconds);
-    return MV_OK;
+    r.seconds = mv_now() - it->t0;
+    if (it->error) {
+        r.ok = 0;
+        r.error = it->error;
+    } else {
+        const prepared *p = &it->p;
+        r.ok = 1;
+        r.output = out_rel;
+        r.has_size = 1;
+        r.width = p->width;
+        r.height = p->height;
+        r.has_resized = 1;
+        r.resized[0] = (int64_t)p->grid[2] * c->patch;
+        r.resized[1] = (int64_t)p->grid[1] * c->patch;
+        r.has_grid = 1;
+        for (int i = 0; i < 3; i++)
+            r.grid_thw[i] = p->grid[i];
+        r.has_shape = 1;
+        r.shape[0] = it->rows;
+        r.shape[1] = c->out_hidden;
+        r.dtype = o->out_dtype == MV_DT_F16 ? "f16" : "f32";
+        if (p->frame_idx) {
+            r.frame_indices = p->frame_idx;
+            r.n_frame_indices = p->n_idx;
+            r.timestamps = p->ts;
+            r.n_timestamps = p->n_idx;
+            r.has_fps = 1;
+            r.fps = p->fps;
+            r.has_duration = 1;
+            r.duration = p->duration;
+            r.has_rotation = 1;
+            r.rotation = p->rotation;
+        }
+    }
+    if (append_record(R, &r, &e)) {
+        set_fatal(R, &e);
+        return;
+    }
+    if (it->error) {
+        atomic_fetch_add(&R->n_err, 1);
+        if (R->progress)
+            fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "mvembed: %s\n", it->error);
+    } else {
+        atomic_fetch_add(&R->n_ok, 1);
+        if (o->verbose)
+            fprintf(stderr, "mvembed: %s -> %s [%lld x %d] %.3fs\n", it->path, out_rel,
+                    (long long)it->rows, c->out_hidden, r.seconds);
+    }
+    progress(R, 0);
+}
+
+static void *writer_main(void *arg)
+{
+    runner *R = arg;
+    item *it;
+    while ((it = mv_queue_pop(&R->done))) {
+        if (!atomic_load(&R->fatal))
+            write_item(R, it);
+        item_free(it);
+    }
+    return NULL;
 }
 
 static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
@@ -472,27 +654,6 @@ static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
         return mv_fail(e, MV_ERR_USAGE, "--min-frames must not exceed --max-frames");
     mv_model_update_fingerprint(m);
     return MV_OK;
-}
-
-static mv_status make_backend(const mv_run_opts *o, const mv_model *m, mv_backend **be, mv_err *e)
-{
-    mv_status st;
-    if (o->device == MV_DEV_CUDA)
-        return mv_backend_cuda_create(m, &o->bopts, be, e);
-    if (o->device == MV_DEV_AUTO && mv_cuda_available()) {
-        st = mv_backend_cuda_create(m, &o->bopts, be, e);
-        if (st == MV_OK) {
-            if (!o->quiet)
-                fprintf(stderr, "mvembed: using the CUDA backend\n");
-            return MV_OK;
-        }
-        if (!o->quiet)
-            fprintf(stderr, "mvembed: CUDA backend unavailable (%s); using the CPU\n", e->msg);
-    } else if (o->device == MV_DEV_AUTO && !o->quiet) {
-        fprintf(stderr, "mvembed: no usable GPU; using the CPU backend\n");
-    }
-    mv_backend_opts bo = o->bopts;
-    return mv_backend_cpu_create(m, &bo, be, e);
 }
 
 static int parse_grid(const char *s, int32_t **grid, int *n)
@@ -566,7 +727,7 @@ static int run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, mv_err 
     size_t nl = strlen(name);
     if (nl > 4 && !strcmp(name + nl - 4, ".npy"))
         name[nl - 4] = 0;
-    dump_ctx dc = {NULL, ""};
+    dump_ctx dc = {""};
     if (o->dump_dir) {
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", o->dump_dir, name);
         if (mv_mkdirs(dc.dir, e))
@@ -590,106 +751,292 @@ done:
     return rc;
 }
 
-int mv_run(const mv_run_opts *o, mv_err *e)
+/* ---- the run ------------------------------------------------------------------------------ */
+
+/* Shard from --shard or from a Slurm array task's environment. */
+static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
 {
-    mv_model *m = NULL;
-    mv_backend *be = NULL;
-    int rc = 1;
-    runner R = {0};
-    mv_walk *w = NULL;
-    double tl = mv_now();
-    if (mv_model_load(o->model_dir, &m, e))
-        return 1;
-    if (apply_overrides(o, m, e))
-        goto out;
-    if (o->verbose)
-        fprintf(stderr, "mvembed: model %s: depth %d hidden %d heads %d out %d (%.2fs), fingerprint %s\n",
-                o->model_dir, m->cfg.depth, m->cfg.hidden, m->cfg.heads, m->cfg.out_hidden,
-                mv_now() - tl, m->fingerprint);
-    if (make_backend(o, m, &be, e))
-        goto out;
-    if (o->pixels) {
-        rc = run_pixels(o, m, be, e);
-        goto out;
+    *k = o->shard_k;
+    *n = o->shard_n;
+    if (*n > 0)
+        return MV_OK;
+    const char *id = getenv("SLURM_ARRAY_TASK_ID"), *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
+    if (!id || !cnt)
+        return MV_OK;
+    const char *mn = getenv("SLURM_ARRAY_TASK_MIN");
+    long vid = strtol(id, NULL, 10), vc = strtol(cnt, NULL, 10), vmin = mn ? strtol(mn, NULL, 10) : 0;
+    if (vc < 1 || vid - vmin < 0 || vid - vmin >= vc)
+        return mv_fail(e, MV_ERR_USAGE,
+                       "cannot derive a shard from SLURM_ARRAY_TASK_ID=%s, SLURM_ARRAY_TASK_MIN=%s, "
+                       "SLURM_ARRAY_TASK_COUNT=%s (arrays with steps need --shard K/N)",
+                       id, mn ? mn : "(unset)", cnt);
+    *k = (int)(vid - vmin);
+    *n = (int)vc;
+    if (!o->quiet)
+        fprintf(stderr, "mvembed: shard %d/%d from SLURM_ARRAY_TASK_ID\n", *k, *n);
+    return MV_OK;
+}
+
+static int default_jobs(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 2;
+}
+
+static mv_status make_backends(const mv_run_opts *o, runner *R, mv_err *e)
+{
+    const mv_model *m = R->m;
+    int use_cuda = o->device == MV_DEV_CUDA || (o->device == MV_DEV_AUTO && mv_cuda_available());
+    R->be = calloc(o->n_devices > 0 ? o->n_devices : 1, sizeof *R->be);
+    if (!R->be)
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    if (use_cuda) {
+        int nd = o->n_devices > 0 ? o->n_devices : 1;
+        mv_status st = MV_OK;
+        for (int i = 0; i < nd && !st; i++) {
+            mv_backend_opts bo = o->bopts;
+            if (o->n_devices > 0)
+                bo.device = o->devices[i];
+            st = mv_backend_cuda_create(m, &bo, &R->be[i], e);
+            if (!st) {
+                R->n_be++;
+                if (R->be[i]->max_batch_tokens <= 0)
+                    R->be[i]->max_batch_tokens = o->bopts.batch_tokens > 0 ? o->bopts.batch_tokens : 32768;
+            }
+        }
+        if (!st) {
+            if (!o->quiet)
+                fprintf(stderr, "mvembed: using the CUDA backend on %d GPU%s\n", R->n_be, R->n_be > 1 ? "s" : "");
+            return MV_OK;
+        }
+        if (o->device == MV_DEV_CUDA)
+            return st;
+        for (int i = 0; i < R->n_be; i++)
+            R->be[i]->destroy(R->be[i]);
+        R->n_be = 0;
+        if (!o->quiet)
+            fprintf(stderr, "mvembed: CUDA backend unavailable (%s); using the CPU\n", e->msg);
+    } else if (o->device == MV_DEV_AUTO && !o->quiet) {
+        fprintf(stderr, "mvembed: no usable GPU; using the CPU backend\n");
     }
-    if (mv_mkdirs(o->out_dir, e))
-        goto out;
-    if (access(o->out_dir, W_OK) != 0) {
-        mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
-        goto out;
+    mv_status st = mv_backend_cpu_create(m, &o->bopts, &R->be[0], e);
+    if (!st) {
+        R->n_be = 1;
+        R->be[0]->max_batch_tokens = 0;
     }
-    char mpath[4200];
-    snprintf(mpath, sizeof mpath, "%s/manifest.jsonl", o->out_dir);
-    if (mv_done_create(&R.done, e))
-        goto out;
-    if (access(mpath, F_OK) == 0) {
-        size_t nl, nb;
-        if (mv_manifest_load_done(mpath, R.done, &nl, &nb, e))
-            goto out;
-        if (o->verbose)
-            fprintf(stderr, "mvembed: %s: %zu lines, %zu done%s\n", mpath, nl, mv_done_count(R.done),
-                    nb ? " (some unreadable lines ignored)" : "");
-    }
-    if (mv_manifest_open(mpath, &R.man, e))
-        goto out;
+    return st;
+}
+
+/* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e). */
+static mv_status feed(runner *R, mv_done *done, int shard_k, int shard_n, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    mv_walk *w;
     mv_walk_opts wo = {o->null_sep, o->all_files, o->hidden};
-    if (mv_walk_open(o->paths, o->n_paths, &wo, stdin, &w, e))
-        goto out;
+    mv_status st = mv_walk_open(o->paths, o->n_paths, &wo, stdin, &w, e);
+    if (st)
+        return st;
+    hset rels = {0};
+    mv_walk_item wi;
+    int r = 0;
+    while (!g_interrupted && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
+        if (shard_n > 1 && (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)shard_n) != shard_k)
+            continue;
+        item *it = calloc(1, sizeof *it);
+        if (!it || !(it->path = strdup(wi.path)) || !(it->rel = strdup(wi.rel))) {
+            item_free(it);
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        it->t0 = mv_now();
+        char out_rel[4200];
+        snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);
+        if (wi.error) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
+            item_fail(it, msg);
+        } else {
+            const char *prev = done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
+            if (prev) {
+                char full[8400];
+                struct stat sb;
+                snprintf(full, sizeof full, "%s/%s", o->out_dir, prev);
+                if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) {
+                    atomic_fetch_add(&R->n_skip, 1);
+                    hset_add(&rels, mv_hash64(prev, strlen(prev)));
+                    if (o->verbose)
+                        fprintf(stderr, "mvembed: %s: already done, skipped (--force redoes it)\n", wi.path);
+                    item_free(it);
+                    continue;
+                }
+            }
+            int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+            if (added < 0) {
+                item_free(it);
+                st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (added == 0) {
+                char msg[8600];
+                snprintf(msg, sizeof msg, "%s: output name %s is already used by another input of this run",
+                         wi.path, out_rel);
+                item_fail(it, msg);
+            }
+        }
+        if (mv_queue_push(&R->jobs, it)) {
+            item_free(it);
+            break;
+        }
+    }
+    if (r < 0 && !st && !g_interrupted)
+        st = MV_ERR_IO; /* e was set by mv_walk_next */
+    mv_walk_close(w);
+    free(rels.slots);
+    return st;
+}
+
+static void manifest_name(char *buf, size_t cap, const char *dir, int k, int n)
+{
+    if (n > 1)
+        snprintf(buf, cap, "%s/manifest-%05d-of-%05d.jsonl", dir, k, n);
+    else
+        snprintf(buf, cap, "%s/manifest.jsonl", dir);
+}
+
+static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    int shard_k, shard_n;
+    mv_status st = resolve_shard(o, &shard_k, &shard_n, e);
+    if (st)
+        return st;
+    if ((st = mv_mkdirs(o->out_dir, e)))
+        return st;
+    if (access(o->out_dir, W_OK) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
+    char mpath[4200], merged[4200];
+    manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    manifest_name(merged, sizeof merged, o->out_dir, 0, 1);
+    mv_done *done = NULL;
+    if ((st = mv_done_create(&done, e)))
+        return st;
+    for (int i = 0; i < (shard_n > 1 ? 2 : 1); i++) {
+        const char *p = i ? merged : mpath;
+        if (access(p, F_OK) != 0)
+            continue;
+        size_t nl, nb;
+        if ((st = mv_manifest_load_done(p, done, &nl, &nb, e))) {
+            mv_done_free(done);
+            return st;
+        }
+        if (o->verbose)
+            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s\n", p, nl, mv_done_count(done),
+                    nb ? " (unreadable lines ignored)" : "");
+    }
+    if ((st = mv_manifest_open(mpath, &R->man, e))) {
+        mv_done_free(done);
+        return st;
+    }
+    int jobs = o->jobs > 0 ? o->jobs : default_jobs();
+    int writers = 2;
+    size_t qcap = (size_t)jobs * 2 + 4;
+    mv_queue_init(&R->jobs, qcap);
+    mv_queue_init(&R->ready, qcap);
+    mv_queue_init(&R->done, qcap);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    R.o = o;
-    R.m = m;
-    R.be = be;
-    R.t0 = mv_now();
-    R.progress = o->progress < 0 ? (!o->quiet && isatty(2)) : o->progress;
-    mv_walk_item it;
-    int r = 0;
-    while (!g_interrupted && (r = mv_walk_next(w, &it, e)) > 0) {
-        if (it.error) {
-            mv_err fe;
-            if (record_error(&R, it.path, it.error, NULL, 0, &fe)) {
-                *e = fe;
-                goto out;
-            }
-            continue;
-        }
-        if (process(&R, it.path, it.rel, e))
-            goto out;
-        progress(&R, 0);
+    R->t0 = mv_now();
+    R->progress = o->progress < 0 ? (!o->quiet && isatty(2)) : o->progress;
+    pthread_t *dec = calloc(jobs, sizeof *dec), tw[64], wr[8];
+    tower_arg ta[64];
+    int nd = 0, nt = 0, nw = 0;
+    for (; nd < jobs; nd++)
+        if (pthread_create(&dec[nd], NULL, decode_main, R))
+            break;
+    for (; nt < R->n_be && nt < 64; nt++) {
+        ta[nt].R = R;
+        ta[nt].be = R->be[nt];
+        if (pthread_create(&tw[nt], NULL, tower_main, &ta[nt]))
+            break;
     }
-    if (r < 0 && !g_interrupted)
-        goto out;
-    progress(&R, 1);
-    if (mv_manifest_close(R.man, e)) {
-        R.man = NULL;
-        goto out;
+    for (; nw < writers; nw++)
+        if (pthread_create(&wr[nw], NULL, writer_main, R))
+            break;
+    mv_err fe;
+    st = (nd && nt && nw) ? feed(R, done, shard_k, shard_n, &fe)
+                          : mv_fail(&fe, MV_ERR_INTERNAL, "cannot start threads");
+    if (st)
+        set_fatal(R, &fe);
+    /* drain: each stage closes the next queue once its own threads are finished */
+    mv_queue_close(&R->jobs);
+    for (int i = 0; i < nd; i++)
+        pthread_join(dec[i], NULL);
+    mv_queue_close(&R->ready);
+    for (int i = 0; i < nt; i++)
+        pthread_join(tw[i], NULL);
+    mv_queue_close(&R->done);
+    for (int i = 0; i < nw; i++)
+        pthread_join(wr[i], NULL);
+    free(dec);
+    mv_queue_destroy(&R->jobs);
+    mv_queue_destroy(&R->ready);
+    mv_queue_destroy(&R->done);
+    mv_done_free(done);
+    progress(R, 1);
+    mv_status cst = mv_manifest_close(R->man, e);
+    R->man = NULL;
+    if (atomic_load(&R->fatal)) {
+        *e = R->err;
+        return MV_ERR_IO;
     }
-    R.man = NULL;
+    if (cst)
+        return cst;
+    long ok = atomic_load(&R->n_ok), bad = atomic_load(&R->n_err), skip = atomic_load(&R->n_skip);
     if (g_interrupted) {
-        fprintf(stderr, "mvembed: interrupted; %ld done, finished work is kept (rerun to resume)\n",
-                R.n_ok);
-        rc = 128 + g_interrupted;
+        fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", ok);
+        *rc = 128 + g_interrupted;
     } else {
         if (!o->quiet)
-            fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", R.n_ok, R.n_err,
-                    R.n_skip, mv_now() - R.t0);
-        rc = R.n_err ? 2 : 0;
+            fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", ok, bad, skip,
+                    mv_now() - R->t0);
+        *rc = bad ? 2 : 0;
     }
+    return MV_OK;
+}
+
+int mv_run(const mv_run_opts *o, mv_err *e)
+{
+    runner R;
+    memset(&R, 0, sizeof R);
+    pthread_mutex_init(&R.man_mu, NULL);
+    pthread_mutex_init(&R.err_mu, NULL);
+    pthread_mutex_init(&R.prog_mu, NULL);
+    R.o = o;
+    int rc = 1;
+    double tl = mv_now();
+    if (mv_model_load(o->model_dir, &R.m, e))
+        return 1;
+    if (apply_overrides(o, R.m, e))
+        goto out;
+    if (o->verbose)
+        fprintf(stderr, "mvembed: model %s: depth %d hidden %d heads %d out %d (%.2fs), fingerprint %s\n",
+                o->model_dir, R.m->cfg.depth, R.m->cfg.hidden, R.m->cfg.heads, R.m->cfg.out_hidden,
+                mv_now() - tl, R.m->fingerprint);
+    if (make_backends(o, &R, e))
+        goto out;
+    if (o->pixels) {
+        rc = run_pixels(o, R.m, R.be[0], e);
+        goto out;
+    }
+    if (run_pipeline(&R, &rc, e))
+        rc = 1;
 out:
-    if (R.man) {
-        mv_err ce;
-        mv_manifest_close(R.man, &ce);
-    }
-    if (w)
-        mv_walk_close(w);
-    if (R.done)
-        mv_done_free(R.done);
-    free(R.rels.slots);
-    if (be)
-        be->destroy(be);
-    mv_model_free(m);
+    for (int i = 0; i < R.n_be; i++)
+        R.be[i]->destroy(R.be[i]);
+    free(R.be);
+    mv_model_free(R.m);
     return rc;
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+# Scale-out on one machine: --shard K/N, the Slurm array environment, per-shard manifests and
+# `mvembed manifest merge`. (test/slurm/ runs the same against a real one-node Slurm cluster.)
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    IN="$ROOT/fixtures/media"
+    mvembed -q --device cpu --model "$MODEL" --out "$T/single" "$IN"
+}
+
+same_outputs() { # DIR_A DIR_B: every .npy.zst of A is in B with the same bytes
+    (cd "$1" && find . -name '*.npy.zst' | sort) > "$T/la"
+    (cd "$2" && find . -name '*.npy.zst' | sort) > "$T/lb"
+    diff "$T/la" "$T/lb"
+    while read -r f; do cmp "$1/$f" "$2/$f"; done < "$T/la"
+}
+
+@test "--shard K/N: the shards cover every input exactly once, outputs equal a single run" {
+    for k in 0 1 2; do
+        run mvembed -q --device cpu --model "$MODEL" --out "$T/sh" --shard "$k/3" "$IN"
+        [ "$status" -eq 0 ]
+        [ -f "$T/sh/manifest-0000$k-of-00003.jsonl" ]
+        [ "$(wc -l < "$T/sh/manifest-0000$k-of-00003.jsonl")" -lt "$(wc -l < "$T/single/manifest.jsonl")" ]
+    done
+    [ ! -e "$T/sh/manifest.jsonl" ]
+    same_outputs "$T/single" "$T/sh"
+    run mvembed manifest merge "$T/sh"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "merged 3 manifest files" ]]
+    run "$PY" -c '
+import json, sys
+a = sorted(json.loads(l)["input"] for l in open(sys.argv[1]))
+b = sorted(json.loads(l)["input"] for l in open(sys.argv[2]))
+assert a == b and len(set(a)) == len(a), (len(a), len(b))
+assert all(json.loads(l)["status"] == "ok" for l in open(sys.argv[2]))
+print("ok", len(a))' "$T/single/manifest.jsonl" "$T/sh/manifest.jsonl"
+    [[ "$output" =~ ^ok ]]
+}
+
+@test "the Slurm array environment selects the shard and says so; resume is per shard" {
+    SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=2 \
+        run mvembed --device cpu --model "$MODEL" --out "$T/sl" "$IN"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: shard 1/2 from SLURM_ARRAY_TASK_ID" ]]
+    [ -f "$T/sl/manifest-00001-of-00002.jsonl" ]
+    SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=2 \
+        run mvembed --device cpu --model "$MODEL" --out "$T/sl" "$IN"
+    [[ "$output" =~ " 0 ok, 0 failed, " ]]
+    SLURM_ARRAY_TASK_ID=9 SLURM_ARRAY_TASK_COUNT=2 run mvembed --device cpu --model "$MODEL" --out "$T/sl" "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "cannot derive a shard from SLURM_ARRAY_TASK_ID=9" ]]
+}
+
+@test "merge keeps the latest line of an input and needs shard manifests" {
+    run mvembed manifest merge "$T/single"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "no manifest-*-of-*.jsonl files to merge" ]]
+    mkdir -p "$T/m"
+    printf '{"input":"a","status":"error","error":"x"}\n{"input":"b","status":"ok"}\n' > "$T/m/manifest-00000-of-00002.jsonl"
+    printf '{"input":"a","status":"ok"}\n{"torn' > "$T/m/manifest-00001-of-00002.jsonl"
+    run mvembed manifest merge "$T/m"
+    [ "$status" -eq 0 ]
+    [ "$(cat "$T/m/manifest.jsonl")" = '{"input":"a","status":"ok"}
+{"input":"b","status":"ok"}' ]
+}
+
+@test "decode threads do not change the results: --jobs 1 equals the default" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/j1" --jobs 1 "$IN"
+    same_outputs "$T/single" "$T/j1"
+}
