@@ -70,7 +70,7 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(wildcard test/tools/*.c)
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: all test test-asan test-run unit demo clean install deps info
+.PHONY: all test test-asan test-run test-slurm unit demo clean install deps info
 all: info $(BIN) $(TOOL_BINS)
 
 info:
@@ -130,6 +130,12 @@ deps:
 
 clean:
 	rm -rf build build-* mvembed
+
+# A real one-node Slurm cluster (root; installs slurm-wlm + munge): a 3-task array against one
+# process, byte for byte (test/slurm/run-slurm-test.sh).
+test-slurm: deps
+	@$(MAKE) --no-print-directory NO_CUDA=1 BUILD=build-nc BIN=build-nc/mvembed build-nc/mvembed
+	@MVEMBED=$(abspath build-nc/mvembed) bash test/slurm/run-slurm-test.sh
 
 # fuzzing targets (make fuzz) live beside their harnesses
 -include test/fuzz/fuzz.mk

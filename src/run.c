@@ -763,17 +763,23 @@ static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
     const char *id = getenv("SLURM_ARRAY_TASK_ID"), *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
     if (!id || !cnt)
         return MV_OK;
-    const char *mn = getenv("SLURM_ARRAY_TASK_MIN");
+    const char *mn = getenv("SLURM_ARRAY_TASK_MIN"), *mx = getenv("SLURM_ARRAY_TASK_MAX"),
+               *sp = getenv("SLURM_ARRAY_TASK_STEP");
     long vid = strtol(id, NULL, 10), vc = strtol(cnt, NULL, 10), vmin = mn ? strtol(mn, NULL, 10) : 0;
-    if (vc < 1 || vid - vmin < 0 || vid - vmin >= vc)
+    long step = sp ? strtol(sp, NULL, 10) : 1, vmax = mx ? strtol(mx, NULL, 10) : vmin + (vc - 1) * step;
+    /* only an evenly spaced range (a-b or a-b:s) maps task ids onto shards 0..COUNT-1; a list
+     * like --array=3,7 would leave shards unprocessed */
+    if (step < 1 || vc < 1 || (vid - vmin) % step || (vmax - vmin) / step + 1 != vc ||
+        (vid - vmin) / step < 0 || (vid - vmin) / step >= vc)
         return mv_fail(e, MV_ERR_USAGE,
                        "cannot derive a shard from SLURM_ARRAY_TASK_ID=%s, SLURM_ARRAY_TASK_MIN=%s, "
-                       "SLURM_ARRAY_TASK_COUNT=%s (arrays with steps need --shard K/N)",
-                       id, mn ? mn : "(unset)", cnt);
+                       "SLURM_ARRAY_TASK_MAX=%s, SLURM_ARRAY_TASK_STEP=%s, SLURM_ARRAY_TASK_COUNT=%s "
+                       "(arrays that are not an evenly spaced range need --shard K/N)",
+                       id, mn ? mn : "(unset)", mx ? mx : "(unset)", sp ? sp : "(unset)", cnt);
+    vid = vmin + (vid - vmin) / step;
     *k = (int)(vid - vmin);
     *n = (int)vc;
-    if (!o->quiet)
-        fprintf(stderr, "mvembed: shard %d/%d from SLURM_ARRAY_TASK_ID\n", *k, *n);
+    fprintf(stderr, "mvembed: shard %d/%d from SLURM_ARRAY_TASK_ID\n", *k, *n);
     return MV_OK;
 }
 

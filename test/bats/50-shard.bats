@@ -50,6 +50,15 @@ print("ok", len(a))' "$T/single/manifest.jsonl" "$T/sh/manifest.jsonl"
     SLURM_ARRAY_TASK_ID=9 SLURM_ARRAY_TASK_COUNT=2 run mvembed --device cpu --model "$MODEL" --out "$T/sl" "$IN"
     [ "$status" -eq 1 ]
     [[ "$output" =~ "cannot derive a shard from SLURM_ARRAY_TASK_ID=9" ]]
+    # --array=3,7 (a list): COUNT=2 but MAX-MIN says 5 slots; refused rather than mis-sharded
+    SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_MAX=7 SLURM_ARRAY_TASK_COUNT=2 \
+        run mvembed --device cpu --model "$MODEL" --out "$T/sl" "$IN"
+    [ "$status" -eq 1 ]
+    # --array=0-6:2: task 4 is shard 2 of 4
+    SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=6 SLURM_ARRAY_TASK_STEP=2 \
+        SLURM_ARRAY_TASK_COUNT=4 run mvembed --device cpu --model "$MODEL" --out "$T/st" "$IN"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: shard 2/4 from SLURM_ARRAY_TASK_ID" ]]
 }
 
 @test "merge keeps the latest line of an input and needs shard manifests" {
