@@ -166,6 +166,21 @@ static mv_status get_num(json_t *o, const char *key, double *out, const char *pa
     return MV_OK;
 }
 
+/* Reads an integral number in [lo, hi] (JSON files often write 2.0 for 2). */
+static mv_status get_whole(json_t *o, const char *key, double lo, double hi, long long *out,
+                           const char *path, mv_err *e)
+{
+    double v = (double)*out;
+    mv_status st = get_num(o, key, &v, path, e);
+    if (st)
+        return st;
+    if (!(v >= lo && v <= hi) || v != floor(v))
+        return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be a whole number in [%.0f, %.0f]", path, key,
+                       lo, hi);
+    *out = (long long)v;
+    return MV_OK;
+}
+
 static mv_status get_size(json_t *o, long long *minp, long long *maxp, const char *path, mv_err *e)
 {
     double lo = (double)*minp, hi = (double)*maxp;
@@ -177,7 +192,7 @@ static mv_status get_size(json_t *o, long long *minp, long long *maxp, const cha
     }
     if ((st = get_num(o, "min_pixels", &lo, path, e)) || (st = get_num(o, "max_pixels", &hi, path, e)))
         return st;
-    if (lo < 1 || hi < lo)
+    if (!(lo >= 1 && hi >= lo && hi <= 1e15))
         return mv_fail(e, MV_ERR_MODEL, "%s: pixel budget [%g, %g] is invalid", path, lo, hi);
     *minp = (long long)lo;
     *maxp = (long long)hi;
@@ -189,7 +204,7 @@ static mv_status get_triplet(json_t *o, const char *key, float *out, const char 
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return MV_OK;
-    if (json_is_number(v)) {
+    if (json_is_number(v) && fabs(json_number_value(v)) <= 1e30) {
         for (int i = 0; i < 3; i++)
             out[i] = (float)json_number_value(v);
         return MV_OK;
@@ -198,7 +213,7 @@ static mv_status get_triplet(json_t *o, const char *key, float *out, const char 
         return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be a list of 3 numbers", path, key);
     for (int i = 0; i < 3; i++) {
         json_t *x = json_array_get(v, i);
-        if (!json_is_number(x))
+        if (!json_is_number(x) || fabs(json_number_value(x)) > 1e30)
             return mv_fail(e, MV_ERR_MODEL, "%s: \"%s\" must be a list of 3 numbers", path, key);
         out[i] = (float)json_number_value(x);
     }
@@ -219,18 +234,23 @@ static mv_status parse_preproc(const char *dir, const mv_vision_config *c, mv_pr
         json_t *j = load_json(path, e, &st);
         if (!j)
             return st;
-        double pz = pp->patch, mz = pp->merge, tz = pp->temporal;
+        long long pz = pp->patch, mz = pp->merge, tz = pp->temporal;
         if ((st = get_size(j, &pp->min_pixels, &pp->max_pixels, path, e)) ||
             (st = get_triplet(j, "image_mean", pp->mean, path, e)) ||
             (st = get_triplet(j, "image_std", pp->std, path, e)) ||
             (st = get_num(j, "rescale_factor", &pp->rescale, path, e)) ||
-            (st = get_num(j, "patch_size", &pz, path, e)) ||
-            (st = get_num(j, "merge_size", &mz, path, e)) ||
-            (st = get_num(j, "temporal_patch_size", &tz, path, e))) {
+            (st = get_whole(j, "patch_size", 1, 1024, &pz, path, e)) ||
+            (st = get_whole(j, "merge_size", 1, 16, &mz, path, e)) ||
+            (st = get_whole(j, "temporal_patch_size", 1, 16, &tz, path, e))) {
             json_decref(j);
             return st;
         }
         json_decref(j);
+        for (int ch = 0; ch < 3; ch++)
+            if (!isfinite(pp->mean[ch]) || !isfinite(pp->std[ch]) || pp->std[ch] == 0)
+                return mv_fail(e, MV_ERR_MODEL, "%s: image_mean/image_std must be finite, std non-zero", path);
+        if (!(pp->rescale > 0 && pp->rescale < 1e6))
+            return mv_fail(e, MV_ERR_MODEL, "%s: \"rescale_factor\" must be positive", path);
         if ((int)pz != c->patch || (int)mz != c->merge || (int)tz != c->temporal)
             return mv_fail(e, MV_ERR_MODEL,
                            "%s: patch/merge/temporal sizes %d/%d/%d disagree with config.json's %d/%d/%d",
@@ -241,18 +261,18 @@ static mv_status parse_preproc(const char *dir, const mv_vision_config *c, mv_pr
         json_t *j = load_json(path, e, &st);
         if (!j)
             return st;
-        double mn = pp->min_frames, mx = pp->max_frames;
+        long long mn = pp->min_frames, mx = pp->max_frames;
         if ((st = get_size(j, &pp->video_min_pixels, &pp->video_max_pixels, path, e)) ||
             (st = get_num(j, "fps", &pp->fps, path, e)) ||
-            (st = get_num(j, "min_frames", &mn, path, e)) ||
-            (st = get_num(j, "max_frames", &mx, path, e))) {
+            (st = get_whole(j, "min_frames", 1, 1000000, &mn, path, e)) ||
+            (st = get_whole(j, "max_frames", 1, 1000000, &mx, path, e))) {
             json_decref(j);
             return st;
         }
         json_decref(j);
         pp->min_frames = (int)mn;
         pp->max_frames = (int)mx;
-        if (pp->fps <= 0 || pp->min_frames < 1 || pp->max_frames < pp->min_frames)
+        if (!(pp->fps > 0 && pp->fps < 1e6) || pp->max_frames < pp->min_frames)
             return mv_fail(e, MV_ERR_MODEL, "%s: invalid fps / min_frames / max_frames", path);
     }
     return MV_OK;

@@ -95,6 +95,9 @@ mv_status mv_npy_parse(const uint8_t *buf, size_t len, const char *name, mv_arra
     const char *v = dict_value(hdr, "descr");
     char descr[16] = {0};
     if (!v || *v != '\'' || sscanf(v + 1, "%15[^']", descr) != 1 || parse_descr(descr, &a->dtype)) {
+        for (char *c = descr; *c; c++) /* file bytes never reach the message unfiltered */
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                *c = '?';
         st = mv_fail(e, MV_ERR_UNSUPPORTED, "%s: unsupported NPY dtype '%s'", name, descr);
         goto out;
     }
@@ -128,6 +131,10 @@ mv_status mv_npy_parse(const uint8_t *buf, size_t len, const char *name, mv_arra
         }
         a->count *= d;
         v = end;
+    }
+    if ((uint64_t)a->count > SIZE_MAX / mv_dtype_size(a->dtype)) {
+        st = mv_fail(e, MV_ERR_FORMAT, "%s: NPY shape too large", name);
+        goto out;
     }
     size_t need = (size_t)a->count * mv_dtype_size(a->dtype);
     if (len - hoff - hlen < need) {
