@@ -6,6 +6,7 @@
 SHELL := /bin/bash
 CC      ?= cc
 BUILD   := build
+BIN     ?= mvembed
 # NO_VIDEO=1 builds without FFmpeg (videos then get a manifest error); FFMPEG_PREFIX=DIR links a
 # static FFmpeg installed under DIR (scripts/build-ffmpeg-static.sh makes one for the GPU bundle).
 PKGS    := jansson libzstd libpng libjpeg libwebp
@@ -76,7 +77,6 @@ all: info $(BIN) $(TOOL_BINS)
 info:
 	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
-BIN ?= mvembed
 $(BIN): $(BUILD)/main.o $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
 

@@ -64,7 +64,6 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 /* ---- bf16 tensor-core kernel ---------------------------------------------------------- */
 #define BF_BM MV_ATTN_BM_BF16
 #define BF_BN 64
-#define BF_WARPS (BF_BM / 16)
 
 template <int D> struct attn_shape {
     static constexpr int DP = (D + 15) / 16 * 16; /* padded reduction width of Q K^T */
@@ -75,19 +74,22 @@ template <int D> struct attn_shape {
     static constexpr size_t SMEM = (size_t)(BF_BM + 4 * BF_BN) * SR * sizeof(bf16);
 };
 
-/* grid (n_tiles, heads), block 256. */
-template <int D>
-__global__ void __launch_bounds__(BF_WARPS * 32, 2)
+/* grid (n_tiles, heads), block WARPS * 32; each warp owns MT m-tiles of 16 query rows
+ * (WARPS * MT * 16 == BF_BM). K and V fragments are loaded once per warp and used by its MT
+ * m-tiles. */
+template <int D, int WARPS, int MT>
+__global__ void __launch_bounds__(WARPS * 32, 2)
     attn_bf16_kernel(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int heads,
                      float scale_log2)
 {
     typedef attn_shape<D> S;
     constexpr int DP = S::DP, KS = S::KS, NO = S::NO, SR = S::SR, CH = S::CH;
     constexpr int NT = BF_BN / 8; /* S n-tiles */
-    constexpr int NTH = BF_WARPS * 32;
+    constexpr int NTH = WARPS * 32;
+    static_assert(WARPS * MT * 16 == BF_BM, "tile rows");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sQ = (bf16 *)smem_raw;  /* [BM][SR] */
-    bf16 *sK = sQ + BF_BM * SR;   /* [2][BN][SR] */
+    bf16 *sQ = (bf16 *)smem_raw;    /* [BM][SR] */
+    bf16 *sK = sQ + BF_BM * SR;     /* [2][BN][SR] */
     bf16 *sV = sK + 2 * BF_BN * SR; /* [2][BN][SR] */
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const mv_attn_tile tile = tiles[blockIdx.x];
@@ -119,11 +121,18 @@ __global__ void __launch_bounds__(BF_WARPS * 32, 2)
     load_rows(sV, gv, kv0, BF_BN, kv1);
     cp_async_commit();
 
-    uint32_t qf[KS][4];
-    float o[NO][4];
+    uint32_t qf[MT][KS][4];
+    float o[MT][NO][4];
 #pragma unroll
-    for (int i = 0; i < NO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < NO; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.f;
+    }
     const int mi = lane / 8;
 
     for (int j = 0; j < nkv; j++) {
@@ -139,14 +148,19 @@ __global__ void __launch_bounds__(BF_WARPS * 32, 2)
         __syncthreads();
         if (j == 0) {
 #pragma unroll
-            for (int ks = 0; ks < KS; ks++)
-                ldsm_x4(qf[ks], smem_u32(sQ + (warp * 16 + lane % 16) * SR + ks * 16 + (lane / 16) * 8));
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < KS; ks++)
+                    ldsm_x4(qf[mt][ks], smem_u32(sQ + ((warp * MT + mt) * 16 + lane % 16) * SR + ks * 16 +
+                                                 (lane / 16) * 8));
         }
         const bf16 *ks_ = sK + buf * BF_BN * SR, *vs_ = sV + buf * BF_BN * SR;
 
-        float s[NT][4];
+        float s[MT][NT][4];
 #pragma unroll
-        for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < NT; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
 #pragma unroll
@@ -154,63 +168,79 @@ __global__ void __launch_bounds__(BF_WARPS * 32, 2)
                 uint32_t b[4];
                 int key = np * 16 + (mi / 2) * 8 + lane % 8, dim = ks * 16 + (mi % 2) * 8;
                 ldsm_x4(b, smem_u32(ks_ + key * SR + dim));
-                mma16816(s[2 * np], qf[ks], b[0], b[1]);
-                mma16816(s[2 * np + 1], qf[ks], b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma16816(s[mt][2 * np], qf[mt][ks], b[0], b[1]);
+                    mma16816(s[mt][2 * np + 1], qf[mt][ks], b[2], b[3]);
+                }
             }
         }
         const int kbase = kv0 + j * BF_BN;
         if (kbase + BF_BN > kv1) {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (kbase + nt * 8 + 2 * (lane % 4) + (e & 1) >= kv1) s[nt][e] = -INFINITY;
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (kbase + nt * 8 + 2 * (lane % 4) + (e & 1) >= kv1) s[mt][nt][e] = -INFINITY;
         }
-        /* online softmax in log2 units; rows g (r = 0) and g + 8 (r = 1) of this warp's 16 */
+        /* online softmax in log2 units; rows g (r = 0) and g + 8 (r = 1) of each m-tile */
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = m[r];
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]) * scale_log2);
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            float corr = exp2f(m[r] - mx);
-            m[r] = mx;
-            l[r] *= corr;
+            for (int r = 0; r < 2; r++) {
+                float mx = m[mt][r];
 #pragma unroll
-            for (int nt = 0; nt < NO; nt++) {
-                o[nt][2 * r] *= corr;
-                o[nt][2 * r + 1] *= corr;
+                for (int nt = 0; nt < NT; nt++)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]) * scale_log2);
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                float corr = exp2f(m[mt][r] - mx);
+                m[mt][r] = mx;
+                l[mt][r] *= corr;
+#pragma unroll
+                for (int nt = 0; nt < NO; nt++) {
+                    o[mt][nt][2 * r] *= corr;
+                    o[mt][nt][2 * r + 1] *= corr;
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    float p0 = exp2f(fmaf(s[mt][nt][2 * r], scale_log2, -mx));
+                    float p1 = exp2f(fmaf(s[mt][nt][2 * r + 1], scale_log2, -mx));
+                    s[mt][nt][2 * r] = p0;
+                    s[mt][nt][2 * r + 1] = p1;
+                    l[mt][r] += p0 + p1;
+                }
             }
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                float p0 = exp2f(fmaf(s[nt][2 * r], scale_log2, -mx));
-                float p1 = exp2f(fmaf(s[nt][2 * r + 1], scale_log2, -mx));
-                s[nt][2 * r] = p0;
-                s[nt][2 * r + 1] = p1;
-                l[r] += p0 + p1;
-            }
-        }
         /* O += P V */
 #pragma unroll
         for (int kk = 0; kk < BF_BN / 16; kk++) {
-            uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
             for (int np = 0; np < NO / 2; np++) {
                 uint32_t b[4];
                 int key = kk * 16 + (mi % 2) * 8 + lane % 8, dim = np * 16 + (mi / 2) * 8;
                 ldsm_x4_t(b, smem_u32(vs_ + key * SR + dim));
-                mma16816(o[2 * np], a, b[0], b[1]);
-                mma16816(o[2 * np + 1], a, b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma16816(o[mt][2 * np], a[mt], b[0], b[1]);
+                    mma16816(o[mt][2 * np + 1], a[mt], b[2], b[3]);
+                }
             }
             if (NO % 2) {
                 uint32_t b[2];
                 int key = kk * 16 + (mi % 2) * 8 + lane % 8;
                 ldsm_x2_t(b, smem_u32(vs_ + key * SR + (NO - 1) * 8));
-                mma16816(o[NO - 1], a, b[0], b[1]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) mma16816(o[mt][NO - 1], a[mt], b[0], b[1]);
             }
         }
         __syncthreads(); /* the next iteration's loads overwrite this buffer */
@@ -218,20 +248,22 @@ __global__ void __launch_bounds__(BF_WARPS * 32, 2)
 
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float lr = l[r];
-        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-        float inv = 1.f / lr;
-        int row = q0 + warp * 16 + g + 8 * r;
-        if (row < kv1) {
-            bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int nt = 0; nt < NO; nt++)
-                *(__nv_bfloat162 *)(po + nt * 8) =
-                    __floats2bfloat162_rn(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
+        for (int r = 0; r < 2; r++) {
+            float lr = l[mt][r];
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            float inv = 1.f / lr;
+            int row = q0 + (warp * MT + mt) * 16 + g + 8 * r;
+            if (row < kv1) {
+                bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
+#pragma unroll
+                for (int nt = 0; nt < NO; nt++)
+                    *(__nv_bfloat162 *)(po + nt * 8) =
+                        __floats2bfloat162_rn(o[mt][nt][2 * r] * inv, o[mt][nt][2 * r + 1] * inv);
+            }
         }
-    }
 }
 
 /* ---- f32 kernel ----------------------------------------------------------------------- */
@@ -309,21 +341,42 @@ int mv_cuda_attn_supported(int D)
 
 static float scale_log2_for(int D) { return (float)(1.0 / sqrt((double)D) * 1.4426950408889634); }
 
-template <int D>
-static cudaError_t launch_bf16(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
-                               int heads, cudaStream_t st)
+static int g_variant = 0; /* 0 = not chosen yet */
+
+void mv_cuda_attn_set_variant(int v) { g_variant = v == 1 ? 1 : 2; }
+
+static int attn_variant(void)
+{
+    if (!g_variant) {
+        const char *e = getenv("MV_ATTN_VARIANT");
+        g_variant = e && atoi(e) == 1 ? 1 : 2;
+    }
+    return g_variant;
+}
+
+template <int D, int WARPS, int MT>
+static cudaError_t launch_bf16_v(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
+                                 int heads, cudaStream_t st)
 {
     static bool attr_set = false; /* per instantiation; idempotent, so a race is harmless */
     size_t smem = attn_shape<D>::SMEM;
     if (!attr_set) {
-        cudaError_t r = cudaFuncSetAttribute(attn_bf16_kernel<D>,
+        cudaError_t r = cudaFuncSetAttribute(attn_bf16_kernel<D, WARPS, MT>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (r != cudaSuccess) return r;
         attr_set = true;
     }
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
-    attn_bf16_kernel<D><<<grid, BF_WARPS * 32, smem, st>>>(out, qkv, tiles, heads, scale_log2_for(D));
+    attn_bf16_kernel<D, WARPS, MT><<<grid, WARPS * 32, smem, st>>>(out, qkv, tiles, heads, scale_log2_for(D));
     return cudaGetLastError();
+}
+
+template <int D>
+static cudaError_t launch_bf16(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
+                               int heads, cudaStream_t st)
+{
+    if (attn_variant() == 1) return launch_bf16_v<D, 8, 1>(out, qkv, tiles, n_tiles, heads, st);
+    return launch_bf16_v<D, 4, 2>(out, qkv, tiles, n_tiles, heads, st);
 }
 
 template <int D>

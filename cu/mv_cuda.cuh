@@ -59,12 +59,14 @@ cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, 
                               float eps, cudaStream_t st);
 
 /* ---- rope.cu --------------------------------------------------------------------------- */
-/* Rotates q and k in qkv[n, 3*heads*D] in place (NeoX pairs (d, d + D/2)); the angle of pair p is
- * pos * inv_freq[p mod Q] with pos = row for p < Q, col otherwise (Q = D/4); cos/sin in f32.
- * inv_freq[Q] lives on the device. */
+/* cs[n, D/2] = (cos, sin) of pos * inv_freq[p mod Q] for pair p, pos = row for p < Q, col
+ * otherwise (Q = D/4), f32. inv_freq[Q] lives on the device. Once per forward chunk. */
+cudaError_t mv_cuda_rope_table(float2 *cs, const mv_rowinfo *ri, const float *inv_freq, int64_t n, int D,
+                               cudaStream_t st);
+/* Rotates q and k in qkv[n, 3*heads*D] in place (NeoX pairs (d, d + D/2)) with cs[n, D/2].
+ * D % 8 == 0. */
 template <typename T>
-cudaError_t mv_cuda_rope(T *qkv, const mv_rowinfo *ri, const float *inv_freq, int64_t n, int heads,
-                         int D, cudaStream_t st);
+cudaError_t mv_cuda_rope(T *qkv, const float2 *cs, int64_t n, int heads, int D, cudaStream_t st);
 
 /* ---- posembed.cu ----------------------------------------------------------------------- */
 /* x[n, H] = T(x + T(pos)) where pos is the bilinear align_corners interpolation of
@@ -83,6 +85,9 @@ cudaError_t mv_cuda_attention_bf16(bf16 *out, const bf16 *qkv, const mv_attn_til
 cudaError_t mv_cuda_attention_f32(float *out, const float *qkv, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_attn_supported(int D);
+/* bf16 kernel variant: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows (K/V fragments reused
+ * by two m-tiles). Default 2, or MV_ATTN_VARIANT from the environment. Both use 128-row tiles. */
+void mv_cuda_attn_set_variant(int v);
 /* Host: fills tiles (capacity from mv_attn_tile_count) for segments cu[n_seg + 1] (row offsets
  * relative to the packed batch), longest segments first. Returns the tile count. */
 int mv_attn_tile_count(const int32_t *cu, int n_seg, int bm);

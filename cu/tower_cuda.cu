@@ -58,6 +58,7 @@ typedef struct {
     int64_t qkv_cols, mlp_cols;
     mv_rowinfo *ri[2];      /* [cap] */
     mv_attn_tile *tiles[2]; /* [tiles_cap] */
+    float2 *rope_cs;        /* [cap, D/2] rope (cos, sin) of the chunk being computed */
     int64_t tiles_cap;
     mv_rowinfo *h_ri;       /* host staging */
     mv_attn_tile *h_tiles;
@@ -196,12 +197,14 @@ static size_t bytes_per_token(const cuda_backend *b)
     int64_t H = c->hidden;
     return (size_t)((3 * H + b->qkv_cols + b->mlp_cols) * (int64_t)b->esz + 2 * b->pix_cols * 4 +
                     2 * (int64_t)sizeof(mv_rowinfo) + 2 * (int64_t)sizeof(mv_attn_tile) +
+                    (int64_t)(c->head_dim / 2) * (int64_t)sizeof(float2) +
                     (int64_t)sizeof(mv_rowinfo) + 16);
 }
 
 static void free_workspace(cuda_backend *b)
 {
     void **p[] = {(void **)&b->pix[0], (void **)&b->pix[1], &b->x, &b->xn, &b->qkv, &b->att, &b->mlp,
+                  (void **)&b->rope_cs,
                   (void **)&b->ri[0], (void **)&b->ri[1], (void **)&b->tiles[0], (void **)&b->tiles[1]};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) {
         if (*p[i]) cudaFree(*p[i]);
@@ -232,6 +235,7 @@ static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
     AL(b->att, cap * H * b->esz);
     AL(b->qkv, cap * b->qkv_cols * b->esz);
     AL(b->mlp, cap * b->mlp_cols * b->esz);
+    AL(b->rope_cs, cap * (c->head_dim / 2) * (int64_t)sizeof(float2));
 #undef AL
     if (r == cudaSuccess) {
         b->h_ri = (mv_rowinfo *)malloc((size_t)cap * sizeof(mv_rowinfo));
@@ -350,12 +354,13 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     ST(mv_gemm_run(b->gemm, x, px, b->patch_w, b->patch_b, n, P, H, MV_EPI_BIAS, 0, e));
     ST(dump_t(b, fn, ud, "patch_embed", x, n, H, pix, e));
     CK(mv_cuda_pos_embed_add<T>(x, ri, b->pos, c->pos_side, H, n, st), "position embedding");
+    CK(mv_cuda_rope_table(b->rope_cs, ri, b->inv_freq, n, D, st), "rope table");
     ST(dump_t(b, fn, ud, "embed", x, n, H, pix, e));
     for (int l = 0; l < c->depth; l++) {
         const dblock *B = &b->blocks[l];
         CK(mv_cuda_layernorm<T>(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
         ST(mv_gemm_run(b->gemm, qkv, xn, B->qkv_w, B->qkv_b, n, H, 3 * H, MV_EPI_BIAS, 0, e));
-        CK(mv_cuda_rope<T>(qkv, ri, b->inv_freq, n, c->heads, D, st), "rope");
+        CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
         if (sizeof(T) == 2)
             CK(mv_cuda_attention_bf16((bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
                "attention");
@@ -456,7 +461,12 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         if (have_cur) {
             ch.seg0 = s;
             ch.r0 = segs[s].row0;
-            while (s < nseg && ch.n + segs[s].len <= b->cap) ch.n += segs[s++].len;
+            /* the first chunk's upload and the last chunk's download are not overlapped with
+             * compute: keep both small (about a quarter of the workspace) */
+            int64_t limit = b->cap, left = N - ch.r0;
+            if (!fn && k == 0 && left > b->cap / 4) limit = b->cap / 4;
+            else if (!fn && left <= b->cap && left > b->cap / 2) limit = left - b->cap / 4;
+            while (s < nseg && (ch.n == 0 || ch.n + segs[s].len <= limit)) ch.n += segs[s++].len;
             ch.nseg = s - ch.seg0;
             /* metadata: rowinfo per patch, attention tiles */
             int64_t q = 0;
@@ -609,7 +619,9 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
     const char *nf = getenv("MV_CUDA_NO_GELU_FUSE");
-    b->fuse_gelu = !(nf && *nf && strcmp(nf, "0") != 0);
+    /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
+     * rounding, not for f32 parity work, which uses the accurate kernel */
+    b->fuse_gelu = prec == MV_PREC_BF16 && !(nf && *nf && strcmp(nf, "0") != 0);
     int64_t H = c->hidden, mm = c->merge * c->merge;
     b->qkv_cols = 3 * H > c->patch_dim ? 3 * H : c->patch_dim;
     b->mlp_cols = c->inter > (c->out_hidden + mm - 1) / mm ? c->inter : (c->out_hidden + mm - 1) / mm;

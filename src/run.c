@@ -293,7 +293,10 @@ struct runner {
     mv_err err;
     /* counters */
     atomic_long n_ok, n_err, n_skip, n_decoded, n_towered;
+    atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
+    int shard_k, shard_n;
     atomic_llong tokens;
+    atomic_llong tower_ns; /* time the tower threads spent inside forward(), summed */
     double t0, last_progress;
     int progress;
     pthread_mutex_t prog_mu;
@@ -319,12 +322,19 @@ static void progress(runner *R, int final)
         R->last_progress = now;
         double dt = now - R->t0 > 1e-9 ? now - R->t0 : 1e-9;
         long done = atomic_load(&R->n_ok) + atomic_load(&R->n_err);
+        long total = atomic_load(&R->total), skip = atomic_load(&R->n_skip);
+        char tot[96] = "";
+        if (total >= 0 && done > 0) {
+            double eta = (total - skip - done) * (dt / done);
+            snprintf(tot, sizeof tot, "/%ld (ETA %dm%02ds)", total - skip, (int)(eta / 60), (int)eta % 60);
+        } else if (total >= 0) {
+            snprintf(tot, sizeof tot, "/%ld", total - skip);
+        }
         fprintf(stderr,
-                "\r\033[Kmvembed: %ld done, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
+                "\r\033[Kmvembed: %ld%s done, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
                 "| written %.1f files/s%s",
-                done, (long)atomic_load(&R->n_err), (long)atomic_load(&R->n_skip),
-                atomic_load(&R->n_decoded) / dt, atomic_load(&R->tokens) / dt, done / dt,
-                final ? "\n" : "");
+                done, tot, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
+                atomic_load(&R->tokens) / dt, done / dt, final ? "\n" : "");
         fflush(stderr);
     }
     pthread_mutex_unlock(&R->prog_mu);
@@ -457,7 +467,9 @@ static void tower_batch(runner *R, mv_backend *be, item **items, int n)
     dump_ctx dc;
     if (R->o->dump_dir) /* stages are dumped one input per forward */
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
+    double tf = mv_now();
     mv_status st = be->forward(be, pix, grid, n, out, R->o->dump_dir ? dump_stage : NULL, &dc, &e);
+    atomic_fetch_add(&R->tower_ns, (long long)((mv_now() - tf) * 1e9));
     if (st) {
         if (st == MV_ERR_DEVICE || R->o->dump_dir) {
             set_fatal(R, &e);
@@ -833,6 +845,27 @@ static mv_status make_backends(const mv_run_opts *o, runner *R, mv_err *e)
     return st;
 }
 
+/* For the progress line's total and ETA: a second, cheap walk (names only) that counts this run's
+ * share of the inputs. Not done when paths come from standard input (a stream). */
+static void *count_main(void *arg)
+{
+    runner *R = arg;
+    const mv_run_opts *o = R->o;
+    mv_walk *w;
+    mv_walk_opts wo = {o->null_sep, o->all_files, o->hidden};
+    mv_err e;
+    if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
+        return NULL;
+    long n = 0;
+    mv_walk_item wi;
+    while (!g_interrupted && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
+        if (R->shard_n <= 1 || (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)R->shard_n) == R->shard_k)
+            n++;
+    mv_walk_close(w);
+    atomic_store(&R->total, n);
+    return NULL;
+}
+
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e). */
 static mv_status feed(runner *R, mv_done *done, int shard_k, int shard_n, mv_err *e)
 {
@@ -956,6 +989,17 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
     sigaction(SIGTERM, &sa, NULL);
     R->t0 = mv_now();
     R->progress = o->progress < 0 ? (!o->quiet && isatty(2)) : o->progress;
+    R->shard_k = shard_k;
+    R->shard_n = shard_n;
+    atomic_store(&R->total, -1);
+    int counting = 0;
+    pthread_t counter;
+    if (R->progress) {
+        int from_stdin = 0;
+        for (int i = 0; i < o->n_paths; i++)
+            from_stdin |= !strcmp(o->paths[i], "-");
+        counting = !from_stdin && !pthread_create(&counter, NULL, count_main, R);
+    }
     pthread_t *dec = calloc(jobs, sizeof *dec), tw[64], wr[8];
     tower_arg ta[64];
     int nd = 0, nt = 0, nw = 0;
@@ -986,6 +1030,8 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
     mv_queue_close(&R->done);
     for (int i = 0; i < nw; i++)
         pthread_join(wr[i], NULL);
+    if (counting)
+        pthread_join(counter, NULL);
     free(dec);
     mv_queue_destroy(&R->jobs);
     mv_queue_destroy(&R->ready);
@@ -1005,9 +1051,15 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
         fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", ok);
         *rc = 128 + g_interrupted;
     } else {
+        double wall = mv_now() - R->t0, busy = atomic_load(&R->tower_ns) * 1e-9;
         if (!o->quiet)
-            fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", ok, bad, skip,
-                    mv_now() - R->t0);
+            fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", ok, bad, skip, wall);
+        if (o->verbose && ok && busy > 0)
+            fprintf(stderr,
+                    "mvembed: end to end %.2f files/s, %.0f patches/s; tower busy %.1fs (%.0f%% of the "
+                    "run): %.2f files/s, %.0f patches/s while busy\n",
+                    ok / wall, atomic_load(&R->tokens) / wall, busy, 100 * busy / wall, ok / busy,
+                    atomic_load(&R->tokens) / busy);
         *rc = bad ? 2 : 0;
     }
     return MV_OK;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# device-bundle.sh - builds, on this (Debian, nvcc 13.0) machine, everything the GPU machine runs and
+# puts it in .device/ (git-ignored), to be named in the device tool's `carry`:
+# (all xz-compressed; scripts/device-run.sh unpacks them)
+#   .device/bin/test_cuda_ops   kernel-vs-CPU-twin tests + whole-tower CUDA-vs-CPU tests (TAP)
+#   .device/bin/mvtower         tower driver: `run` (stage dumps for parity) and `bench` (timing)
+#   .device/bin/mvembed         the CLI, when src/main.c exists (built without FFmpeg)
+#   .device/lib/*.xz            shared libraries the GPU machine's Ubuntu 24.04 image may lack
+# The archive is built with `make BUILD=build-dev` (separate build dir) and the static FFmpeg in
+# third_party/ffmpeg (scripts/build-ffmpeg-static.sh), or with NO_VIDEO=1 when that is missing;
+# CUDA's own libraries (cudart, cublasLt) are not carried: the device image has them.
+# Usage: scripts/device-bundle.sh   (then scripts/device-run.sh runs on the device)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build-dev
+OUTD=.device
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+CUDA_HOME=${NVCC%/bin/nvcc}
+# Video: link the small static FFmpeg of scripts/build-ffmpeg-static.sh when it is there (the GPU
+# machine has no FFmpeg libraries); otherwise build without video.
+FF=$(pwd)/third_party/ffmpeg
+if [ -f "$FF/lib/pkgconfig/libavformat.pc" ]; then
+    VIDEO="FFMPEG_PREFIX=$FF"
+    FFLIBS=$(PKG_CONFIG_PATH=$FF/lib/pkgconfig pkg-config --static --libs libavformat libavcodec libavutil libswscale | sed "s/-pthread/-lpthread/g")
+else
+    VIDEO="NO_VIDEO=1"
+    FFLIBS=""
+fi
+[ "${BUNDLE_CLEAN:-1}" = 1 ] && rm -rf $BUILD
+make -s BUILD=$BUILD $VIDEO $BUILD/libmvembed.a
+mkdir -p $OUTD/bin $OUTD/lib
+LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp openblas 2>/dev/null ||
+        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -lopenblas) $FFLIBS -lgomp -lm -lpthread"
+NVFLAGS="-std=c++17 -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Icu -Itest/unit
+         -Xcompiler -Wall,-Wextra"
+for src in test/cuda/*.cu; do
+    name=$(basename "$src" .cu)
+    echo "device-bundle: $src -> $OUTD/bin/$name"
+    $NVCC $NVFLAGS -o $OUTD/bin/$name "$src" $BUILD/libmvembed.a -L$CUDA_HOME/lib64 -lcublasLt \
+        -lcudart $LIBS
+done
+if [ -f src/main.c ]; then
+    make -s BUILD=$BUILD $VIDEO $BUILD/main.o
+    g++ -o $OUTD/bin/mvembed $BUILD/main.o $BUILD/libmvembed.a -fopenmp -L$CUDA_HOME/lib64 \
+        -lcublasLt -lcudart $LIBS
+fi
+# Libraries: copy every resolved dependency except glibc, the C++ runtime and CUDA's own.
+rm -f $OUTD/lib/* $OUTD/bin/*.xz
+for b in $(ls $OUTD/bin/* | grep -v "\.xz$"); do
+    ldd "$b" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+        libcudart.so*|libcublas*|libcuda.so*) ;;
+        *) cp -L "$lib" $OUTD/lib/ ;;
+    esac
+done
+# The device tool carries 64 MiB at most: strip the programs, xz the libraries
+# (scripts/device-run.sh unpacks them under /tmp/mv there).
+strip $OUTD/bin/*
+xz -f -T0 -6 $OUTD/lib/*.so* $OUTD/bin/*
+du -sh $OUTD
+ls $OUTD/bin $OUTD/lib

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# device-e2e.sh - end-to-end benchmark on the GPU machine (issue: throughput pipeline), after
+# scripts/device-bundle.sh here, with `.device` in the device tool's carry:
+#   1. the CLI on the CUDA backend against HF's bf16 outputs for the fixture images (cosine)
+#   2. 2000 photo-sized JPEGs (scripts/make_photos.py), a random 27B-layout tower
+#   3. HF transformers end to end (scripts/bench_e2e_hf.py) on the first N of them
+#   4. mvembed end to end on all of them (-v prints end-to-end and tower-busy rates)
+#   5. the same with a folder of short videos (made with OpenCV; HF loads them with opencv)
+# Logs under $OUT. Sizes: E2E_PHOTOS (2000), E2E_HF (160), E2E_VIDEOS (120), E2E_HF_VIDEOS (24).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/mvout}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+bash scripts/device-run.sh >/dev/null 2>&1   # unpacks .device into /tmp/mv (no steps)
+CUBLAS_DIR=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+MV=/tmp/mv/bin/mvembed
+W=/tmp/e2e
+mkdir -p $W
+log() { echo "$*" | tee -a "$OUT/e2e.log"; }
+: >"$OUT/e2e.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader | tee -a "$OUT/e2e.log"
+
+log "== 1. CLI on CUDA vs HF bf16 (fixture images, tiny model)"
+$MV -v --device cuda --model fixtures/model-tiny --out $W/fx --dump-stages $W/fxd fixtures/media/images 2>&1 | tail -3 | tee -a "$OUT/e2e.log"
+python3 - "$W/fxd" fixtures/ref/images >>"$OUT/e2e.log" 2>&1 <<'PY'
+import os, sys, numpy as np
+d, ref = sys.argv[1], sys.argv[2]
+worst_cos, worst_rel, worst_hf = 1.0, 0.0, 0.0
+for n in sorted(os.listdir(ref)):
+    if n == "png_gray16_96x64.png":
+        continue
+    o = np.load(f"{d}/{n}/output.npy").astype(np.float64)
+    f = np.load(f"{ref}/{n}/output.f64.npy")
+    b = np.load(f"{ref}/{n}/output.bf16.npy").astype(np.float64)
+    cos = (o * f).sum(1) / np.linalg.norm(o, axis=1) / np.linalg.norm(f, axis=1)
+    rel = np.linalg.norm(o - f) / np.linalg.norm(f)
+    relhf = np.linalg.norm(b - f) / np.linalg.norm(f)
+    worst_cos, worst_rel, worst_hf = min(worst_cos, cos.min()), max(worst_rel, rel), max(worst_hf, relhf)
+    print(f"{n}: min_row_cos {cos.min():.6f} rel_l2 {rel:.3e} (HF bf16 {relhf:.3e})")
+print(f"fixtures CUDA bf16: worst min_row_cos {worst_cos:.6f}, worst rel_l2 {worst_rel:.3e}, HF bf16 worst {worst_hf:.3e}",
+      "PASS" if worst_cos >= 0.999 else "FAIL")
+PY
+tail -1 "$OUT/e2e.log"
+
+log "== 2. inputs"
+[ -f $W/m27/config.json ] || python3 scripts/hf_reference.py make-model --config 27b --seed 0 --out $W/m27 2>&1 | tail -1 | tee -a "$OUT/e2e.log"
+t=$(date +%s.%N)
+python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos --count ${E2E_PHOTOS:-2000} 2>&1 | tail -1 | tee -a "$OUT/e2e.log"
+find $W/photos -name '*.jpg' | sort > $W/photos.txt
+log "photos: $(wc -l < $W/photos.txt) files, $(du -sh $W/photos | cut -f1), made in $(python3 -c "import time;print(round(time.time()-$t,1))")s"
+
+log "== 3. HF end to end (images)"
+timeout 200 python3 scripts/bench_e2e_hf.py --model $W/m27 --files $W/photos.txt --limit ${E2E_HF:-160} --batch 8 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
+
+log "== 4. mvembed end to end (images)"
+sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+/usr/bin/time -v $MV -v --no-progress --model $W/m27 --out $W/o_photos $W/photos > $W/mv_photos.log 2>&1
+grep -E "using the|ok, .* failed|end to end|Maximum resident|Elapsed" $W/mv_photos.log | tee -a "$OUT/e2e.log"
+
+log "== 5. videos"
+python3 - $W/videos ${E2E_VIDEOS:-120} <<'PY' 2>&1 | tail -1 | tee -a "$OUT/e2e.log"
+import os, sys, cv2, numpy as np
+out, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(0)
+base = cv2.imread("fixtures/media/images/png_rgb_320x256.png")
+for i in range(n):
+    w = cv2.VideoWriter(f"{out}/clip_{i:04d}.mp4", cv2.VideoWriter_fourcc(*"mp4v"), 30, (640, 480))
+    img = cv2.resize(base, (700, 540))
+    for f in range(150):  # 5 s at 30 fps
+        x, y = (f * 2 + i) % 60, (f + 3 * i) % 60
+        fr = img[y:y + 480, x:x + 640].astype(np.int16) + rng.integers(-8, 8, (480, 640, 3), dtype=np.int16)
+        w.write(np.clip(fr, 0, 255).astype(np.uint8))
+    w.release()
+print(f"videos: {n} clips of 5 s, 640x480, 30 fps, mp4v")
+PY
+find $W/videos -name '*.mp4' | sort > $W/videos.txt
+timeout 150 python3 scripts/bench_e2e_hf.py --videos --model $W/m27 --files $W/videos.txt --limit ${E2E_HF_VIDEOS:-24} --batch 4 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
+/usr/bin/time -v $MV -v --no-progress --model $W/m27 --out $W/o_videos $W/videos > $W/mv_videos.log 2>&1
+grep -E "using the|ok, .* failed|end to end|Maximum resident|Elapsed" $W/mv_videos.log | tee -a "$OUT/e2e.log"
+grep -m3 "mvembed: .*clip" $W/mv_videos.log | tee -a "$OUT/e2e.log"
+cp $W/mv_photos.log $W/mv_videos.log "$OUT/" 2>/dev/null

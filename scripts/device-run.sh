@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# device-run.sh STEP... - runs on the GPU machine (through the device tool, from the repository
+# root, after scripts/device-bundle.sh here and with `.device` in carry). Writes logs under $OUT
+# (default /tmp/mvout) and prints short summaries. Steps:
+#   tests      .device/bin/test_cuda_ops (kernel twins + whole-tower CUDA vs CPU)  -> tests.log
+#   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
+#   parity     full-size random towers (27b, 2b layouts) from scripts/hf_reference.py make-model;
+#              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower f32 and bf16 dumps      -> parity.log
+#   bench      scripts/bench_tower.py bench on the 27b layout                    -> bench.log/json
+#   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
+# Example (device tool): scripts/device-run.sh tests sanitizer parity
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/mvout}
+mkdir -p "$OUT" /tmp/mv/bin /tmp/mv/lib
+export PYTHONUNBUFFERED=1
+for f in .device/bin/*.xz .device/lib/*.xz; do
+    [ -e "$f" ] || continue
+    d=/tmp/mv/$(basename "$(dirname "$f")")/$(basename "$f" .xz)
+    [ -e "$d" ] || python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "$d"
+    chmod +x "$d"
+done
+CUBLAS_DIR=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+BIN=/tmp/mv/bin
+GRID="1,32,40;2,16,24;1,6,10;1,2,2"   # 2112 patches: a 512x640 image, a 2-group video, small ones
+ensure_model() { # $1 = config
+    local m=/tmp/mv/model_$1
+    [ -f "$m/config.json" ] || python3 scripts/hf_reference.py make-model --config "$1" --seed 0 --out "$m" >&2
+    echo "$m"
+}
+
+rc=0
+for step in "$@"; do
+    t0=$(date +%s)
+    case "$step" in
+    tests)
+        nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm --format=csv | tee "$OUT/tests.log"
+        timeout 300 "$BIN/test_cuda_ops" >>"$OUT/tests.log" 2>&1 || rc=1
+        grep -E "^not ok|^1\.\.|Bail" "$OUT/tests.log"
+        echo "tests: $(grep -c '^ok' "$OUT/tests.log") ok, $(grep -c '^not ok' "$OUT/tests.log") not ok"
+        ;;
+    sanitizer)
+        CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+        : >"$OUT/sanitizer.log"
+        for tool in memcheck racecheck; do
+            echo "== $tool" >>"$OUT/sanitizer.log"
+            timeout ${SAN_TIMEOUT:-100} "$CS" --tool $tool --error-exitcode 9 "$BIN/test_cuda_ops" --quick >>"$OUT/sanitizer.log" 2>&1
+            echo "== $tool exit $?" >>"$OUT/sanitizer.log"
+        done
+        grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY|^not ok" "$OUT/sanitizer.log"
+        # cuBLASLt's Hopper kernels (nvjet_*, synchronized by mbarriers) are reported by racecheck;
+        # count the hazards that name a kernel of cu/
+        echo "hazards in cu/ kernels: $(grep -E "Race reported" "$OUT/sanitizer.log" | grep -cE "attn_|layernorm|rope|pos_embed|_f32_kernel|act_kernel")"
+        ;;
+    parity)
+        : >"$OUT/parity.log"
+        for cfg in 27b 2b; do
+            m=$(ensure_model $cfg)
+            python3 scripts/bench_tower.py pixels --grid "$GRID" --seed 3 --out /tmp/mv/pix.npy
+            python3 scripts/hf_reference.py run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
+                --dtypes f64,f32,bf16 --name p --out /tmp/mv/hf_$cfg >>"$OUT/parity.log" 2>&1
+            for p in f32 bf16; do
+                mkdir -p /tmp/mv/our_${cfg}_$p
+                "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" --precision $p \
+                    --out /tmp/mv/our_${cfg}_$p >>"$OUT/parity.log" 2>&1
+            done
+            echo "== parity $cfg (rel L2 vs HF f64; grid $GRID)" | tee -a "$OUT/parity.log"
+            python3 scripts/bench_tower.py compare --ref /tmp/mv/hf_$cfg/p --ours f32=/tmp/mv/our_${cfg}_f32 \
+                bf16=/tmp/mv/our_${cfg}_bf16 --json "$OUT/parity_$cfg.json" >/tmp/mv/cmp.txt 2>&1 || rc=1
+            cat /tmp/mv/cmp.txt >>"$OUT/parity.log"
+            grep -E "^(PASS|FAIL)|^stage|^output|^embed|^patch_embed|^block_00|^merger|Error" /tmp/mv/cmp.txt
+        done
+        ;;
+    bench)
+        m=$(ensure_model 27b)
+        python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters ${BENCH_ITERS:-10} \
+            ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
+        echo "== attention kernel variant 1 (8 warps x 16 rows), mvembed only" | tee -a "$OUT/bench.log"
+        MV_ATTN_VARIANT=1 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" \
+            --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -4
+        ;;
+    ncu)
+        m=$(ensure_model 27b)
+        NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        G448=$(python3 -c 'print(";".join(["1,28,28"]*64))')
+        python3 scripts/bench_tower.py pixels --grid "$G448" --out /tmp/mv/p448.npy
+        timeout 240 "$NCU" --clock-control none --kernel-name regex:'attn_bf16|gemm|sm90|nvjet|layernorm|rope' \
+            --launch-skip 20 --launch-count 12 --section SpeedOfLight --section Occupancy \
+            --section LaunchStats "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy --grid "$G448" \
+            --iters 1 --warmup 0 >"$OUT/ncu.log" 2>&1
+        grep -E "attn_bf16|gemm|sm90|nvjet|layernorm|rope|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy" "$OUT/ncu.log" | head -80
+        ;;
+    *)
+        echo "device-run: unknown step $step" >&2
+        rc=2
+        ;;
+    esac
+    echo "== $step: $(($(date +%s) - t0)) s"
+done
+exit $rc

@@ -1,0 +1,219 @@
+/* mvtower.cu - a driver for the tower backends, for parity and speed work on the GPU machine (not
+ * the CLI: no images, no preprocessing).
+ *   mvtower run   --model DIR --pixels P.npy --grid "t,h,w[;t,h,w...]" --out DIR
+ *                 [--backend cuda|cpu] [--precision bf16|tf32|f32] [--batch-tokens N]
+ *       runs one forward and writes every stage as DIR/<stage>.npy (f32), the names
+ *       scripts/hf_reference.py uses (pixel_values patch_embed embed block_NN merger_norm
+ *       merger_fc1 output).
+ *   mvtower bench --model DIR --pixels P.npy --grid ... [--precision ..] [--batch-tokens N]
+ *                 [--iters 10] [--warmup 2]
+ *       times whole forwards (host f32 pixels in, host f32 embeddings out, wall clock, median)
+ *       and prints one JSON line: tokens/s, images/s (entries/s), TFLOP/s of the work done.
+ *   mvtower gemm-peak
+ *       cuBLASLt bf16 GEMM rate (8192^3, random data, f32 accumulation), median of 20: JSON line.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "mv_cuda.cuh"
+extern "C" {
+#include "mv_backend.h"
+#include "mv_model.h"
+#include "mv_npy.h"
+}
+
+static const char *arg(int argc, char **argv, const char *name, const char *def)
+{
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name)) return argv[i + 1];
+    return def;
+}
+
+static int parse_grid(const char *s, std::vector<int32_t> *g)
+{
+    while (*s) {
+        int t, h, w, used = 0;
+        if (sscanf(s, "%d,%d,%d%n", &t, &h, &w, &used) != 3) return -1;
+        g->push_back(t);
+        g->push_back(h);
+        g->push_back(w);
+        s += used;
+        if (*s == ';') s++;
+        else if (*s) return -1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    const char *dir;
+} dump_ctx;
+static mv_status save_stage(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
+                            mv_err *e)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.npy", ((dump_ctx *)ud)->dir, stage);
+    int64_t shape[2] = {rows, cols};
+    return mv_npy_save(path, MV_DT_F32, 2, shape, data, e);
+}
+
+static int die(const char *what, const mv_err *e)
+{
+    fprintf(stderr, "mvtower: %s: %s\n", what, e->msg);
+    return 1;
+}
+
+static int gemm_peak(void)
+{
+    const int n = 8192;
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    mv_gemm *g;
+    mv_err e;
+    if (mv_gemm_create(&g, MV_GEMM_BF16, st, &e)) return die("gemm", &e);
+    std::vector<float> h((size_t)n * n);
+    uint64_t r = 88172645463325252ull;
+    for (auto &v : h) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        v = (float)((r >> 40) * (1.0 / 16777216.0)) - 0.5f;
+    }
+    float *tmp;
+    bf16 *a, *b, *c;
+    if (cudaMalloc(&tmp, h.size() * 4) || cudaMalloc(&a, h.size() * 2) || cudaMalloc(&b, h.size() * 2) ||
+        cudaMalloc(&c, h.size() * 2)) {
+        fprintf(stderr, "mvtower: gemm-peak: cudaMalloc failed\n");
+        return 1;
+    }
+    cudaMemcpy(tmp, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    mv_cuda_from_f32<bf16>(a, tmp, (int64_t)h.size(), st);
+    for (auto &v : h) v = -v * 0.75f;
+    cudaMemcpy(tmp, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    mv_cuda_from_f32<bf16>(b, tmp, (int64_t)h.size(), st);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<double> ts;
+    for (int i = 0; i < 25; i++) {
+        cudaEventRecord(e0, st);
+        if (mv_gemm_run(g, c, a, b, NULL, n, n, n, MV_EPI_NONE, 0, &e)) return die("gemm", &e);
+        cudaEventRecord(e1, st);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 5) ts.push_back(ms * 1e-3);
+    }
+    std::sort(ts.begin(), ts.end());
+    double med = ts[ts.size() / 2];
+    cudaError_t err = cudaGetLastError();
+    printf("{\"what\": \"gemm_peak\", \"m\": %d, \"n\": %d, \"k\": %d, \"median_s\": %.6e, "
+           "\"tflops\": %.1f, \"status\": \"%s\"}\n",
+           n, n, n, med, 2.0 * n * n * (double)n / med / 1e12, cudaGetErrorString(err));
+    mv_gemm_destroy(g);
+    cudaFree(tmp); cudaFree(a); cudaFree(b); cudaFree(c);
+    return err != cudaSuccess;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: mvtower run|bench|gemm-peak [options] (see the file's header)\n");
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "gemm-peak")) return gemm_peak();
+    const char *mdir = arg(argc, argv, "--model", NULL), *ppath = arg(argc, argv, "--pixels", NULL);
+    const char *gs = arg(argc, argv, "--grid", NULL);
+    const char *prec = arg(argc, argv, "--precision", "bf16");
+    const char *backend = arg(argc, argv, "--backend", "cuda");
+    if (!mdir || !ppath || !gs) {
+        fprintf(stderr, "mvtower: --model, --pixels and --grid are required\n");
+        return 2;
+    }
+    std::vector<int32_t> grid;
+    if (parse_grid(gs, &grid) || grid.empty()) {
+        fprintf(stderr, "mvtower: bad --grid '%s'\n", gs);
+        return 2;
+    }
+    mv_err e;
+    mv_model *m;
+    if (mv_model_load(mdir, &m, &e)) return die("model", &e);
+    mv_array pa;
+    if (mv_npy_load_f32(ppath, &pa, &e)) return die("pixels", &e);
+    int n_entries = (int)grid.size() / 3;
+    int64_t N;
+    if (mv_grid_check(&m->cfg, grid.data(), n_entries, &N, &e)) return die("grid", &e);
+    if (pa.ndim != 2 || pa.shape[0] != N || pa.shape[1] != m->cfg.patch_dim) {
+        fprintf(stderr, "mvtower: pixels shape does not match the grid (%lld rows expected)\n", (long long)N);
+        return 2;
+    }
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.precision = !strcmp(prec, "f32") ? MV_PREC_F32 : !strcmp(prec, "tf32") ? MV_PREC_TF32 : MV_PREC_BF16;
+    o.batch_tokens = atoll(arg(argc, argv, "--batch-tokens", "0"));
+    mv_backend *b;
+    mv_status st = !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, &o, &b, &e)
+                                           : mv_backend_cuda_create(m, &o, &b, &e);
+    if (st) return die("backend", &e);
+    const mv_vision_config *c = &m->cfg;
+    int mm = c->merge * c->merge;
+    std::vector<float> out((size_t)(N / mm * c->out_hidden));
+    int rc = 0;
+    if (!strcmp(cmd, "run")) {
+        dump_ctx dc = {arg(argc, argv, "--out", ".")};
+        double t0 = now_s();
+        if (b->forward(b, (const float *)pa.data, grid.data(), n_entries, out.data(), save_stage, &dc, &e))
+            rc = die("forward", &e);
+        else
+            fprintf(stderr, "mvtower: %s %s forward of %lld patches in %.3f s (with dumps)\n", backend,
+                    prec, (long long)N, now_s() - t0);
+    } else if (!strcmp(cmd, "bench")) {
+        int iters = atoi(arg(argc, argv, "--iters", "10")), warm = atoi(arg(argc, argv, "--warmup", "2"));
+        std::vector<double> ts;
+        for (int i = 0; i < warm + iters && !rc; i++) {
+            double t0 = now_s();
+            if (b->forward(b, (const float *)pa.data, grid.data(), n_entries, out.data(), NULL, NULL, &e))
+                rc = die("forward", &e);
+            if (i >= warm) ts.push_back(now_s() - t0);
+        }
+        if (!rc) {
+            std::sort(ts.begin(), ts.end());
+            double med = ts[ts.size() / 2];
+            /* work: every GEMM, and attention's two products over the real head dim */
+            int64_t H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim;
+            double gemm = 2.0 * N * (P * H + c->depth * (4.0 * H * H + 2.0 * H * I)) +
+                          2.0 * (N / mm) * (mm * H * (double)mm * H + mm * H * (double)L);
+            double attn = 0;
+            for (int i = 0; i < n_entries; i++) {
+                double len = (double)grid[3 * i + 1] * grid[3 * i + 2];
+                attn += grid[3 * i] * 4.0 * len * len * H * c->depth;
+            }
+            double fin = 0;
+            for (float v : out) fin += isfinite(v) ? 0 : 1;
+            printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"entries\": %d, \"tokens\": %lld, "
+                   "\"iters\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"tokens_per_s\": %.1f, "
+                   "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
+                   "\"nonfinite\": %.0f}\n",
+                   prec, n_entries, (long long)N, iters, med, ts[0], N / med, n_entries / med, gemm, attn,
+                   (gemm + attn) / med / 1e12, fin);
+        }
+    } else {
+        fprintf(stderr, "mvtower: unknown command %s\n", cmd);
+        rc = 2;
+    }
+    b->destroy(b);
+    mv_array_free(&pa);
+    mv_model_free(m);
+    return rc;
+}

@@ -1,0 +1,610 @@
+/* test_cuda_ops.cu - every CUDA kernel of cu/ against its CPU twin (include/mv_ops_cpu.h), in f32
+ * and bf16, on awkward shapes and several segment mixes; then the whole CUDA tower against the CPU
+ * tower on random models (head_dim 72 and 64), chunked and unchunked, with stage dumps, and under
+ * memory pressure. Outputs are poisoned (NaN) before each run, so unwritten elements fail.
+ * TAP output (test/unit/unit.h). Needs a GPU; built and run by scripts/device-bundle.sh and
+ * scripts/device-run.sh (nvcc, linked with the archive). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#include "mv_cuda.cuh"
+extern "C" {
+#include "mv_backend.h"
+#include "mv_npy.h"
+#include "mv_ops_cpu.h"
+}
+#include "unit.h"
+
+/* ---- helpers -------------------------------------------------------------------------- */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float urand(void) /* [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+}
+static std::vector<float> randv(size_t n, float scale)
+{
+    std::vector<float> v(n);
+    for (auto &x : v) x = urand() * scale;
+    return v;
+}
+static std::vector<float> round_bf16(const std::vector<float> &v)
+{
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); i++) r[i] = mv_round_bf16(v[i]);
+    return r;
+}
+
+typedef struct {
+    double rel_l2, max_abs, max_ref;
+    long nonfinite;
+} cmp_t;
+static cmp_t compare(const float *a, const float *ref, size_t n)
+{
+    cmp_t c = {0, 0, 0, 0};
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) {
+            c.nonfinite++;
+            continue;
+        }
+        double d = (double)a[i] - ref[i];
+        d2 += d * d;
+        r2 += (double)ref[i] * ref[i];
+        if (fabs(d) > c.max_abs) c.max_abs = fabs(d);
+        if (fabs(ref[i]) > c.max_ref) c.max_ref = fabs(ref[i]);
+    }
+    c.rel_l2 = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    return c;
+}
+
+#define CU(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t r_ = (x);                                                                      \
+        if (r_ != cudaSuccess) {                                                                   \
+            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_));   \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* device buffer of T with the given f32 contents */
+template <typename T> static T *dev_from(const std::vector<float> &h)
+{
+    float *tmp;
+    T *d;
+    CU(cudaMalloc(&tmp, h.size() * 4 + 16));
+    CU(cudaMalloc(&d, h.size() * sizeof(T) + 16));
+    CU(cudaMemcpy(tmp, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    CU(mv_cuda_from_f32<T>(d, tmp, (int64_t)h.size(), 0));
+    CU(cudaDeviceSynchronize());
+    cudaFree(tmp);
+    return d;
+}
+template <typename T> static std::vector<float> host_from(const T *d, size_t n)
+{
+    float *tmp;
+    std::vector<float> h(n);
+    CU(cudaMalloc(&tmp, n * 4 + 16));
+    CU(mv_cuda_to_f32<T>(tmp, d, (int64_t)n, 0));
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(h.data(), tmp, n * 4, cudaMemcpyDeviceToHost));
+    cudaFree(tmp);
+    return h;
+}
+static float *dev_f32(const std::vector<float> &h)
+{
+    float *d;
+    CU(cudaMalloc(&d, h.size() * 4 + 16));
+    CU(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+template <typename T> static void poison(T *d, size_t n) { CU(cudaMemset(d, 0xff, n * sizeof(T))); }
+
+template <typename T> static const char *tname() { return sizeof(T) == 2 ? "bf16" : "f32"; }
+
+/* ---- layernorm ------------------------------------------------------------------------ */
+template <typename T> static void test_layernorm(int64_t n, int dim, int inplace)
+{
+    std::vector<float> x = randv((size_t)(n * dim), 3.f), w = randv(dim, 1.f), b = randv(dim, 0.5f);
+    for (int i = 0; i < (int)x.size(); i++) x[i] += 2.f; /* a mean offset */
+    if (sizeof(T) == 2) x = round_bf16(x);
+    std::vector<float> ref(x.size());
+    mv_layernorm_cpu(ref.data(), x.data(), w.data(), b.data(), n, dim, 1e-6f);
+    T *dx = dev_from<T>(x), *dy = dx;
+    if (!inplace) {
+        CU(cudaMalloc(&dy, x.size() * sizeof(T)));
+        poison(dy, x.size());
+    }
+    float *dw = dev_f32(w), *db = dev_f32(b);
+    CU(mv_cuda_layernorm<T>(dy, dx, dw, db, n, dim, 1e-6f, 0));
+    std::vector<float> got = host_from(dy, x.size());
+    cmp_t c = compare(got.data(), ref.data(), x.size());
+    double tol = sizeof(T) == 2 ? 6e-3 : 2e-6;
+    CHECK(c.nonfinite == 0 && c.rel_l2 < tol, "layernorm %s n=%lld dim=%d%s: rel_l2 %.2e max_abs %.2e",
+          tname<T>(), (long long)n, dim, inplace ? " in place" : "", c.rel_l2, c.max_abs);
+    cudaFree(dx);
+    if (!inplace) cudaFree(dy);
+    cudaFree(dw);
+    cudaFree(db);
+}
+
+/* ---- rope ----------------------------------------------------------------------------- */
+static std::vector<mv_rowinfo> rowinfo_for(const std::vector<int32_t> &grid)
+{
+    std::vector<mv_rowinfo> ri;
+    for (size_t e = 0; e < grid.size() / 3; e++) {
+        int t = grid[3 * e], h = grid[3 * e + 1], w = grid[3 * e + 2];
+        for (int g = 0; g < t; g++)
+            for (int64_t q = 0; q < (int64_t)h * w; q++) {
+                int r, c;
+                mv_mb_decode(q, w, 2, &r, &c);
+                ri.push_back({(int16_t)r, (int16_t)c, (int16_t)h, (int16_t)w});
+            }
+    }
+    return ri;
+}
+
+template <typename T> static void test_rope(const std::vector<int32_t> &grid, int heads, int D)
+{
+    std::vector<mv_rowinfo> ri = rowinfo_for(grid);
+    int64_t n = (int64_t)ri.size();
+    int H = heads * D;
+    std::vector<float> qkv = randv((size_t)(n * 3 * H), 2.f);
+    if (sizeof(T) == 2) qkv = round_bf16(qkv);
+    std::vector<float> cs((size_t)(n * D)), sn((size_t)(n * D)), ref = qkv;
+    mv_rope_tables_cpu(cs.data(), sn.data(), grid.data(), (int)grid.size() / 3, D, 10000.0, 2);
+    mv_rope_apply_cpu(ref.data(), cs.data(), sn.data(), n, heads, D);
+    std::vector<float> inv(D / 4);
+    for (int j = 0; j < D / 4; j++) inv[j] = 1.0f / (float)pow(10000.0, (double)((float)(2 * j) / (float)(D / 2)));
+    T *d = dev_from<T>(qkv);
+    float *dinv = dev_f32(inv);
+    mv_rowinfo *dri;
+    CU(cudaMalloc(&dri, ri.size() * sizeof(mv_rowinfo)));
+    CU(cudaMemcpy(dri, ri.data(), ri.size() * sizeof(mv_rowinfo), cudaMemcpyHostToDevice));
+    float2 *dcs;
+    CU(cudaMalloc(&dcs, (size_t)(n * (D / 2)) * sizeof(float2)));
+    CU(mv_cuda_rope_table(dcs, dri, dinv, n, D, 0));
+    CU(mv_cuda_rope<T>(d, dcs, n, heads, D, 0));
+    std::vector<float> got = host_from(d, qkv.size());
+    if (sizeof(T) == 2) ref = round_bf16(ref);
+    cmp_t c = compare(got.data(), ref.data(), qkv.size());
+    /* f32: cos/sin of the same f32 angles, a few ulps; bf16: at most one rounding apart */
+    double tol = sizeof(T) == 2 ? 3e-3 : 2e-6;
+    CHECK(c.nonfinite == 0 && c.rel_l2 < tol, "rope %s D=%d heads=%d rows=%lld: rel_l2 %.2e max_abs %.2e",
+          tname<T>(), D, heads, (long long)n, c.rel_l2, c.max_abs);
+    cudaFree(d);
+    cudaFree(dinv);
+    cudaFree(dri);
+    cudaFree(dcs);
+}
+
+/* ---- position embedding --------------------------------------------------------------- */
+template <typename T> static void test_pos(const std::vector<int32_t> &grid, int side, int H)
+{
+    std::vector<mv_rowinfo> ri = rowinfo_for(grid);
+    int64_t n = (int64_t)ri.size();
+    std::vector<float> table = round_bf16(randv((size_t)side * side * H, 1.f));
+    std::vector<float> x = randv((size_t)(n * H), 1.f);
+    if (sizeof(T) == 2) x = round_bf16(x);
+    /* CPU twin adds the f32 interpolation; the kernel adds T(pos) and rounds the sum */
+    std::vector<float> pos((size_t)(n * H), 0.f);
+    int64_t base = 0;
+    for (size_t e = 0; e < grid.size() / 3; e++) {
+        int t = grid[3 * e], h = grid[3 * e + 1], w = grid[3 * e + 2];
+        mv_pos_embed_add_cpu(pos.data() + base * H, table.data(), side, H, t, h, w, 2);
+        base += (int64_t)t * h * w;
+    }
+    std::vector<float> ref(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+        ref[i] = sizeof(T) == 2 ? mv_round_bf16(x[i] + mv_round_bf16(pos[i])) : x[i] + pos[i];
+    T *d = dev_from<T>(x);
+    float *dt = dev_f32(table);
+    mv_rowinfo *dri;
+    CU(cudaMalloc(&dri, ri.size() * sizeof(mv_rowinfo)));
+    CU(cudaMemcpy(dri, ri.data(), ri.size() * sizeof(mv_rowinfo), cudaMemcpyHostToDevice));
+    CU(mv_cuda_pos_embed_add<T>(d, dri, dt, side, H, n, 0));
+    std::vector<float> got = host_from(d, x.size());
+    long mism = 0;
+    for (size_t i = 0; i < x.size(); i++) mism += got[i] != ref[i];
+    cmp_t c = compare(got.data(), ref.data(), x.size());
+    /* same f32 operations in the same order: bit-exact, allow a handful of 1-ulp cases */
+    CHECK(c.nonfinite == 0 && mism <= (long)(x.size() / 1000) && c.rel_l2 < 1e-5,
+          "pos_embed %s side=%d H=%d rows=%lld: %ld of %zu differ, rel_l2 %.2e", tname<T>(), side, H,
+          (long long)n, mism, x.size(), c.rel_l2);
+    cudaFree(d);
+    cudaFree(dt);
+    cudaFree(dri);
+}
+
+/* ---- attention ------------------------------------------------------------------------ */
+template <typename T> static void test_attention(const std::vector<int> &lens, int heads, int D, float qscale)
+{
+    std::vector<int32_t> cu(lens.size() + 1, 0);
+    for (size_t i = 0; i < lens.size(); i++) cu[i + 1] = cu[i] + lens[i];
+    int64_t n = cu.back();
+    int H = heads * D;
+    std::vector<float> qkv = randv((size_t)(n * 3 * H), 1.f);
+    for (int64_t r = 0; r < n; r++) /* q, k larger: peaky softmax rows */
+        for (int c = 0; c < 2 * H; c++) qkv[(size_t)(r * 3 * H + c)] *= qscale;
+    if (sizeof(T) == 2) qkv = round_bf16(qkv);
+    std::vector<float> ref((size_t)(n * H));
+    mv_attention_cpu(ref.data(), qkv.data(), cu.data(), (int)lens.size(), heads, D);
+    int bm = sizeof(T) == 2 ? MV_ATTN_BM_BF16 : MV_ATTN_BM_F32;
+    int nt = mv_attn_tile_count(cu.data(), (int)lens.size(), bm);
+    std::vector<mv_attn_tile> tiles((size_t)nt);
+    int nt2 = mv_attn_tiles(tiles.data(), cu.data(), (int)lens.size(), bm);
+    T *d = dev_from<T>(qkv), *o;
+    CU(cudaMalloc(&o, (size_t)(n * H) * sizeof(T)));
+    poison(o, (size_t)(n * H));
+    mv_attn_tile *dtl;
+    CU(cudaMalloc(&dtl, (size_t)nt * sizeof(mv_attn_tile)));
+    CU(cudaMemcpy(dtl, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
+    cudaError_t r = sizeof(T) == 2
+                        ? mv_cuda_attention_bf16((bf16 *)o, (const bf16 *)d, dtl, nt, heads, D, 0)
+                        : mv_cuda_attention_f32((float *)o, (const float *)d, dtl, nt, heads, D, 0);
+    CU(r);
+    CU(cudaDeviceSynchronize());
+    std::vector<float> got = host_from(o, (size_t)(n * H));
+    cmp_t c = compare(got.data(), ref.data(), got.size());
+    /* bf16: P rounded to bf16 and the output stored as bf16 (~2^-9 each) */
+    double tol = sizeof(T) == 2 ? 8e-3 : 2e-5;
+    char segs[128] = "";
+    for (size_t i = 0; i < lens.size() && strlen(segs) < 100; i++)
+        snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
+    CHECK(nt == nt2 && c.nonfinite == 0 && c.rel_l2 < tol,
+          "attention %s D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e max_abs %.2e nonfinite %ld",
+          tname<T>(), D, heads, segs, qscale, c.rel_l2, c.max_abs, c.nonfinite);
+    cudaFree(d);
+    cudaFree(o);
+    cudaFree(dtl);
+}
+
+/* ---- GEMM ----------------------------------------------------------------------------- */
+static void test_gemm(mv_gemm_mode mode, int64_t n, int in, int out, mv_gemm_epi epi, int acc)
+{
+    bool bf = mode == MV_GEMM_BF16;
+    std::vector<float> x = randv((size_t)(n * in), 1.f), w = randv((size_t)out * in, 1.f / sqrtf((float)in)),
+                       b = randv(out, 0.5f), y0 = randv((size_t)(n * out), 1.f);
+    if (bf) {
+        x = round_bf16(x);
+        w = round_bf16(w);
+        b = round_bf16(b);
+        y0 = round_bf16(y0);
+    }
+    std::vector<float> ref((size_t)(n * out));
+    mv_linear_cpu(ref.data(), x.data(), w.data(), epi != MV_EPI_NONE ? b.data() : NULL, n, in, out);
+    if (epi == MV_EPI_GELU_BIAS) mv_gelu_tanh_cpu(ref.data(), (int64_t)ref.size());
+    if (acc)
+        for (size_t i = 0; i < ref.size(); i++) ref[i] += y0[i];
+    cudaStream_t st;
+    CU(cudaStreamCreate(&st));
+    mv_gemm *g;
+    mv_err e;
+    CHECK(mv_gemm_create(&g, mode, st, &e) == MV_OK, "gemm create");
+    std::vector<float> got;
+    mv_status s;
+    if (bf) {
+        bf16 *dx = dev_from<bf16>(x), *dw = dev_from<bf16>(w), *db = dev_from<bf16>(b), *dy = dev_from<bf16>(y0);
+        if (!acc) poison(dy, y0.size());
+        s = mv_gemm_run(g, dy, dx, dw, db, n, in, out, epi, acc, &e);
+        CU(cudaStreamSynchronize(st));
+        got = host_from(dy, y0.size());
+        cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+    } else {
+        float *dx = dev_f32(x), *dw = dev_f32(w), *db = dev_f32(b), *dy = dev_f32(y0);
+        if (!acc) poison(dy, y0.size());
+        s = mv_gemm_run(g, dy, dx, dw, db, n, in, out, epi, acc, &e);
+        CU(cudaStreamSynchronize(st));
+        got.resize(y0.size());
+        CU(cudaMemcpy(got.data(), dy, y0.size() * 4, cudaMemcpyDeviceToHost));
+        cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+    }
+    cmp_t c = compare(got.data(), ref.data(), got.size());
+    /* f32 with the GELU epilogue: cuBLASLt's fast tanh (~1e-6 relative); the backend uses it in
+     * bf16 mode only */
+    double tol = bf ? 6e-3 : mode == MV_GEMM_TF32 ? 3e-3 : epi == MV_EPI_GELU_BIAS ? 2e-5 : 2e-6;
+    const char *mn = bf ? "bf16" : mode == MV_GEMM_TF32 ? "tf32" : "f32";
+    if (s == MV_ERR_UNSUPPORTED && epi == MV_EPI_GELU_BIAS) {
+        /* the backend falls back to bias + kernel; record that cuBLASLt refused */
+        CHECK(1, "gemm %s GELU epilogue unsupported by cuBLASLt here (backend falls back): %s", mn, e.msg);
+    } else {
+        CHECK(s == MV_OK && c.nonfinite == 0 && c.rel_l2 < tol,
+              "gemm %s [%lld x %d] . [%d x %d]^T epi %d acc %d: rel_l2 %.2e max_abs %.2e %s", mn,
+              (long long)n, in, out, in, (int)epi, acc, c.rel_l2, c.max_abs, s ? e.msg : "");
+    }
+    mv_gemm_destroy(g);
+    cudaStreamDestroy(st);
+}
+
+/* ---- elementwise ---------------------------------------------------------------------- */
+template <typename T> static void test_act(int act, size_t n)
+{
+    std::vector<float> x = randv(n, 6.f);
+    if (sizeof(T) == 2) x = round_bf16(x);
+    std::vector<float> ref = x;
+    mv_act_cpu((mv_act)act, ref.data(), (int64_t)n);
+    if (sizeof(T) == 2) ref = round_bf16(ref);
+    T *d = dev_from<T>(x);
+    CU(mv_cuda_act<T>(d, act, (int64_t)n, 0));
+    std::vector<float> got = host_from(d, n);
+    cmp_t c = compare(got.data(), ref.data(), n);
+    double tol = sizeof(T) == 2 ? 4e-3 : 2e-6;
+    CHECK(c.nonfinite == 0 && c.rel_l2 < tol, "activation %d %s n=%zu: rel_l2 %.2e max_abs %.2e", act,
+          tname<T>(), n, c.rel_l2, c.max_abs);
+    cudaFree(d);
+}
+
+static void test_convert(size_t n)
+{
+    std::vector<float> x = randv(n, 100.f);
+    x[0] = 1.00390625f; /* a tie: 1 + 2^-8 rounds to even (1.0) */
+    x[1] = -3.0e38f;
+    bf16 *d = dev_from<bf16>(x);
+    std::vector<float> got = host_from(d, n);
+    long mism = 0;
+    for (size_t i = 0; i < n; i++) mism += got[i] != mv_round_bf16(x[i]);
+    CHECK(mism == 0, "f32 -> bf16 -> f32 round to nearest even matches mv_round_bf16 (%ld of %zu differ)",
+          mism, n);
+    cudaFree(d);
+}
+
+/* ---- whole tower ---------------------------------------------------------------------- */
+typedef struct {
+    mv_model m;
+    std::vector<std::vector<float>> store;
+} rmodel;
+
+static float *tensor(rmodel *r, size_t n, float scale, float offset)
+{
+    std::vector<float> v = round_bf16(randv(n, scale));
+    for (auto &x : v) x = mv_round_bf16(x + offset);
+    r->store.push_back(std::move(v));
+    return r->store.back().data();
+}
+
+static void make_model(rmodel *r, int depth, int H, int heads, int I, int L, int side)
+{
+    memset(&r->m, 0, sizeof r->m);
+    r->store.reserve(64 + 12 * (size_t)depth);
+    mv_vision_config *c = &r->m.cfg;
+    c->depth = depth; c->hidden = H; c->heads = heads; c->head_dim = H / heads; c->inter = I;
+    c->out_hidden = L; c->patch = 16; c->merge = 2; c->temporal = 2; c->in_ch = 3;
+    c->num_pos = side * side; c->pos_side = side; c->act = MV_ACT_GELU_TANH; c->rope_theta = 10000.0;
+    c->ln_eps = 1e-6f; c->patch_dim = 1536;
+    mv_model *m = &r->m;
+    int P = 1536;
+    float sH = 1.f / sqrtf((float)H), sI = 1.f / sqrtf((float)I), sP = 1.f / sqrtf((float)P);
+    m->patch_w = tensor(r, (size_t)H * P, sP * 1.7f, 0); m->patch_b = tensor(r, H, 0.1f, 0);
+    m->pos_embed = tensor(r, (size_t)side * side * H, 0.5f, 0);
+    m->blocks = (mv_block *)calloc((size_t)depth, sizeof(mv_block));
+    for (int i = 0; i < depth; i++) {
+        mv_block *B = &m->blocks[i];
+        B->norm1_w = tensor(r, H, 0.2f, 1.f); B->norm1_b = tensor(r, H, 0.1f, 0);
+        B->norm2_w = tensor(r, H, 0.2f, 1.f); B->norm2_b = tensor(r, H, 0.1f, 0);
+        B->qkv_w = tensor(r, (size_t)3 * H * H, sH * 2.5f, 0); B->qkv_b = tensor(r, 3 * H, 0.1f, 0);
+        B->proj_w = tensor(r, (size_t)H * H, sH, 0); B->proj_b = tensor(r, H, 0.1f, 0);
+        B->fc1_w = tensor(r, (size_t)I * H, sH * 1.7f, 0); B->fc1_b = tensor(r, I, 0.1f, 0);
+        B->fc2_w = tensor(r, (size_t)H * I, sI, 0); B->fc2_b = tensor(r, H, 0.1f, 0);
+    }
+    m->mnorm_w = tensor(r, H, 0.2f, 1.f); m->mnorm_b = tensor(r, H, 0.1f, 0);
+    m->mfc1_w = tensor(r, (size_t)16 * H * H, sH * 0.85f, 0); m->mfc1_b = tensor(r, 4 * H, 0.1f, 0);
+    m->mfc2_w = tensor(r, (size_t)L * 4 * H, sH * 0.5f, 0); m->mfc2_b = tensor(r, L, 0.1f, 0);
+}
+
+typedef struct {
+    std::vector<std::string> names;
+} stage_log;
+static mv_status log_stage(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
+                           mv_err *e)
+{
+    (void)e;
+    stage_log *l = (stage_log *)ud;
+    long bad = 0;
+    for (int64_t i = 0; i < rows * cols; i++) bad += !isfinite(data[i]);
+    l->names.push_back(std::string(stage) + (bad ? "(nonfinite)" : ""));
+    return MV_OK;
+}
+
+static double min_row_cos(const float *a, const float *b, int64_t rows, int64_t cols)
+{
+    double mn = 1.0;
+    for (int64_t r = 0; r < rows; r++) {
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t c = 0; c < cols; c++) {
+            double x = a[r * cols + c], y = b[r * cols + c];
+            ab += x * y; aa += x * x; bb += y * y;
+        }
+        double cs = ab / (sqrt(aa * bb) + 1e-30);
+        if (!(cs >= mn)) mn = cs; /* NaN sticks */
+    }
+    return mn;
+}
+
+static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
+{
+    rmodel rm;
+    make_model(&rm, 2, H, heads, H + 16, 48, 16);
+    const mv_vision_config *c = &rm.m.cfg;
+    int n_entries = (int)grid.size() / 3;
+    int64_t N = 0;
+    for (int i = 0; i < n_entries; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    std::vector<float> pix = round_bf16(randv((size_t)(N * 1536), 1.f));
+    int64_t M = N / 4;
+    std::vector<float> ref((size_t)(M * c->out_hidden));
+    mv_backend *cpu = NULL;
+    mv_err e;
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    if (mv_backend_cpu_create(&rm.m, &o, &cpu, &e) != MV_OK) {
+        CHECK(0, "cpu backend: %s", e.msg);
+        return;
+    }
+    /* pixels already bf16 values, so every precision sees the same input */
+    CHECK(cpu->forward(cpu, pix.data(), grid.data(), n_entries, ref.data(), NULL, NULL, &e) == MV_OK,
+          "cpu forward D=%d", H / heads);
+    cpu->destroy(cpu);
+    struct {
+        mv_precision p;
+        long long bt;
+        double tol;
+        const char *name;
+    } runs[] = {{MV_PREC_F32, 0, 2e-5, "f32"},
+                {MV_PREC_F32, 64, 2e-5, "f32 chunked (64-patch workspace)"},
+                {MV_PREC_TF32, 0, 1e-2, "tf32"},
+                {MV_PREC_BF16, 0, 3e-2, "bf16"},
+                {MV_PREC_BF16, 100, 3e-2, "bf16 chunked (100-patch workspace)"}};
+    for (auto &run : runs) {
+        o.precision = run.p;
+        o.batch_tokens = run.bt;
+        mv_backend *cb = NULL;
+        mv_status s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+        CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
+        if (s) continue;
+        std::vector<float> got(ref.size(), NAN);
+        s = cb->forward(cb, pix.data(), grid.data(), n_entries, got.data(), NULL, NULL, &e);
+        cmp_t cm = compare(got.data(), ref.data(), got.size());
+        double mc = min_row_cos(got.data(), ref.data(), M, c->out_hidden);
+        CHECK(s == MV_OK && cm.nonfinite == 0 && cm.rel_l2 < run.tol && mc > 0.999,
+              "tower D=%d %s vs cpu: rel_l2 %.2e min row cos %.6f %s", H / heads, run.name, cm.rel_l2, mc,
+              s ? e.msg : "");
+        if (run.bt == 0 && run.p == MV_PREC_BF16) {
+            stage_log lg;
+            std::vector<float> got2(ref.size(), NAN);
+            s = cb->forward(cb, pix.data(), grid.data(), n_entries, got2.data(), log_stage, &lg, &e);
+            std::string all;
+            for (auto &nm : lg.names) all += nm + " ";
+            CHECK(s == MV_OK && lg.names.size() == (size_t)(3 + c->depth + 3) &&
+                      all == "pixel_values patch_embed embed block_00 block_01 merger_norm merger_fc1 output ",
+                  "stage dumps: %s", all.c_str());
+            CHECK(s == MV_OK && memcmp(got.data(), got2.data(), got.size() * 4) == 0,
+                  "bf16 forward is deterministic (with and without dumps)");
+        }
+        cb->destroy(cb);
+    }
+    free(rm.m.blocks);
+}
+
+/* workspace sizing under memory pressure: a smaller batch, or a clear error, never a crash */
+static void test_oom(void)
+{
+    rmodel rm;
+    make_model(&rm, 1, 144, 2, 160, 48, 16);
+    std::vector<int32_t> grid;
+    for (int i = 0; i < 64; i++) { grid.push_back(1); grid.push_back(16); grid.push_back(16); }
+    int64_t N = 64 * 256;
+    std::vector<float> pix = randv((size_t)(N * 1536), 1.f), a((size_t)(N / 4 * 48)), b2(a.size());
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.precision = MV_PREC_BF16;
+    o.batch_tokens = N;
+    mv_backend *cb = NULL;
+    mv_err e;
+    if (mv_backend_cuda_create(&rm.m, &o, &cb, &e) != MV_OK) {
+        CHECK(0, "oom: create: %s", e.msg);
+        return;
+    }
+    mv_status s1 = cb->forward(cb, pix.data(), grid.data(), 64, a.data(), NULL, NULL, &e);
+    cb->destroy(cb);
+    /* now leave ~120 MiB free and ask again for the whole batch in one forward */
+    size_t fr, tot;
+    CU(cudaMemGetInfo(&fr, &tot));
+    void *hog = NULL;
+    size_t want = fr > (240u << 20) ? fr - (120u << 20) : 0;
+    while (want && cudaMalloc(&hog, want) != cudaSuccess) {
+        cudaGetLastError();
+        want -= 64u << 20;
+    }
+    mv_status s2 = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+    mv_status s3 = MV_ERR_INTERNAL;
+    if (s2 == MV_OK) {
+        s3 = cb->forward(cb, pix.data(), grid.data(), 64, b2.data(), NULL, NULL, &e);
+        cb->destroy(cb);
+    }
+    if (hog) cudaFree(hog);
+    cmp_t cm = compare(b2.data(), a.data(), a.size());
+    CHECK(s1 == MV_OK && (s2 == MV_ERR_NOMEM || (s2 == MV_OK && (s3 == MV_ERR_NOMEM || (s3 == MV_OK && cm.rel_l2 < 1e-2)))),
+          "memory pressure (%.0f MiB hogged): create %d forward %d rel_l2 vs unconstrained %.2e %s",
+          want / 1048576.0, (int)s2, (int)s3, cm.rel_l2, (s2 || s3) ? e.msg : "");
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && !strcmp(argv[1], "--quick"); /* compute-sanitizer: small shapes only */
+    if (!mv_cuda_available()) {
+        printf("Bail out! no CUDA device\n");
+        return 2;
+    }
+    /* layernorm: widths of the released towers, odd widths (scalar path), in place */
+    test_layernorm<float>(37, 1152, 0);
+    test_layernorm<bf16>(37, 1152, 0);
+    test_layernorm<bf16>(5, 72, 1);
+    test_layernorm<float>(9, 100, 0);
+    test_layernorm<bf16>(9, 100, 1);
+    if (!quick) {
+        test_layernorm<bf16>(3001, 1024, 0);
+        test_layernorm<bf16>(700, 4608, 1);
+    }
+    /* rope: mixed grids, D 72 and 64 */
+    std::vector<int32_t> g1 = {1, 4, 6, 2, 8, 10, 1, 2, 2};
+    std::vector<int32_t> g2 = {1, 68, 120, 3, 6, 4};
+    test_rope<float>(g1, 3, 72);
+    test_rope<bf16>(g1, 3, 72);
+    test_rope<float>(g1, 2, 64);
+    test_rope<bf16>(g1, 2, 64);
+    if (!quick) test_rope<bf16>(g2, 2, 72);
+    /* position table: tiny grids, non-square, a grid larger than the table */
+    std::vector<int32_t> gp = {1, 2, 2, 3, 6, 10, 1, 50, 2};
+    test_pos<float>(gp, 48, 96);
+    test_pos<bf16>(gp, 48, 96);
+    test_pos<bf16>(g1, 16, 144);
+    if (!quick) test_pos<bf16>(g2, 48, 1152);
+    /* attention: segment mixes (single row, tile-boundary +-1, long), D 72 / 64 */
+    std::vector<std::vector<int>> mixes = {{1}, {17, 130, 64}, {127, 128, 129, 3}, {784, 3, 1000}};
+    for (auto &mx : mixes) {
+        test_attention<float>(mx, 2, 72, 2.f);
+        test_attention<float>(mx, 1, 64, 2.f);
+    }
+    if (!quick) test_attention<float>({4097}, 1, 72, 2.f);
+    for (int variant = 1; variant <= 2; variant++) { /* both bf16 kernel variants */
+        printf("# bf16 attention kernel variant %d\n", variant);
+        mv_cuda_attn_set_variant(variant);
+        for (auto &mx : mixes) {
+            test_attention<bf16>(mx, 2, 72, 2.f);
+            test_attention<bf16>(mx, 3, 64, 2.f);
+        }
+        test_attention<bf16>({300, 65}, 2, 72, 6.f); /* near one-hot softmax rows */
+        if (!quick) {
+            test_attention<bf16>({4097, 1, 2500}, 2, 72, 2.f);
+            test_attention<bf16>({8160}, 1, 72, 2.f);
+            test_attention<bf16>({4096}, 2, 64, 2.f);
+            test_attention<bf16>({200, 33}, 2, 128, 2.f);
+            test_attention<bf16>({200, 33}, 2, 80, 2.f);
+        }
+    }
+    mv_cuda_attn_set_variant(2);
+    /* GEMM: every epilogue, odd n, each mode */
+    mv_gemm_mode modes[] = {MV_GEMM_BF16, MV_GEMM_F32, MV_GEMM_TF32};
+    for (mv_gemm_mode md : modes) {
+        test_gemm(md, 37, 1536, 1152, MV_EPI_BIAS, 0);
+        test_gemm(md, 1, 72, 200, MV_EPI_NONE, 0);
+        test_gemm(md, 129, 144, 160, MV_EPI_GELU_BIAS, 0);
+        test_gemm(md, 333, 160, 144, MV_EPI_BIAS, 1);
+        if (!quick) test_gemm(md, 4000, 1152, 4304, MV_EPI_GELU_BIAS, 0);
+    }
+    /* elementwise */
+    for (int act = 0; act < 3; act++) {
+        test_act<float>(act, 10007);
+        test_act<bf16>(act, 10007);
+    }
+    test_convert(100003);
+    /* whole tower vs the CPU tower */
+    test_tower(144, 2, {1, 4, 6, 2, 6, 4, 1, 2, 2, 1, 12, 10});
+    test_tower(128, 2, {1, 8, 8, 3, 4, 2});
+    if (!quick) test_oom();
+    return UNIT_DONE();
+}
