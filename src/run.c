@@ -977,7 +977,9 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
         return st;
     }
     int jobs = o->jobs > 0 ? o->jobs : default_jobs();
-    int writers = 2;
+    /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
+     * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
+    int writers = jobs / 2 < 2 ? 2 : (jobs / 2 > 8 ? 8 : jobs / 2);
     size_t qcap = (size_t)jobs * 2 + 4;
     mv_queue_init(&R->jobs, qcap);
     mv_queue_init(&R->ready, qcap);
