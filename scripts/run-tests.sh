@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-tests.sh UNIT_BIN... - runs the C unit tests and the bats suites, counts TAP results and
 # prints the closing line "N passed, N failed". Exit status is non-zero when anything failed.
-# MVEMBED_BATS_FILTER limits the bats files (a glob under test/bats/).
+# MVEMBED_BATS_FILTER limits the bats files (a glob under test/bats/); MVEMBED_BATS_EXCLUDE
+# leaves some out.
 set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0
@@ -24,7 +25,13 @@ for t in "$@"; do
     fi
 done
 if command -v bats >/dev/null; then
-    files=(test/bats/${MVEMBED_BATS_FILTER:-*.bats})
+    files=()
+    for f in test/bats/${MVEMBED_BATS_FILTER:-*.bats}; do
+        # MVEMBED_BATS_EXCLUDE: space-separated file names left out (the ASan build cannot run
+        # under valgrind)
+        case " ${MVEMBED_BATS_EXCLUDE:-} " in *" $(basename "$f") "*) echo "# excluded: $f"; continue ;; esac
+        files+=("$f")
+    done
     # A skipped test counts as a failure: a suite that skipped everything did not pass.
     bats --tap "${files[@]}" >"$log" 2>&1; rc=$?
     cat "$log"
