@@ -58,11 +58,20 @@ int main(int argc, char **argv)
     }
     mv_array A, B;
     double *a, *b;
-    if (load64(argv[i], &A, &a) || load64(argv[i + 1], &B, &b))
+    if (load64(argv[i], &A, &a))
         return 2;
+    if (load64(argv[i + 1], &B, &b)) {
+        free(a);
+        mv_array_free(&A);
+        return 2;
+    }
     if (A.count != B.count) {
         fprintf(stderr, "npycmp: %s has %lld elements, %s has %lld\n", argv[i], (long long)A.count,
                 argv[i + 1], (long long)B.count);
+        free(a);
+        free(b);
+        mv_array_free(&A);
+        mv_array_free(&B);
         return 1;
     }
     int64_t cols = B.ndim ? B.shape[B.ndim - 1] : 1;
