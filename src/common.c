@@ -103,6 +103,50 @@ mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e)
     return MV_OK;
 }
 
+/* mkdir -p on a writable copy: 0, or -1 with errno and *failed naming the component that failed.
+ * Tolerates a concurrent creator (EEXIST on a directory). */
+static int mkdirs_rec(char *dir, const char **failed)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        *failed = dir;
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (mkdir(dir, 0777) == 0)
+        return 0;
+    if (errno == EEXIST) { /* raced with another writer, or a dangling symlink */
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+            return 0;
+        *failed = dir;
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (errno != ENOENT) {
+        *failed = dir;
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    while (slash && slash > dir && slash[-1] == '/')
+        slash--;
+    if (!slash || slash == dir) {
+        *failed = dir;
+        errno = ENOENT;
+        return -1;
+    }
+    *slash = 0;
+    int r = mkdirs_rec(dir, failed);
+    *slash = '/';
+    if (r)
+        return -1;
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        return 0;
+    *failed = dir;
+    return -1;
+}
+
 mv_status mv_mkdirs(const char *dir, mv_err *e)
 {
     char buf[4096];
@@ -110,18 +154,11 @@ mv_status mv_mkdirs(const char *dir, mv_err *e)
     if (n == 0 || n >= sizeof buf)
         return mv_fail(e, MV_ERR_IO, "%s: bad directory name", dir);
     memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != 0)
-            continue;
-        char c = buf[i];
-        buf[i] = 0;
-        struct stat st;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return mv_fail(e, MV_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-            return mv_fail(e, MV_ERR_IO, "%s: not a directory", buf);
-        buf[i] = c;
-    }
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = 0;
+    const char *failed = buf;
+    if (mkdirs_rec(buf, &failed) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", failed, strerror(errno));
     return MV_OK;
 }
 

@@ -47,49 +47,6 @@ mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t
     return MV_OK;
 }
 
-/* mkdir -p dir. 0 or -1 with errno; *failed names the component that failed. */
-static int mkdir_p(char *dir, const char **failed)
-{
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return 0;
-        *failed = dir;
-        errno = ENOTDIR;
-        return -1;
-    }
-    if (mkdir(dir, 0777) == 0)
-        return 0;
-    if (errno == EEXIST) { /* raced with another writer, or a dangling symlink */
-        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-            return 0;
-        *failed = dir;
-        errno = ENOTDIR;
-        return -1;
-    }
-    if (errno != ENOENT) {
-        *failed = dir;
-        return -1;
-    }
-    char *slash = strrchr(dir, '/');
-    while (slash && slash > dir && slash[-1] == '/')
-        slash--;
-    if (!slash || slash == dir) {
-        *failed = dir;
-        errno = ENOENT;
-        return -1;
-    }
-    *slash = 0;
-    int r = mkdir_p(dir, failed);
-    *slash = '/';
-    if (r)
-        return -1;
-    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
-        return 0;
-    *failed = dir;
-    return -1;
-}
-
 /* pid encoded in ".tmp-<pid>-..." or -1. */
 static long temp_pid(const char *name)
 {
@@ -313,10 +270,8 @@ mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int
     if (s != MV_OK)
         goto done;
 
-    const char *failed = NULL;
-    if (mkdir_p(dir, &failed) != 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: cannot create directory '%s': %s", fin,
-                    failed ? failed : dir, strerror(errno));
+    if ((s = mv_mkdirs(dir, e)) != MV_OK) {
+        mv_fail_prefix(e, s, "%s: cannot create its directory", fin);
         goto done;
     }
     if (mark_swept(dir))
