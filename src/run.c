@@ -111,24 +111,29 @@ typedef struct {
     int64_t rows;
 } item;
 
+static char oom_msg[] = "out of memory"; /* an item's error when even its message can't be copied */
+
 static void item_free(item *it)
 {
     if (!it)
         return;
     free(it->path);
     free(it->rel);
-    free(it->error);
+    if (it->error != oom_msg)
+        free(it->error);
     prepared_free(&it->p);
     free(it->out);
     free(it);
 }
 
-static int item_fail(item *it, const char *msg)
+static void item_fail(item *it, const char *msg)
 {
-    free(it->error);
+    if (it->error != oom_msg)
+        free(it->error);
     it->error = strdup(msg);
+    if (!it->error)
+        it->error = oom_msg;
     prepared_free(&it->p);
-    return 0;
 }
 
 static mv_status prepare_image(const mv_run_opts *o, const mv_model *m, const char *path,
@@ -292,7 +297,7 @@ struct runner {
     pthread_mutex_t err_mu;
     mv_err err;
     /* counters */
-    atomic_long n_ok, n_err, n_skip, n_decoded, n_towered;
+    atomic_long n_ok, n_err, n_skip, n_decoded;
     atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
     int shard_k, shard_n;
     atomic_llong tokens;
@@ -497,7 +502,6 @@ static void tower_batch(runner *R, mv_backend *be, item **items, int n)
         items[i]->p.pixels = NULL;
         atomic_fetch_add(&R->tokens, item_patches(items[i]));
     }
-    atomic_fetch_add(&R->n_towered, n);
 out:
     if (n > 1)
         free(pix);
