@@ -328,17 +328,17 @@ static void progress(runner *R, int final)
         double dt = now - R->t0 > 1e-9 ? now - R->t0 : 1e-9;
         long done = atomic_load(&R->n_ok) + atomic_load(&R->n_err);
         long total = atomic_load(&R->total), skip = atomic_load(&R->n_skip);
-        char tot[96] = "";
-        if (total >= 0 && done > 0) {
-            double eta = (total - skip - done) * (dt / done);
-            snprintf(tot, sizeof tot, "/%ld (ETA %dm%02ds)", total - skip, (int)(eta / 60), (int)eta % 60);
-        } else if (total >= 0) {
+        char tot[48] = "", eta[48] = "";
+        if (total >= 0)
             snprintf(tot, sizeof tot, "/%ld", total - skip);
+        if (total >= 0 && done > 0 && !final) {
+            double t = (total - skip - done) * (dt / done);
+            snprintf(eta, sizeof eta, ", ETA %dm%02ds", (int)(t / 60), (int)t % 60);
         }
         fprintf(stderr,
-                "\r\033[Kmvembed: %ld%s done, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
+                "\r\033[Kmvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
                 "| written %.1f files/s%s",
-                done, tot, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
+                done, tot, eta, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
                 atomic_load(&R->tokens) / dt, done / dt, final ? "\n" : "");
         fflush(stderr);
     }

@@ -117,3 +117,12 @@ count_ok() { grep -c '"status":"ok"' "$1/manifest.jsonl"; }
     echo "man only: $(comm -13 <(echo "$help") <(echo "$man"))"
     [ "$help" = "$man" ]
 }
+
+@test "--progress: files done of the total, rates per stage, ETA; -q silences it" {
+    run mvembed --progress --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: 4/4 done, 0 failed, 0 skipped | decode " ]]
+    [[ "$output" =~ "tok/s | written " ]]
+    run mvembed -q --force --device cpu --model "$MODEL" --out "$T/o" "$T/data"
+    [ -z "$output" ]
+}
