@@ -103,38 +103,38 @@ mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e)
     return MV_OK;
 }
 
-/* mkdir -p on a writable copy: 0, or -1 with errno and *failed naming the component that failed.
- * Tolerates a concurrent creator (EEXIST on a directory). */
-static int mkdirs_rec(char *dir, const char **failed)
+/* mkdir -p on a writable copy: 0, or -1 with errno and failed[] holding the component that failed
+ * (copied: the caller's buffer is restored on the way back up). Tolerates a concurrent creator
+ * (EEXIST on a directory). */
+static int fail_at(const char *dir, char *failed, int err)
+{
+    snprintf(failed, 4096, "%s", dir);
+    errno = err;
+    return -1;
+}
+
+static int mkdirs_rec(char *dir, char *failed)
 {
     struct stat st;
     if (stat(dir, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return 0;
-        *failed = dir;
-        errno = ENOTDIR;
-        return -1;
+        return fail_at(dir, failed, ENOTDIR);
     }
     if (mkdir(dir, 0777) == 0)
         return 0;
     if (errno == EEXIST) { /* raced with another writer, or a dangling symlink */
         if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
             return 0;
-        *failed = dir;
-        errno = ENOTDIR;
-        return -1;
+        return fail_at(dir, failed, ENOTDIR);
     }
-    if (errno != ENOENT) {
-        *failed = dir;
-        return -1;
-    }
+    if (errno != ENOENT && errno != ENOTDIR) /* ENOTDIR: find the parent that is a file */
+        return fail_at(dir, failed, errno);
     char *slash = strrchr(dir, '/');
     while (slash && slash > dir && slash[-1] == '/')
         slash--;
     if (!slash || slash == dir) {
-        *failed = dir;
-        errno = ENOENT;
-        return -1;
+        return fail_at(dir, failed, ENOENT);
     }
     *slash = 0;
     int r = mkdirs_rec(dir, failed);
@@ -143,8 +143,7 @@ static int mkdirs_rec(char *dir, const char **failed)
         return -1;
     if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
         return 0;
-    *failed = dir;
-    return -1;
+    return fail_at(dir, failed, errno == EEXIST ? ENOTDIR : errno);
 }
 
 mv_status mv_mkdirs(const char *dir, mv_err *e)
@@ -156,8 +155,8 @@ mv_status mv_mkdirs(const char *dir, mv_err *e)
     memcpy(buf, dir, n + 1);
     while (n > 1 && buf[n - 1] == '/')
         buf[--n] = 0;
-    const char *failed = buf;
-    if (mkdirs_rec(buf, &failed) != 0)
+    char failed[4096];
+    if (mkdirs_rec(buf, failed) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: %s", failed, strerror(errno));
     return MV_OK;
 }
