@@ -5,7 +5,8 @@ Qwen3_5VisionModel (bf16, sdpa, CUDA), batched, outputs copied back to the host.
 
   bench_e2e_hf.py --model DIR --files LIST.txt [--limit N] [--batch B] [--videos]
 
-Prints files/s over the timed files (after one warm-up batch). --videos loads clips with
+Prints files/s over the timed files (after one warm-up batch); --out DIR also saves every
+embedding with numpy.save, so that both sides do the whole job. --videos loads clips with
 transformers' load_video (opencv backend: the GPU machine has no PyAV/decord) and uses
 Qwen3VLVideoProcessor."""
 import argparse
@@ -27,6 +28,8 @@ def main():
     ap.add_argument("--limit", type=int, default=200)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--videos", action="store_true")
+    ap.add_argument("--out", help="also save each file's embedding as OUT/<name>.npy (the same job "
+                                  "as mvembed's, which writes every output)")
     a = ap.parse_args()
     files = [l.strip() for l in open(a.files) if l.strip()][: a.limit]
     model, cfg = H.load_model(a.model)
@@ -61,7 +64,14 @@ def main():
         with torch.no_grad():
             o = model(pix.to("cuda", torch.bfloat16), grid_thw=grid.to("cuda"))
         o = getattr(o, "pooler_output", o)
-        return o.float().cpu(), int(grid.prod(-1).sum())
+        o = o.float().cpu()
+        if a.out:
+            import numpy as np
+            os.makedirs(a.out, exist_ok=True)
+            sizes = (grid.prod(-1) // 4).tolist()
+            for f, part in zip(batch, torch.split(o, sizes)):
+                np.save(os.path.join(a.out, os.path.basename(f) + ".npy"), part.numpy())
+        return o, int(grid.prod(-1).sum())
 
     run(files[: a.batch])  # warm-up
     torch.cuda.synchronize()

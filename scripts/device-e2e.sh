@@ -52,7 +52,7 @@ find $W/photos -name '*.jpg' | sort > $W/photos.txt
 log "photos: $(wc -l < $W/photos.txt) files, $(du -sh $W/photos | cut -f1), made in $(python3 -c "import time;print(round(time.time()-$t,1))")s"
 
 log "== 3. HF end to end (images)"
-timeout 200 python3 scripts/bench_e2e_hf.py --model $W/m27 --files $W/photos.txt --limit ${E2E_HF:-160} --batch 8 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
+timeout 200 python3 scripts/bench_e2e_hf.py --model $W/m27 --files $W/photos.txt --limit ${E2E_HF:-160} --batch 8 --out $W/hf_out 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
 
 log "== 4. mvembed end to end (images)"
 sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
