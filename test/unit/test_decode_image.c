@@ -10,6 +10,7 @@
  *  - EXIF rotation: the same file with its orientation tag patched to 1, rotated by hand.
  * Runs from the repository root (make test does).
  */
+#include "mv_walk.h"
 #include "unit.h"
 
 #include "mv_image.h"
@@ -21,16 +22,8 @@
 #define IMG "fixtures/media/images/"
 #define BAD "fixtures/bad/"
 
-static uint64_t fnv1a(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
+/* FNV-1a 64 of a buffer (the stored PIL/HF hashes were made with it) */
+#define fnv1a mv_hash64
 
 /* Runs ffmpeg on path and returns its raw frame in pix_fmt (malloc'd), or NULL. */
 static uint8_t *ffmpeg_raw(const char *path, const char *pix_fmt, size_t *n)

@@ -11,6 +11,7 @@
  *    transformers.image_utils.load_image(fixture) for the committed fixtures/media/images files.
  *    If the fixture files are regenerated these hashes must be regenerated too.
  */
+#include "mv_walk.h"
 #include "unit.h"
 
 #include "mv_image.h"
@@ -19,16 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t fnv1a(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
+/* FNV-1a 64 of a buffer (the stored PIL/HF hashes were made with it) */
+#define fnv1a mv_hash64
 
 /* The oracle's synthetic input: hashed noise and a smooth ramp in an 8x8 checkerboard. */
 static uint8_t gen_pixel(uint64_t x, uint64_t y, uint64_t c)
@@ -39,19 +32,11 @@ static uint8_t gen_pixel(uint64_t x, uint64_t y, uint64_t c)
     return (uint8_t)(((x / 8 + y / 8) % 2 == 0) ? v : s);
 }
 
+/* the released Qwen3.5 checkpoints' values: 65536..16777216 pixels, mean = std = 0.5, 16/2/2 */
 static void qwen35_pp(mv_preproc_config *pp)
 {
     memset(pp, 0, sizeof *pp);
-    pp->min_pixels = 65536;
-    pp->max_pixels = 16777216;
-    for (int c = 0; c < 3; c++) {
-        pp->mean[c] = 0.5f;
-        pp->std[c] = 0.5f;
-    }
-    pp->rescale = 1.0 / 255.0;
-    pp->patch = 16;
-    pp->merge = 2;
-    pp->temporal = 2;
+    mv_preproc_defaults(pp);
 }
 
 static void test_smart_resize(void)
