@@ -1,8 +1,11 @@
 /* gemm.cu - every Linear of the tower through cuBLASLt: Y[n, out] = X[n, in] . W[out, in]^T with
  * the bias (and tanh GELU) fused as epilogues, and the residual add fused as beta = 1 (Y is both
  * C and D). bf16 mode: bf16 operands and bias, f32 accumulation, one rounding at the store;
- * f32 / tf32 modes: f32 operands with CUBLAS_COMPUTE_32F / _FAST_TF32. Plans (descriptors,
- * layouts and the heuristic's algorithm) are cached per shape. CPU twin: mv_linear_cpu.
+ * f32 / tf32 modes: f32 operands with CUBLAS_COMPUTE_32F / _FAST_TF32. mv_gemm_run_f32y: the
+ * same with an f32 Y (C = D = CUDA_R_32F) and an f32 bias (cuBLASLt's bias type is D's type),
+ * for the bf16 tower's optional f32 residual stream: bf16 X . W^T accumulated in f32 and added to
+ * f32 Y without any bf16 rounding. Plans (descriptors, layouts and the heuristic's algorithm) are
+ * cached per shape and output type. CPU twin: mv_linear_cpu.
  *
  * Row-major to column-major: Y^T[out, n] = W[out, in] . X^T[in, n], i.e. A = W (transposed view
  * of the [in, out] column-major buffer), B = X, C = D = Y, bias along the m = out dimension. */
@@ -19,6 +22,7 @@
 typedef struct {
     int64_t n;
     int in, out, epi, acc;
+    int yf32; /* Y (C, D) and bias are f32 whatever the mode */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -81,6 +85,7 @@ void mv_gemm_destroy(mv_gemm *g)
 static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
 {
     cudaDataType_t dt = g->mode == MV_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cudaDataType_t dy = p->yf32 ? CUDA_R_32F : dt; /* C, D and bias */
     cublasComputeType_t ct =
         g->mode == MV_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasStatus_t s;
@@ -99,13 +104,13 @@ static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
     LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
        "epilogue");
     if (p->epi != MV_EPI_NONE)
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof dt),
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dy, sizeof dy),
            "bias type");
     /* A = W: column-major [in, out], ld in (op T -> [out, in]); B = X: [in, n], ld in;
      * C = D = Y: [out, n], ld out. */
     LT(cublasLtMatrixLayoutCreate(&p->la, dt, (uint64_t)p->in, (uint64_t)p->out, p->in), "layout A");
     LT(cublasLtMatrixLayoutCreate(&p->lb, dt, (uint64_t)p->in, (uint64_t)p->n, p->in), "layout B");
-    LT(cublasLtMatrixLayoutCreate(&p->lc, dt, (uint64_t)p->out, (uint64_t)p->n, p->out), "layout C");
+    LT(cublasLtMatrixLayoutCreate(&p->lc, dy, (uint64_t)p->out, (uint64_t)p->n, p->out), "layout C");
     cublasLtMatmulPreference_t pref;
     LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
     uint64_t wsz = GEMM_WORKSPACE;
@@ -127,12 +132,13 @@ static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
 #undef LT
 }
 
-static mv_status plan_get(mv_gemm *g, int64_t n, int in, int out, int epi, int acc, gemm_plan **pp,
-                          mv_err *e)
+static mv_status plan_get(mv_gemm *g, int64_t n, int in, int out, int epi, int acc, int yf32,
+                          gemm_plan **pp, mv_err *e)
 {
     for (int i = 0; i < g->n_plans; i++) {
         gemm_plan *p = &g->plans[i];
-        if (p->n == n && p->in == in && p->out == out && p->epi == epi && p->acc == acc) {
+        if (p->n == n && p->in == in && p->out == out && p->epi == epi && p->acc == acc &&
+            p->yf32 == yf32) {
             *pp = p;
             return MV_OK;
         }
@@ -151,6 +157,7 @@ static mv_status plan_get(mv_gemm *g, int64_t n, int in, int out, int epi, int a
     p->out = out;
     p->epi = epi;
     p->acc = acc;
+    p->yf32 = yf32;
     mv_status st = plan_build(g, p, e);
     if (st != MV_OK) {
         plan_free(p);
@@ -160,19 +167,20 @@ static mv_status plan_get(mv_gemm *g, int64_t n, int in, int out, int epi, int a
     return MV_OK;
 }
 
-mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const void *bias,
-                      int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e)
+static mv_status gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const void *bias,
+                          int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, int yf32,
+                          mv_err *e)
 {
     if (n <= 0) return MV_OK;
     if (epi != MV_EPI_NONE && !bias)
         return mv_fail(e, MV_ERR_INTERNAL, "cuda: gemm: bias epilogue without a bias");
     gemm_plan *p;
-    mv_status st = plan_get(g, n, in, out, (int)epi, accumulate, &p, e);
+    mv_status st = plan_get(g, n, in, out, (int)epi, accumulate, yf32, &p, e);
     if (st != MV_OK) return st;
     if (p->ok < 0)
         return mv_fail(e, MV_ERR_UNSUPPORTED,
-                       "cuda: cuBLASLt has no algorithm for [%lld x %d] . [%d x %d]^T (epilogue %d)",
-                       (long long)n, in, out, in, (int)epi);
+                       "cuda: cuBLASLt has no algorithm for [%lld x %d] . [%d x %d]^T (epilogue %d%s)",
+                       (long long)n, in, out, in, (int)epi, yf32 ? ", f32 output" : "");
     if (epi != MV_EPI_NONE) {
         cublasStatus_t s = cublasLtMatmulDescSetAttribute(
             p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
@@ -187,4 +195,18 @@ mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const v
         return lt_fail(e, s, what);
     }
     return MV_OK;
+}
+
+mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const void *bias,
+                      int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e)
+{
+    return gemm_run(g, Y, X, W, bias, n, in, out, epi, accumulate, 0, e);
+}
+
+mv_status mv_gemm_run_f32y(mv_gemm *g, float *Y, const void *X, const void *W, const float *bias,
+                           int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e)
+{
+    if (epi == MV_EPI_GELU_BIAS)
+        return mv_fail(e, MV_ERR_INTERNAL, "cuda: gemm: no GELU epilogue with an f32 output");
+    return gemm_run(g, Y, X, W, bias, n, in, out, epi, accumulate, 1, e);
 }

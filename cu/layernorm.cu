@@ -1,8 +1,9 @@
 /* layernorm.cu - LayerNorm over the last dimension (blocks' norm1/norm2, merger norm).
  * One warp per row; statistics in f32 with two passes (mean, then mean squared deviation), as
  * torch's fp32 LayerNorm; the row is re-read from L1 rather than held in registers so any width
- * works. Not fused with anything: the GEMM that follows reads its output. CPU twin:
- * mv_layernorm_cpu (include/mv_ops_cpu.h). */
+ * works. Input and output element types may differ (f32 in, bf16 out: the bf16 tower with an f32
+ * residual stream, MV_CUDA_F32_RESIDUAL). Not fused with anything: the GEMM that follows reads its
+ * output. CPU twin: mv_layernorm_cpu (include/mv_ops_cpu.h). */
 #include "mv_cuda.cuh"
 
 /* Loads 8 consecutive elements as f32 (16-byte load for bf16, two for f32). */
@@ -40,16 +41,16 @@ static __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-/* x, y: [n, dim]; VEC: dim % 8 == 0 and 16-byte aligned rows. */
-template <typename T, bool VEC>
-__global__ void layernorm_kernel(T *y, const T *x, const float *w, const float *b, int64_t n,
+/* x: [n, dim] of TI, y: [n, dim] of TO; VEC: dim % 8 == 0 and 16-byte aligned rows. */
+template <typename TI, typename TO, bool VEC>
+__global__ void layernorm_kernel(TO *y, const TI *x, const float *w, const float *b, int64_t n,
                                  int dim, float eps)
 {
     int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= n) return;
-    const T *xr = x + row * dim;
-    T *yr = y + row * dim;
+    const TI *xr = x + row * dim;
+    TO *yr = y + row * dim;
     float s = 0.f;
     if (VEC) {
         for (int c = lane * 8; c < dim; c += 256) {
@@ -89,23 +90,36 @@ __global__ void layernorm_kernel(T *y, const T *x, const float *w, const float *
         }
     } else {
         for (int c = lane; c < dim; c += 32)
-            yr[c] = mv_from_f<T>((mv_to_f(xr[c]) - mean) * rstd * w[c] + b[c]);
+            yr[c] = mv_from_f<TO>((mv_to_f(xr[c]) - mean) * rstd * w[c] + b[c]);
     }
 }
 
-template <typename T>
-cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
-                              float eps, cudaStream_t st)
+template <typename TI, typename TO>
+static cudaError_t layernorm_launch(TO *y, const TI *x, const float *w, const float *b, int64_t n,
+                                    int dim, float eps, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
     const int warps = 8;
     unsigned blocks = (unsigned)((n + warps - 1) / warps);
     bool vec = dim % 8 == 0 && ((uintptr_t)x % 16) == 0 && ((uintptr_t)y % 16) == 0;
     if (vec)
-        layernorm_kernel<T, true><<<blocks, warps * 32, 0, st>>>(y, x, w, b, n, dim, eps);
+        layernorm_kernel<TI, TO, true><<<blocks, warps * 32, 0, st>>>(y, x, w, b, n, dim, eps);
     else
-        layernorm_kernel<T, false><<<blocks, warps * 32, 0, st>>>(y, x, w, b, n, dim, eps);
+        layernorm_kernel<TI, TO, false><<<blocks, warps * 32, 0, st>>>(y, x, w, b, n, dim, eps);
     return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
+                              float eps, cudaStream_t st)
+{
+    return layernorm_launch<T, T>(y, x, w, b, n, dim, eps, st);
+}
+
+cudaError_t mv_cuda_layernorm_f32_bf16(bf16 *y, const float *x, const float *w, const float *b,
+                                       int64_t n, int dim, float eps, cudaStream_t st)
+{
+    return layernorm_launch<float, bf16>(y, x, w, b, n, dim, eps, st);
 }
 
 template cudaError_t mv_cuda_layernorm<float>(float *, const float *, const float *, const float *,

@@ -57,6 +57,10 @@ mv_status mv_cuda_check(cudaError_t r, mv_err *e, const char *what);
 template <typename T>
 cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
                               float eps, cudaStream_t st);
+/* The same from an f32 x[n, dim] to a bf16 y[n, dim] (the bf16 tower with its residual stream in
+ * f32, MV_CUDA_F32_RESIDUAL): identical f32 arithmetic, one rounding at the store. y != x. */
+cudaError_t mv_cuda_layernorm_f32_bf16(bf16 *y, const float *x, const float *w, const float *b,
+                                       int64_t n, int dim, float eps, cudaStream_t st);
 
 /* ---- rope.cu --------------------------------------------------------------------------- */
 /* cs[n, D/2] = (cos, sin) of pos * inv_freq[p mod Q] for pair p, pos = row for p < Q, col
@@ -111,5 +115,11 @@ void mv_gemm_destroy(mv_gemm *g);
  * unfused GELU). */
 mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const void *bias,
                       int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e);
+/* As mv_gemm_run with an f32 Y[n, out] (C = D = CUDA_R_32F) and an f32 bias[out] (epi NONE or
+ * BIAS), X and W of the mode's element type: in MV_GEMM_BF16 mode bf16 X . W^T accumulated in f32
+ * and stored (or added to Y) unrounded. The bf16 tower's f32 residual stream
+ * (MV_CUDA_F32_RESIDUAL) uses it for the patch embedding, proj and fc2. */
+mv_status mv_gemm_run_f32y(mv_gemm *g, float *Y, const void *X, const void *W, const float *bias,
+                           int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e);
 
 #endif

@@ -15,7 +15,16 @@
  * downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
  * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
- * failing with a message. Not thread-safe: one forward at a time per backend. */
+ * failing with a message. Not thread-safe: one forward at a time per backend.
+ *
+ * MV_CUDA_F32_RESIDUAL=1 (environment, read at backend creation; default off; bf16 precision
+ * only): keeps the residual stream x [n, H] in f32 instead of rounding it to bf16 after every add
+ * as HF does. The patch GEMM writes f32 x (bf16 operands, f32 bias, f32 accumulation), the
+ * position table is added in f32, LayerNorms read f32 x and write bf16, and proj / fc2 accumulate
+ * (beta = 1) into f32 x (mv_gemm_run_f32y); everything else is unchanged. The stage dumps of x
+ * (patch_embed, embed, block_NN) read f32. scripts/bf16_error_study.py predicts about half the
+ * output error against f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element
+ * of x. Not yet validated on a GPU (bench/NOTES.md): the default path is the validated one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +50,8 @@ typedef struct {
     int device;
     mv_precision prec;
     size_t esz; /* bytes per activation element */
+    int f32res; /* bf16 mode with the residual stream x in f32 (MV_CUDA_F32_RESIDUAL) */
+    size_t xsz; /* bytes per element of x: esz, or 4 with f32res */
     cudaStream_t st, io;
     cudaEvent_t ev_up[2], ev_done[2];
     mv_gemm *gemm;
@@ -54,7 +65,8 @@ typedef struct {
     int64_t cap, cap_max;
     float *pix[2];          /* [cap, pix_cols] f32: pixels in, f32 output / dump scratch out */
     int64_t pix_cols;
-    void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, qkv_cols] [cap, H] [cap, mlp_cols] */
+    void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, qkv_cols] [cap, H] [cap, mlp_cols]
+                                     * (x is f32 with f32res) */
     int64_t qkv_cols, mlp_cols;
     mv_rowinfo *ri[2];      /* [cap] */
     mv_attn_tile *tiles[2]; /* [tiles_cap] */
@@ -97,11 +109,12 @@ typedef struct {
     size_t host_size;
 } arena;
 
-/* Places count f32 values from src in the arena, as T (as_t) or f32. */
+/* Places count f32 values from src in the arena: as_t 0 as f32, 1 as T, 2 as f32 holding the
+ * values T would hold (bf16-rounded in bf16 mode: the biases of the f32-residual GEMMs). */
 static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count, int as_t, void **dst,
                      const char *name, mv_err *e)
 {
-    size_t esz = as_t ? b->esz : 4;
+    size_t esz = as_t == 1 ? b->esz : 4;
     size_t bytes = (size_t)count * esz;
     if (a->off + bytes > a->size)
         return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight arena overflow at %s", name);
@@ -110,9 +123,18 @@ static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count,
     if (!src)
         return mv_fail(e, MV_ERR_MODEL, "cuda: model tensor %s is missing", name);
     const void *hsrc = src;
-    if (as_t && b->esz == 2) {
+    if (as_t == 1 && b->esz == 2) {
         uint16_t *h = (uint16_t *)a->host;
         for (int64_t i = 0; i < count; i++) h[i] = f32_to_bf16_bits(src[i]);
+        hsrc = h;
+    } else if (as_t == 2 && b->esz == 2) {
+        if (bytes > a->host_size)
+            return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
+        float *h = (float *)a->host;
+        for (int64_t i = 0; i < count; i++) {
+            uint32_t u = (uint32_t)f32_to_bf16_bits(src[i]) << 16;
+            memcpy(&h[i], &u, 4);
+        }
         hsrc = h;
     }
     cudaError_t r = cudaMemcpy(d, hsrc, bytes, cudaMemcpyHostToDevice);
@@ -132,7 +154,9 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
     size_t total = 0, biggest = 0;
     for (int i = 0; i < 14; i++) {
         int64_t n = tcount[i] * (i >= 2 && i < 10 ? c->depth : 1);
-        total += (size_t)round_up(n * (int64_t)b->esz, 256) + 256 * (size_t)(i >= 2 && i < 10 ? c->depth : 1);
+        /* f32res: the biases of the GEMMs writing x (patch, proj, fc2) are f32 */
+        int64_t sz = b->f32res && (i == 1 || i == 5 || i == 9) ? 4 : (int64_t)b->esz;
+        total += (size_t)round_up(n * sz, 256) + 256 * (size_t)(i >= 2 && i < 10 ? c->depth : 1);
         if ((size_t)tcount[i] > biggest) biggest = (size_t)tcount[i];
     }
     for (int i = 0; i < 4; i++) {
@@ -151,7 +175,8 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
 #define PUT(src, n, ast, dst, name)                                                                \
     if (st == MV_OK) st = put(b, &a, src, n, ast, (void **)(dst), name, e)
     PUT(m->patch_w, H * P, 1, &b->patch_w, "patch_embed.proj.weight");
-    PUT(m->patch_b, H, 1, &b->patch_b, "patch_embed.proj.bias");
+    const int xb = b->f32res ? 2 : 1; /* biases of the GEMMs writing x */
+    PUT(m->patch_b, H, xb, &b->patch_b, "patch_embed.proj.bias");
     PUT(m->pos_embed, (int64_t)c->num_pos * H, 0, &b->pos, "pos_embed.weight");
     for (int i = 0; st == MV_OK && i < c->depth; i++) {
         const mv_block *B = &m->blocks[i];
@@ -163,11 +188,11 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
         PUT(B->qkv_w, 3 * H * H, 1, &d->qkv_w, "attn.qkv.weight");
         PUT(B->qkv_b, 3 * H, 1, &d->qkv_b, "attn.qkv.bias");
         PUT(B->proj_w, H * H, 1, &d->proj_w, "attn.proj.weight");
-        PUT(B->proj_b, H, 1, &d->proj_b, "attn.proj.bias");
+        PUT(B->proj_b, H, xb, &d->proj_b, "attn.proj.bias");
         PUT(B->fc1_w, I * H, 1, &d->fc1_w, "mlp.linear_fc1.weight");
         PUT(B->fc1_b, I, 1, &d->fc1_b, "mlp.linear_fc1.bias");
         PUT(B->fc2_w, H * I, 1, &d->fc2_w, "mlp.linear_fc2.weight");
-        PUT(B->fc2_b, H, 1, &d->fc2_b, "mlp.linear_fc2.bias");
+        PUT(B->fc2_b, H, xb, &d->fc2_b, "mlp.linear_fc2.bias");
     }
     PUT(m->mnorm_w, H, 0, &b->mnw, "merger.norm.weight");
     PUT(m->mnorm_b, H, 0, &b->mnb, "merger.norm.bias");
@@ -195,7 +220,8 @@ static size_t bytes_per_token(const cuda_backend *b)
 {
     const mv_vision_config *c = &b->base.model->cfg;
     int64_t H = c->hidden;
-    return (size_t)((3 * H + b->qkv_cols + b->mlp_cols) * (int64_t)b->esz + 2 * b->pix_cols * 4 +
+    return (size_t)((2 * H + b->qkv_cols + b->mlp_cols) * (int64_t)b->esz + H * (int64_t)b->xsz +
+                    2 * b->pix_cols * 4 +
                     2 * (int64_t)sizeof(mv_rowinfo) + 2 * (int64_t)sizeof(mv_attn_tile) +
                     (int64_t)(c->head_dim / 2) * (int64_t)sizeof(float2) +
                     (int64_t)sizeof(mv_rowinfo) + 16);
@@ -230,7 +256,7 @@ static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
         AL(b->ri[i], cap * (int64_t)sizeof(mv_rowinfo));
         AL(b->tiles[i], tiles * (int64_t)sizeof(mv_attn_tile));
     }
-    AL(b->x, cap * H * b->esz);
+    AL(b->x, cap * H * (int64_t)b->xsz);
     AL(b->xn, cap * H * b->esz);
     AL(b->att, cap * H * b->esz);
     AL(b->qkv, cap * b->qkv_cols * b->esz);
@@ -287,12 +313,13 @@ typedef struct {
     int n_tiles;
 } chunk;
 
+/* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
 static mv_status dump_t(cuda_backend *b, mv_stage_fn fn, void *ud, const char *stage, const void *d,
-                        int64_t rows, int64_t cols, float *scratch, mv_err *e)
+                        int64_t rows, int64_t cols, float *scratch, int f32src, mv_err *e)
 {
     if (!fn) return MV_OK;
     int64_t count = rows * cols;
-    cudaError_t r = b->prec == MV_PREC_BF16
+    cudaError_t r = b->prec == MV_PREC_BF16 && !f32src
                         ? mv_cuda_to_f32<bf16>(scratch, (const bf16 *)d, count, b->st)
                         : mv_cuda_to_f32<float>(scratch, (const float *)d, count, b->st);
     CK(r, "dump conversion");
@@ -326,9 +353,40 @@ static mv_status fc1_act(cuda_backend *b, T *y, const T *x, const void *w, const
     return act_fallback<T>(b, y, (int)act, n * out, e);
 }
 
-/* Enqueues the whole tower for one chunk on b->st; its pixels are in pix[ch->buf] (f32), its
- * output goes to pix[ch->buf] as f32 [n / mm, L]. */
+/* The GEMMs writing the residual stream x[n, out] (patch embedding; proj and fc2 with accumulate):
+ * x of T, or f32 x from bf16 operands with the f32 bias copy (f32res). */
 template <typename T>
+static mv_status gemm_x(cuda_backend *b, T *x, const void *a, const void *w, const void *bias,
+                        int64_t n, int in, int out, int acc, mv_err *e)
+{
+    return mv_gemm_run(b->gemm, x, a, w, bias, n, in, out, MV_EPI_BIAS, acc, e);
+}
+static mv_status gemm_x(cuda_backend *b, float *x, const void *a, const void *w, const void *bias,
+                        int64_t n, int in, int out, int acc, mv_err *e)
+{
+    if (b->f32res)
+        return mv_gemm_run_f32y(b->gemm, x, a, w, (const float *)bias, n, in, out, MV_EPI_BIAS, acc,
+                                e);
+    return mv_gemm_run(b->gemm, x, a, w, bias, n, in, out, MV_EPI_BIAS, acc, e);
+}
+
+/* LayerNorm of x (TX) into xn (T). */
+template <typename T>
+static cudaError_t ln_x(T *y, const T *x, const float *w, const float *bias, int64_t n, int dim,
+                        float eps, cudaStream_t st)
+{
+    return mv_cuda_layernorm<T>(y, x, w, bias, n, dim, eps, st);
+}
+static cudaError_t ln_x(bf16 *y, const float *x, const float *w, const float *bias, int64_t n,
+                        int dim, float eps, cudaStream_t st)
+{
+    return mv_cuda_layernorm_f32_bf16(y, x, w, bias, n, dim, eps, st);
+}
+
+/* Enqueues the whole tower for one chunk on b->st; its pixels are in pix[ch->buf] (f32), its
+ * output goes to pix[ch->buf] as f32 [n / mm, L]. T: activations; TX: the residual stream x
+ * (T, or f32 in bf16 mode with f32res). */
+template <typename T, typename TX>
 static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, void *ud,
                            const float *host_pixels, mv_err *e)
 {
@@ -338,7 +396,9 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     const int64_t n = ch->n, M = n / mm;
     cudaStream_t st = b->st;
     float *pix = b->pix[ch->buf];
-    T *x = (T *)b->x, *xn = (T *)b->xn, *qkv = (T *)b->qkv, *att = (T *)b->att, *mlp = (T *)b->mlp;
+    const int xf = sizeof(TX) == 4; /* x dumps read f32 */
+    TX *x = (TX *)b->x;
+    T *xn = (T *)b->xn, *qkv = (T *)b->qkv, *att = (T *)b->att, *mlp = (T *)b->mlp;
     const mv_rowinfo *ri = b->ri[ch->buf];
     const mv_attn_tile *tiles = b->tiles[ch->buf];
 
@@ -351,14 +411,14 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     } else {
         px = (const T *)pix;
     }
-    ST(mv_gemm_run(b->gemm, x, px, b->patch_w, b->patch_b, n, P, H, MV_EPI_BIAS, 0, e));
-    ST(dump_t(b, fn, ud, "patch_embed", x, n, H, pix, e));
-    CK(mv_cuda_pos_embed_add<T>(x, ri, b->pos, c->pos_side, H, n, st), "position embedding");
+    ST(gemm_x(b, x, px, b->patch_w, b->patch_b, n, P, H, 0, e));
+    ST(dump_t(b, fn, ud, "patch_embed", x, n, H, pix, xf, e));
+    CK(mv_cuda_pos_embed_add<TX>(x, ri, b->pos, c->pos_side, H, n, st), "position embedding");
     CK(mv_cuda_rope_table(b->rope_cs, ri, b->inv_freq, n, D, st), "rope table");
-    ST(dump_t(b, fn, ud, "embed", x, n, H, pix, e));
+    ST(dump_t(b, fn, ud, "embed", x, n, H, pix, xf, e));
     for (int l = 0; l < c->depth; l++) {
         const dblock *B = &b->blocks[l];
-        CK(mv_cuda_layernorm<T>(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
+        CK(ln_x(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
         ST(mv_gemm_run(b->gemm, qkv, xn, B->qkv_w, B->qkv_b, n, H, 3 * H, MV_EPI_BIAS, 0, e));
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
         if (sizeof(T) == 2)
@@ -368,21 +428,21 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
             CK(mv_cuda_attention_f32((float *)att, (const float *)qkv, tiles, ch->n_tiles, c->heads, D,
                                      st),
                "attention");
-        ST(mv_gemm_run(b->gemm, x, att, B->proj_w, B->proj_b, n, H, H, MV_EPI_BIAS, 1, e));
-        CK(mv_cuda_layernorm<T>(xn, x, B->n2w, B->n2b, n, H, c->ln_eps, st), "layernorm");
+        ST(gemm_x(b, x, att, B->proj_w, B->proj_b, n, H, H, 1, e));
+        CK(ln_x(xn, x, B->n2w, B->n2b, n, H, c->ln_eps, st), "layernorm");
         ST(fc1_act<T>(b, mlp, xn, B->fc1_w, B->fc1_b, n, H, I, c->act, e));
-        ST(mv_gemm_run(b->gemm, x, mlp, B->fc2_w, B->fc2_b, n, I, H, MV_EPI_BIAS, 1, e));
+        ST(gemm_x(b, x, mlp, B->fc2_w, B->fc2_b, n, I, H, 1, e));
         if (fn) {
             char name[32];
             snprintf(name, sizeof name, "block_%02d", l);
-            ST(dump_t(b, fn, ud, name, x, n, H, pix, e));
+            ST(dump_t(b, fn, ud, name, x, n, H, pix, xf, e));
         }
     }
     /* merger: rows are in merge-block order, so [n, H] viewed as [n / mm, mm * H] is the 2x2 concat */
-    CK(mv_cuda_layernorm<T>(xn, x, b->mnw, b->mnb, n, H, c->ln_eps, st), "merger layernorm");
-    ST(dump_t(b, fn, ud, "merger_norm", xn, n, H, pix, e));
+    CK(ln_x(xn, x, b->mnw, b->mnb, n, H, c->ln_eps, st), "merger layernorm");
+    ST(dump_t(b, fn, ud, "merger_norm", xn, n, H, pix, 0, e));
     ST(mv_gemm_run(b->gemm, att, xn, b->m1w, b->m1b, M, mm * H, mm * H, MV_EPI_BIAS, 0, e));
-    ST(dump_t(b, fn, ud, "merger_fc1", att, M, (int64_t)mm * H, pix, e));
+    ST(dump_t(b, fn, ud, "merger_fc1", att, M, (int64_t)mm * H, pix, 0, e));
     CK(mv_cuda_act<T>(att, MV_ACT_GELU_ERF, M * mm * H, st), "merger GELU");
     ST(mv_gemm_run(b->gemm, mlp, att, b->m2w, b->m2b, M, mm * H, L, MV_EPI_BIAS, 0, e));
     CK(mv_cuda_to_f32<T>(pix, mlp, M * L, st), "output conversion");
@@ -510,8 +570,9 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
                 break;
             }
             const float *hp = pixels + ch.r0 * P;
-            st = b->prec == MV_PREC_BF16 ? run_chunk<bf16>(b, &ch, fn, ud, hp, e)
-                                         : run_chunk<float>(b, &ch, fn, ud, hp, e);
+            st = b->prec != MV_PREC_BF16 ? run_chunk<float, float>(b, &ch, fn, ud, hp, e)
+                 : b->f32res              ? run_chunk<bf16, float>(b, &ch, fn, ud, hp, e)
+                                          : run_chunk<bf16, bf16>(b, &ch, fn, ud, hp, e);
             if (st != MV_OK) break;
             cudaError_t r2 = cudaEventRecord(b->ev_done[ch.buf], b->st);
             if (r2 != cudaSuccess) {
@@ -618,6 +679,9 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->device = dev;
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
+    const char *fr = getenv("MV_CUDA_F32_RESIDUAL");
+    b->f32res = prec == MV_PREC_BF16 && fr && *fr && strcmp(fr, "0") != 0;
+    b->xsz = b->f32res ? 4 : b->esz;
     const char *nf = getenv("MV_CUDA_NO_GELU_FUSE");
     /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
      * rounding, not for f32 parity work, which uses the accurate kernel */

@@ -1,7 +1,9 @@
 /* test_cuda_ops.cu - every CUDA kernel of cu/ against its CPU twin (include/mv_ops_cpu.h), in f32
- * and bf16, on awkward shapes and several segment mixes; then the whole CUDA tower against the CPU
- * tower on random models (head_dim 72 and 64), chunked and unchunked, with stage dumps, and under
- * memory pressure. Outputs are poisoned (NaN) before each run, so unwritten elements fail.
+ * and bf16 (and the mixed f32-in / bf16-out LayerNorm and bf16-operand / f32-output GEMM of the
+ * f32 residual stream), on awkward shapes and several segment mixes; then the whole CUDA tower
+ * against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked, with stage
+ * dumps, with MV_CUDA_F32_RESIDUAL=1 (which must beat the default bf16 path), and under memory
+ * pressure. Outputs are poisoned (NaN) before each run, so unwritten elements fail.
  * TAP output (test/unit/unit.h). Needs a GPU; built and run by scripts/device-bundle.sh and
  * scripts/device-run.sh (nvcc, linked with the archive). */
 #include <math.h>
@@ -129,6 +131,32 @@ template <typename T> static void test_layernorm(int64_t n, int dim, int inplace
           tname<T>(), (long long)n, dim, inplace ? " in place" : "", c.rel_l2, c.max_abs);
     cudaFree(dx);
     if (!inplace) cudaFree(dy);
+    cudaFree(dw);
+    cudaFree(db);
+}
+
+/* f32 x in, bf16 y out (the f32 residual stream's norms): the CPU twin on the unrounded f32 input */
+static void test_layernorm_f32_bf16(int64_t n, int dim)
+{
+    std::vector<float> x = randv((size_t)(n * dim), 3.f), w = randv(dim, 1.f), b = randv(dim, 0.5f);
+    for (auto &v : x) v += 2.f; /* a mean offset; x deliberately not on the bf16 grid */
+    std::vector<float> ref(x.size());
+    mv_layernorm_cpu(ref.data(), x.data(), w.data(), b.data(), n, dim, 1e-6f);
+    float *dx = dev_f32(x), *dw = dev_f32(w), *db = dev_f32(b);
+    bf16 *dy;
+    CU(cudaMalloc(&dy, x.size() * sizeof(bf16)));
+    poison(dy, x.size());
+    CU(mv_cuda_layernorm_f32_bf16(dy, dx, dw, db, n, dim, 1e-6f, 0));
+    std::vector<float> got = host_from(dy, x.size());
+    /* all but a few ties land on the CPU result rounded to bf16 */
+    long off = 0;
+    for (size_t i = 0; i < x.size(); i++) off += got[i] != mv_round_bf16(ref[i]);
+    cmp_t c = compare(got.data(), ref.data(), x.size());
+    CHECK(c.nonfinite == 0 && c.rel_l2 < 6e-3 && off <= (long)(x.size() / 100),
+          "layernorm f32 -> bf16 n=%lld dim=%d: rel_l2 %.2e max_abs %.2e, %ld of %zu not the rounded CPU value",
+          (long long)n, dim, c.rel_l2, c.max_abs, off, x.size());
+    cudaFree(dx);
+    cudaFree(dy);
     cudaFree(dw);
     cudaFree(db);
 }
@@ -321,6 +349,49 @@ static void test_gemm(mv_gemm_mode mode, int64_t n, int in, int out, mv_gemm_epi
     cudaStreamDestroy(st);
 }
 
+/* bf16 X, W; f32 bias and f32 Y (C = D): no bf16 rounding at the store, so the error is f32
+ * accumulation order only (a bf16 store would be ~1e-3). */
+static void test_gemm_f32y(int64_t n, int in, int out, mv_gemm_epi epi, int acc)
+{
+    std::vector<float> x = round_bf16(randv((size_t)(n * in), 1.f)),
+                       w = round_bf16(randv((size_t)out * in, 1.f / sqrtf((float)in))),
+                       b = round_bf16(randv(out, 0.5f)), y0 = randv((size_t)(n * out), 1.f);
+    std::vector<float> ref((size_t)(n * out));
+    mv_linear_cpu(ref.data(), x.data(), w.data(), epi != MV_EPI_NONE ? b.data() : NULL, n, in, out);
+    if (acc)
+        for (size_t i = 0; i < ref.size(); i++) ref[i] += y0[i];
+    cudaStream_t st;
+    CU(cudaStreamCreate(&st));
+    mv_gemm *g;
+    mv_err e;
+    if (mv_gemm_create(&g, MV_GEMM_BF16, st, &e) != MV_OK) {
+        CHECK(0, "gemm create: %s", e.msg);
+        cudaStreamDestroy(st);
+        return;
+    }
+    bf16 *dx = dev_from<bf16>(x), *dw = dev_from<bf16>(w);
+    float *db = dev_f32(b), *dy = dev_f32(y0);
+    if (!acc) poison(dy, y0.size());
+    mv_status s = mv_gemm_run_f32y(g, dy, dx, dw, db, n, in, out, epi, acc, &e);
+    CU(cudaStreamSynchronize(st));
+    std::vector<float> got(y0.size());
+    CU(cudaMemcpy(got.data(), dy, y0.size() * 4, cudaMemcpyDeviceToHost));
+    cmp_t c = compare(got.data(), ref.data(), got.size());
+    long offgrid = 0; /* values a bf16 store could not hold */
+    for (float v : got) offgrid += v != mv_round_bf16(v);
+    CHECK(s == MV_OK && c.nonfinite == 0 && c.rel_l2 < 2e-5 && offgrid > (long)(got.size() / 2),
+          "gemm bf16 -> f32 Y [%lld x %d] . [%d x %d]^T epi %d acc %d: rel_l2 %.2e max_abs %.2e, "
+          "%ld of %zu off the bf16 grid %s",
+          (long long)n, in, out, in, (int)epi, acc, c.rel_l2, c.max_abs, offgrid, got.size(),
+          s ? e.msg : "");
+    /* the GELU epilogue is refused with an f32 Y (the tower never asks for it) */
+    mv_status s2 = mv_gemm_run_f32y(g, dy, dx, dw, db, n, in, out, MV_EPI_GELU_BIAS, 0, &e);
+    CHECK(s2 == MV_ERR_INTERNAL, "gemm bf16 -> f32 Y refuses the GELU epilogue (%d)", (int)s2);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+    mv_gemm_destroy(g);
+    cudaStreamDestroy(st);
+}
+
 /* ---- elementwise ---------------------------------------------------------------------- */
 template <typename T> static void test_act(int act, size_t n)
 {
@@ -398,6 +469,9 @@ static void make_model(rmodel *r, int depth, int H, int heads, int I, int L, int
 
 typedef struct {
     std::vector<std::string> names;
+    long x_offgrid; /* values of the residual-stream dumps (patch_embed, embed, block_NN) not on the
+                     * bf16 grid: 0 in default bf16 mode, most of them with MV_CUDA_F32_RESIDUAL */
+    long x_total;
 } stage_log;
 static mv_status log_stage(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
                            mv_err *e)
@@ -407,6 +481,10 @@ static mv_status log_stage(void *ud, const char *stage, const float *data, int64
     long bad = 0;
     for (int64_t i = 0; i < rows * cols; i++) bad += !isfinite(data[i]);
     l->names.push_back(std::string(stage) + (bad ? "(nonfinite)" : ""));
+    if (!strcmp(stage, "patch_embed") || !strcmp(stage, "embed") || !strncmp(stage, "block_", 6)) {
+        for (int64_t i = 0; i < rows * cols; i++) l->x_offgrid += data[i] != mv_round_bf16(data[i]);
+        l->x_total += (long)(rows * cols);
+    }
     return MV_OK;
 }
 
@@ -448,21 +526,29 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     CHECK(cpu->forward(cpu, pix.data(), grid.data(), n_entries, ref.data(), NULL, NULL, &e) == MV_OK,
           "cpu forward D=%d", H / heads);
     cpu->destroy(cpu);
+    /* f32res: MV_CUDA_F32_RESIDUAL=1 at creation (the backend reads it there) */
     struct {
         mv_precision p;
         long long bt;
         double tol;
+        int f32res;
         const char *name;
-    } runs[] = {{MV_PREC_F32, 0, 2e-5, "f32"},
-                {MV_PREC_F32, 64, 2e-5, "f32 chunked (64-patch workspace)"},
-                {MV_PREC_TF32, 0, 1e-2, "tf32"},
-                {MV_PREC_BF16, 0, 3e-2, "bf16"},
-                {MV_PREC_BF16, 100, 3e-2, "bf16 chunked (100-patch workspace)"}};
+    } runs[] = {{MV_PREC_F32, 0, 2e-5, 0, "f32"},
+                {MV_PREC_F32, 64, 2e-5, 0, "f32 chunked (64-patch workspace)"},
+                {MV_PREC_TF32, 0, 1e-2, 0, "tf32"},
+                {MV_PREC_BF16, 0, 3e-2, 0, "bf16"},
+                {MV_PREC_BF16, 100, 3e-2, 0, "bf16 chunked (100-patch workspace)"},
+                {MV_PREC_BF16, 0, 3e-2, 1, "bf16 f32 residual"},
+                {MV_PREC_BF16, 100, 3e-2, 1, "bf16 f32 residual chunked (100-patch workspace)"}};
+    double rel_bf16 = -1, rel_f32res = -1;
     for (auto &run : runs) {
         o.precision = run.p;
         o.batch_tokens = run.bt;
         mv_backend *cb = NULL;
+        if (run.f32res) setenv("MV_CUDA_F32_RESIDUAL", "1", 1);
+        else unsetenv("MV_CUDA_F32_RESIDUAL");
         mv_status s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+        unsetenv("MV_CUDA_F32_RESIDUAL");
         CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
         if (s) continue;
         std::vector<float> got(ref.size(), NAN);
@@ -472,8 +558,13 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
         CHECK(s == MV_OK && cm.nonfinite == 0 && cm.rel_l2 < run.tol && mc > 0.999,
               "tower D=%d %s vs cpu: rel_l2 %.2e min row cos %.6f %s", H / heads, run.name, cm.rel_l2, mc,
               s ? e.msg : "");
+        if (s == MV_OK && run.bt == 0 && run.p == MV_PREC_BF16) {
+            if (run.f32res) rel_f32res = cm.rel_l2;
+            else rel_bf16 = cm.rel_l2;
+        }
         if (run.bt == 0 && run.p == MV_PREC_BF16) {
             stage_log lg;
+            lg.x_offgrid = lg.x_total = 0;
             std::vector<float> got2(ref.size(), NAN);
             s = cb->forward(cb, pix.data(), grid.data(), n_entries, got2.data(), log_stage, &lg, &e);
             std::string all;
@@ -482,10 +573,19 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
                       all == "pixel_values patch_embed embed block_00 block_01 merger_norm merger_fc1 output ",
                   "stage dumps: %s", all.c_str());
             CHECK(s == MV_OK && memcmp(got.data(), got2.data(), got.size() * 4) == 0,
-                  "bf16 forward is deterministic (with and without dumps)");
+                  "%s forward is deterministic (with and without dumps)", run.name);
+            /* default: x is rounded to bf16 at every write; f32 residual: x is really f32 */
+            CHECK(s == MV_OK && lg.x_total > 0 &&
+                      (run.f32res ? lg.x_offgrid > lg.x_total / 2 : lg.x_offgrid == 0),
+                  "%s: %ld of %ld residual-stream dump values off the bf16 grid", run.name,
+                  lg.x_offgrid, lg.x_total);
         }
         cb->destroy(cb);
     }
+    /* the point of the option: a smaller error against the f32 tower than HF's rounding points */
+    CHECK(rel_bf16 > 0 && rel_f32res >= 0 && rel_f32res < rel_bf16,
+          "tower D=%d: f32 residual stream beats default bf16 vs cpu: rel_l2 %.3e < %.3e (ratio %.2f)",
+          H / heads, rel_f32res, rel_bf16, rel_bf16 > 0 ? rel_f32res / rel_bf16 : 0.0);
     free(rm.m.blocks);
 }
 
@@ -545,9 +645,12 @@ int main(int argc, char **argv)
     test_layernorm<bf16>(5, 72, 1);
     test_layernorm<float>(9, 100, 0);
     test_layernorm<bf16>(9, 100, 1);
+    test_layernorm_f32_bf16(37, 1152); /* vectorized path */
+    test_layernorm_f32_bf16(9, 100);   /* scalar path */
     if (!quick) {
         test_layernorm<bf16>(3001, 1024, 0);
         test_layernorm<bf16>(700, 4608, 1);
+        test_layernorm_f32_bf16(3001, 1024);
     }
     /* rope: mixed grids, D 72 and 64 */
     std::vector<int32_t> g1 = {1, 4, 6, 2, 8, 10, 1, 2, 2};
@@ -596,6 +699,12 @@ int main(int argc, char **argv)
         test_gemm(md, 333, 160, 144, MV_EPI_BIAS, 1);
         if (!quick) test_gemm(md, 4000, 1152, 4304, MV_EPI_GELU_BIAS, 0);
     }
+    /* GEMM with an f32 Y (the f32 residual stream): patch, proj (+Y), fc2 (+Y) shapes, odd n */
+    test_gemm_f32y(37, 1536, 144, MV_EPI_BIAS, 0);
+    test_gemm_f32y(333, 144, 144, MV_EPI_BIAS, 1);
+    test_gemm_f32y(129, 160, 144, MV_EPI_BIAS, 1);
+    test_gemm_f32y(1, 72, 200, MV_EPI_NONE, 0);
+    if (!quick) test_gemm_f32y(4000, 4304, 1152, MV_EPI_BIAS, 1);
     /* elementwise */
     for (int act = 0; act < 3; act++) {
         test_act<float>(act, 10007);
