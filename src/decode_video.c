@@ -507,6 +507,20 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Appends t to a growing array (doubling). 0, or -1 when out of memory (the array is kept). */
+static int push_i64(int64_t **a, int64_t *n, int64_t *cap, int64_t t)
+{
+    if (*n == *cap) {
+        int64_t *p = realloc(*a, 2 * *cap * sizeof *p);
+        if (!p)
+            return -1;
+        *a = p;
+        *cap *= 2;
+    }
+    (*a)[(*n)++] = t;
+    return 0;
+}
+
 /* The demux-only pass: packet timestamps -> frame index, keyframes -> seek points. */
 static mv_status index_stream(mv_video *v, mv_err *e)
 {
@@ -532,27 +546,11 @@ static mv_status index_stream(mv_video *v, mv_err *e)
         int64_t t = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
         if (t == AV_NOPTS_VALUE)
             missing_ts = 1;
-        if (np == cap) {
-            int64_t *p = realloc(v->pts, 2 * cap * sizeof *p);
-            if (!p) {
-                av_packet_unref(v->pkt);
-                return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory indexing frames", v->path);
-            }
-            v->pts = p;
-            cap *= 2;
-        }
-        v->pts[np++] = t;
-        if ((v->pkt->flags & AV_PKT_FLAG_KEY) && t != AV_NOPTS_VALUE) {
-            if (v->nkey == kcap) {
-                int64_t *a = realloc(v->key_pts, 2 * kcap * sizeof *a);
-                if (!a) {
-                    av_packet_unref(v->pkt);
-                    return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory indexing frames", v->path);
-                }
-                v->key_pts = a;
-                kcap *= 2;
-            }
-            v->key_pts[v->nkey++] = t;
+        if (push_i64(&v->pts, &np, &cap, t) ||
+            ((v->pkt->flags & AV_PKT_FLAG_KEY) && t != AV_NOPTS_VALUE &&
+             push_i64(&v->key_pts, &v->nkey, &kcap, t))) {
+            av_packet_unref(v->pkt);
+            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory indexing frames", v->path);
         }
         av_packet_unref(v->pkt);
     }
