@@ -48,8 +48,27 @@ NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/de
 ifneq ($(NO_CUDA),)
 NVCC :=
 endif
+# The toolkit root comes from nvcc itself (its dry run prints TOP=), so a wrapper script such as
+# /usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc finds the right include/ and lib64/.
 ifneq ($(NVCC),)
-CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
+ifeq ($(origin CUDA_HOME),undefined)
+CUDA_HOME := $(shell cd /tmp && $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | \
+               sed -n 's/^\#\$$ TOP=//p' | head -n1 | xargs -r realpath 2>/dev/null)
+endif
+ifeq ($(CUDA_HOME),)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+endif
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+CUDA_MISSING := $(CUDA_HOME)/include/cuda_runtime_api.h not found
+else ifeq ($(wildcard $(CUDA_HOME)/lib64/libcublasLt.so*),)
+CUDA_MISSING := $(CUDA_HOME)/lib64/libcublasLt.so not found
+endif
+ifneq ($(CUDA_MISSING),)
+$(warning mvembed: nvcc $(NVCC) found but $(CUDA_MISSING); building CPU-only)
+NVCC :=
+endif
+endif
+ifneq ($(NVCC),)
 NVCCFLAGS   ?= -O3 -g -lineinfo
 NVCCFLAGS   += -std=c++17 -Iinclude -Icu -MMD -MP --expt-relaxed-constexpr \
                -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
@@ -75,7 +94,7 @@ TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 all: info $(BIN) $(TOOL_BINS)
 
 info:
-	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no nvcc, or NO_CUDA set)); video: $(VIDEO)"
+	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
 $(BIN): $(BUILD)/main.o $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)

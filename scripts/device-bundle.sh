@@ -15,7 +15,9 @@ cd "$(dirname "$0")/.."
 BUILD=build-dev
 OUTD=.device
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-CUDA_HOME=${NVCC%/bin/nvcc}
+# The toolkit root as nvcc itself reports it (works through wrapper scripts like /usr/local/bin/nvcc).
+CUDA_HOME=${CUDA_HOME:-$(cd /tmp && "$NVCC" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 |
+                         sed -n 's/^#\$ TOP=//p' | head -n1 | xargs -r realpath)}
 # Video: link the small static FFmpeg of scripts/build-ffmpeg-static.sh when it is there (the GPU
 # machine has no FFmpeg libraries); otherwise build without video.
 FF=$(pwd)/third_party/ffmpeg
