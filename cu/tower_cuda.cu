@@ -630,6 +630,24 @@ static void cuda_destroy(mv_backend *be)
     free(b);
 }
 
+static void *cuda_host_alloc(mv_backend *be, size_t bytes)
+{
+    cuda_backend *b = (cuda_backend *)be;
+    void *p = NULL;
+    if (cudaSetDevice(b->device) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky; the caller falls back to pageable memory */
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(mv_backend *be, void *p)
+{
+    (void)be;
+    if (p && cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+}
+
 /* ---- public entry points -------------------------------------------------------------- */
 extern "C" int mv_cuda_available(void)
 {
@@ -674,6 +692,8 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.name = "cuda";
     b->base.forward = cuda_forward;
     b->base.destroy = cuda_destroy;
+    b->base.host_alloc = cuda_host_alloc;
+    b->base.host_free = cuda_host_free;
     b->base.model = m;
     b->base.impl = b;
     b->device = dev;

@@ -30,6 +30,12 @@ struct mv_backend {
     mv_status (*forward)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
                          float *out, mv_stage_fn dump, void *ud, mv_err *e);
     void (*destroy)(mv_backend *b);
+    /* Host memory for a forward's pixels and output, or NULL to use malloc/free. The CUDA backend
+     * hands out page-locked memory, so uploads and downloads run at full bus speed and the upload
+     * of the next chunk really overlaps the compute of this one. host_alloc may return NULL (no
+     * page-locked memory left): callers then fall back to malloc. */
+    void *(*host_alloc)(mv_backend *b, size_t bytes);
+    void (*host_free)(mv_backend *b, void *p);
     const mv_model *model;
     /* Patches the pipeline may pack into one forward: 0 = one input per forward (CPU: keeps
      * results independent of batching). The CUDA backend sets its workspace size. */

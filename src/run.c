@@ -12,6 +12,7 @@
  * has a fixed capacity. Also the tower-only entry (--pixels/--grid) used for parity work. */
 #include "mv_run.h"
 
+#include "mv_batch.h"
 #include "mv_image.h"
 #include "mv_manifest.h"
 #include "mv_output.h"
@@ -282,6 +283,10 @@ typedef struct runner runner;
 typedef struct {
     runner *R;
     mv_backend *be;
+    /* staging for one forward, kept between forwards (page-locked when the backend offers it) */
+    float *pix, *out;
+    size_t pix_cap, out_cap; /* bytes */
+    int pix_pinned, out_pinned;
 } tower_arg;
 
 struct runner {
@@ -302,6 +307,7 @@ struct runner {
     int shard_k, shard_n;
     atomic_llong tokens;
     atomic_llong tower_ns; /* time the tower threads spent inside forward(), summed */
+    atomic_long n_forwards;
     double t0, last_progress;
     int progress;
     pthread_mutex_t prog_mu;
@@ -444,19 +450,67 @@ static int64_t item_patches(const item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
-/* Runs one forward over items[0..n) (all prepared without error). */
-static void tower_batch(runner *R, mv_backend *be, item **items, int n)
+/* Grows one of a tower thread's staging buffers to at least `bytes`, page-locked when the backend
+ * can (CUDA), else with malloc. Returns 0, or -1 when out of memory. */
+static int stage_reserve(mv_backend *be, float **buf, size_t *cap, int *pinned, size_t bytes)
 {
+    if (*cap >= bytes)
+        return 0;
+    if (*pinned)
+        be->host_free(be, *buf);
+    else
+        free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    *pinned = 0;
+    bytes += bytes / 4; /* room to grow without a new allocation each time */
+    if (be->host_alloc && (*buf = be->host_alloc(be, bytes)))
+        *pinned = 1;
+    else
+        *buf = malloc(bytes);
+    if (!*buf)
+        return -1;
+    *cap = bytes;
+    return 0;
+}
+
+static void stage_release(tower_arg *ta)
+{
+    if (ta->pix_pinned)
+        ta->be->host_free(ta->be, ta->pix);
+    else
+        free(ta->pix);
+    if (ta->out_pinned)
+        ta->be->host_free(ta->be, ta->out);
+    else
+        free(ta->out);
+    ta->pix = ta->out = NULL;
+    ta->pix_cap = ta->out_cap = 0;
+}
+
+/* Runs one forward over items[0..n) (all prepared without error). */
+static void tower_batch(tower_arg *ta, item **items, int n)
+{
+    runner *R = ta->R;
+    mv_backend *be = ta->be;
     const mv_vision_config *c = &R->m->cfg;
     int mm = c->merge * c->merge;
     int64_t N = 0;
     for (int i = 0; i < n; i++)
         N += item_patches(items[i]);
-    float *pix = n == 1 ? items[0]->p.pixels : malloc(N * c->patch_dim * sizeof(float));
+    /* one input on a backend without page-locked memory: its pixels are used where they are */
+    int gather = n > 1 || be->host_alloc;
     int32_t *grid = malloc(3 * n * sizeof *grid);
-    float *out = malloc(N / mm * c->out_hidden * sizeof(float));
     mv_err e;
-    if (!pix || !grid || !out) {
+    float *pix = NULL, *out = NULL;
+    if (grid && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned,
+                                           (size_t)N * c->patch_dim * sizeof(float))) &&
+        !stage_reserve(be, &ta->out, &ta->out_cap, &ta->out_pinned,
+                       (size_t)(N / mm) * c->out_hidden * sizeof(float))) {
+        pix = gather ? ta->pix : items[0]->p.pixels;
+        out = ta->out;
+    }
+    if (!pix || !out) {
         mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
         set_fatal(R, &e);
         goto out;
@@ -464,7 +518,7 @@ static void tower_batch(runner *R, mv_backend *be, item **items, int n)
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         memcpy(grid + 3 * i, items[i]->p.grid, sizeof items[i]->p.grid);
-        if (n > 1)
+        if (gather)
             memcpy(pix + off * c->patch_dim, items[i]->p.pixels,
                    item_patches(items[i]) * c->patch_dim * sizeof(float));
         off += item_patches(items[i]);
@@ -503,56 +557,64 @@ static void tower_batch(runner *R, mv_backend *be, item **items, int n)
         atomic_fetch_add(&R->tokens, item_patches(items[i]));
     }
 out:
-    if (n > 1)
-        free(pix);
     free(grid);
-    free(out);
 }
+
+/* Items a tower thread gathers at most before packing them into forwards. */
+#define TOWER_WINDOW 512
 
 static void *tower_main(void *arg)
 {
     tower_arg *ta = arg;
     runner *R = ta->R;
     mv_backend *be = ta->be;
-    /* CPU: one input per forward (bit-identical results whatever the batch); CUDA: pack inputs
-     * up to the backend's batch size while more are ready. */
+    /* CPU: one input per forward unless --batch-tokens asks otherwise (results then do not depend
+     * on what else was ready); CUDA: up to the backend's batch size. The thread waits for one
+     * input, takes whatever else is ready (up to two forwards' worth), and packs that window with
+     * first fit decreasing, so mixed sizes still fill each forward. */
     int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
-    item *batch[512], *carry = NULL;
+    item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
+    int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
+    int bin[TOWER_WINDOW];
     for (;;) {
-        item *it = carry ? carry : mv_queue_pop(&R->ready);
-        carry = NULL;
-        if (!it)
-            break;
-        if (it->error || atomic_load(&R->fatal)) {
-            if (mv_queue_push(&R->done, it))
-                item_free(it);
-            continue;
-        }
         int n = 0;
-        int64_t tok = item_patches(it);
-        batch[n++] = it;
-        while (limit > 0 && n < (int)(sizeof batch / sizeof batch[0])) {
-            item *nx = mv_queue_try_pop(&R->ready);
-            if (!nx)
-                break;
-            if (nx->error) {
-                if (mv_queue_push(&R->done, nx))
-                    item_free(nx);
-                continue;
+        int64_t wtok = 0;
+        item *it = mv_queue_pop(&R->ready);
+        if (!it)
+            break; /* closed and drained */
+        while (it) {
+            if (it->error || atomic_load(&R->fatal)) {
+                if (mv_queue_push(&R->done, it))
+                    item_free(it);
+            } else {
+                tok[n] = item_patches(it);
+                wtok += tok[n];
+                win[n++] = it;
             }
-            if (tok + item_patches(nx) > limit) {
-                carry = nx;
+            if (limit <= 0 ? n == 1 : n == TOWER_WINDOW || wtok >= 2 * limit)
                 break;
-            }
-            tok += item_patches(nx);
-            batch[n++] = nx;
+            it = mv_queue_try_pop(&R->ready);
         }
-        if (!atomic_load(&R->fatal))
-            tower_batch(R, be, batch, n);
-        for (int i = 0; i < n; i++)
-            if (mv_queue_push(&R->done, batch[i]))
-                item_free(batch[i]);
+        if (n == 0)
+            continue;
+        int nb = mv_pack_ffd(tok, n, limit, bin, bt);
+        if (nb < 0) /* no memory for the packing: one input per forward */
+            nb = mv_pack_ffd(tok, n, 0, bin, bt);
+        for (int b = 0; b < nb; b++) {
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if (bin[i] == b)
+                    fwd[k++] = win[i];
+            if (!atomic_load(&R->fatal)) {
+                tower_batch(ta, fwd, k);
+                atomic_fetch_add(&R->n_forwards, 1);
+            }
+            for (int i = 0; i < k; i++)
+                if (mv_queue_push(&R->done, fwd[i]))
+                    item_free(fwd[i]);
+        }
     }
+    stage_release(ta);
     return NULL;
 }
 
@@ -844,7 +906,7 @@ static mv_status make_backends(const mv_run_opts *o, runner *R, mv_err *e)
     mv_status st = mv_backend_cpu_create(m, &o->bopts, &R->be[0], e);
     if (!st) {
         R->n_be = 1;
-        R->be[0]->max_batch_tokens = 0;
+        R->be[0]->max_batch_tokens = o->bopts.batch_tokens; /* 0: one input per forward */
     }
     return st;
 }
@@ -1013,8 +1075,7 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
         if (pthread_create(&dec[nd], NULL, decode_main, R))
             break;
     for (; nt < R->n_be && nt < 64; nt++) {
-        ta[nt].R = R;
-        ta[nt].be = R->be[nt];
+        ta[nt] = (tower_arg){.R = R, .be = R->be[nt]};
         if (pthread_create(&tw[nt], NULL, tower_main, &ta[nt]))
             break;
     }
@@ -1063,9 +1124,10 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
         if (o->verbose && ok && busy > 0)
             fprintf(stderr,
                     "mvembed: end to end %.2f files/s, %.0f patches/s; tower busy %.1fs (%.0f%% of the "
-                    "run): %.2f files/s, %.0f patches/s while busy\n",
+                    "run): %.2f files/s, %.0f patches/s while busy; %ld forwards, %.0f patches each\n",
                     ok / wall, atomic_load(&R->tokens) / wall, busy, 100 * busy / wall, ok / busy,
-                    atomic_load(&R->tokens) / busy);
+                    atomic_load(&R->tokens) / busy, (long)atomic_load(&R->n_forwards),
+                    (double)atomic_load(&R->tokens) / (atomic_load(&R->n_forwards) ? atomic_load(&R->n_forwards) : 1));
         *rc = bad ? 2 : 0;
     }
     return MV_OK;
