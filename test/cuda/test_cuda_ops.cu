@@ -574,6 +574,18 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
                   "stage dumps: %s", all.c_str());
             CHECK(s == MV_OK && memcmp(got.data(), got2.data(), got.size() * 4) == 0,
                   "%s forward is deterministic (with and without dumps)", run.name);
+            /* page-locked staging (what the pipeline uses): same bits as pageable buffers */
+            float *hp = (float *)cb->host_alloc(cb, pix.size() * 4);
+            float *ho = (float *)cb->host_alloc(cb, got.size() * 4);
+            s = MV_ERR_NOMEM;
+            if (hp && ho) {
+                memcpy(hp, pix.data(), pix.size() * 4);
+                s = cb->forward(cb, hp, grid.data(), n_entries, ho, NULL, NULL, &e);
+            }
+            CHECK(hp && ho && s == MV_OK && memcmp(got.data(), ho, got.size() * 4) == 0,
+                  "%s forward from page-locked host_alloc buffers equals the pageable one", run.name);
+            cb->host_free(cb, hp);
+            cb->host_free(cb, ho);
             /* default: x is rounded to bf16 at every write; f32 residual: x is really f32 */
             CHECK(s == MV_OK && lg.x_total > 0 &&
                       (run.f32res ? lg.x_offgrid > lg.x_total / 2 : lg.x_offgrid == 0),
