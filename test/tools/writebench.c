@@ -1,0 +1,99 @@
+/* writebench - times the writer stage alone (NPY encode + zstd + temp file + fsync + rename), the
+ * part of the pipeline that runs on writer threads, for outputs shaped like a real tower's.
+ *   writebench DIR ROWS COLS FILES [LEVEL [f32|f16 [THREADS]]]
+ * Data: Gaussian values (what a tower's output looks like to a compressor), a fresh array per
+ * thread. Prints files/s, MB/s of NPY data, and the compressed size ratio. */
+#include "mv_output.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *dir;
+    int64_t rows, cols;
+    int files, level, id, nthreads;
+    mv_dtype dt;
+    float *data;
+    int failed;
+} job;
+
+static void *work(void *arg)
+{
+    job *j = arg;
+    char rel[64];
+    mv_err e;
+    for (int f = j->id; f < j->files; f += j->nthreads) {
+        snprintf(rel, sizeof rel, "w%05d", f);
+        if (mv_output_write(j->dir, rel, j->dt, j->rows, j->cols, j->data, j->level, NULL, 0, &e)) {
+            fprintf(stderr, "writebench: %s\n", e.msg);
+            j->failed = 1;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: writebench DIR ROWS COLS FILES [LEVEL [f32|f16 [THREADS]]]\n");
+        return 2;
+    }
+    int64_t rows = atoll(argv[2]), cols = atoll(argv[3]);
+    int files = atoi(argv[4]), level = argc > 5 ? atoi(argv[5]) : 3;
+    mv_dtype dt = argc > 6 && !strcmp(argv[6], "f16") ? MV_DT_F16 : MV_DT_F32;
+    int nt = argc > 7 ? atoi(argv[7]) : 1;
+    if (rows < 1 || cols < 1 || files < 1 || nt < 1 || nt > 64) {
+        fprintf(stderr, "writebench: bad arguments\n");
+        return 2;
+    }
+    job jobs[64];
+    pthread_t th[64];
+    uint64_t s = 88172645463325252ull;
+    for (int t = 0; t < nt; t++) {
+        float *d = malloc((size_t)(rows * cols) * sizeof *d);
+        if (!d)
+            return 1;
+        for (int64_t i = 0; i < rows * cols; i += 2) { /* Box-Muller from xorshift */
+            double u[2];
+            for (int k = 0; k < 2; k++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                u[k] = ((s >> 11) + 0.5) / 9007199254740992.0;
+            }
+            double r = sqrt(-2 * log(u[0]));
+            d[i] = (float)(r * cos(2 * M_PI * u[1]));
+            if (i + 1 < rows * cols)
+                d[i + 1] = (float)(r * sin(2 * M_PI * u[1]));
+        }
+        jobs[t] = (job){argv[1], rows, cols, files, level, t, nt, dt, d, 0};
+    }
+    double t0 = mv_now();
+    for (int t = 0; t < nt; t++)
+        pthread_create(&th[t], NULL, work, &jobs[t]);
+    int failed = 0;
+    for (int t = 0; t < nt; t++) {
+        pthread_join(th[t], NULL);
+        failed |= jobs[t].failed;
+    }
+    double dt_s = mv_now() - t0;
+    double mb = (double)files * rows * cols * (dt == MV_DT_F16 ? 2 : 4) / 1e6;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/w00000.npy.zst", argv[1]);
+    FILE *f = fopen(p, "rb");
+    long zs = 0;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        zs = ftell(f);
+        fclose(f);
+    }
+    printf("writebench: %d files of [%lld x %lld] %s, zstd level %d, %d thread(s): %.3f s, %.2f files/s, "
+           "%.0f MB/s of NPY data, compressed to %.1f%%\n",
+           files, (long long)rows, (long long)cols, dt == MV_DT_F16 ? "f16" : "f32", level, nt, dt_s,
+           files / dt_s, mb / dt_s, 100.0 * zs / (mb * 1e6 / files));
+    for (int t = 0; t < nt; t++)
+        free(jobs[t].data);
+    return failed;
+}
