@@ -5,7 +5,8 @@
 #   tests      .device/bin/test_cuda_ops (kernel twins + whole-tower CUDA vs CPU)  -> tests.log
 #   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
 #   parity     full-size random towers (27b, 2b layouts) from scripts/hf_reference.py make-model;
-#              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower f32 and bf16 dumps      -> parity.log
+#              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower f32, bf16 and bf16 with the f32
+#              residual stream (MV_CUDA_F32_RESIDUAL=1) dumps                   -> parity.log
 #   bench      scripts/bench_tower.py bench on the 27b layout                    -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
 # Example (device tool): scripts/device-run.sh tests sanitizer parity
@@ -60,14 +61,17 @@ for step in "$@"; do
             python3 scripts/bench_tower.py pixels --grid "$GRID" --seed 3 --out /tmp/mv/pix.npy
             python3 scripts/hf_reference.py run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
                 --dtypes f64,f32,bf16 --name p --out /tmp/mv/hf_$cfg >>"$OUT/parity.log" 2>&1
-            for p in f32 bf16; do
+            # bf16r: bf16 with the residual stream kept in f32 (MV_CUDA_F32_RESIDUAL=1)
+            for p in f32 bf16 bf16r; do
                 mkdir -p /tmp/mv/our_${cfg}_$p
-                "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" --precision $p \
-                    --out /tmp/mv/our_${cfg}_$p >>"$OUT/parity.log" 2>&1
+                MV_CUDA_F32_RESIDUAL=$([ $p = bf16r ] && echo 1 || echo 0) \
+                    "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
+                    --precision ${p%r} --out /tmp/mv/our_${cfg}_$p >>"$OUT/parity.log" 2>&1
             done
             echo "== parity $cfg (rel L2 vs HF f64; grid $GRID)" | tee -a "$OUT/parity.log"
             python3 scripts/bench_tower.py compare --ref /tmp/mv/hf_$cfg/p --ours f32=/tmp/mv/our_${cfg}_f32 \
-                bf16=/tmp/mv/our_${cfg}_bf16 --json "$OUT/parity_$cfg.json" >/tmp/mv/cmp.txt 2>&1 || rc=1
+                bf16=/tmp/mv/our_${cfg}_bf16 bf16_f32res=/tmp/mv/our_${cfg}_bf16r \
+                --json "$OUT/parity_$cfg.json" >/tmp/mv/cmp.txt 2>&1 || rc=1
             cat /tmp/mv/cmp.txt >>"$OUT/parity.log"
             grep -E "^(PASS|FAIL)|^stage|^output|^embed|^patch_embed|^block_00|^merger|Error" /tmp/mv/cmp.txt
         done

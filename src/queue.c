@@ -5,16 +5,15 @@
 
 int mv_queue_init(mv_queue *q, size_t cap)
 {
-    q->buf = calloc(cap ? cap : 1, sizeof *q->buf);
-    if (!q->buf)
-        return -1;
-    q->cap = cap ? cap : 1;
-    q->head = q->n = 0;
-    q->closed = 0;
+    /* the locks first: a queue whose buffer failed can still be closed and destroyed */
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->not_empty, NULL);
     pthread_cond_init(&q->not_full, NULL);
-    return 0;
+    q->head = q->n = 0;
+    q->closed = 0;
+    q->buf = calloc(cap ? cap : 1, sizeof *q->buf);
+    q->cap = q->buf ? (cap ? cap : 1) : 0;
+    return q->buf ? 0 : -1;
 }
 
 void mv_queue_destroy(mv_queue *q)

@@ -1047,9 +1047,9 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
     int writers = jobs / 2 < 2 ? 2 : (jobs / 2 > 8 ? 8 : jobs / 2);
     size_t qcap = (size_t)jobs * 2 + 4;
-    mv_queue_init(&R->jobs, qcap);
-    mv_queue_init(&R->ready, qcap);
-    mv_queue_init(&R->done, qcap);
+    int qfail = mv_queue_init(&R->jobs, qcap);
+    qfail |= mv_queue_init(&R->ready, qcap);
+    qfail |= mv_queue_init(&R->done, qcap);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -1068,23 +1068,24 @@ static mv_status run_pipeline(runner *R, int *rc, mv_err *e)
             from_stdin |= !strcmp(o->paths[i], "-");
         counting = !from_stdin && !pthread_create(&counter, NULL, count_main, R);
     }
-    pthread_t *dec = calloc(jobs, sizeof *dec), tw[64], wr[8];
+    pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[8];
     tower_arg ta[64];
     int nd = 0, nt = 0, nw = 0;
-    for (; nd < jobs; nd++)
+    for (; dec && nd < jobs; nd++)
         if (pthread_create(&dec[nd], NULL, decode_main, R))
             break;
-    for (; nt < R->n_be && nt < 64; nt++) {
+    for (; dec && nt < R->n_be && nt < 64; nt++) {
         ta[nt] = (tower_arg){.R = R, .be = R->be[nt]};
         if (pthread_create(&tw[nt], NULL, tower_main, &ta[nt]))
             break;
     }
-    for (; nw < writers; nw++)
+    for (; dec && nw < writers; nw++)
         if (pthread_create(&wr[nw], NULL, writer_main, R))
             break;
     mv_err fe;
     st = (nd && nt && nw) ? feed(R, done, shard_k, shard_n, &fe)
-                          : mv_fail(&fe, MV_ERR_INTERNAL, "cannot start threads");
+                          : dec ? mv_fail(&fe, MV_ERR_INTERNAL, "cannot start threads")
+                                : mv_fail(&fe, MV_ERR_NOMEM, "out of memory for the pipeline's queues");
     if (st)
         set_fatal(R, &fe);
     /* drain: each stage closes the next queue once its own threads are finished */
