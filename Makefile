@@ -90,7 +90,7 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(wildcard test/tools/*.c)
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: all test test-asan test-run test-slurm unit demo clean install deps info
+.PHONY: all test test-asan test-tsan test-run test-slurm unit demo clean install deps info
 all: info $(BIN) $(TOOL_BINS)
 
 info:
@@ -134,6 +134,12 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/mvembed NO_CUDA=1 \
 	    SAN="$(ASAN_FLAGS)" CFLAGS="-O1 -g" MVEMBED_BATS_EXCLUDE=80-valgrind.bats test-run
+
+# ThreadSanitizer over the pipeline's threads (decode pool, packing tower thread, writers)
+test-tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build-tsan BIN=build-tsan/mvembed NO_CUDA=1 \
+	    SAN="-fsanitize=thread" CFLAGS="-O1 -g" build-tsan/mvembed
+	@scripts/tsan-check.sh build-tsan/mvembed
 
 test-run: all unit
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
