@@ -352,6 +352,8 @@ typedef struct {
     const char *dir;
     float *next; /* arena cursor */
     uint64_t hash;
+    int check_only; /* first pass: presence and shapes only, counting the floats needed */
+    size_t need;
 } loader;
 
 static uint64_t mix64(uint64_t h, const uint8_t *p, size_t n)
@@ -393,18 +395,70 @@ static mv_status take(loader *L, const char *name, int ndim, const int64_t *shap
             return mv_fail(e, MV_ERR_MODEL, "%s: tensor '%s' has shape [%s], config.json implies [%s]",
                            L->s->files[i].path, full, got, want);
         }
+        int64_t cnt = 1;
+        for (int d = 0; d < ndim; d++)
+            cnt *= shape[d];
+        L->need += (size_t)cnt;
+        if (L->check_only)
+            return MV_OK;
         mv_status st = mv_st_to_f32(&L->s->files[i], t, L->next, e);
         if (st)
             return st;
         L->hash = mix64(L->hash, t->data, t->nbytes);
         *out = L->next;
-        int64_t cnt = 1;
-        for (int d = 0; d < ndim; d++)
-            cnt *= shape[d];
         L->next += cnt;
         return MV_OK;
     }
     return mv_fail(e, MV_ERR_MODEL, "%s: missing tensor '%s'", L->dir, full);
+}
+
+/* Takes every tensor of the tower in order: with L->check_only, checks presence and shapes and
+ * counts the floats they need (L->need); otherwise converts them into the arena. */
+static mv_status take_all(loader *L, mv_model *m, mv_err *e)
+{
+    const mv_vision_config *c = &m->cfg;
+    int64_t H = c->hidden, I = c->inter, out_w = c->out_hidden;
+    int64_t MH = H * c->merge * c->merge; /* merger width 4H */
+    mv_block scratch;
+    mv_status st;
+    int64_t pshape[5] = {H, c->in_ch, c->temporal, c->patch, c->patch};
+    int64_t sh_h[1] = {H}, sh_pos[2] = {c->num_pos, H};
+    if ((st = take(L, "patch_embed.proj.weight", 5, pshape, &m->patch_w, e)) ||
+        (st = take(L, "patch_embed.proj.bias", 1, sh_h, &m->patch_b, e)) ||
+        (st = take(L, "pos_embed.weight", 2, sh_pos, &m->pos_embed, e)))
+        return st;
+    for (int b = 0; b < c->depth; b++) {
+        mv_block *B = L->check_only ? &scratch : &m->blocks[b];
+        char n[96];
+        int64_t s3hh[2] = {3 * H, H}, s3h[1] = {3 * H}, shh[2] = {H, H}, sih[2] = {I, H},
+                si[1] = {I}, shi[2] = {H, I};
+#define TAKE(field, nm, nd, shp)                                           \
+    snprintf(n, sizeof n, "blocks.%d." nm, b);                             \
+    if ((st = take(L, n, nd, shp, &B->field, e)))                         \
+        return st;
+        TAKE(norm1_w, "norm1.weight", 1, sh_h)
+        TAKE(norm1_b, "norm1.bias", 1, sh_h)
+        TAKE(norm2_w, "norm2.weight", 1, sh_h)
+        TAKE(norm2_b, "norm2.bias", 1, sh_h)
+        TAKE(qkv_w, "attn.qkv.weight", 2, s3hh)
+        TAKE(qkv_b, "attn.qkv.bias", 1, s3h)
+        TAKE(proj_w, "attn.proj.weight", 2, shh)
+        TAKE(proj_b, "attn.proj.bias", 1, sh_h)
+        TAKE(fc1_w, "mlp.linear_fc1.weight", 2, sih)
+        TAKE(fc1_b, "mlp.linear_fc1.bias", 1, si)
+        TAKE(fc2_w, "mlp.linear_fc2.weight", 2, shi)
+        TAKE(fc2_b, "mlp.linear_fc2.bias", 1, sh_h)
+#undef TAKE
+    }
+    int64_t smh[2] = {MH, MH}, smh1[1] = {MH}, slm[2] = {out_w, MH}, sl[1] = {out_w};
+    if ((st = take(L, "merger.norm.weight", 1, sh_h, &m->mnorm_w, e)) ||
+        (st = take(L, "merger.norm.bias", 1, sh_h, &m->mnorm_b, e)) ||
+        (st = take(L, "merger.linear_fc1.weight", 2, smh, &m->mfc1_w, e)) ||
+        (st = take(L, "merger.linear_fc1.bias", 1, smh1, &m->mfc1_b, e)) ||
+        (st = take(L, "merger.linear_fc2.weight", 2, slm, &m->mfc2_w, e)) ||
+        (st = take(L, "merger.linear_fc2.bias", 1, sl, &m->mfc2_b, e)))
+        return st;
+    return MV_OK;
 }
 
 void mv_model_update_fingerprint(mv_model *m)
@@ -486,48 +540,12 @@ mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
         goto fail;
     }
     const mv_vision_config *c = &m->cfg;
-    int64_t H = c->hidden, I = c->inter, L4 = 4LL * H * c->merge * c->merge / 4, L = c->out_hidden;
-    int64_t MH = H * c->merge * c->merge; /* merger width 4H */
-    (void)L4;
-    size_t total = (size_t)H * c->patch_dim + H + (size_t)c->num_pos * H +
-                   (size_t)c->depth * (4 * H + 3 * H * H + 3 * H + H * H + H + I * H + I + H * I + H) +
-                   2 * H + MH * MH + MH + L * MH + L;
-    s->arena = malloc(total * sizeof(float));
-    m->blocks = calloc(c->depth, sizeof *m->blocks);
-    if (!s->arena || !m->blocks) {
-        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %zu weights", dir, total);
+    /* first every tensor's presence and shape, before any weight memory is taken: a config.json
+     * that claims a far larger tower than the files hold is a shape error naming the tensor, not
+     * an allocation of tens of GB */
+    loader Ld = {s, prefix, dir, NULL, 0xcbf29ce484222325ULL, 1, 0};
+    if ((st = take_all(&Ld, m, e)))
         goto fail;
-    }
-    loader Ld = {s, prefix, dir, s->arena, 0xcbf29ce484222325ULL};
-    int64_t pshape[5] = {H, c->in_ch, c->temporal, c->patch, c->patch};
-    int64_t sh_h[1] = {H}, sh_pos[2] = {c->num_pos, H};
-    if ((st = take(&Ld, "patch_embed.proj.weight", 5, pshape, &m->patch_w, e)) ||
-        (st = take(&Ld, "patch_embed.proj.bias", 1, sh_h, &m->patch_b, e)) ||
-        (st = take(&Ld, "pos_embed.weight", 2, sh_pos, &m->pos_embed, e)))
-        goto fail;
-    for (int b = 0; b < c->depth; b++) {
-        mv_block *B = &m->blocks[b];
-        char n[96];
-        int64_t s3hh[2] = {3 * H, H}, s3h[1] = {3 * H}, shh[2] = {H, H}, sih[2] = {I, H},
-                si[1] = {I}, shi[2] = {H, I};
-#define TAKE(field, nm, nd, shp)                                           \
-    snprintf(n, sizeof n, "blocks.%d." nm, b);                             \
-    if ((st = take(&Ld, n, nd, shp, &B->field, e)))                        \
-        goto fail;
-        TAKE(norm1_w, "norm1.weight", 1, sh_h)
-        TAKE(norm1_b, "norm1.bias", 1, sh_h)
-        TAKE(norm2_w, "norm2.weight", 1, sh_h)
-        TAKE(norm2_b, "norm2.bias", 1, sh_h)
-        TAKE(qkv_w, "attn.qkv.weight", 2, s3hh)
-        TAKE(qkv_b, "attn.qkv.bias", 1, s3h)
-        TAKE(proj_w, "attn.proj.weight", 2, shh)
-        TAKE(proj_b, "attn.proj.bias", 1, sh_h)
-        TAKE(fc1_w, "mlp.linear_fc1.weight", 2, sih)
-        TAKE(fc1_b, "mlp.linear_fc1.bias", 1, si)
-        TAKE(fc2_w, "mlp.linear_fc2.weight", 2, shi)
-        TAKE(fc2_b, "mlp.linear_fc2.bias", 1, sh_h)
-#undef TAKE
-    }
     {
         char extra[96];
         snprintf(extra, sizeof extra, "blocks.%d.norm1.weight", c->depth);
@@ -540,13 +558,15 @@ mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
                 goto fail;
             }
     }
-    int64_t smh[2] = {MH, MH}, smh1[1] = {MH}, slm[2] = {L, MH}, sl[1] = {L};
-    if ((st = take(&Ld, "merger.norm.weight", 1, sh_h, &m->mnorm_w, e)) ||
-        (st = take(&Ld, "merger.norm.bias", 1, sh_h, &m->mnorm_b, e)) ||
-        (st = take(&Ld, "merger.linear_fc1.weight", 2, smh, &m->mfc1_w, e)) ||
-        (st = take(&Ld, "merger.linear_fc1.bias", 1, smh1, &m->mfc1_b, e)) ||
-        (st = take(&Ld, "merger.linear_fc2.weight", 2, slm, &m->mfc2_w, e)) ||
-        (st = take(&Ld, "merger.linear_fc2.bias", 1, sl, &m->mfc2_b, e)))
+    s->arena = malloc(Ld.need * sizeof(float));
+    m->blocks = calloc(c->depth, sizeof *m->blocks);
+    if (!s->arena || !m->blocks) {
+        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %zu weights", dir, Ld.need);
+        goto fail;
+    }
+    Ld.next = s->arena;
+    Ld.check_only = 0;
+    if ((st = take_all(&Ld, m, e)))
         goto fail;
     m->weights_hash = mix64(Ld.hash, (const uint8_t *)c, sizeof *c);
     mv_model_update_fingerprint(m);
