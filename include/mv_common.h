@@ -38,6 +38,10 @@ mv_status mv_fail_prefix(mv_err *e, mv_status s, const char *fmt, ...)
 
 const char *mv_status_str(mv_status s);
 
+/* Replaces control bytes (below 0x20, and 0x7f) in s with '?', in place, and returns s: for text
+ * that comes from a file (a JSON parser's "near '...'" excerpt) and goes into a one-line message. */
+char *mv_printable(char *s);
+
 /* Checked allocation helpers: NULL on failure (caller reports MV_ERR_NOMEM). */
 void *mv_malloc(size_t n);
 void *mv_calloc(size_t n, size_t size);

@@ -20,6 +20,14 @@ mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
     return s;
 }
 
+char *mv_printable(char *s)
+{
+    for (unsigned char *c = (unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    return s;
+}
+
 mv_status mv_fail_prefix(mv_err *e, mv_status s, const char *fmt, ...)
 {
     if (e) {

@@ -46,7 +46,8 @@ static json_t *load_json(const char *path, mv_err *e, mv_status *st)
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     if (!j) {
-        *st = mv_fail(e, MV_ERR_MODEL, "%s: bad JSON at line %d: %s", path, je.line, je.text);
+        *st = mv_fail(e, MV_ERR_MODEL, "%s: bad JSON at line %d: %s", path, je.line,
+                      mv_printable(je.text));
         return NULL;
     }
     if (!json_is_object(j)) {

@@ -69,7 +69,7 @@ mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
     root = json_loadb((const char *)f->map + 8, hlen, 0, &je);
     if (!root || !json_is_object(root)) {
         st = mv_fail(e, MV_ERR_FORMAT, "%s: bad safetensors header JSON: %s", path,
-                     root ? "not an object" : je.text);
+                     root ? "not an object" : mv_printable(je.text));
         goto fail;
     }
     size_t data_len = f->map_len - 8 - hlen;

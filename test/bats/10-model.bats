@@ -90,6 +90,15 @@ PYEOF
     [ "${#lines[@]}" -eq 1 ]
 }
 
+@test "bad JSON whose excerpt holds a newline: still one line, control bytes shown as ?" {
+    printf '{\n  "arc\\\n}' > "$T/m/config.json"   # an escape cut by a newline (found by fuzz_config)
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    echo "$output"
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" =~ ^"mvembed: $T/m/config.json: bad JSON at line ".*"invalid escape near '\"arc\\?'"$ ]]
+}
+
 @test "unknown and unsupported dtypes" {
     "$PY" "$ROOT/test/bats/st_tool.py" dtype "$ST" "$T/x" model.visual.merger.norm.bias Q4 && mv "$T/x" "$ST"
     run embed "$T/m" "$T/o"
