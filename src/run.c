@@ -450,16 +450,21 @@ static int64_t item_patches(const item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
+static void stage_free(mv_backend *be, float *buf, int pinned)
+{
+    if (pinned)
+        be->host_free(be, buf);
+    else
+        free(buf);
+}
+
 /* Grows one of a tower thread's staging buffers to at least `bytes`, page-locked when the backend
  * can (CUDA), else with malloc. Returns 0, or -1 when out of memory. */
 static int stage_reserve(mv_backend *be, float **buf, size_t *cap, int *pinned, size_t bytes)
 {
     if (*cap >= bytes)
         return 0;
-    if (*pinned)
-        be->host_free(be, *buf);
-    else
-        free(*buf);
+    stage_free(be, *buf, *pinned);
     *buf = NULL;
     *cap = 0;
     *pinned = 0;
@@ -476,14 +481,8 @@ static int stage_reserve(mv_backend *be, float **buf, size_t *cap, int *pinned, 
 
 static void stage_release(tower_arg *ta)
 {
-    if (ta->pix_pinned)
-        ta->be->host_free(ta->be, ta->pix);
-    else
-        free(ta->pix);
-    if (ta->out_pinned)
-        ta->be->host_free(ta->be, ta->out);
-    else
-        free(ta->out);
+    stage_free(ta->be, ta->pix, ta->pix_pinned);
+    stage_free(ta->be, ta->out, ta->out_pinned);
     ta->pix = ta->out = NULL;
     ta->pix_cap = ta->out_cap = 0;
 }
