@@ -54,6 +54,23 @@ print("ok")' "$3" "$RUN/out/manifest.jsonl" "$2"
     each_video
 }
 
+@test "--batch-tokens packs videos (several segments each) with others; embeddings still match HF" {
+    run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/p" --batch-tokens 4096 \
+        "$ROOT/fixtures/media/videos"
+    [ "$status" -eq 0 ]
+    forwards=$(echo "$output" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p')
+    echo "fixture videos in $forwards forwards"
+    [ "$forwards" -ge 1 ] && [ "$forwards" -lt 12 ]
+    check() {
+        zstd -q -d -c "$BATS_TEST_TMPDIR/p/$2.npy.zst" > "$BATS_TEST_TMPDIR/o.npy"
+        b=$(budget "$3" output)
+        run "$NPYCMP" --max-rel "$b" "$BATS_TEST_TMPDIR/o.npy" "$3/output.f64.npy"
+        echo "$1: $output (budget $b)"
+        [ "$status" -eq 0 ]
+    }
+    each_video
+}
+
 @test "output rows are group-major: [groups * tokens_per_group, out]" {
     run "$PY" -c '
 import json, sys
