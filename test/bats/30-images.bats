@@ -97,14 +97,14 @@ PYEOF
         --dump-stages "$BATS_TEST_TMPDIR/d" "$ROOT/fixtures/media/images"
     [ "$status" -eq 0 ]
     # --dump-stages dumps one input per forward: packing is off there, so compare the saved files
-    forwards=$(echo "$output" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p')
-    [ "$forwards" -eq 21 ]
+    n_fwd=$(forwards "$output")
+    [ "$n_fwd" -eq 21 ]
     run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" --batch-tokens 4096 \
         "$ROOT/fixtures/media/images"
     [ "$status" -eq 0 ]
-    forwards=$(echo "$output" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p')
-    echo "packed into $forwards forwards"
-    [ "$forwards" -ge 1 ] && [ "$forwards" -lt 21 ]
+    n_fwd=$(forwards "$output")
+    echo "packed into $n_fwd forwards"
+    [ "$n_fwd" -ge 1 ] && [ "$n_fwd" -lt 21 ]
     for d in "$REF"/images/*; do
         name=$(basename "$d")
         [ "$name" = png_gray16_96x64.png ] && continue

@@ -58,9 +58,9 @@ print("ok")' "$3" "$RUN/out/manifest.jsonl" "$2"
     run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/p" --batch-tokens 4096 \
         "$ROOT/fixtures/media/videos"
     [ "$status" -eq 0 ]
-    forwards=$(echo "$output" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p')
-    echo "fixture videos in $forwards forwards"
-    [ "$forwards" -ge 1 ] && [ "$forwards" -lt 12 ]
+    n_fwd=$(forwards "$output")
+    echo "fixture videos in $n_fwd forwards"
+    [ "$n_fwd" -ge 1 ] && [ "$n_fwd" -lt 12 ]
     check() {
         zstd -q -d -c "$BATS_TEST_TMPDIR/p/$2.npy.zst" > "$BATS_TEST_TMPDIR/o.npy"
         b=$(budget "$3" output)

@@ -26,3 +26,8 @@ npy_zst_info() {
     zstd -q -d -c "$1" > "$BATS_TEST_TMPDIR/x.npy" && \
     "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); print(a.shape, a.dtype, bool(np.isfinite(a).all()))' "$BATS_TEST_TMPDIR/x.npy"
 }
+
+# forwards TEXT: the number of forwards a `mvembed -v` run reports ("... N forwards, M patches each")
+forwards() {
+    echo "$1" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p'
+}
