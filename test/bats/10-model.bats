@@ -57,17 +57,18 @@ embed() { mvembed -q --device cpu --model "$1" --pixels "$T/px.npy" --grid 1,4,6
 }
 
 @test "config.json claiming a far larger tower than the weights: shape error, no weight memory taken first" {
-    # the 27B layout over the tiny weights: 460 M floats (1.8 GB) if allocated from the config;
-    # under a 1 GB address-space limit that allocation fails, so only checking every shape first
-    # gives the shape error
+    # the 27B layout with a merge of 8 over the tiny weights: 5.7 G floats (23 GB) if allocated
+    # from the config; under an 8 GB address-space limit (room for the CUDA and OpenBLAS
+    # libraries) that allocation fails, so only checking every shape first gives the shape error
     "$PY" - "$T/m/config.json" <<'PYEOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["vision_config"].update(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16,
-                          out_hidden_size=5120, num_position_embeddings=2304)
+                          out_hidden_size=5120, num_position_embeddings=2304, spatial_merge_size=8)
 json.dump(c, open(sys.argv[1], "w"))
 PYEOF
-    run bash -c "ulimit -v 1000000; '$MVEMBED' -q --device cpu --model '$T/m' --pixels '$T/px.npy' --grid 1,4,6 --out '$T/o'"
+    rm -f "$T/m/preprocessor_config.json" "$T/m/video_preprocessor_config.json" # their merge is 2
+    run timeout 60 bash -c "ulimit -v 8000000; '$MVEMBED' -q --device cpu --model '$T/m' --pixels '$T/px.npy' --grid 1,4,6 --out '$T/o'"
     [ "$status" -eq 1 ]
     [ "$output" = "mvembed: $ST: tensor 'model.visual.patch_embed.proj.weight' has shape [128,3,2,16,16], config.json implies [1152,3,2,16,16]" ]
 }
