@@ -716,6 +716,15 @@ static int seek_before(mv_video *v, int64_t key)
     return 0;
 }
 
+/* next_frame on the way to frame idx: a stream that ends or fails there is idx's error. */
+static mv_status next_frame_for(mv_video *v, int64_t idx, mv_err *e)
+{
+    int ret = next_frame(v);
+    if (ret == AVERROR_EOF)
+        return fail_frame(v, e, idx, ret, "the stream ended before this frame");
+    return ret < 0 ? fail_frame(v, e, idx, ret, NULL) : MV_OK;
+}
+
 /* Timestamp mode: decode frame idx into v->frame. */
 static mv_status get_by_pts(mv_video *v, int64_t idx, mv_err *e)
 {
@@ -734,11 +743,9 @@ static mv_status get_by_pts(mv_video *v, int64_t idx, mv_err *e)
     if (need_seek && (ret = seek_before(v, key)) < 0)
         return fail_frame(v, e, idx, ret, NULL);
     for (;;) {
-        ret = next_frame(v);
-        if (ret == AVERROR_EOF)
-            return fail_frame(v, e, idx, ret, "the stream ended before this frame");
-        if (ret < 0)
-            return fail_frame(v, e, idx, ret, NULL);
+        mv_status st = next_frame_for(v, idx, e);
+        if (st)
+            return st;
         int64_t t = frame_ts(v->frame);
         int first = v->last_pts == INT64_MIN;
         if (t != AV_NOPTS_VALUE)
@@ -774,11 +781,9 @@ static mv_status get_by_count(mv_video *v, int64_t idx, mv_err *e)
     if ((!v->positioned || v->seq_count > idx) && (ret = rewind_stream(v)) < 0)
         return fail_frame(v, e, idx, ret, NULL);
     for (;;) {
-        ret = next_frame(v);
-        if (ret == AVERROR_EOF)
-            return fail_frame(v, e, idx, ret, "the stream ended before this frame");
-        if (ret < 0)
-            return fail_frame(v, e, idx, ret, NULL);
+        mv_status st = next_frame_for(v, idx, e);
+        if (st)
+            return st;
         if (v->seq_count++ == idx)
             return MV_OK;
         av_frame_unref(v->frame);

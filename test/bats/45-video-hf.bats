@@ -45,12 +45,7 @@ print("ok")' "$3" "$RUN/out/manifest.jsonl" "$2"
 }
 
 @test "video embeddings match HF within the f32 error budget" {
-    check() {
-        b=$(budget "$3" output)
-        run "$NPYCMP" --max-rel "$b" "$RUN/dump/$2/output.npy" "$3/output.f64.npy"
-        echo "$1: $output (budget $b)"
-        [ "$status" -eq 0 ]
-    }
+    check() { match_hf "$RUN/dump/$2/output.npy" "$3" "$1"; }
     each_video
 }
 
@@ -61,13 +56,7 @@ print("ok")' "$3" "$RUN/out/manifest.jsonl" "$2"
     n_fwd=$(forwards "$output")
     echo "fixture videos in $n_fwd forwards"
     [ "$n_fwd" -ge 1 ] && [ "$n_fwd" -lt 12 ]
-    check() {
-        zstd -q -d -c "$BATS_TEST_TMPDIR/p/$2.npy.zst" > "$BATS_TEST_TMPDIR/o.npy"
-        b=$(budget "$3" output)
-        run "$NPYCMP" --max-rel "$b" "$BATS_TEST_TMPDIR/o.npy" "$3/output.f64.npy"
-        echo "$1: $output (budget $b)"
-        [ "$status" -eq 0 ]
-    }
+    check() { match_hf "$BATS_TEST_TMPDIR/p/$2.npy.zst" "$3" "$1"; }
     each_video
 }
 

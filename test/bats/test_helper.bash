@@ -31,3 +31,17 @@ npy_zst_info() {
 forwards() {
     echo "$1" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p'
 }
+
+# match_hf OURS REF_DIR LABEL: our output (.npy, or .npy.zst) is within 2x HF-f32's error of HF's
+# f64 output in REF_DIR; prints npycmp's line
+match_hf() {
+    local ours=$1 b
+    if [[ $ours == *.zst ]]; then
+        zstd -q -d -c "$ours" > "$BATS_TEST_TMPDIR/match_hf.npy"
+        ours=$BATS_TEST_TMPDIR/match_hf.npy
+    fi
+    b=$(budget "$2" output)
+    run "$NPYCMP" --max-rel "$b" "$ours" "$2/output.f64.npy"
+    echo "$3: $output (budget $b)"
+    [ "$status" -eq 0 ]
+}
