@@ -52,6 +52,10 @@ mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e)
 /* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask). */
 mv_status mv_mkdirs(const char *dir, mv_err *e);
 
+/* CPUs this process may run on (its affinity mask: taskset, Slurm and container CPU sets), for
+ * default thread counts; the online CPU count when the mask cannot be read. */
+int mv_cpu_count(void);
+
 /* Monotonic clock in seconds. */
 double mv_now(void);
 

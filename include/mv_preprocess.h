@@ -3,6 +3,9 @@
  * bicubic resize, fused rescale+normalize, and patchify into pixel_values rows
  * (QWEN35_VISION.md sections 4 and 5).
  *
+ * Also the video path (HF's Qwen3VLVideoProcessor after frame sampling): video smart_resize of
+ * all frames, the same resize per frame, temporal patchify.
+ *
  * Not here: decoding (mv_image.h), video frame sampling and video smart_resize (mv_video.h),
  * the bf16 cast at tower entry (the tower does it).
  */
@@ -48,5 +51,13 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
  * caller: prefix the message with the file name (mv_fail_prefix). */
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e);
+
+/* The whole video path after sampling: frames [n][h][w][3] (uint8, HWC), mv_smart_resize_video
+ * with pp's video budget, the same resize per frame, patchify in temporal groups. *pixels
+ * (malloc'd, [ceil(n/temporal)*gh*gw, patch_dim]) and grid = {ceil(n/temporal), gh, gw}; resized
+ * (may be NULL) receives the resized frames [n][rh][rw][3]. Callers prefix errors with the file. */
+mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
+                              const mv_preproc_config *pp, float **pixels, int32_t grid[3],
+                              uint8_t **resized, int *rw, int *rh, mv_err *e);
 
 #endif

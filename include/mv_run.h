@@ -7,6 +7,8 @@
 #include "mv_model.h"
 #include "mv_npy.h"
 
+#include <signal.h>
+
 typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
 
 typedef struct {
@@ -34,10 +36,22 @@ typedef struct {
     int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
     int n_devices;
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
+    /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
+     * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
+    const volatile sig_atomic_t *interrupt;
 } mv_run_opts;
 
-/* Exit status of the run: 0 all ok, 2 some inputs failed, 1 fatal (message in e), 130 SIGINT. */
-int mv_run(const mv_run_opts *o, mv_err *e);
+/* What a run did. The library decides nothing about the process: main.c maps this to an exit
+ * status (0 all ok, 2 some inputs failed, 1 fatal, 128 + signal when interrupted). */
+typedef struct {
+    long ok, failed, skipped;
+    int signal; /* the interrupting signal, or 0 */
+} mv_run_result;
+
+/* Loads the model, makes the backends and runs the batch (or the tower-only --pixels entry).
+ * Returns MV_OK with res filled, or a fatal error (model, backend, output directory, manifest,
+ * full disk) with the message in e. */
+mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e);
 
 /* `mvembed manifest merge OUT`: folds OUT/manifest-*-of-*.jsonl (and an existing manifest.jsonl)
  * into OUT/manifest.jsonl, one line per input, the latest line winning. */

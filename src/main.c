@@ -3,11 +3,24 @@
 #include "mv_run.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MV_VERSION "0.1.0"
+
+/* The first SIGINT/SIGTERM asks the run to stop starting work (mv_run_opts.interrupt); a second
+ * one leaves at once (temp files are swept by the next run). */
+static volatile sig_atomic_t g_interrupted;
+
+static void on_signal(int sig)
+{
+    if (g_interrupted)
+        _exit(128 + sig);
+    g_interrupted = sig;
+}
 
 static const char usage_text[] =
     "Usage: mvembed --model DIR --out DIR [options] PATH...\n"
@@ -302,10 +315,20 @@ int main(int argc, char **argv)
         if (!o.n_paths)
             return usage_error("no inputs: give files, directories, or - for standard input", NULL);
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    o.interrupt = &g_interrupted;
     mv_err e;
     e.msg[0] = 0;
-    int rc = mv_run(&o, &e);
-    if (rc == 1)
+    mv_run_result res;
+    if (mv_run(&o, &res, &e)) {
         fprintf(stderr, "mvembed: %s\n", e.msg[0] ? e.msg : "failed");
-    return rc;
+        return 1;
+    }
+    if (res.signal)
+        return 128 + res.signal;
+    return res.failed ? 2 : 0;
 }

@@ -17,6 +17,7 @@
  * multiply-add would round differently from torch's separate operations.
  */
 #include "mv_preprocess.h"
+#include "mv_video.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -327,6 +328,55 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
     }
     const uint8_t *frames[1] = {rs};
     mv_patchify(frames, 1, oh, ow, pp, px, grid);
+    *pixels = px;
+    if (resized) {
+        *resized = rs;
+        if (rw) *rw = ow;
+        if (rh) *rh = oh;
+    } else {
+        free(rs);
+    }
+    return MV_OK;
+}
+
+mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
+                              const mv_preproc_config *pp, float **pixels, int32_t grid[3],
+                              uint8_t **resized, int *rw, int *rh, mv_err *e)
+{
+    *pixels = NULL;
+    if (resized) *resized = NULL;
+    if (!frames || n < 1 || w <= 0 || h <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video");
+    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
+                       pp->patch, pp->merge, pp->temporal);
+    int oh, ow, f = pp->patch * pp->merge;
+    mv_status st = mv_smart_resize_video(n, h, w, f, pp->temporal, pp->video_min_pixels,
+                                         pp->video_max_pixels, &oh, &ow, e);
+    if (st) return st;
+    size_t fsz = (size_t)ow * oh * 3, isz = (size_t)w * h * 3;
+    uint8_t *rs = malloc(fsz * n);
+    const uint8_t **fp = malloc(n * sizeof *fp);
+    long long rows = mv_patchify_rows(n, oh, ow, pp);
+    size_t cols = (size_t)3 * pp->temporal * pp->patch * pp->patch;
+    float *px = rs && fp ? malloc(sizeof(float) * (size_t)rows * cols) : NULL;
+    if (!px) {
+        free(rs);
+        free(fp);
+        return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory for %d frames of %dx%d", n, ow, oh);
+    }
+    for (int i = 0; i < n && !st; i++) {
+        st = mv_resize_bicubic_aa_u8(frames + isz * i, w, h, rs + fsz * i, ow, oh);
+        fp[i] = rs + fsz * i;
+    }
+    if (st) {
+        free(rs);
+        free(fp);
+        free(px);
+        return mv_fail(e, st, "preprocess: out of memory resizing frames to %dx%d", ow, oh);
+    }
+    mv_patchify(fp, n, oh, ow, pp, px, grid);
+    free(fp);
     *pixels = px;
     if (resized) {
         *resized = rs;

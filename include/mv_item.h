@@ -1,0 +1,81 @@
+/* mv_item.h - one input from sniff to manifest record, knowing nothing of threads or queues.
+ *
+ * An mv_item is what travels through the pipeline (mv_pipeline.h): its path and output name,
+ * the preprocessed pixel_values once decoded, the tower's output once run, or an error. Every
+ * function here works on one item; the pipeline decides which thread calls what and when.
+ * Not here: output naming rules (mv_walk.h), writing files (mv_output.h), the manifest file
+ * (mv_manifest.h).
+ */
+#ifndef MV_ITEM_H
+#define MV_ITEM_H
+
+#include "mv_backend.h"
+#include "mv_manifest.h"
+#include "mv_model.h"
+#include "mv_npy.h"
+
+/* What decoding + preprocessing produced for one input. */
+typedef struct {
+    float *pixels;    /* [patches, patch_dim] */
+    int32_t grid[3];  /* t, h, w in patches */
+    uint8_t *resized; /* [n_frames][rh][rw][3], for input.png (--dump-stages only) */
+    int n_frames, rw, rh;
+    const char *kind; /* "image" / "video" */
+    int width, height;
+    int64_t *frame_idx; /* videos: sampled frame indices [n_idx] and timestamps */
+    double *ts;
+    int n_idx;
+    double fps, duration;
+    int rotation;
+} mv_prepared;
+
+/* One input travelling through the pipeline. */
+typedef struct {
+    char *path, *rel;  /* path to open; output name relative to OUT (without .npy.zst) */
+    double t0;         /* when it entered the pipeline (mv_now) */
+    char *error;       /* set: the input failed; it goes straight to the writer */
+    const char *kind;  /* for error lines */
+    mv_prepared p;
+    float *out;        /* [rows, out_hidden] once the tower ran */
+    int64_t rows;
+    double t_decode, t_preprocess; /* seconds spent in each (for -v's timeline) */
+} mv_item;
+
+/* Settings one item's preparation needs (a view of the run's options). */
+typedef struct {
+    const mv_model *m;
+    long long max_decode_pixels;
+    double timeout;      /* per-input decode time limit in seconds, 0 = none */
+    int num_frames;      /* videos: exactly N frames (0 = from fps) */
+    const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png under DIR/<rel>/ */
+} mv_item_ctx;
+
+/* A new item for path with output name rel (both copied); NULL when out of memory. */
+mv_item *mv_item_new(const char *path, const char *rel);
+void mv_item_free(mv_item *it);
+
+/* Marks the item failed with msg (copied; "out of memory" if even that fails) and drops its
+ * pixels. */
+void mv_item_fail(mv_item *it, const char *msg);
+
+/* Sniffs, decodes and preprocesses the item exactly like HF. A bad input sets it->error and
+ * returns MV_OK; a non-OK return is fatal for the run (the --dump-stages directory cannot be
+ * written), with e set. */
+mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *e);
+
+/* Patches of a prepared item: t * h * w. */
+int64_t mv_item_patches(const mv_item *it);
+
+/* The manifest record of a finished item (ok with its output, or its error). out_rel is the
+ * output's name relative to OUT; r's pointers point into it and into the item. */
+void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_dtype,
+                    const char *model_fingerprint, const char *out_rel, mv_record *r);
+
+/* --dump-stages: an mv_stage_fn writing DIR/<stage>.npy, with ud a mv_dump_ctx. */
+typedef struct {
+    char dir[4096];
+} mv_dump_ctx;
+mv_status mv_dump_stage(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
+                        mv_err *e);
+
+#endif

@@ -1,0 +1,283 @@
+/* item.c - one input from sniff to manifest record: stat + sniff, decode (mv_image.h /
+ * mv_video.h), preprocess exactly like HF (mv_preprocess.h), --dump-stages input images, and the
+ * manifest record of the result. Knows nothing of threads, queues or backends: the pipeline
+ * (pipeline.c) calls these on whichever thread it likes, one item at a time.
+ */
+#include "mv_item.h"
+
+#include "mv_image.h"
+#include "mv_npy.h"
+#include "mv_preprocess.h"
+#include "mv_video.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char oom_msg[] = "out of memory"; /* an item's error when even its message can't be copied */
+
+static void prepared_free(mv_prepared *p)
+{
+    free(p->pixels);
+    free(p->resized);
+    free(p->frame_idx);
+    free(p->ts);
+    memset(p, 0, sizeof *p);
+}
+
+mv_item *mv_item_new(const char *path, const char *rel)
+{
+    mv_item *it = calloc(1, sizeof *it);
+    if (!it || !(it->path = strdup(path)) || !(it->rel = strdup(rel))) {
+        mv_item_free(it);
+        return NULL;
+    }
+    it->t0 = mv_now();
+    return it;
+}
+
+void mv_item_free(mv_item *it)
+{
+    if (!it)
+        return;
+    free(it->path);
+    free(it->rel);
+    if (it->error != oom_msg)
+        free(it->error);
+    prepared_free(&it->p);
+    free(it->out);
+    free(it);
+}
+
+void mv_item_fail(mv_item *it, const char *msg)
+{
+    if (it->error != oom_msg)
+        free(it->error);
+    it->error = strdup(msg);
+    if (!it->error)
+        it->error = oom_msg;
+    prepared_free(&it->p);
+}
+
+int64_t mv_item_patches(const mv_item *it)
+{
+    return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
+}
+
+static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_err *e)
+{
+    const char *path = it->path;
+    mv_prepared *p = &it->p;
+    mv_image img;
+    double t = mv_now();
+    mv_status st = mv_image_decode(path, c->max_decode_pixels, &img, e);
+    it->t_decode = mv_now() - t;
+    if (st)
+        return st;
+    p->kind = "image";
+    p->width = img.width;
+    p->height = img.height;
+    t = mv_now();
+    st = mv_preprocess_image(&img, &c->m->pp, &p->pixels, p->grid, c->dump_dir ? &p->resized : NULL,
+                             &p->rw, &p->rh, e);
+    it->t_preprocess = mv_now() - t;
+    if (!st && c->dump_dir)
+        p->n_frames = 1;
+    mv_image_free(&img);
+    if (st)
+        return mv_fail_prefix(e, st, "%s", path);
+    return MV_OK;
+}
+
+static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_err *e)
+{
+    const char *path = it->path;
+    mv_prepared *p = &it->p;
+    const mv_preproc_config *pp = &c->m->pp;
+    mv_video *v;
+    mv_video_info info;
+    double t = mv_now();
+    mv_status st = mv_video_open_limited(path, c->timeout, &v, &info, e);
+    if (st)
+        return st;
+    p->kind = "video";
+    p->width = info.width;
+    p->height = info.height;
+    p->fps = info.fps;
+    p->duration = info.duration;
+    p->rotation = info.rotation;
+    int n;
+    if (c->num_frames > 0) {
+        n = c->num_frames;
+        if (n > info.total_frames) {
+            mv_video_close(v);
+            return mv_fail(e, MV_ERR_FORMAT, "%s: --num-frames %d but the video has %lld frames", path,
+                           n, (long long)info.total_frames);
+        }
+    } else {
+        n = mv_video_num_frames(info.total_frames, info.fps, pp->fps, pp->min_frames, pp->max_frames);
+    }
+    if (n < 1) {
+        mv_video_close(v);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: video has no frames", path);
+    }
+    p->frame_idx = malloc(n * sizeof *p->frame_idx);
+    p->ts = malloc(n * sizeof *p->ts);
+    if (!p->frame_idx || !p->ts) {
+        mv_video_close(v);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    mv_video_indices(info.total_frames, n, p->frame_idx);
+    p->n_idx = n;
+    uint8_t *frames = NULL;
+    st = mv_video_read(v, p->frame_idx, n, &frames, p->ts, e);
+    mv_video_close(v);
+    it->t_decode = mv_now() - t;
+    if (st)
+        return st;
+    t = mv_now();
+    st = mv_preprocess_video(frames, n, info.width, info.height, pp, &p->pixels, p->grid,
+                             c->dump_dir ? &p->resized : NULL, &p->rw, &p->rh, e);
+    it->t_preprocess = mv_now() - t;
+    free(frames);
+    if (st)
+        return mv_fail_prefix(e, st, "%s", path);
+    if (c->dump_dir)
+        p->n_frames = n;
+    return MV_OK;
+}
+
+static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
+{
+    for (int i = 0; i < p->n_frames; i++) {
+        char path[4300];
+        if (p->n_frames == 1 && !strcmp(p->kind, "image"))
+            snprintf(path, sizeof path, "%s/input.png", dir);
+        else
+            snprintf(path, sizeof path, "%s/input_%03d.png", dir, i);
+        mv_status st = mv_png_write_rgb(path, p->resized + (size_t)i * p->rw * p->rh * 3, p->rw, p->rh, e);
+        if (st)
+            return st;
+    }
+    return MV_OK;
+}
+
+mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
+{
+    char msg[1200];
+    struct stat sb;
+    if (stat(it->path, &sb) != 0) {
+        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
+        mv_item_fail(it, msg);
+        return MV_OK;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(msg, sizeof msg, "%s: not a regular file", it->path);
+        mv_item_fail(it, msg);
+        return MV_OK;
+    }
+    uint8_t head[MV_SNIFF_BYTES];
+    FILE *f = fopen(it->path, "rb");
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
+        mv_item_fail(it, msg);
+        return MV_OK;
+    }
+    size_t nh = fread(head, 1, sizeof head, f);
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr || nh == 0) {
+        snprintf(msg, sizeof msg, "%s: %s", it->path, rerr ? "read error" : "empty file");
+        mv_item_fail(it, msg);
+        return MV_OK;
+    }
+    mv_err e;
+    mv_status st;
+    switch (mv_sniff(head, nh)) {
+    case MV_MEDIA_JPEG:
+    case MV_MEDIA_PNG:
+    case MV_MEDIA_WEBP:
+        it->kind = "image";
+        st = prepare_image(c, it, &e);
+        break;
+    case MV_MEDIA_VIDEO:
+        it->kind = "video";
+        st = prepare_video(c, it, &e);
+        break;
+    case MV_MEDIA_IMAGE_OTHER:
+        it->kind = "image";
+        st = mv_fail(&e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (JPEG, PNG, WebP are)",
+                     it->path, mv_sniff_format(head, nh));
+        break;
+    default:
+        st = mv_fail(&e, MV_ERR_FORMAT, "%s: not an image or video (unrecognised file type)", it->path);
+        break;
+    }
+    if (st) {
+        mv_item_fail(it, e.msg);
+        return MV_OK;
+    }
+    if (c->dump_dir) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/%s", c->dump_dir, it->rel);
+        if ((st = mv_mkdirs(dir, fatal)) || (st = dump_inputs(dir, &it->p, fatal)))
+            return st;
+    }
+    return MV_OK;
+}
+
+void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_dtype,
+                    const char *model_fingerprint, const char *out_rel, mv_record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->input = it->path;
+    r->kind = it->kind;
+    r->model = model_fingerprint;
+    r->has_seconds = 1;
+    r->seconds = mv_now() - it->t0;
+    if (it->error) {
+        r->ok = 0;
+        r->error = it->error;
+        return;
+    }
+    const mv_prepared *p = &it->p;
+    r->ok = 1;
+    r->output = out_rel;
+    r->has_size = 1;
+    r->width = p->width;
+    r->height = p->height;
+    r->has_resized = 1;
+    r->resized[0] = (int64_t)p->grid[2] * c->patch;
+    r->resized[1] = (int64_t)p->grid[1] * c->patch;
+    r->has_grid = 1;
+    for (int i = 0; i < 3; i++)
+        r->grid_thw[i] = p->grid[i];
+    r->has_shape = 1;
+    r->shape[0] = it->rows;
+    r->shape[1] = c->out_hidden;
+    r->dtype = out_dtype == MV_DT_F16 ? "f16" : "f32";
+    if (p->frame_idx) {
+        r->frame_indices = p->frame_idx;
+        r->n_frame_indices = p->n_idx;
+        r->timestamps = p->ts;
+        r->n_timestamps = p->n_idx;
+        r->has_fps = 1;
+        r->fps = p->fps;
+        r->has_duration = 1;
+        r->duration = p->duration;
+        r->has_rotation = 1;
+        r->rotation = p->rotation;
+    }
+}
+
+mv_status mv_dump_stage(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
+                        mv_err *e)
+{
+    mv_dump_ctx *d = ud;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.npy", d->dir, stage);
+    int64_t shape[2] = {rows, cols};
+    return mv_npy_save(path, MV_DT_F32, 2, shape, data, e);
+}
