@@ -35,7 +35,9 @@ typedef struct {
     int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from SLURM_ARRAY_TASK_*) */
     int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
     int n_devices;
+    int inflight;              /* CUDA: forwards in flight per GPU (a backend + tower thread each; 0 = 2) */
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
+    double progress_every;     /* > 0: a plain progress line every N seconds (logs); 0 = auto */
     /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
      * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;

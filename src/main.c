@@ -50,6 +50,9 @@ static const char usage_text[] =
     "  -j, --threads N           CPU threads for the tower (default: all cores)\n"
     "      --jobs N              decode/preprocess threads (default: all cores)\n"
     "      --devices LIST|all    CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)\n"
+    "      --inflight N          CUDA: forwards in flight per GPU, each with its own stream and\n"
+    "                            staging buffers, so one packs and copies while another computes\n"
+    "                            (default 2)\n"
     "      --shard K/N           take only shard K (0-based) of N, by a hash of the relative path;\n"
     "                            default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT; the manifest\n"
     "                            is then OUT/manifest-KKKKK-of-NNNNN.jsonl\n"
@@ -72,6 +75,8 @@ static const char usage_text[] =
     "  -q, --quiet               no progress or summary\n"
     "  -v, --verbose             explain each step\n"
     "      --progress / --no-progress  force the progress line on or off\n"
+    "      --progress-every S    a plain progress line every S seconds (default 30 in logs with -v\n"
+    "                            or under Slurm, else a line redrawn on a terminal)\n"
     "  -h, --help                this text\n"
     "  -V, --version             version\n"
     "\n"
@@ -81,7 +86,7 @@ static const char usage_text[] =
 enum {
     O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
     O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
-    O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD,
+    O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
 };
 
 /* "0,1,3" or "all" (every visible CUDA device). */
@@ -150,6 +155,8 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
         {"jobs", required_argument, 0, O_JOBS},    {"devices", required_argument, 0, O_DEVICES},
         {"shard", required_argument, 0, O_SHARD},
+        {"progress-every", required_argument, 0, O_PROGEVERY},
+        {"inflight", required_argument, 0, O_INFLIGHT},
         {0, 0, 0, 0},
     };
     mv_run_opts o;
@@ -293,6 +300,19 @@ int main(int argc, char **argv)
         case 'v': o.verbose = 1; break;
         case O_PROGRESS: o.progress = 1; break;
         case O_NOPROGRESS: o.progress = 0; break;
+        case O_INFLIGHT:
+            if (parse_ll(optarg, 1, &v) || v > 8)
+                return usage_error("--inflight must be 1..8", optarg);
+            o.inflight = (int)v;
+            break;
+        case O_PROGEVERY: {
+            char *end;
+            double s = strtod(optarg, &end);
+            if (end == optarg || *end || !(s > 0) || s > 1e6)
+                return usage_error("--progress-every must be a number of seconds > 0", optarg);
+            o.progress_every = s;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return 0;
         case 'V': printf("mvembed %s\n", MV_VERSION); return 0;
         default: return usage_error("unknown option", NULL);

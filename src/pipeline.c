@@ -18,6 +18,9 @@
 #include "mv_walk.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -107,7 +110,11 @@ struct runner {
     atomic_llong t_ns[T_N];
     atomic_long n_forwards;
     double t0, last_progress;
-    int progress;
+    int progress; /* PROG_* */
+    int drawn;    /* a PROG_TTY line is on the screen (under prog_mu) */
+    int ticker_stop;
+    double every; /* PROG_LINES: seconds between lines */
+    pthread_cond_t ticker_cv;
     pthread_mutex_t prog_mu;
 };
 
@@ -140,32 +147,99 @@ static void *pop_timed(runner *R, mv_queue *q, int k)
     return p;
 }
 
+/* Progress. Modes: 0 off; PROG_TTY one line redrawn in place on a terminal, cut to its width,
+ * with per-file lines (say) printed above it; PROG_LINES one plain line every o->progress_every
+ * seconds, for logs (default 30 s when stderr is not a terminal and -v is given or SLURM_JOB_ID is
+ * set). A ticker thread draws it, so a long input still shows life. */
+enum { PROG_OFF = 0, PROG_TTY, PROG_LINES };
+
+static void fmt_dur(char *buf, size_t cap, double t)
+{
+    if (t < 0)
+        t = 0;
+    long s = (long)t;
+    if (s >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else
+        snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
+}
+
+/* Caller holds prog_mu. */
+static void progress_draw(runner *R, int final)
+{
+    double now = mv_now();
+    double dt = now - R->t0 > 1e-9 ? now - R->t0 : 1e-9;
+    long done = atomic_load(&R->n_ok) + atomic_load(&R->n_err);
+    long total = atomic_load(&R->total), skip = atomic_load(&R->n_skip);
+    char tot[48] = "", eta[48] = "", el[32], line[512];
+    if (total >= 0)
+        snprintf(tot, sizeof tot, "/%ld", total - skip);
+    if (total >= 0 && done > 0 && !final) {
+        char d[32];
+        fmt_dur(d, sizeof d, (total - skip - done) * (dt / done));
+        snprintf(eta, sizeof eta, ", ETA %s", d);
+    }
+    fmt_dur(el, sizeof el, dt);
+    int n = snprintf(line, sizeof line,
+                     "mvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
+                     "| written %.1f files/s | elapsed %s",
+                     done, tot, eta, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
+                     atomic_load(&R->tokens) / dt, done / dt, el);
+    if (R->progress == PROG_TTY) {
+        struct winsize ws;
+        if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && n >= ws.ws_col && ws.ws_col < sizeof line)
+            line[ws.ws_col - 1] = 0; /* one column short: no wrap, so \r returns to this line */
+        fprintf(stderr, "\r\033[K%s%s", line, final ? "\n" : "");
+        R->drawn = !final;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+    R->last_progress = now;
+}
+
 static void progress(runner *R, int final)
 {
     if (!R->progress)
         return;
     pthread_mutex_lock(&R->prog_mu);
-    double now = mv_now();
-    if (final || now - R->last_progress >= 0.5) {
-        R->last_progress = now;
-        double dt = now - R->t0 > 1e-9 ? now - R->t0 : 1e-9;
-        long done = atomic_load(&R->n_ok) + atomic_load(&R->n_err);
-        long total = atomic_load(&R->total), skip = atomic_load(&R->n_skip);
-        char tot[48] = "", eta[48] = "";
-        if (total >= 0)
-            snprintf(tot, sizeof tot, "/%ld", total - skip);
-        if (total >= 0 && done > 0 && !final) {
-            double t = (total - skip - done) * (dt / done);
-            snprintf(eta, sizeof eta, ", ETA %dm%02ds", (int)(t / 60), (int)t % 60);
-        }
-        fprintf(stderr,
-                "\r\033[Kmvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
-                "| written %.1f files/s%s",
-                done, tot, eta, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
-                atomic_load(&R->tokens) / dt, done / dt, final ? "\n" : "");
-        fflush(stderr);
+    progress_draw(R, final);
+    pthread_mutex_unlock(&R->prog_mu);
+}
+
+/* Prints one line to stderr, above the progress line when one is drawn. */
+static void say(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(runner *R, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&R->prog_mu);
+    if (R->drawn) {
+        fputs("\r\033[K", stderr);
+        R->drawn = 0;
+    }
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+    pthread_mutex_unlock(&R->prog_mu);
+}
+
+static void *ticker_main(void *arg)
+{
+    runner *R = arg;
+    double every = R->progress == PROG_TTY ? 0.5 : R->every;
+    pthread_mutex_lock(&R->prog_mu);
+    while (!R->ticker_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double next = ts.tv_sec + ts.tv_nsec * 1e-9 + (every < 0.05 ? 0.05 : every);
+        ts.tv_sec = (time_t)next;
+        ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+        if (pthread_cond_timedwait(&R->ticker_cv, &R->prog_mu, &ts) == ETIMEDOUT && !R->ticker_stop)
+            progress_draw(R, 0);
     }
     pthread_mutex_unlock(&R->prog_mu);
+    return NULL;
 }
 
 static mv_status append_record(runner *R, const mv_record *r, mv_err *e)
@@ -413,16 +487,13 @@ static void write_item(runner *R, mv_item *it)
     }
     if (it->error) {
         atomic_fetch_add(&R->n_err, 1);
-        if (R->progress)
-            fprintf(stderr, "\r\033[K");
-        fprintf(stderr, "mvembed: %s\n", it->error);
+        say(R, "mvembed: %s\n", it->error);
     } else {
         atomic_fetch_add(&R->n_ok, 1);
         if (o->verbose)
-            fprintf(stderr, "mvembed: %s -> %s [%lld x %d] %.3fs\n", it->path, out_rel,
-                    (long long)it->rows, c->out_hidden, r.seconds);
+            say(R, "mvembed: %s -> %s [%lld x %d] %.3fs\n", it->path, out_rel, (long long)it->rows,
+                c->out_hidden, r.seconds);
     }
-    progress(R, 0);
 }
 
 static void *writer_main(void *arg)
@@ -497,7 +568,7 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
                     atomic_fetch_add(&R->n_skip, 1);
                     hset_add(&rels, mv_hash64(prev, strlen(prev)));
                     if (o->verbose)
-                        fprintf(stderr, "mvembed: %s: already done, skipped (--force redoes it)\n", wi.path);
+                        say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", wi.path);
                     mv_item_free(it);
                     continue;
                 }
@@ -600,6 +671,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     pthread_mutex_init(&R->man_mu, NULL);
     pthread_mutex_init(&R->err_mu, NULL);
     pthread_mutex_init(&R->prog_mu, NULL);
+    pthread_cond_init(&R->ticker_cv, NULL);
     R->o = o;
     R->m = m;
     R->ictx = (mv_item_ctx){.m = m, .max_decode_pixels = o->max_decode_pixels, .timeout = o->timeout,
@@ -619,16 +691,30 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
     int writers = jobs / 2 < 2 ? 2 : (jobs / 2 > 8 ? 8 : jobs / 2);
+    if (o->verbose)
+        fprintf(stderr, "mvembed: pipeline: %d decode threads, %d tower thread%s, %d writers (%d CPUs in "
+                "this process's affinity mask)\n", jobs, n_be, n_be > 1 ? "s" : "", writers, mv_cpu_count());
     size_t qcap = (size_t)jobs * 2 + 4;
     int qfail = mv_queue_init(&R->jobs, qcap);
     qfail |= mv_queue_init(&R->ready, qcap);
     qfail |= mv_queue_init(&R->done, qcap);
     R->t0 = mv_now();
-    R->progress = o->progress < 0 ? (!o->quiet && isatty(2)) : o->progress;
+    R->every = o->progress_every;
+    if (R->every == 0 && o->progress < 0 && !isatty(2) && (o->verbose || getenv("SLURM_JOB_ID")))
+        R->every = 30; /* logs of batch jobs get a line now and then */
+    if (o->quiet || o->progress == 0)
+        R->progress = PROG_OFF;
+    else if (R->every > 0)
+        R->progress = PROG_LINES;
+    else if (o->progress > 0 || isatty(2))
+        R->progress = PROG_TTY;
+    else
+        R->progress = PROG_OFF;
     atomic_store(&R->total, -1);
-    int counting = 0;
-    pthread_t counter;
+    int counting = 0, ticking = 0;
+    pthread_t counter, ticker;
     if (R->progress) {
+        ticking = !pthread_create(&ticker, NULL, ticker_main, R);
         int from_stdin = 0;
         for (int i = 0; i < o->n_paths; i++)
             from_stdin |= !strcmp(o->paths[i], "-");
@@ -666,6 +752,13 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         pthread_join(wr[i], NULL);
     if (counting)
         pthread_join(counter, NULL);
+    if (ticking) {
+        pthread_mutex_lock(&R->prog_mu);
+        R->ticker_stop = 1;
+        pthread_cond_signal(&R->ticker_cv);
+        pthread_mutex_unlock(&R->prog_mu);
+        pthread_join(ticker, NULL);
+    }
     free(dec);
     mv_queue_destroy(&R->jobs);
     mv_queue_destroy(&R->ready);
@@ -698,6 +791,7 @@ out:
     pthread_mutex_destroy(&R->man_mu);
     pthread_mutex_destroy(&R->err_mu);
     pthread_mutex_destroy(&R->prog_mu);
+    pthread_cond_destroy(&R->ticker_cv);
     free(R);
     return st;
 }

@@ -174,28 +174,32 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
                                mv_err *e)
 {
     int use_cuda = o->device == MV_DEV_CUDA || (o->device == MV_DEV_AUTO && mv_cuda_available());
-    mv_backend **be = calloc(o->n_devices > 0 ? o->n_devices : 1, sizeof *be);
+    /* CUDA: `inflight` backends per GPU, each with its own stream, buffers and tower thread, so
+     * the GPU computes one forward while another thread packs, uploads or copies out the next */
+    int nd = o->n_devices > 0 ? o->n_devices : 1, per = o->inflight > 0 ? o->inflight : 2;
+    mv_backend **be = calloc((size_t)nd * per, sizeof *be);
     int n_be = 0;
     if (!be)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
     *bep = be;
     if (use_cuda) {
-        int nd = o->n_devices > 0 ? o->n_devices : 1;
         mv_status st = MV_OK;
-        for (int i = 0; i < nd && !st; i++) {
-            mv_backend_opts bo = o->bopts;
-            if (o->n_devices > 0)
-                bo.device = o->devices[i];
-            st = mv_backend_cuda_create(m, &bo, &be[i], e);
-            if (!st) {
-                n_be++;
-                if (be[i]->max_batch_tokens <= 0)
-                    be[i]->max_batch_tokens = o->bopts.batch_tokens > 0 ? o->bopts.batch_tokens : 32768;
+        for (int k = 0; k < per && !st; k++)
+            for (int i = 0; i < nd && !st; i++) {
+                mv_backend_opts bo = o->bopts;
+                if (o->n_devices > 0)
+                    bo.device = o->devices[i];
+                st = mv_backend_cuda_create(m, &bo, &be[n_be], e);
+                if (!st) {
+                    if (be[n_be]->max_batch_tokens <= 0)
+                        be[n_be]->max_batch_tokens = o->bopts.batch_tokens > 0 ? o->bopts.batch_tokens : 32768;
+                    n_be++;
+                }
             }
-        }
         if (!st) {
             if (!o->quiet)
-                fprintf(stderr, "mvembed: using the CUDA backend on %d GPU%s\n", n_be, n_be > 1 ? "s" : "");
+                fprintf(stderr, "mvembed: using the CUDA backend on %d GPU%s, %d forward%s in flight each\n",
+                        nd, nd > 1 ? "s" : "", per, per > 1 ? "s" : "");
             *n_bep = n_be;
             return MV_OK;
         }
