@@ -38,6 +38,11 @@ typedef struct {
     mv_prepared p;
     float *out;        /* [rows, out_hidden] once the tower ran */
     int64_t rows;
+    /* Where out lives: NULL = malloc'd (freed with the item); else out points into a buffer
+     * shared with the other inputs of its forward and out_release(out_owner) drops this item's
+     * reference to it. */
+    void (*out_release)(void *out_owner);
+    void *out_owner;
     double t_decode, t_preprocess; /* seconds spent in each (for -v's timeline) */
 } mv_item;
 

@@ -25,7 +25,7 @@ check() { # NAME ARGS...: one run; ok when it finishes with status 0 or 2 and TS
     n=$((n + 1))
     [ "${KEEP:-0}" = 1 ] || rm -rf "$tmp/out"
     OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=0 exitcode=66 suppressions=$tmp/supp" \
-        "$bin" -q --device cpu --model "$root/fixtures/model-tiny" --out "$tmp/out" "$@" \
+        "$bin" ${QUIET--q} --device cpu --model "$root/fixtures/model-tiny" --out "$tmp/out" "$@" \
         "$root/fixtures/media" "$root/fixtures/bad" >"$tmp/log" 2>&1
     local rc=$? w
     w=$(grep -c 'WARNING: ThreadSanitizer' "$tmp/log")
@@ -41,6 +41,8 @@ check() { # NAME ARGS...: one run; ok when it finishes with status 0 or 2 and TS
 check "4 decode threads, one input per forward" --jobs 4 -j 1
 check "4 decode threads, packed forwards (--batch-tokens 2048)" --jobs 4 -j 1 --batch-tokens 2048
 check "8 decode threads, small forwards (--batch-tokens 512)" --jobs 8 -j 1 --batch-tokens 512
+QUIET= check "progress ticker, -v lines and packed forwards sharing output slabs" --jobs 4 -j 1 \
+    --batch-tokens 4096 -v --progress-every 0.01
 KEEP=1 check "8 decode threads, resuming the finished run (ok inputs skipped, failed ones retried)" --jobs 8 -j 1
 echo "1..$n"
 echo "$pass passed, $fail failed"

@@ -47,7 +47,10 @@ void mv_item_free(mv_item *it)
     if (it->error != oom_msg)
         free(it->error);
     prepared_free(&it->p);
-    free(it->out);
+    if (it->out_release)
+        it->out_release(it->out_owner);
+    else
+        free(it->out);
     free(it);
 }
 

@@ -82,13 +82,34 @@ static const char *const t_names[T_N] = {
 
 typedef struct runner runner;
 
+/* Output slabs: a forward writes its outputs into a slab (page-locked when the backend offers it);
+ * each input of the forward points into it and holds a reference until its writer is done, then
+ * the slab goes back to its tower thread. No per-input output allocation or copy on the tower
+ * thread; a tower thread has OUT_SLABS slabs, so memory is bounded and slow writers hold the tower
+ * back (backpressure) instead of piling up outputs. */
+#define OUT_SLABS 3
+typedef struct slab_pool slab_pool;
+typedef struct {
+    float *buf;
+    size_t cap; /* bytes */
+    int pinned;
+    int refs;   /* inputs still holding it (under the pool's mutex) */
+    slab_pool *pool;
+} slab;
+struct slab_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    slab s[OUT_SLABS];
+};
+
 typedef struct {
     runner *R;
     mv_backend *be;
-    /* staging for one forward, kept between forwards (page-locked when the backend offers it) */
-    float *pix, *out;
-    size_t pix_cap, out_cap; /* bytes */
-    int pix_pinned, out_pinned;
+    /* pixel staging for one forward, kept between forwards (page-locked when the backend offers it) */
+    float *pix;
+    size_t pix_cap; /* bytes */
+    int pix_pinned;
+    slab_pool out;
 } tower_arg;
 
 struct runner {
@@ -309,12 +330,54 @@ static int stage_reserve(mv_backend *be, float **buf, size_t *cap, int *pinned, 
     return 0;
 }
 
+static void slab_release(void *owner)
+{
+    slab *sb = owner;
+    pthread_mutex_lock(&sb->pool->mu);
+    if (--sb->refs == 0)
+        pthread_cond_broadcast(&sb->pool->freed);
+    pthread_mutex_unlock(&sb->pool->mu);
+}
+
+/* A free slab of at least `bytes` (waits for the writers to release one), or NULL when out of
+ * memory. The caller owns it (refs = 1) until it hands references to the inputs. */
+static slab *slab_get(tower_arg *ta, size_t bytes)
+{
+    slab_pool *p = &ta->out;
+    slab *sb = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        for (int i = 0; i < OUT_SLABS && !sb; i++)
+            if (p->s[i].refs == 0)
+                sb = &p->s[i];
+        if (sb)
+            break;
+        pthread_cond_wait(&p->freed, &p->mu);
+    }
+    sb->refs = 1;
+    pthread_mutex_unlock(&p->mu);
+    if (stage_reserve(ta->be, &sb->buf, &sb->cap, &sb->pinned, bytes)) {
+        slab_release(sb);
+        return NULL;
+    }
+    return sb;
+}
+
 static void stage_release(tower_arg *ta)
 {
     stage_free(ta->be, ta->pix, ta->pix_pinned);
-    stage_free(ta->be, ta->out, ta->out_pinned);
-    ta->pix = ta->out = NULL;
-    ta->pix_cap = ta->out_cap = 0;
+    ta->pix = NULL;
+    ta->pix_cap = 0;
+    slab_pool *p = &ta->out;
+    pthread_mutex_lock(&p->mu); /* every input written or freed: wait for the last references */
+    for (int i = 0; i < OUT_SLABS; i++)
+        while (p->s[i].refs)
+            pthread_cond_wait(&p->freed, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < OUT_SLABS; i++)
+        stage_free(ta->be, p->s[i].buf, p->s[i].pinned);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->freed);
 }
 
 /* Runs one forward over items[0..n) (all prepared without error). */
@@ -333,12 +396,12 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     int32_t *grid = malloc(3 * n * sizeof *grid);
     mv_err e;
     float *pix = NULL, *out = NULL;
+    slab *sb = NULL;
     if (grid && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned,
                                            (size_t)N * c->patch_dim * sizeof(float))) &&
-        !stage_reserve(be, &ta->out, &ta->out_cap, &ta->out_pinned,
-                       (size_t)(N / mm) * c->out_hidden * sizeof(float))) {
+        (sb = slab_get(ta, (size_t)(N / mm) * c->out_hidden * sizeof(float)))) {
         pix = gather ? ta->pix : items[0]->p.pixels;
-        out = ta->out;
+        out = sb->buf;
     }
     if (!pix || !out) {
         mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
@@ -374,14 +437,14 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     }
     t = mv_now();
     off = 0;
+    pthread_mutex_lock(&ta->out.mu);
+    sb->refs += n;
+    pthread_mutex_unlock(&ta->out.mu);
     for (int i = 0; i < n; i++) {
         int64_t rows = mv_item_patches(items[i]) / mm;
-        items[i]->out = malloc(rows * c->out_hidden * sizeof(float));
-        if (!items[i]->out) {
-            mv_item_fail(items[i], "out of memory");
-            continue;
-        }
-        memcpy(items[i]->out, out + off * c->out_hidden, rows * c->out_hidden * sizeof(float));
+        items[i]->out = out + off * c->out_hidden;
+        items[i]->out_release = slab_release;
+        items[i]->out_owner = sb;
         items[i]->rows = rows;
         off += rows;
         free(items[i]->p.pixels);
@@ -390,6 +453,8 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     }
     t_add(R, T_STAGE_OUT, t);
 out:
+    if (sb)
+        slab_release(sb); /* the forward's own reference */
     free(grid);
 }
 
@@ -728,6 +793,10 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             break;
     for (; dec && nt < n_be && nt < 64; nt++) {
         ta[nt] = (tower_arg){.R = R, .be = be[nt]};
+        pthread_mutex_init(&ta[nt].out.mu, NULL);
+        pthread_cond_init(&ta[nt].out.freed, NULL);
+        for (int i = 0; i < OUT_SLABS; i++)
+            ta[nt].out.s[i].pool = &ta[nt].out;
         if (pthread_create(&tw[nt], NULL, tower_main, &ta[nt]))
             break;
     }
