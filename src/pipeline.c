@@ -102,9 +102,18 @@ struct slab_pool {
     slab s[OUT_SLABS];
 };
 
+/* Per device: how long at least one forward was running on it (the union over its tower
+ * threads' forward() calls, host-timed: forwards are synchronous), for -v's "device busy". */
+typedef struct {
+    pthread_mutex_t mu;
+    int active;
+    double since, busy;
+} dev_busy;
+
 typedef struct {
     runner *R;
     mv_backend *be;
+    dev_busy *dev; /* the device this backend runs on */
     /* pixel staging for one forward, kept between forwards (page-locked when the backend offers it) */
     float *pix;
     size_t pix_cap; /* bytes */
@@ -421,7 +430,15 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
     t_add(R, T_STAGE_IN, t);
     t = mv_now();
+    pthread_mutex_lock(&ta->dev->mu);
+    if (ta->dev->active++ == 0)
+        ta->dev->since = mv_now();
+    pthread_mutex_unlock(&ta->dev->mu);
     mv_status st = be->forward(be, pix, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL, &dc, &e);
+    pthread_mutex_lock(&ta->dev->mu);
+    if (--ta->dev->active == 0)
+        ta->dev->busy += mv_now() - ta->dev->since;
+    pthread_mutex_unlock(&ta->dev->mu);
     t_add(R, T_FORWARD, t);
     if (st) {
         if (st == MV_ERR_DEVICE || R->o->dump_dir) {
@@ -697,7 +714,8 @@ static mv_status load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_do
 }
 
 /* -v: where the time went, per stage (busy and waiting, summed over each stage's threads). */
-static void print_timeline(runner *R, double wall, int jobs, int n_tower, int writers)
+static void print_timeline(runner *R, double wall, int jobs, int n_tower, int writers,
+                           const dev_busy *dev, int n_dev)
 {
     long ok = atomic_load(&R->n_ok);
     double fwd = atomic_load(&R->t_ns[T_FORWARD]) * 1e-9;
@@ -710,6 +728,12 @@ static void print_timeline(runner *R, double wall, int jobs, int n_tower, int wr
                 "%.0f patches each\n",
                 ok / wall, tok / wall, fwd, 100 * fwd / wall / (n_tower ? n_tower : 1), ok / fwd,
                 tok / fwd, nf, (double)tok / (nf ? nf : 1));
+    if (ok && fwd > 0) {
+        fprintf(stderr, "mvembed: device busy (a forward running on it, host-timed):");
+        for (int d = 0; d < n_dev; d++)
+            fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", dev[d].busy, 100 * dev[d].busy / wall);
+        fputc('\n', stderr);
+    }
     const int threads[T_N] = {jobs, jobs, jobs, n_tower, n_tower, n_tower, n_tower,
                               writers, writers, writers};
     fprintf(stderr, "mvembed: timeline (seconds summed over threads; %% of the stage's thread-time):");
@@ -721,8 +745,8 @@ static void print_timeline(runner *R, double wall, int jobs, int n_tower, int wr
     fputc('\n', stderr);
 }
 
-mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, int n_be, int shard_k,
-                          int shard_n, mv_run_result *res, mv_err *e)
+mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, int n_be, int n_dev,
+                          int shard_k, int shard_n, mv_run_result *res, mv_err *e)
 {
     memset(res, 0, sizeof *res);
     mv_status st;
@@ -787,12 +811,19 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[8];
     tower_arg ta[64];
+    dev_busy dbz[64];
+    if (n_dev < 1 || n_dev > 64)
+        n_dev = 1;
+    for (int d = 0; d < n_dev; d++) {
+        dbz[d] = (dev_busy){.active = 0};
+        pthread_mutex_init(&dbz[d].mu, NULL);
+    }
     int nd = 0, nt = 0, nw = 0;
     for (; dec && nd < jobs; nd++)
         if (pthread_create(&dec[nd], NULL, decode_main, R))
             break;
     for (; dec && nt < n_be && nt < 64; nt++) {
-        ta[nt] = (tower_arg){.R = R, .be = be[nt]};
+        ta[nt] = (tower_arg){.R = R, .be = be[nt], .dev = &dbz[nt % n_dev]};
         pthread_mutex_init(&ta[nt].out.mu, NULL);
         pthread_cond_init(&ta[nt].out.freed, NULL);
         for (int i = 0; i < OUT_SLABS; i++)
@@ -821,6 +852,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         pthread_join(wr[i], NULL);
     if (counting)
         pthread_join(counter, NULL);
+    for (int d = 0; d < n_dev; d++)
+        pthread_mutex_destroy(&dbz[d].mu);
     if (ticking) {
         pthread_mutex_lock(&R->prog_mu);
         R->ticker_stop = 1;
@@ -854,7 +887,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", res->ok, res->failed,
                     res->skipped, wall);
         if (o->verbose)
-            print_timeline(R, wall, jobs, nt, nw);
+            print_timeline(R, wall, jobs, nt, nw, dbz, n_dev);
     }
 out:
     pthread_mutex_destroy(&R->man_mu);

@@ -252,7 +252,11 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int shard_k, shard_n;
     if ((st = resolve_shard(o, &shard_k, &shard_n, e)))
         goto out;
-    st = mv_pipeline_run(o, m, be, n_be, shard_k, shard_n, res, e);
+    /* make_backends puts one backend per device first, then the next forward in flight of each */
+    int n_dev = o->n_devices > 0 ? o->n_devices : 1;
+    if (n_dev > n_be)
+        n_dev = n_be;
+    st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
 out:
     for (int i = 0; i < n_be; i++)
         be[i]->destroy(be[i]);
