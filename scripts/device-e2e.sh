@@ -7,6 +7,10 @@
 #   4. mvembed end to end on all of them (-v prints end-to-end and tower-busy rates)
 #   5. the same with a folder of short videos (made with OpenCV; HF loads them with opencv)
 # Logs under $OUT. Sizes: E2E_PHOTOS (2000), E2E_HF (160), E2E_VIDEOS (120), E2E_HF_VIDEOS (24).
+# E2E_DEVICES: the --devices lists to run mvembed with (default "0"; "0 0,1" on two GPUs);
+# E2E_INFLIGHT: the --inflight values (default "2"); E2E_STEPS: which of 1-5 to run (default all);
+# E2E_TOWER=1 also times the tower alone on the photos' size (bench_tower.py, for "end to end vs
+# tower-only").
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/mvout}
@@ -22,6 +26,9 @@ log() { echo "$*" | tee -a "$OUT/e2e.log"; }
 : >"$OUT/e2e.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader | tee -a "$OUT/e2e.log"
 
+steps=${E2E_STEPS:-1 2 3 4 5}
+want() { [[ " $steps " == *" $1 "* ]]; }
+if want 1; then
 log "== 1. CLI on CUDA vs HF bf16 (fixture images, tiny model)"
 $MV -v --device cuda --model fixtures/model-tiny --out $W/fx --dump-stages $W/fxd fixtures/media/images 2>&1 | tail -3 | tee -a "$OUT/e2e.log"
 python3 - "$W/fxd" fixtures/ref/images >>"$OUT/e2e.log" 2>&1 <<'PY'
@@ -43,6 +50,7 @@ print(f"fixtures CUDA bf16: worst min_row_cos {worst_cos:.6f}, worst rel_l2 {wor
       "PASS" if worst_cos >= 0.999 else "FAIL")
 PY
 tail -1 "$OUT/e2e.log"
+fi
 
 log "== 2. inputs"
 [ -f $W/m27/config.json ] || python3 scripts/hf_reference.py make-model --config 27b --seed 0 --out $W/m27 2>&1 | tail -1 | tee -a "$OUT/e2e.log"
@@ -51,14 +59,31 @@ python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos --cou
 find $W/photos -name '*.jpg' | sort > $W/photos.txt
 log "photos: $(wc -l < $W/photos.txt) files, $(du -sh $W/photos | cut -f1), made in $(python3 -c "import time;print(round(time.time()-$t,1))")s"
 
+if want 3; then
 log "== 3. HF end to end (images)"
 timeout 200 python3 scripts/bench_e2e_hf.py --model $W/m27 --files $W/photos.txt --limit ${E2E_HF:-160} --batch 8 --out $W/hf_out 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
+fi
 
-log "== 4. mvembed end to end (images)"
-sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-/usr/bin/time -v $MV -v --no-progress --model $W/m27 --out $W/o_photos $W/photos > $W/mv_photos.log 2>&1
-grep -E "using the|ok, .* failed|end to end|Maximum resident|Elapsed" $W/mv_photos.log | tee -a "$OUT/e2e.log"
+if want 4; then
+if [ "${E2E_TOWER:-0}" = 1 ]; then
+    log "== 4a. tower alone on the photos' size (16 x 1600x1200 photos, host to host)"
+    python3 scripts/bench_tower.py bench --model $W/m27 --mvtower /tmp/mv/bin/mvtower --sizes 16x1600x1200 \
+        --iters 5 --no-hf 2>&1 | grep -vE "^\s*$" | tail -4 | tee -a "$OUT/e2e.log"
+fi
+for dv in ${E2E_DEVICES:-0}; do
+    for inf in ${E2E_INFLIGHT:-2}; do
+        log "== 4. mvembed end to end (images), --devices $dv --inflight $inf"
+        rm -rf $W/o_photos
+        sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+        /usr/bin/time -v $MV -v --no-progress --devices $dv --inflight $inf --model $W/m27 --out $W/o_photos \
+            $W/photos > $W/mv_photos_${dv/,/_}_$inf.log 2>&1
+        grep -E "using the|ok, .* failed|end to end|device busy|timeline|Maximum resident|Elapsed|Minor" \
+            $W/mv_photos_${dv/,/_}_$inf.log | tee -a "$OUT/e2e.log"
+    done
+done
+fi
 
+if want 5; then
 log "== 5. videos"
 python3 - $W/videos ${E2E_VIDEOS:-120} <<'PY' 2>&1 | tail -1 | tee -a "$OUT/e2e.log"
 import os, sys, cv2, numpy as np
@@ -79,6 +104,7 @@ PY
 find $W/videos -name '*.mp4' | sort > $W/videos.txt
 timeout 150 python3 scripts/bench_e2e_hf.py --videos --model $W/m27 --files $W/videos.txt --limit ${E2E_HF_VIDEOS:-24} --batch 4 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
 /usr/bin/time -v $MV -v --no-progress --model $W/m27 --out $W/o_videos $W/videos > $W/mv_videos.log 2>&1
-grep -E "using the|ok, .* failed|end to end|Maximum resident|Elapsed" $W/mv_videos.log | tee -a "$OUT/e2e.log"
+grep -E "using the|ok, .* failed|end to end|device busy|timeline|Maximum resident|Elapsed" $W/mv_videos.log | tee -a "$OUT/e2e.log"
 grep -m3 "mvembed: .*clip" $W/mv_videos.log | tee -a "$OUT/e2e.log"
-cp $W/mv_photos.log $W/mv_videos.log "$OUT/" 2>/dev/null
+fi
+tar -C $W -cJf "$OUT/e2e_logs.tar.xz" $(cd $W && ls mv_*.log 2>/dev/null) 2>/dev/null || true
