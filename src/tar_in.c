@@ -1,0 +1,154 @@
+/* tar_in.c - WebDataset shards as inputs (see mv_tar_in.h): libarchive reads the tar as a stream;
+ * each media member is copied into a memfd the decoders open by /proc/self/fd/N. */
+#define _GNU_SOURCE /* memfd_create */
+#include "mv_tar_in.h"
+
+#include "mv_walk.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct mv_tar_in {
+    struct archive *a;
+    char *path;
+    int all_files;
+    char name[4096];
+    char err[256];
+};
+
+int mv_tar_is_name(const char *path)
+{
+    size_t n = strlen(path);
+    static const char *const ext[] = {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"};
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+        size_t k = strlen(ext[i]);
+        if (n > k && !strcasecmp(path + n - k, ext[i]))
+            return 1;
+    }
+    return 0;
+}
+
+mv_status mv_tar_in_open(const char *path, int all_files, mv_tar_in **out, mv_err *e)
+{
+    *out = NULL;
+    mv_tar_in *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(path)) || !(t->a = archive_read_new())) {
+        if (t)
+            free(t->path);
+        free(t);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    t->all_files = all_files;
+    archive_read_support_filter_all(t->a);
+    archive_read_support_format_tar(t->a);
+    archive_read_support_format_gnutar(t->a);
+    if (archive_read_open_filename(t->a, path, 1 << 16) != ARCHIVE_OK) {
+        mv_fail(e, MV_ERR_FORMAT, "%s: not a readable tar file (%s)", path, archive_error_string(t->a));
+        mv_tar_in_close(t);
+        return MV_ERR_FORMAT;
+    }
+    *out = t;
+    return MV_OK;
+}
+
+/* Copies the current member's data into a new memfd; -1 with t->err set on failure. */
+static int member_to_memfd(mv_tar_in *t, int64_t size)
+{
+    int fd = memfd_create("mvembed-tar-member", MFD_CLOEXEC);
+    if (fd < 0) {
+        snprintf(t->err, sizeof t->err, "cannot make an in-memory file: %s", strerror(errno));
+        return -1;
+    }
+    if (size > 0 && ftruncate(fd, size) != 0) {
+        snprintf(t->err, sizeof t->err, "cannot hold %lld bytes in memory: %s", (long long)size, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    char buf[1 << 16];
+    int64_t off = 0;
+    for (;;) {
+        la_ssize_t n = archive_read_data(t->a, buf, sizeof buf);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+            close(fd);
+            return -1;
+        }
+        for (la_ssize_t w = 0; w < n;) {
+            ssize_t k = pwrite(fd, buf + w, (size_t)(n - w), off);
+            if (k <= 0) {
+                snprintf(t->err, sizeof t->err, "cannot hold the member in memory: %s", strerror(errno));
+                close(fd);
+                return -1;
+            }
+            w += k;
+            off += k;
+        }
+    }
+    if (off != size && ftruncate(fd, off) != 0) {
+        snprintf(t->err, sizeof t->err, "cannot size the in-memory file: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e)
+{
+    struct archive_entry *ent;
+    *fd = -1;
+    *err = NULL;
+    for (;;) {
+        int r = archive_read_next_header(t->a, &ent);
+        if (r == ARCHIVE_EOF)
+            return 0;
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            mv_fail(e, MV_ERR_FORMAT, "%s: tar unreadable after member %s: %s", t->path,
+                    t->name[0] ? t->name : "(none)", archive_error_string(t->a));
+            return -1;
+        }
+        if (archive_entry_filetype(ent) != AE_IFREG)
+            continue;
+        const char *nm = archive_entry_pathname(ent);
+        if (!nm)
+            continue;
+        while (nm[0] == '.' && nm[1] == '/')
+            nm += 2;
+        const char *base = strrchr(nm, '/');
+        base = base ? base + 1 : nm;
+        if (!*base || (!t->all_files && !mv_walk_is_media_name(base)))
+            continue;
+        snprintf(t->name, sizeof t->name, "%s", nm);
+        *name = t->name;
+        int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
+        if (size > MV_TAR_MEMBER_MAX) {
+            snprintf(t->err, sizeof t->err, "tar member of %lld bytes is over the %lld-byte limit for members",
+                     (long long)size, (long long)MV_TAR_MEMBER_MAX);
+            *err = t->err;
+            return 1;
+        }
+        *fd = member_to_memfd(t, size);
+        if (*fd < 0)
+            *err = t->err;
+        return 1;
+    }
+}
+
+void mv_tar_in_close(mv_tar_in *t)
+{
+    if (!t)
+        return;
+    if (t->a)
+        archive_read_free(t->a);
+    free(t->path);
+    free(t);
+}
