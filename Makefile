@@ -3,6 +3,8 @@
 #   make NO_CUDA=1  CPU-only build
 #   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
 #   make demo       install deps, build, embed fixtures/media into out/
+#   make install    PREFIX=/usr/local DESTDIR= : bin/mvembed, share/man/man1/mvembed.1 and
+#                   share/mvembed/embed-array.sbatch (the Slurm job script); make uninstall
 SHELL := /bin/bash
 CC      ?= cc
 BUILD   := build
@@ -90,7 +92,7 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(wildcard test/tools/*.c)
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: all test test-asan test-tsan test-run test-slurm unit demo clean install deps info
+.PHONY: all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
 all: info $(BIN) $(TOOL_BINS)
 
 info:
@@ -155,6 +157,21 @@ deps:
 
 clean:
 	rm -rf build build-* mvembed
+
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share/mvembed
+install: $(BIN)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/mvembed
+	install -m 644 man/mvembed.1 $(DESTDIR)$(MANDIR)/man1/mvembed.1
+	install -m 755 scripts/embed-array.sbatch $(DESTDIR)$(DATADIR)/embed-array.sbatch
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/mvembed $(DESTDIR)$(MANDIR)/man1/mvembed.1 \
+	    $(DESTDIR)$(DATADIR)/embed-array.sbatch
+	rmdir $(DESTDIR)$(DATADIR) 2>/dev/null || true
 
 # A real one-node Slurm cluster (root; installs slurm-wlm + munge): a 3-task array against one
 # process, byte for byte (test/slurm/run-slurm-test.sh).

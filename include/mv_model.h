@@ -71,9 +71,10 @@ typedef struct {
     void *storage;
 } mv_model;
 
-/* Loads the model directory. On error returns non-OK with a one-line message naming the file
- * and tensor / field at fault. */
-mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e);
+/* Loads the model directory arg, or the snapshot a hub id arg ("Org/Name[@revision]") names in
+ * the local Hugging Face cache (mv_hub.h); m->dir is the directory loaded. On error returns
+ * non-OK with a one-line message naming the file and tensor / field at fault. */
+mv_status mv_model_load(const char *arg, mv_model **out, mv_err *e);
 void mv_model_free(mv_model *m);
 /* Recomputes m->fingerprint from weights_hash and m->pp (call after overriding m->pp). */
 void mv_model_update_fingerprint(mv_model *m);

@@ -59,4 +59,9 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e);
  * into OUT/manifest.jsonl, one line per input, the latest line winning. */
 int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e);
 
+/* `mvembed manifest compact [--all] OUT`: rewrites OUT/manifest.jsonl (all: and every
+ * OUT/manifest-*-of-*.jsonl, each in place) with one line per input, the latest line winning;
+ * unparsable lines are dropped and counted. Returns 0, or 1 with the reason in e. */
+int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e);
+
 #endif

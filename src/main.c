@@ -26,13 +26,16 @@ static const char usage_text[] =
     "Usage: mvembed --model DIR --out DIR [options] PATH...\n"
     "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
     "       mvembed manifest merge OUT\n"
+    "       mvembed manifest compact [--all] OUT\n"
     "\n"
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
     "directory (walked recursively), or - to read paths from standard input.\n"
     "\n"
     "Inputs and outputs:\n"
-    "  -m, --model DIR           checkpoint directory (config.json + safetensors); default $MVEMBED_MODEL\n"
+    "  -m, --model DIR           checkpoint directory (config.json + safetensors), or a hub id\n"
+    "                            ORG/NAME[@REVISION] found in the Hugging Face cache (offline);\n"
+    "                            default $MVEMBED_MODEL\n"
     "  -o, --out DIR             output directory (created if missing)\n"
     "  -0, --null                paths on standard input are NUL-separated (find -print0)\n"
     "      --all-files           in directories, take every file, not only image/video extensions\n"
@@ -56,6 +59,7 @@ static const char usage_text[] =
     "      --shard K/N           take only shard K (0-based) of N, by a hash of the relative path;\n"
     "                            default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT; the manifest\n"
     "                            is then OUT/manifest-KKKKK-of-NNNNN.jsonl\n"
+    "      --shard none          every input, OUT/manifest.jsonl, whatever SLURM_ARRAY_* says (= 0/1)\n"
     "\n"
     "Preprocessing (defaults from the model's preprocessor_config.json files):\n"
     "      --min-pixels N, --max-pixels N              image pixel budget after resizing\n"
@@ -169,10 +173,14 @@ int main(int argc, char **argv)
     o.bopts.precision = MV_PREC_BF16;
     o.model_dir = getenv("MVEMBED_MODEL");
     if (argc >= 2 && !strcmp(argv[1], "manifest")) {
-        if (argc != 4 || strcmp(argv[2], "merge"))
-            return usage_error("usage: mvembed manifest merge OUT", NULL);
         mv_err e;
-        int rc = mv_manifest_merge_dir(argv[3], 0, &e);
+        int rc, all = argc == 5 && !strcmp(argv[3], "--all");
+        if (argc == 4 && !strcmp(argv[2], "merge"))
+            rc = mv_manifest_merge_dir(argv[3], 0, &e);
+        else if ((argc == 4 || all) && !strcmp(argv[2], "compact"))
+            rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
+        else
+            return usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
         if (rc)
             fprintf(stderr, "mvembed: %s\n", e.msg);
         return rc;
@@ -287,8 +295,13 @@ int main(int argc, char **argv)
             break;
         case O_SHARD: {
             int k, n, used = 0;
+            if (!strcmp(optarg, "none")) { /* = 0/1: no sharding, no Slurm auto-shard */
+                o.shard_k = 0;
+                o.shard_n = 1;
+                break;
+            }
             if (sscanf(optarg, "%d/%d%n", &k, &n, &used) != 2 || optarg[used] || n < 1 || k < 0 || k >= n)
-                return usage_error("--shard must be K/N with 0 <= K < N", optarg);
+                return usage_error("--shard must be K/N with 0 <= K < N, or none", optarg);
             o.shard_k = k;
             o.shard_n = n;
             break;

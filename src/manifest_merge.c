@@ -1,7 +1,12 @@
-/* manifest_merge.c - `mvembed manifest merge OUT`: folds the per-shard manifests that Slurm array
- * tasks (or --shard runs) wrote, OUT/manifest-KKKKK-of-NNNNN.jsonl, together with an existing
- * OUT/manifest.jsonl, into one OUT/manifest.jsonl: one line per input (keyed by its raw path bytes),
- * the latest line winning, in first-seen order. Written atomically (temp file + rename). */
+/* manifest_merge.c - `mvembed manifest merge OUT` and `mvembed manifest compact [--all] OUT`.
+ * merge folds the per-shard manifests that Slurm array tasks (or --shard runs) wrote,
+ * OUT/manifest-KKKKK-of-NNNNN.jsonl, together with an existing OUT/manifest.jsonl, into one
+ * OUT/manifest.jsonl; compact rewrites a manifest in place (after --force reruns it holds several
+ * lines per input). Both keep one line per input (keyed by its raw path bytes), the latest line
+ * winning, in first-seen order; lines that are not JSON objects with a string "input" (a torn last
+ * line) are dropped and counted. Written atomically: temp file in OUT, fsync, rename, fsync of OUT,
+ * so a crash leaves the old manifest or the new one, never half of one. Not for use while a run is
+ * appending to the same manifest (its lines written after the read would be lost). */
 #include "mv_run.h"
 
 #include "mv_manifest.h"
@@ -75,8 +80,9 @@ static int table_put(table *t, char *key, size_t keylen, char *line)
     return 0;
 }
 
-/* Reads one manifest; unparsable lines (a torn last line) are skipped and counted. */
-static mv_status read_manifest(const char *path, table *t, size_t *bad, mv_err *e)
+/* Reads one manifest into t; unparsable lines (a torn last line) are skipped and counted in *bad;
+ * *lines (may be NULL) counts every line read. */
+static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *lines, mv_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -85,6 +91,8 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, mv_err *
     size_t cap = 0;
     ssize_t len;
     while ((len = getline(&buf, &cap, f)) > 0) {
+        if (lines)
+            (*lines)++;
         if (buf[len - 1] == '\n')
             buf[--len] = 0;
         json_error_t je;
@@ -121,85 +129,182 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, mv_err *
     return MV_OK;
 }
 
-int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
+typedef struct {
+    table t;
+    size_t bad; /* unparsable lines dropped */
+} folded;
+
+static void folded_free(folded *f)
 {
-    DIR *d = opendir(out_dir);
-    if (!d) {
-        mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
-        return 1;
+    for (size_t i = 0; i < f->t.n; i++) {
+        free(f->t.v[i].key);
+        free(f->t.v[i].line);
     }
-    char **names = NULL;
-    size_t nn = 0, cap = 0;
+    free(f->t.v);
+    free(f->t.slots);
+    memset(f, 0, sizeof *f);
+}
+
+/* Writes f's lines to path through a temp file in dir (fsync, rename, fsync of dir); *ok counts
+ * the lines with "status":"ok". */
+static mv_status write_atomic(const char *dir, const char *path, const folded *fd, size_t *ok, mv_err *e)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", dir, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    *ok = 0;
+    for (size_t i = 0; i < fd->t.n; i++) {
+        fputs(fd->t.v[i].line, f);
+        fputc('\n', f);
+        *ok += strstr(fd->t.v[i].line, "\"status\":\"ok\"") != NULL;
+    }
+    int werr = ferror(f);
+    if (fflush(f) || werr || fsync(fileno(f))) {
+        int err = errno;
+        fclose(f);
+        unlink(tmp);
+        return mv_fail(e, MV_ERR_IO, "%s: write failed: %s", tmp, strerror(err));
+    }
+    if (fclose(f)) {
+        unlink(tmp);
+        return mv_fail(e, MV_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path)) {
+        int err = errno;
+        unlink(tmp);
+        return mv_fail(e, MV_ERR_IO, "%s: rename failed: %s", path, strerror(err));
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0 || fsync(dfd)) {
+        int err = errno;
+        if (dfd >= 0)
+            close(dfd);
+        return mv_fail(e, MV_ERR_IO, "%s: fsync of the directory failed: %s", dir, strerror(err));
+    }
+    close(dfd);
+    return MV_OK;
+}
+
+/* The sorted names of OUT/manifest-KKKKK-of-NNNNN.jsonl files (*names NULL when none). */
+static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t *nn, mv_err *e)
+{
+    *names = NULL;
+    *nn = 0;
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
         int k, n, used = 0;
-        if (sscanf(de->d_name, "manifest-%5d-of-%5d.jsonl%n", &k, &n, &used) == 2 &&
-            used == (int)strlen(de->d_name)) {
-            if (nn == cap) {
-                cap = cap ? cap * 2 : 16;
-                char **nv = realloc(names, cap * sizeof *names);
-                if (!nv)
-                    break;
-                names = nv;
-            }
-            names[nn++] = strdup(de->d_name);
+        if (sscanf(de->d_name, "manifest-%5d-of-%5d.jsonl%n", &k, &n, &used) != 2 ||
+            used != (int)strlen(de->d_name))
+            continue;
+        if (*nn == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(*names, cap * sizeof **names);
+            if (!nv)
+                goto nomem;
+            *names = nv;
         }
+        if (!((*names)[*nn] = strdup(de->d_name)))
+            goto nomem;
+        (*nn)++;
     }
     closedir(d);
-    if (nn)
-        qsort(names, nn, sizeof *names, cmp_str);
-    table t = {0};
-    size_t bad = 0;
+    if (*nn)
+        qsort(*names, *nn, sizeof **names, cmp_str);
+    return MV_OK;
+nomem:
+    closedir(d);
+    return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory listing manifests", out_dir);
+}
+
+static void free_names(char **names, size_t nn)
+{
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+}
+
+int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
+{
+    char **names;
+    size_t nn;
+    if (list_shard_manifests(out_dir, &names, &nn, e))
+        return 1;
+    folded fd = {0};
     int rc = 1;
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/manifest.jsonl", out_dir);
     if (!nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest-*-of-*.jsonl files to merge", out_dir);
         goto out;
     }
-    if (access(path, F_OK) == 0 && read_manifest(path, &t, &bad, e))
+    if (access(path, F_OK) == 0 && read_manifest(path, &fd.t, &fd.bad, NULL, e))
         goto out;
     for (size_t i = 0; i < nn; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
-        if (read_manifest(p, &t, &bad, e))
+        if (read_manifest(p, &fd.t, &fd.bad, NULL, e))
             goto out;
     }
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    size_t ok;
+    if (write_atomic(out_dir, path, &fd, &ok, e))
         goto out;
-    }
-    size_t ok = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        fputs(t.v[i].line, f);
-        fputc('\n', f);
-        ok += strstr(t.v[i].line, "\"status\":\"ok\"") != NULL;
-    }
-    if (fflush(f) || fsync(fileno(f)) || fclose(f)) {
-        mv_fail(e, MV_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto out;
-    }
-    if (rename(tmp, path)) {
-        mv_fail(e, MV_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-        unlink(tmp);
-        goto out;
-    }
     if (!quiet)
         fprintf(stderr, "mvembed: merged %zu manifest files into %s: %zu lines (%zu ok, %zu not ok)%s\n",
-                nn, path, t.n, ok, t.n - ok, bad ? ", unreadable lines skipped" : "");
+                nn, path, fd.t.n, ok, fd.t.n - ok, fd.bad ? ", unreadable lines skipped" : "");
     rc = 0;
 out:
-    for (size_t i = 0; i < nn; i++)
-        free(names[i]);
-    free(names);
-    for (size_t i = 0; i < t.n; i++) {
-        free(t.v[i].key);
-        free(t.v[i].line);
+    free_names(names, nn);
+    folded_free(&fd);
+    return rc;
+}
+
+/* Compacts one manifest file in place. */
+static mv_status compact_one(const char *out_dir, const char *path, int quiet, mv_err *e)
+{
+    folded fd = {0};
+    size_t lines = 0, ok;
+    mv_status st = read_manifest(path, &fd.t, &fd.bad, &lines, e);
+    if (!st)
+        st = write_atomic(out_dir, path, &fd, &ok, e);
+    if (!st && !quiet)
+        fprintf(stderr, "mvembed: compacted %s: %zu lines -> %zu (%zu ok, %zu not ok), %zu unparsable "
+                        "lines dropped\n", path, lines, fd.t.n, ok, fd.t.n - ok, fd.bad);
+    folded_free(&fd);
+    return st;
+}
+
+int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.jsonl", out_dir);
+    int have_main = access(path, F_OK) == 0;
+    char **names = NULL;
+    size_t nn = 0;
+    if (all && list_shard_manifests(out_dir, &names, &nn, e))
+        return 1;
+    int rc = 1;
+    if (!have_main && !nn) {
+        mv_fail(e, MV_ERR_USAGE, "%s: no manifest.jsonl to compact%s", out_dir,
+                all ? " (and no manifest-*-of-*.jsonl)"
+                    : " (shard manifests: give --all, or join them with mvembed manifest merge)");
+        goto out;
     }
-    free(t.v);
-    free(t.slots);
+    if (have_main && compact_one(out_dir, path, quiet, e))
+        goto out;
+    for (size_t i = 0; i < nn; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
+        if (compact_one(out_dir, p, quiet, e))
+            goto out;
+    }
+    rc = 0;
+out:
+    free_names(names, nn);
     return rc;
 }

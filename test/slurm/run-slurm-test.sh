@@ -2,7 +2,7 @@
 # run-slurm-test.sh - `make test-slurm`: runs mvembed's sharding on a real one-node Slurm cluster.
 # Installs Debian's slurm-wlm and munge when missing (needs root), starts a private munged,
 # slurmctld and slurmd on 127.0.0.1 with every file under one temporary directory
-# (test/slurm/slurm.conf.in), submits a 3-task job array of test/slurm/embed-array.sbatch over
+# (test/slurm/slurm.conf.in), submits a 3-task job array of scripts/embed-array.sbatch over
 # fixtures/media/{images,videos} with the CPU backend, and checks that the shards cover every
 # input exactly once, that `mvembed manifest merge` lists every input once with status ok, that
 # the outputs equal a single-process run byte for byte, that resubmitting the array (with the
@@ -205,7 +205,7 @@ submit_embed() {
     local ajid mjid
     submit "mvembed array $1 (--array=1-$NTASKS)" --array=1-$NTASKS --chdir="$ROOT" \
         --output="$D/jobs/embed$1-%a.out" --export=ALL,MVEMBED="$MVEMBED" \
-        test/slurm/embed-array.sbatch "${EMBED_ARGS[@]}"
+        scripts/embed-array.sbatch "${EMBED_ARGS[@]}"
     ajid=$JID
     if [ "${2:-}" = merge ]; then
         submit "merge job after array $1 (--dependency=afterany:$ajid)" \
@@ -390,7 +390,7 @@ SHARD2_N=$($PY -c 'import json,sys; print(len({json.loads(l)["input"] for l in o
 for f in "${LOST2[@]}"; do rm -f "$OUT/$f"; done
 submit "rerun of task 2 alone (--array=2, MVEMBED_SHARDS=3)" --array=2 --chdir="$ROOT" \
     --output="$D/jobs/embed3-%a.out" --export=ALL,MVEMBED="$MVEMBED",MVEMBED_SHARDS=3 \
-    test/slurm/embed-array.sbatch "${EMBED_ARGS[@]}"
+    scripts/embed-array.sbatch "${EMBED_ARGS[@]}"
 wait_job "$JID" || bail "rerun of task 2 finished within ${TIMEOUT}s ($(task_states "$JID"))"
 check "rerun of task 2: COMPLETED (exit status 0)" all_completed "$JID" 2
 rerun_counts() {
