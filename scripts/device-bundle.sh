@@ -31,8 +31,8 @@ fi
 [ "${BUNDLE_CLEAN:-1}" = 1 ] && rm -rf $BUILD
 make -s BUILD=$BUILD $VIDEO $BUILD/libmvembed.a
 mkdir -p $OUTD/bin $OUTD/lib
-LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp openblas 2>/dev/null ||
-        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -lopenblas) $FFLIBS -lgomp -lm -lpthread"
+LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp libarchive openblas 2>/dev/null ||
+        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -larchive -lopenblas) $FFLIBS -lgomp -lm -lpthread"
 NVFLAGS="-std=c++17 -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Icu -Itest/unit
          -Xcompiler -Wall,-Wextra"
 for src in test/cuda/*.cu; do
