@@ -31,7 +31,9 @@ typedef struct {
 
 /* One input travelling through the pipeline. */
 typedef struct {
-    char *path, *rel;  /* path to open; output name relative to OUT (without .npy.zst) */
+    char *path, *rel;  /* path as the user knows it; output name relative to OUT (without .npy.zst) */
+    int fd;            /* >= 0: the bytes are in this file (a tar member in a memfd), not at path;
+                        * owned by the item */
     double t0;         /* when it entered the pipeline (mv_now) */
     char *error;       /* set: the input failed; it goes straight to the writer */
     const char *kind;  /* for error lines */
@@ -55,7 +57,7 @@ typedef struct {
     const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png under DIR/<rel>/ */
 } mv_item_ctx;
 
-/* A new item for path with output name rel (both copied); NULL when out of memory. */
+/* A new item for path with output name rel (both copied), fd = -1; NULL when out of memory. */
 mv_item *mv_item_new(const char *path, const char *rel);
 void mv_item_free(mv_item *it);
 

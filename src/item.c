@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char oom_msg[] = "out of memory"; /* an item's error when even its message can't be copied */
 
@@ -31,9 +32,12 @@ mv_item *mv_item_new(const char *path, const char *rel)
 {
     mv_item *it = calloc(1, sizeof *it);
     if (!it || !(it->path = strdup(path)) || !(it->rel = strdup(rel))) {
+        if (it)
+            it->fd = -1;
         mv_item_free(it);
         return NULL;
     }
+    it->fd = -1;
     it->t0 = mv_now();
     return it;
 }
@@ -42,6 +46,8 @@ void mv_item_free(mv_item *it)
 {
     if (!it)
         return;
+    if (it->fd >= 0)
+        close(it->fd);
     free(it->path);
     free(it->rel);
     if (it->error != oom_msg)
@@ -69,9 +75,10 @@ int64_t mv_item_patches(const mv_item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
-static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_err *e)
+/* src: what to open (it->path, or /proc/self/fd/N for a tar member) */
+static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
 {
-    const char *path = it->path;
+    const char *path = src;
     mv_prepared *p = &it->p;
     mv_image img;
     double t = mv_now();
@@ -94,9 +101,9 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_err *e)
     return MV_OK;
 }
 
-static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_err *e)
+static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
 {
-    const char *path = it->path;
+    const char *path = src;
     mv_prepared *p = &it->p;
     const mv_preproc_config *pp = &c->m->pp;
     mv_video *v;
@@ -167,11 +174,28 @@ static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
     return MV_OK;
 }
 
+/* A decoder's message names what it opened: name the input the user knows instead. */
+static void rename_in_msg(mv_err *e, const char *from, const char *to)
+{
+    size_t n = strlen(from);
+    char *p = strstr(e->msg, from);
+    if (!n || !p || !strcmp(from, to))
+        return;
+    char tail[sizeof e->msg];
+    snprintf(tail, sizeof tail, "%s", p + n);
+    snprintf(p, sizeof e->msg - (size_t)(p - e->msg), "%s%s", to, tail);
+}
+
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
 {
-    char msg[1200];
+    char msg[1200], srcbuf[64];
+    const char *src = it->path;
+    if (it->fd >= 0) {
+        snprintf(srcbuf, sizeof srcbuf, "/proc/self/fd/%d", it->fd);
+        src = srcbuf;
+    }
     struct stat sb;
-    if (stat(it->path, &sb) != 0) {
+    if (stat(src, &sb) != 0) {
         snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
         mv_item_fail(it, msg);
         return MV_OK;
@@ -182,7 +206,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         return MV_OK;
     }
     uint8_t head[MV_SNIFF_BYTES];
-    FILE *f = fopen(it->path, "rb");
+    FILE *f = fopen(src, "rb");
     if (!f) {
         snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
         mv_item_fail(it, msg);
@@ -203,11 +227,11 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     case MV_MEDIA_PNG:
     case MV_MEDIA_WEBP:
         it->kind = "image";
-        st = prepare_image(c, it, &e);
+        st = prepare_image(c, it, src, &e);
         break;
     case MV_MEDIA_VIDEO:
         it->kind = "video";
-        st = prepare_video(c, it, &e);
+        st = prepare_video(c, it, src, &e);
         break;
     case MV_MEDIA_IMAGE_OTHER:
         it->kind = "image";
@@ -219,6 +243,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         break;
     }
     if (st) {
+        rename_in_msg(&e, src, it->path);
         mv_item_fail(it, e.msg);
         return MV_OK;
     }
