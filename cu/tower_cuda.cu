@@ -15,7 +15,10 @@
  * downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
  * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
- * failing with a message. Not thread-safe: one forward at a time per backend.
+ * failing with a message. Not thread-safe: one forward at a time per backend; backends on
+ * different devices (or several on one) run concurrently from their own threads: all state
+ * (streams, workspace, cuBLASLt plans, attention kernel attributes, cuDNN plans) belongs to one
+ * backend and its device, and every entry point calls cudaSetDevice(device) first.
  *
  * MV_CUDA_F32_RESIDUAL=1 (environment, read at backend creation; default off; bf16 precision
  * only): keeps the residual stream x [n, H] in f32 instead of rounding it to bf16 after every add
@@ -55,6 +58,7 @@ typedef struct {
     cudaStream_t st, io;
     cudaEvent_t ev_up[2], ev_done[2];
     mv_gemm *gemm;
+    mv_attn_state attn; /* this device's attention launcher state */
     int fuse_gelu;
     /* weights (one arena) */
     void *arena;
@@ -422,10 +426,10 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         ST(mv_gemm_run(b->gemm, qkv, xn, B->qkv_w, B->qkv_b, n, H, 3 * H, MV_EPI_BIAS, 0, e));
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
         if (sizeof(T) == 2)
-            CK(mv_cuda_attention_bf16((bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
+            CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
                "attention");
         else
-            CK(mv_cuda_attention_f32((float *)att, (const float *)qkv, tiles, ch->n_tiles, c->heads, D,
+            CK(mv_cuda_attention_f32(&b->attn, (float *)att, (const float *)qkv, tiles, ch->n_tiles, c->heads, D,
                                      st),
                "attention");
         ST(gemm_x(b, x, att, B->proj_w, B->proj_b, n, H, H, 1, e));
@@ -469,7 +473,10 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         if (grid[3 * i + 1] > 32767 || grid[3 * i + 2] > 32767)
             return mv_fail(e, MV_ERR_LIMIT, "cuda: grid %d,%d,%d: h and w must be < 32768 patches",
                            grid[3 * i], grid[3 * i + 1], grid[3 * i + 2]);
+    /* residency: this thread works on the backend's device; buffers of another GPU are refused */
     CK(cudaSetDevice(b->device), "cudaSetDevice");
+    ST(mv_cuda_check_resident(pixels, b->device, "forward pixels", e));
+    ST(mv_cuda_check_resident(out, b->device, "forward output", e));
 
     /* segments: one per temporal group of each entry */
     int nseg = 0;
@@ -697,6 +704,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.model = m;
     b->base.impl = b;
     b->device = dev;
+    mv_cuda_attn_state_init(&b->attn, dev);
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
     const char *fr = getenv("MV_CUDA_F32_RESIDUAL");

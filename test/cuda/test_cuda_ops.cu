@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mv_cuda.cuh"
@@ -250,6 +251,8 @@ template <typename T> static void test_pos(const std::vector<int32_t> &grid, int
 }
 
 /* ---- attention ------------------------------------------------------------------------ */
+static mv_attn_state g_attn; /* the test thread's device-0 attention state */
+
 template <typename T> static void test_attention(const std::vector<int> &lens, int heads, int D, float qscale)
 {
     std::vector<int32_t> cu(lens.size() + 1, 0);
@@ -273,8 +276,8 @@ template <typename T> static void test_attention(const std::vector<int> &lens, i
     CU(cudaMalloc(&dtl, (size_t)nt * sizeof(mv_attn_tile)));
     CU(cudaMemcpy(dtl, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
     cudaError_t r = sizeof(T) == 2
-                        ? mv_cuda_attention_bf16((bf16 *)o, (const bf16 *)d, dtl, nt, heads, D, 0)
-                        : mv_cuda_attention_f32((float *)o, (const float *)d, dtl, nt, heads, D, 0);
+                        ? mv_cuda_attention_bf16(&g_attn, (bf16 *)o, (const bf16 *)d, dtl, nt, heads, D, 0)
+                        : mv_cuda_attention_f32(&g_attn, (float *)o, (const float *)d, dtl, nt, heads, D, 0);
     CU(r);
     CU(cudaDeviceSynchronize());
     std::vector<float> got = host_from(o, (size_t)(n * H));
@@ -644,6 +647,82 @@ static void test_oom(void)
           want / 1048576.0, (int)s2, (int)s3, cm.rel_l2, (s2 || s3) ? e.msg : "");
 }
 
+/* Two backends on two GPUs at once (one thread each, its own backend and device), every result
+ * bit for bit equal to a run of that device's backend alone; with one GPU, both backends on
+ * device 0 from two threads (the thread-safety half of the same claim). Then the residency law:
+ * output memory of another device is refused, not written. */
+static void test_two_devices(mv_attn_impl attn)
+{
+    int ndev = 0;
+    CU(cudaGetDeviceCount(&ndev));
+    int dev[2] = {0, ndev > 1 ? 1 : 0};
+    const char *an = attn == MV_ATTN_CUDNN ? "cudnn" : "builtin";
+    if (ndev < 2) printf("# only %d GPU: both backends run on device 0 from two threads\n", ndev);
+    rmodel rm;
+    make_model(&rm, 2, 144, 2, 160, 48, 16);
+    std::vector<int32_t> grid = {1, 32, 40, 2, 16, 24, 1, 6, 10, 1, 2, 2, 1, 64, 64};
+    int ne = (int)grid.size() / 3;
+    int64_t N = 0;
+    for (int i = 0; i < ne; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    std::vector<float> pix = round_bf16(randv((size_t)(N * 1536), 1.f));
+    size_t outn = (size_t)(N / 4 * 48);
+    mv_backend *be[2] = {NULL, NULL};
+    mv_err e[2];
+    std::vector<float> solo[2], conc[2];
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+        mv_backend_opts o;
+        memset(&o, 0, sizeof o);
+        o.precision = MV_PREC_BF16;
+        o.device = dev[i];
+        o.attention = attn;
+        o.batch_tokens = 2048; /* several chunks: the pipelined path */
+        mv_status s = mv_backend_cuda_create(&rm.m, &o, &be[i], &e[i]);
+        CHECK(s == MV_OK, "two devices (%s): create backend on device %d: %s", an, dev[i], s ? e[i].msg : "ok");
+        if (s) ok = 0;
+    }
+    if (ok)
+        for (int i = 0; i < 2; i++) { /* each alone */
+            solo[i].assign(outn, NAN);
+            mv_status s = be[i]->forward(be[i], pix.data(), grid.data(), ne, solo[i].data(), NULL, NULL, &e[i]);
+            if (s) ok = 0;
+        }
+    CHECK(ok, "two devices (%s): solo forwards: %s", an, ok ? "ok" : e[0].msg);
+    for (int rep = 0; ok && rep < 3; rep++) {
+        mv_status s[2] = {MV_OK, MV_OK};
+        std::thread th[2];
+        for (int i = 0; i < 2; i++) {
+            conc[i].assign(outn, NAN);
+            /* each thread starts on the other device: forward must switch itself */
+            th[i] = std::thread([&, i]() {
+                cudaSetDevice(dev[1 - i]);
+                s[i] = be[i]->forward(be[i], pix.data(), grid.data(), ne, conc[i].data(), NULL, NULL, &e[i]);
+            });
+        }
+        for (int i = 0; i < 2; i++) th[i].join();
+        for (int i = 0; i < 2; i++)
+            CHECK(s[i] == MV_OK && memcmp(conc[i].data(), solo[i].data(), outn * 4) == 0,
+                  "two devices (%s) round %d: device %d concurrent forward equals its solo run bit for bit %s",
+                  an, rep, dev[i], s[i] ? e[i].msg : "");
+    }
+    if (ok && ndev > 1) {
+        /* residency: an output buffer on device 1 handed to device 0's backend is refused */
+        float *d1 = NULL;
+        CU(cudaSetDevice(1));
+        CU(cudaMalloc(&d1, outn * 4));
+        mv_status s = be[0]->forward(be[0], pix.data(), grid.data(), ne, d1, NULL, NULL, &e[0]);
+        CHECK(s == MV_ERR_DEVICE, "residency: device 1 output memory refused by device 0's backend: %s",
+              s ? e[0].msg : "accepted");
+        CU(cudaSetDevice(1));
+        cudaFree(d1);
+        CU(cudaSetDevice(0));
+    }
+    for (int i = 0; i < 2; i++)
+        if (be[i]) be[i]->destroy(be[i]);
+    CU(cudaSetDevice(0));
+    free(rm.m.blocks);
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick"); /* compute-sanitizer: small shapes only */
@@ -651,6 +730,8 @@ int main(int argc, char **argv)
         printf("Bail out! no CUDA device\n");
         return 2;
     }
+    CU(cudaSetDevice(0));
+    mv_cuda_attn_state_init(&g_attn, 0);
     /* layernorm: widths of the released towers, odd widths (scalar path), in place */
     test_layernorm<float>(37, 1152, 0);
     test_layernorm<bf16>(37, 1152, 0);
@@ -687,7 +768,7 @@ int main(int argc, char **argv)
     if (!quick) test_attention<float>({4097}, 1, 72, 2.f);
     for (int variant = 1; variant <= 2; variant++) { /* both bf16 kernel variants */
         printf("# bf16 attention kernel variant %d\n", variant);
-        mv_cuda_attn_set_variant(variant);
+        g_attn.variant = variant;
         for (auto &mx : mixes) {
             test_attention<bf16>(mx, 2, 72, 2.f);
             test_attention<bf16>(mx, 3, 64, 2.f);
@@ -701,7 +782,7 @@ int main(int argc, char **argv)
             test_attention<bf16>({200, 33}, 2, 80, 2.f);
         }
     }
-    mv_cuda_attn_set_variant(2);
+    g_attn.variant = 2;
     /* GEMM: every epilogue, odd n, each mode */
     mv_gemm_mode modes[] = {MV_GEMM_BF16, MV_GEMM_F32, MV_GEMM_TF32};
     for (mv_gemm_mode md : modes) {
@@ -726,6 +807,7 @@ int main(int argc, char **argv)
     /* whole tower vs the CPU tower */
     test_tower(144, 2, {1, 4, 6, 2, 6, 4, 1, 2, 2, 1, 12, 10});
     test_tower(128, 2, {1, 8, 8, 3, 4, 2});
+    test_two_devices(MV_ATTN_BUILTIN);
     if (!quick) test_oom();
     return UNIT_DONE();
 }
