@@ -111,6 +111,27 @@ int mv_attn_tiles(mv_attn_tile *tiles, const int32_t *cu, int n_seg, int bm);
  * host memory or device memory of `device`; else MV_ERR_DEVICE naming `what`. */
 mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e);
 
+/* ---- attention_cudnn.cu (cuDNN fused flash attention, loaded at run time) ---------------- */
+/* State of one backend on one device: handle on stream st, plan cache, workspace, per-slot
+ * (two chunk buffers) segment metadata. create fails with MV_ERR_UNSUPPORTED and the reason
+ * when cuDNN is not built in, not loadable, too old, the GPU is before sm_90, or D is not a
+ * multiple of 8 up to 128. Call with `device` current. */
+typedef struct mv_cudnn_attn mv_cudnn_attn;
+mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
+                               mv_err *e);
+void mv_cudnn_attn_destroy(mv_cudnn_attn *a);
+/* "cuDNN 9.x.y fused flash attention (library path)" */
+const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a);
+/* Segments cu[nseg + 1] (rows of the packed chunk) -> slot buf's device metadata, copied on
+ * stream io (the caller orders io before the run). MV_ERR_UNSUPPORTED when the chunk exceeds
+ * the int32 offsets (callers fall back to the builtin kernel). */
+mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, int nseg, cudaStream_t io,
+                                mv_err *e);
+/* out[n, heads*D] = attention of qkv[n, 3*heads*D] (bf16) over slot buf's segments, enqueued on
+ * the state's stream; builds and caches the plan on first use of its (B, S) bucket
+ * (MV_ERR_UNSUPPORTED when no engine runs it). */
+mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qkv, mv_err *e);
+
 /* ---- elementwise.cu -------------------------------------------------------------------- */
 template <typename T> cudaError_t mv_cuda_from_f32(T *y, const float *x, int64_t count, cudaStream_t st);
 template <typename T> cudaError_t mv_cuda_to_f32(float *y, const T *x, int64_t count, cudaStream_t st);
