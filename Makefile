@@ -1,6 +1,7 @@
 # mvembed - GNU Make build.
 #   make            build ./mvembed (+ CUDA backend when nvcc is found)
 #   make NO_CUDA=1  CPU-only build
+#   make NO_CUDNN=1 CUDA build without the cuDNN attention path
 #   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
 #   make demo       install deps, build, embed fixtures/media into out/
 #   make install    PREFIX=/usr/local DESTDIR= : bin/mvembed, share/man/man1/mvembed.1 and
@@ -8,7 +9,7 @@
 SHELL := /bin/bash
 CC      ?= cc
 BUILD   := build
-BIN     ?= mvembed
+BIN     ?= $(if $(filter build,$(BUILD)),mvembed,$(BUILD)/mvembed)
 # NO_VIDEO=1 builds without FFmpeg (videos then get a manifest error); FFMPEG_PREFIX=DIR links a
 # static FFmpeg installed under DIR (scripts/build-ffmpeg-static.sh makes one for the GPU bundle).
 PKGS    := jansson libzstd libpng libjpeg libwebp libarchive
@@ -75,11 +76,21 @@ NVCCFLAGS   ?= -O3 -g -lineinfo
 NVCCFLAGS   += -std=c++17 -Iinclude -Icu -MMD -MP --expt-relaxed-constexpr \
                -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
                -Xcompiler -Wall,-Wextra,-fPIC
+# cuDNN fused attention (cu/attention_cudnn.cu): headers at build time, libcudnn.so.9 dlopen'ed
+# at run time; make NO_CUDNN=1 leaves it out (the file then only says "not built").
+ifeq ($(NO_CUDNN),)
+CUDNN_H     := $(firstword $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h \
+                 /usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)/cudnn.h))
+endif
+ifneq ($(CUDNN_H),)
+NVCCFLAGS   += -DMV_HAVE_CUDNN=1 -I$(dir $(CUDNN_H))
+BACKEND_CUDNN := +cudnn
+endif
 CU_SRCS     := $(wildcard cu/*.cu)
 CU_OBJS     := $(patsubst cu/%.cu,$(BUILD)/cu/%.o,$(CU_SRCS))
 override CFLAGS += -DMV_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS      += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
-BACKENDS    := cpu cuda
+LDLIBS      += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
+BACKENDS    := cpu cuda$(BACKEND_CUDNN)
 else
 CU_OBJS     :=
 BACKENDS    := cpu

@@ -9,9 +9,14 @@
  * zero columns in shared memory); P V uses D/8 output tiles, so D = 72 costs 80/72 on Q K^T and
  * nothing on P V. P is rounded to bf16 before P V, as FlashAttention does.
  * f32 kernel (f32 / tf32 precision, parity work): one thread per query row on CUDA cores.
- * CPU twin: mv_attention_cpu. */
+ * Per-device state (shared-memory limits, kernel variant) lives in mv_attn_state, owned by the
+ * backend of one device; nothing here is process-global, so backends on several GPUs run their
+ * tower threads concurrently. CPU twin: mv_attention_cpu. */
 #include <math.h>
 #include <stdlib.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "mv_cuda.cuh"
 
@@ -341,30 +346,39 @@ int mv_cuda_attn_supported(int D)
 
 static float scale_log2_for(int D) { return (float)(1.0 / sqrt((double)D) * 1.4426950408889634); }
 
-static int g_variant = 0; /* 0 = not chosen yet */
-
-void mv_cuda_attn_set_variant(int v) { g_variant = v == 1 ? 1 : 2; }
-
-static int attn_variant(void)
+void mv_cuda_attn_state_init(mv_attn_state *s, int device)
 {
-    if (!g_variant) {
-        const char *e = getenv("MV_ATTN_VARIANT");
-        g_variant = e && atoi(e) == 1 ? 1 : 2;
-    }
-    return g_variant;
+    const char *e = getenv("MV_ATTN_VARIANT");
+    s->device = device;
+    s->variant = e && atoi(e) == 1 ? 1 : 2;
+    s->attr_set = 0;
+}
+
+static int d_index(int D)
+{
+    return D == 32 ? 0 : D == 64 ? 1 : D == 72 ? 2 : D == 80 ? 3 : D == 96 ? 4 : 5;
+}
+
+/* the state belongs to the calling thread's current device, or the call is refused */
+static cudaError_t on_device(const mv_attn_state *s)
+{
+    int cur = -1;
+    cudaError_t r = cudaGetDevice(&cur);
+    if (r != cudaSuccess) return r;
+    return cur == s->device ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 template <int D, int WARPS, int MT>
-static cudaError_t launch_bf16_v(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
-                                 int heads, cudaStream_t st)
+static cudaError_t launch_bf16_v(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
+                                 int n_tiles, int heads, cudaStream_t st)
 {
-    static bool attr_set = false; /* per instantiation; idempotent, so a race is harmless */
     size_t smem = attn_shape<D>::SMEM;
-    if (!attr_set) {
+    uint32_t bit = 1u << (d_index(D) * 2 + (WARPS == 8 ? 0 : 1));
+    if (!(s->attr_set & bit)) {
         cudaError_t r = cudaFuncSetAttribute(attn_bf16_kernel<D, WARPS, MT>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (r != cudaSuccess) return r;
-        attr_set = true;
+        s->attr_set |= bit;
     }
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
     attn_bf16_kernel<D, WARPS, MT><<<grid, WARPS * 32, smem, st>>>(out, qkv, tiles, heads, scale_log2_for(D));
@@ -372,11 +386,11 @@ static cudaError_t launch_bf16_v(bf16 *out, const bf16 *qkv, const mv_attn_tile 
 }
 
 template <int D>
-static cudaError_t launch_bf16(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
-                               int heads, cudaStream_t st)
+static cudaError_t launch_bf16(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
+                               int n_tiles, int heads, cudaStream_t st)
 {
-    if (attn_variant() == 1) return launch_bf16_v<D, 8, 1>(out, qkv, tiles, n_tiles, heads, st);
-    return launch_bf16_v<D, 4, 2>(out, qkv, tiles, n_tiles, heads, st);
+    if (s->variant == 1) return launch_bf16_v<D, 8, 1>(s, out, qkv, tiles, n_tiles, heads, st);
+    return launch_bf16_v<D, 4, 2>(s, out, qkv, tiles, n_tiles, heads, st);
 }
 
 template <int D>
@@ -388,25 +402,29 @@ static cudaError_t launch_f32(float *out, const float *qkv, const mv_attn_tile *
     return cudaGetLastError();
 }
 
-cudaError_t mv_cuda_attention_bf16(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
+cudaError_t mv_cuda_attention_bf16(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
                                    int n_tiles, int heads, int D, cudaStream_t st)
 {
+    cudaError_t r = on_device(s);
+    if (r != cudaSuccess) return r;
     if (n_tiles <= 0) return cudaSuccess;
     if (heads > 65535) return cudaErrorInvalidValue;
     switch (D) {
-    case 32: return launch_bf16<32>(out, qkv, tiles, n_tiles, heads, st);
-    case 64: return launch_bf16<64>(out, qkv, tiles, n_tiles, heads, st);
-    case 72: return launch_bf16<72>(out, qkv, tiles, n_tiles, heads, st);
-    case 80: return launch_bf16<80>(out, qkv, tiles, n_tiles, heads, st);
-    case 96: return launch_bf16<96>(out, qkv, tiles, n_tiles, heads, st);
-    case 128: return launch_bf16<128>(out, qkv, tiles, n_tiles, heads, st);
+    case 32: return launch_bf16<32>(s, out, qkv, tiles, n_tiles, heads, st);
+    case 64: return launch_bf16<64>(s, out, qkv, tiles, n_tiles, heads, st);
+    case 72: return launch_bf16<72>(s, out, qkv, tiles, n_tiles, heads, st);
+    case 80: return launch_bf16<80>(s, out, qkv, tiles, n_tiles, heads, st);
+    case 96: return launch_bf16<96>(s, out, qkv, tiles, n_tiles, heads, st);
+    case 128: return launch_bf16<128>(s, out, qkv, tiles, n_tiles, heads, st);
     default: return cudaErrorInvalidValue;
     }
 }
 
-cudaError_t mv_cuda_attention_f32(float *out, const float *qkv, const mv_attn_tile *tiles,
+cudaError_t mv_cuda_attention_f32(mv_attn_state *s, float *out, const float *qkv, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st)
 {
+    cudaError_t r = on_device(s);
+    if (r != cudaSuccess) return r;
     if (n_tiles <= 0) return cudaSuccess;
     if (heads > 65535) return cudaErrorInvalidValue;
     switch (D) {
@@ -428,31 +446,38 @@ int mv_attn_tile_count(const int32_t *cu, int n_seg, int bm)
     return n;
 }
 
-static const int32_t *g_sort_cu;
-static int cmp_seg_len_desc(const void *a, const void *b)
-{
-    int sa = *(const int *)a, sb = *(const int *)b;
-    int la = g_sort_cu[sa + 1] - g_sort_cu[sa], lb = g_sort_cu[sb + 1] - g_sort_cu[sb];
-    if (la != lb) return la > lb ? -1 : 1;
-    return sa < sb ? -1 : (sa > sb);
-}
-
 int mv_attn_tiles(mv_attn_tile *tiles, const int32_t *cu, int n_seg, int bm)
 {
-    int *order = (int *)malloc(sizeof(int) * (size_t)(n_seg > 0 ? n_seg : 1));
+    /* longest segments first (their tiles run longest), ties in input order; the comparison
+     * reads cu through the lambda's capture, so concurrent backends share nothing */
+    std::vector<int> order((size_t)(n_seg > 0 ? n_seg : 0));
+    for (int s = 0; s < n_seg; s++) order[(size_t)s] = s;
+    std::stable_sort(order.begin(), order.end(),
+                     [cu](int a, int b) { return cu[a + 1] - cu[a] > cu[b + 1] - cu[b]; });
     int n = 0;
-    if (!order) { /* unsorted fallback: same tiles, input order */
-        for (int s = 0; s < n_seg; s++)
-            for (int q = cu[s]; q < cu[s + 1]; q += bm) tiles[n++] = {q, cu[s], cu[s + 1], 0};
-        return n;
-    }
-    for (int s = 0; s < n_seg; s++) order[s] = s;
-    g_sort_cu = cu; /* qsort has no context argument; tile building is single-threaded per backend */
-    qsort(order, (size_t)n_seg, sizeof(int), cmp_seg_len_desc);
-    for (int i = 0; i < n_seg; i++) {
-        int s = order[i];
+    for (int s : order)
         for (int q = cu[s]; q < cu[s + 1]; q += bm) tiles[n++] = {q, cu[s], cu[s + 1], 0};
-    }
-    free(order);
     return n;
+}
+
+/* ---- residency ------------------------------------------------------------------------ */
+mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e)
+{
+    int cur = -1;
+    cudaError_t r = cudaGetDevice(&cur);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, what);
+    if (cur != device)
+        return mv_fail(e, MV_ERR_DEVICE, "cuda: %s: the calling thread is on device %d, the backend on %d",
+                       what, cur, device);
+    if (!p) return MV_OK;
+    cudaPointerAttributes pa;
+    r = cudaPointerGetAttributes(&pa, p);
+    if (r != cudaSuccess) {
+        cudaGetLastError();
+        return MV_OK; /* unregistered host memory (older runtimes report it as an error) */
+    }
+    if (pa.type == cudaMemoryTypeDevice && pa.device != device)
+        return mv_fail(e, MV_ERR_DEVICE, "cuda: %s is memory of device %d, the backend runs on device %d",
+                       what, pa.device, device);
+    return MV_OK;
 }

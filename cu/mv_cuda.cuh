@@ -80,22 +80,57 @@ cudaError_t mv_cuda_pos_embed_add(T *x, const mv_rowinfo *ri, const float *table
                                   int64_t n, cudaStream_t st);
 
 /* ---- attention.cu ---------------------------------------------------------------------- */
+/* Attention state of one device context (residency law: it belongs to the backend that owns
+ * the device, never to the process): the device ordinal, the bf16 kernel variant and which kernel
+ * instantiations had their dynamic shared-memory limit raised on that device
+ * (cudaFuncSetAttribute acts on the current device only). Launchers refuse to run
+ * (cudaErrorInvalidDevice) when the calling thread's current device is not s->device. */
+typedef struct {
+    int device;
+    int variant;       /* bf16 kernel: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows */
+    uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
+} mv_attn_state;
+/* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2). */
+void mv_cuda_attn_state_init(mv_attn_state *s, int device);
+
 /* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
  * tiles[n_tiles] from mv_attn_tiles() with the kernel's BM. bf16: mma.sync tensor cores, online
  * softmax in f32, P rounded to bf16 before P.V. f32: CUDA cores. Returns cudaErrorInvalidValue
  * for unsupported D (see mv_cuda_attn_supported). */
-cudaError_t mv_cuda_attention_bf16(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
+cudaError_t mv_cuda_attention_bf16(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
                                    int n_tiles, int heads, int D, cudaStream_t st);
-cudaError_t mv_cuda_attention_f32(float *out, const float *qkv, const mv_attn_tile *tiles,
+cudaError_t mv_cuda_attention_f32(mv_attn_state *s, float *out, const float *qkv, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_attn_supported(int D);
-/* bf16 kernel variant: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows (K/V fragments reused
- * by two m-tiles). Default 2, or MV_ATTN_VARIANT from the environment. Both use 128-row tiles. */
-void mv_cuda_attn_set_variant(int v);
 /* Host: fills tiles (capacity from mv_attn_tile_count) for segments cu[n_seg + 1] (row offsets
- * relative to the packed batch), longest segments first. Returns the tile count. */
+ * relative to the packed batch), longest segments first. Returns the tile count. Reentrant. */
 int mv_attn_tile_count(const int32_t *cu, int n_seg, int bm);
 int mv_attn_tiles(mv_attn_tile *tiles, const int32_t *cu, int n_seg, int bm);
+
+/* Residency: MV_OK when the calling thread's current device is `device` and p (when not NULL) is
+ * host memory or device memory of `device`; else MV_ERR_DEVICE naming `what`. */
+mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e);
+
+/* ---- attention_cudnn.cu (cuDNN fused flash attention, loaded at run time) ---------------- */
+/* State of one backend on one device: handle on stream st, plan cache, workspace, per-slot
+ * (two chunk buffers) segment metadata. create fails with MV_ERR_UNSUPPORTED and the reason
+ * when cuDNN is not built in, not loadable, too old, the GPU is before sm_90, or D is not a
+ * multiple of 8 up to 128. Call with `device` current. */
+typedef struct mv_cudnn_attn mv_cudnn_attn;
+mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
+                               mv_err *e);
+void mv_cudnn_attn_destroy(mv_cudnn_attn *a);
+/* "cuDNN 9.x.y fused flash attention (library path)" */
+const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a);
+/* Segments cu[nseg + 1] (rows of the packed chunk) -> slot buf's device metadata, copied on
+ * stream io (the caller orders io before the run). MV_ERR_UNSUPPORTED when the chunk exceeds
+ * the int32 offsets (callers fall back to the builtin kernel). */
+mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, int nseg, cudaStream_t io,
+                                mv_err *e);
+/* out[n, heads*D] = attention of qkv[n, 3*heads*D] (bf16) over slot buf's segments, enqueued on
+ * the state's stream; builds and caches the plan on first use of its (B, S) bucket
+ * (MV_ERR_UNSUPPORTED when no engine runs it). */
+mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qkv, mv_err *e);
 
 /* ---- elementwise.cu -------------------------------------------------------------------- */
 template <typename T> cudaError_t mv_cuda_from_f32(T *y, const float *x, int64_t count, cudaStream_t st);

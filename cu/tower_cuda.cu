@@ -15,16 +15,22 @@
  * downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
  * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
- * failing with a message. Not thread-safe: one forward at a time per backend.
+ * failing with a message. Not thread-safe: one forward at a time per backend; backends on
+ * different devices (or several on one) run concurrently from their own threads: all state
+ * (streams, workspace, cuBLASLt plans, attention kernel attributes, cuDNN plans) belongs to one
+ * backend and its device, and every entry point calls cudaSetDevice(device) first.
  *
- * MV_CUDA_F32_RESIDUAL=1 (environment, read at backend creation; default off; bf16 precision
- * only): keeps the residual stream x [n, H] in f32 instead of rounding it to bf16 after every add
- * as HF does. The patch GEMM writes f32 x (bf16 operands, f32 bias, f32 accumulation), the
- * position table is added in f32, LayerNorms read f32 x and write bf16, and proj / fc2 accumulate
- * (beta = 1) into f32 x (mv_gemm_run_f32y); everything else is unchanged. The stage dumps of x
- * (patch_embed, embed, block_NN) read f32. scripts/bf16_error_study.py predicts about half the
- * output error against f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element
- * of x. Not yet validated on a GPU (bench/NOTES.md): the default path is the validated one. */
+ * f32 residual stream (bf16 precision, the default; MV_CUDA_F32_RESIDUAL=0 in the environment,
+ * read at backend creation, turns it off for comparison): keeps the residual stream x [n, H] in
+ * f32 instead of rounding it to bf16 after every add as HF does. The patch GEMM writes f32 x
+ * (bf16 operands, f32 bias, f32 accumulation), the position table is added in f32, LayerNorms
+ * read f32 x and write bf16, and proj / fc2 accumulate (beta = 1) into f32 x
+ * (mv_gemm_run_f32y); everything else is unchanged. The stage dumps of x (patch_embed, embed,
+ * block_NN) read f32. scripts/bf16_error_study.py predicts about half the output error against
+ * f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element of x.
+ *
+ * Attention: the builtin kernel (cu/attention.cu) or cuDNN's fused flash attention
+ * (cu/attention_cudnn.cu, bf16, opts.attention / --attention), chosen once at creation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +61,10 @@ typedef struct {
     cudaStream_t st, io;
     cudaEvent_t ev_up[2], ev_done[2];
     mv_gemm *gemm;
+    mv_attn_state attn; /* this device's attention launcher state */
+    mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
+    mv_attn_impl attn_impl;
+    int verbose;
     int fuse_gelu;
     /* weights (one arena) */
     void *arena;
@@ -311,6 +321,7 @@ typedef struct {
     int seg0, nseg;         /* segments */
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
+    int dnn;                /* attention through cuDNN */
 } chunk;
 
 /* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
@@ -421,11 +432,13 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         CK(ln_x(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
         ST(mv_gemm_run(b->gemm, qkv, xn, B->qkv_w, B->qkv_b, n, H, 3 * H, MV_EPI_BIAS, 0, e));
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
-        if (sizeof(T) == 2)
-            CK(mv_cuda_attention_bf16((bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
+        if (ch->dnn)
+            ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
+        else if (sizeof(T) == 2)
+            CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
                "attention");
         else
-            CK(mv_cuda_attention_f32((float *)att, (const float *)qkv, tiles, ch->n_tiles, c->heads, D,
+            CK(mv_cuda_attention_f32(&b->attn, (float *)att, (const float *)qkv, tiles, ch->n_tiles, c->heads, D,
                                      st),
                "attention");
         ST(gemm_x(b, x, att, B->proj_w, B->proj_b, n, H, H, 1, e));
@@ -469,7 +482,10 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         if (grid[3 * i + 1] > 32767 || grid[3 * i + 2] > 32767)
             return mv_fail(e, MV_ERR_LIMIT, "cuda: grid %d,%d,%d: h and w must be < 32768 patches",
                            grid[3 * i], grid[3 * i + 1], grid[3 * i + 2]);
+    /* residency: this thread works on the backend's device; buffers of another GPU are refused */
     CK(cudaSetDevice(b->device), "cudaSetDevice");
+    ST(mv_cuda_check_resident(pixels, b->device, "forward pixels", e));
+    ST(mv_cuda_check_resident(out, b->device, "forward output", e));
 
     /* segments: one per temporal group of each entry */
     int nseg = 0;
@@ -512,11 +528,11 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
     }
 
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
-    chunk prev = {0, 0, 0, 0, 0, 0};
+    chunk prev = {0, 0, 0, 0, 0, 0, 0};
     int have_prev = 0, k = 0;
     int s = 0;
     while (st == MV_OK && (s < nseg || have_prev)) {
-        chunk ch = {0, 0, 0, 0, k & 1, 0};
+        chunk ch = {0, 0, 0, 0, k & 1, 0, 0};
         int have_cur = s < nseg;
         if (have_cur) {
             ch.seg0 = s;
@@ -553,6 +569,19 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
                 break;
             }
             ch.n_tiles = mv_attn_tiles(b->h_tiles, b->h_cu, ch.nseg, bm);
+            if (b->dnn) {
+                mv_err pe;
+                mv_status ps = mv_cudnn_attn_prepare(b->dnn, ch.buf, b->h_cu, ch.nseg, b->io, &pe);
+                ch.dnn = ps == MV_OK;
+                if (ps != MV_OK && (ps != MV_ERR_UNSUPPORTED || b->attn_impl == MV_ATTN_CUDNN)) {
+                    memcpy(e, &pe, sizeof pe);
+                    st = ps;
+                    break;
+                }
+                if (ps != MV_OK && b->verbose)
+                    fprintf(stderr, "mvembed: cuda: device %d: this chunk runs the builtin attention: %s\n",
+                            b->device, pe.msg);
+            }
             cudaError_t r = cudaMemcpyAsync(b->pix[ch.buf], pixels + ch.r0 * P,
                                             (size_t)(ch.n * P) * sizeof(float),
                                             cudaMemcpyHostToDevice, b->io);
@@ -617,6 +646,7 @@ static void cuda_destroy(mv_backend *be)
     if (b->st) cudaStreamSynchronize(b->st);
     if (b->io) cudaStreamSynchronize(b->io);
     free_workspace(b);
+    mv_cudnn_attn_destroy(b->dnn);
     mv_gemm_destroy(b->gemm);
     if (b->arena) cudaFree(b->arena);
     for (int i = 0; i < 2; i++) {
@@ -646,6 +676,65 @@ static void cuda_host_free(mv_backend *be, void *p)
 {
     (void)be;
     if (p && cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+}
+
+/* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
+ * takes the head dim; else the builtin kernel. Auto mode builds and runs the smallest plan here
+ * (one 2-row segment), so that a graph no cuDNN engine takes falls back at creation, never in
+ * the middle of a run. With -v (opts.verbose) says which implementation runs, and why. */
+static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    b->attn_impl = o ? o->attention : MV_ATTN_AUTO;
+    b->verbose = o ? o->verbose : 0;
+    const char *why = NULL;
+    mv_err de;
+    de.msg[0] = 0;
+    if (b->attn_impl == MV_ATTN_BUILTIN) {
+        why = "--attention builtin";
+    } else if (b->prec != MV_PREC_BF16) {
+        if (b->attn_impl == MV_ATTN_CUDNN)
+            return mv_fail(e, MV_ERR_USAGE, "cuda: --attention cudnn needs --precision bf16");
+        why = "f32/tf32 precision";
+    } else if (mv_cudnn_attn_create(&b->dnn, b->device, c->heads, c->head_dim, b->st, &de) != MV_OK) {
+        if (b->attn_impl == MV_ATTN_CUDNN) return mv_fail(e, MV_ERR_UNSUPPORTED, "cuda: --attention cudnn: %s", de.msg);
+        why = de.msg;
+    } else if (b->attn_impl == MV_ATTN_AUTO) {
+        /* probe: build the smallest plan now (qkv/att workspace not needed: a tiny private one) */
+        int32_t cu[2] = {0, 2};
+        bf16 *tmp = NULL;
+        int64_t H = c->hidden;
+        mv_status ps = mv_cudnn_attn_prepare(b->dnn, 0, cu, 1, b->st, &de);
+        cudaError_t r = cudaSuccess;
+        if (ps == MV_OK) {
+            r = cudaMalloc((void **)&tmp, (size_t)(2 * 4 * H) * sizeof(bf16));
+            if (r == cudaSuccess) r = cudaMemsetAsync(tmp, 0, (size_t)(2 * 4 * H) * sizeof(bf16), b->st);
+            if (r != cudaSuccess) ps = mv_cuda_check(r, &de, "cuDNN probe buffer");
+        }
+        if (ps == MV_OK) ps = mv_cudnn_attn_run(b->dnn, 0, tmp + 6 * H, tmp, &de);
+        if (ps == MV_OK) {
+            r = cudaStreamSynchronize(b->st);
+            if (r != cudaSuccess) ps = mv_cuda_check(r, &de, "cuDNN probe");
+        }
+        if (tmp) cudaFree(tmp);
+        if (ps != MV_OK) {
+            if (ps != MV_ERR_UNSUPPORTED) { /* a device error is sticky: report, do not hide */
+                memcpy(e, &de, sizeof de);
+                return ps;
+            }
+            mv_cudnn_attn_destroy(b->dnn);
+            b->dnn = NULL;
+            why = de.msg;
+        }
+    }
+    if (b->verbose) {
+        if (b->dnn)
+            fprintf(stderr, "mvembed: cuda: device %d: attention: cudnn: %s\n", b->device,
+                    mv_cudnn_attn_describe(b->dnn));
+        else
+            fprintf(stderr, "mvembed: cuda: device %d: attention: builtin kernel (%s)\n", b->device, why);
+    }
+    return MV_OK;
 }
 
 /* ---- public entry points -------------------------------------------------------------- */
@@ -697,10 +786,11 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.model = m;
     b->base.impl = b;
     b->device = dev;
+    mv_cuda_attn_state_init(&b->attn, dev);
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
     const char *fr = getenv("MV_CUDA_F32_RESIDUAL");
-    b->f32res = prec == MV_PREC_BF16 && fr && *fr && strcmp(fr, "0") != 0;
+    b->f32res = prec == MV_PREC_BF16 && !(fr && !strcmp(fr, "0")); /* default on; "0" = HF's rounding */
     b->xsz = b->f32res ? 4 : b->esz;
     const char *nf = getenv("MV_CUDA_NO_GELU_FUSE");
     /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
@@ -727,6 +817,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
                                                              : MV_GEMM_F32,
                             b->st, e);
     if (st == MV_OK) st = upload_weights(b, e);
+    if (st == MV_OK) st = choose_attention(b, o, e);
     if (st == MV_OK) {
         long long bt = o ? o->batch_tokens : 0;
         if (bt <= 0) {

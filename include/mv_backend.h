@@ -43,11 +43,17 @@ struct mv_backend {
     void *impl;
 };
 
+/* CUDA attention implementation: auto = cuDNN's fused flash attention when libcudnn.so.9 loads
+ * and supports the head dim (bf16 only), else the builtin kernel (cu/attention.cu). */
+typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN } mv_attn_impl;
+
 typedef struct {
     int threads;            /* CPU: OpenMP threads (0 = default) */
     int device;             /* CUDA device ordinal */
     mv_precision precision; /* CUDA: bf16 default */
     long long batch_tokens; /* CUDA: max patches per forward (0 = size from free memory) */
+    mv_attn_impl attention; /* CUDA: attention implementation (--attention) */
+    int verbose;            /* CUDA: say on stderr which attention implementation runs */
 } mv_backend_opts;
 
 mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,

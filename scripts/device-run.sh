@@ -2,14 +2,22 @@
 # device-run.sh STEP... - runs on the GPU machine (through the device tool, from the repository
 # root, after scripts/device-bundle.sh here and with `.device` in carry). Writes logs under $OUT
 # (default /tmp/mvout) and prints short summaries. Steps:
-#   tests      .device/bin/test_cuda_ops (kernel twins + whole-tower CUDA vs CPU)  -> tests.log
+#   tests      .device/bin/test_cuda_ops (kernel twins incl. cuDNN attention, whole-tower CUDA
+#              vs CPU with both attentions, two backends on two GPUs / two threads), then
+#              test_cuda_ops --big (one 47376-row cuDNN segment)                  -> tests.log
 #   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
+#   attn       .device/bin/attnbench (builtin vs cuDNN kernels) and scripts/bench_attn_torch.py
+#              (torch sdpa FlashAttention-2 / cuDNN) on the same shapes           -> attn.log/jsonl
 #   parity     full-size random towers (27b, 2b layouts) from scripts/hf_reference.py make-model;
-#              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower f32, bf16 and bf16 with the f32
-#              residual stream (MV_CUDA_F32_RESIDUAL=1) dumps                   -> parity.log
-#   bench      scripts/bench_tower.py bench on the 27b layout                    -> bench.log/json
+#              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower dumps: f32, bf16 (default: f32
+#              residual stream), bf16 with cuDNN attention, bf16 with HF's bf16 residual
+#              (MV_CUDA_F32_RESIDUAL=0)                                          -> parity.log
+#   bench      scripts/bench_tower.py bench on the 27b layout, our tower with builtin and
+#              cuDNN attention beside HF                                         -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
-# Example (device tool): scripts/device-run.sh tests sanitizer parity
+# cuDNN: libcudnn.so.9 of the torch venv (nvidia/cudnn/lib) goes on LD_LIBRARY_PATH and in
+# MV_CUDNN_LIB. Each step's exit status is logged; the script exits 1 when any step failed.
+# Example (device tool): scripts/device-run.sh tests attn parity bench
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/mvout}
@@ -22,7 +30,11 @@ for f in .device/bin/*.xz .device/lib/*.xz; do
     chmod +x "$d"
 done
 CUBLAS_DIR=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CUDNN_DIR=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null ||
+            echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib)
+export MV_CUDNN_LIB=${MV_CUDNN_LIB:-$CUDNN_DIR}
+export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}:${CUDNN_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "device-run: cuDNN from $MV_CUDNN_LIB: $(ls "$MV_CUDNN_LIB"/libcudnn.so.9 2>&1)"
 BIN=/tmp/mv/bin
 GRID="1,32,40;2,16,24;1,6,10;1,2,2"   # 2112 patches: a 512x640 image, a 2-group video, small ones
 ensure_model() { # $1 = config
@@ -37,8 +49,11 @@ for step in "$@"; do
     case "$step" in
     tests)
         nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm --format=csv | tee "$OUT/tests.log"
-        timeout 300 "$BIN/test_cuda_ops" >>"$OUT/tests.log" 2>&1 || rc=1
-        grep -E "^not ok|^1\.\.|Bail" "$OUT/tests.log"
+        nvidia-smi -L | tee -a "$OUT/tests.log"
+        timeout 360 "$BIN/test_cuda_ops" >>"$OUT/tests.log" 2>&1 || { rc=1; echo "test_cuda_ops: exit $?" | tee -a "$OUT/tests.log"; }
+        echo "== test_cuda_ops --big" >>"$OUT/tests.log"
+        timeout ${BIG_TIMEOUT:-200} "$BIN/test_cuda_ops" --big >>"$OUT/tests.log" 2>&1 || { rc=1; echo "test_cuda_ops --big: exit $?" | tee -a "$OUT/tests.log"; }
+        grep -E "^not ok|^1\.\.|Bail|^# only|two devices" "$OUT/tests.log" | head -40
         echo "tests: $(grep -c '^ok' "$OUT/tests.log") ok, $(grep -c '^not ok' "$OUT/tests.log") not ok"
         ;;
     sanitizer)
@@ -61,27 +76,36 @@ for step in "$@"; do
             python3 scripts/bench_tower.py pixels --grid "$GRID" --seed 3 --out /tmp/mv/pix.npy
             python3 scripts/hf_reference.py run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
                 --dtypes f64,f32,bf16 --name p --out /tmp/mv/hf_$cfg >>"$OUT/parity.log" 2>&1
-            # bf16r: bf16 with the residual stream kept in f32 (MV_CUDA_F32_RESIDUAL=1)
-            for p in f32 bf16 bf16r; do
-                mkdir -p /tmp/mv/our_${cfg}_$p
-                MV_CUDA_F32_RESIDUAL=$([ $p = bf16r ] && echo 1 || echo 0) \
-                    "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
-                    --precision ${p%r} --out /tmp/mv/our_${cfg}_$p >>"$OUT/parity.log" 2>&1
+            # name:precision:attention:MV_CUDA_F32_RESIDUAL (bf16 default = f32 residual stream)
+            for run in f32:f32:builtin:1 bf16:bf16:builtin:1 bf16_cudnn:bf16:cudnn:1 bf16_hfres:bf16:builtin:0; do
+                IFS=: read -r name prec attn res <<<"$run"
+                mkdir -p /tmp/mv/our_${cfg}_$name
+                MV_CUDA_F32_RESIDUAL=$res "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
+                    --precision $prec --attention $attn --out /tmp/mv/our_${cfg}_$name >>"$OUT/parity.log" 2>&1 ||
+                    { rc=1; echo "mvtower $name: failed" | tee -a "$OUT/parity.log"; }
             done
             echo "== parity $cfg (rel L2 vs HF f64; grid $GRID)" | tee -a "$OUT/parity.log"
             python3 scripts/bench_tower.py compare --ref /tmp/mv/hf_$cfg/p --ours f32=/tmp/mv/our_${cfg}_f32 \
-                bf16=/tmp/mv/our_${cfg}_bf16 bf16_f32res=/tmp/mv/our_${cfg}_bf16r \
+                bf16=/tmp/mv/our_${cfg}_bf16 bf16_cudnn=/tmp/mv/our_${cfg}_bf16_cudnn \
+                bf16_hfres=/tmp/mv/our_${cfg}_bf16_hfres \
                 --json "$OUT/parity_$cfg.json" >/tmp/mv/cmp.txt 2>&1 || rc=1
             cat /tmp/mv/cmp.txt >>"$OUT/parity.log"
             grep -E "^(PASS|FAIL)|^stage|^output|^embed|^patch_embed|^block_00|^merger|Error" /tmp/mv/cmp.txt
         done
+        ;;
+    attn)
+        timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} >"$OUT/attn.jsonl" 2>"$OUT/attn.log" || rc=1
+        timeout 240 python3 scripts/bench_attn_torch.py --iters ${ATTN_ITERS:-20} >>"$OUT/attn.jsonl" 2>>"$OUT/attn.log" || rc=1
+        grep -v '^{' "$OUT/attn.jsonl"
+        grep -E '"attn_agree"|"error"' "$OUT/attn.jsonl" | head -20
+        tail -5 "$OUT/attn.log"
         ;;
     bench)
         m=$(ensure_model 27b)
         python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters ${BENCH_ITERS:-10} \
             ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
         echo "== attention kernel variant 1 (8 warps x 16 rows), mvembed only" | tee -a "$OUT/bench.log"
-        MV_ATTN_VARIANT=1 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" \
+        MV_ATTN_VARIANT=1 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention builtin \
             --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -4
         ;;
     ncu)

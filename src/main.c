@@ -47,6 +47,7 @@ static const char usage_text[] =
     "Compute:\n"
     "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
     "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU is always f32\n"
+    "      --attention auto|builtin|cudnn  CUDA attention (default auto: cuDNN when it loads)\n"
     "      --batch-tokens N      most patches packed into one forward (CUDA default: sized from\n"
     "                            free memory; CPU default: one input per forward)\n"
     "      --gpu N               CUDA device ordinal (default 0)\n"
@@ -91,6 +92,7 @@ enum {
     O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
     O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
     O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
+    O_ATTN,
 };
 
 /* "0,1,3" or "all" (every visible CUDA device). */
@@ -146,6 +148,7 @@ int main(int argc, char **argv)
         {"hidden", no_argument, 0, O_HIDDEN},      {"force", no_argument, 0, O_FORCE},
         {"out-dtype", required_argument, 0, O_OUTDT}, {"zstd-level", required_argument, 0, O_ZLEVEL},
         {"device", required_argument, 0, O_DEVICE}, {"precision", required_argument, 0, O_PREC},
+        {"attention", required_argument, 0, O_ATTN},
         {"batch-tokens", required_argument, 0, O_BATCH}, {"gpu", required_argument, 0, O_GPU},
         {"threads", required_argument, 0, 'j'},    {"min-pixels", required_argument, 0, O_MINPX},
         {"max-pixels", required_argument, 0, O_MAXPX}, {"video-min-pixels", required_argument, 0, O_VMINPX},
@@ -227,6 +230,16 @@ int main(int argc, char **argv)
                 o.bopts.precision = MV_PREC_F32;
             else
                 return usage_error("--precision must be bf16, tf32 or f32", optarg);
+            break;
+        case O_ATTN:
+            if (!strcmp(optarg, "auto"))
+                o.bopts.attention = MV_ATTN_AUTO;
+            else if (!strcmp(optarg, "builtin"))
+                o.bopts.attention = MV_ATTN_BUILTIN;
+            else if (!strcmp(optarg, "cudnn"))
+                o.bopts.attention = MV_ATTN_CUDNN;
+            else
+                return usage_error("--attention must be auto, builtin or cudnn", optarg);
             break;
         case O_BATCH:
             if (parse_ll(optarg, 1, &v))
@@ -310,7 +323,7 @@ int main(int argc, char **argv)
         case O_PIXELS: o.pixels = optarg; break;
         case O_GRID: o.grid = optarg; break;
         case 'q': o.quiet = 1; break;
-        case 'v': o.verbose = 1; break;
+        case 'v': o.verbose = o.bopts.verbose = 1; break;
         case O_PROGRESS: o.progress = 1; break;
         case O_NOPROGRESS: o.progress = 0; break;
         case O_INFLIGHT:

@@ -2,6 +2,7 @@
  * the CLI: no images, no preprocessing).
  *   mvtower run   --model DIR --pixels P.npy --grid "t,h,w[;t,h,w...]" --out DIR
  *                 [--backend cuda|cpu] [--precision bf16|tf32|f32] [--batch-tokens N]
+ *                 [--attention auto|builtin|cudnn]
  *       runs one forward and writes every stage as DIR/<stage>.npy (f32), the names
  *       scripts/hf_reference.py uses (pixel_values patch_embed embed block_NN merger_norm
  *       merger_fc1 output).
@@ -162,6 +163,9 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.precision = !strcmp(prec, "f32") ? MV_PREC_F32 : !strcmp(prec, "tf32") ? MV_PREC_TF32 : MV_PREC_BF16;
     o.batch_tokens = atoll(arg(argc, argv, "--batch-tokens", "0"));
+    const char *attn_s = arg(argc, argv, "--attention", "auto");
+    o.attention = !strcmp(attn_s, "cudnn") ? MV_ATTN_CUDNN : !strcmp(attn_s, "builtin") ? MV_ATTN_BUILTIN : MV_ATTN_AUTO;
+    o.verbose = 1; /* stderr: which attention ran */
     mv_backend *b;
     mv_status st = !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, &o, &b, &e)
                                            : mv_backend_cuda_create(m, &o, &b, &e);
@@ -201,11 +205,11 @@ int main(int argc, char **argv)
             }
             double fin = 0;
             for (float v : out) fin += isfinite(v) ? 0 : 1;
-            printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"entries\": %d, \"tokens\": %lld, "
+            printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"attention\": \"%s\", \"entries\": %d, \"tokens\": %lld, "
                    "\"iters\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"tokens_per_s\": %.1f, "
                    "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
                    "\"nonfinite\": %.0f}\n",
-                   prec, n_entries, (long long)N, iters, med, ts[0], N / med, n_entries / med, gemm, attn,
+                   prec, attn_s, n_entries, (long long)N, iters, med, ts[0], N / med, n_entries / med, gemm, attn,
                    (gemm + attn) / med / 1e12, fin);
         }
     } else {

@@ -3,13 +3,17 @@
  * f32 residual stream), on awkward shapes and several segment mixes; then the whole CUDA tower
  * against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked, with stage
  * dumps, with MV_CUDA_F32_RESIDUAL=1 (which must beat the default bf16 path), and under memory
- * pressure. Outputs are poisoned (NaN) before each run, so unwritten elements fail.
+ * pressure; cuDNN's fused attention (cu/attention_cudnn.cu) against the same twin and in the whole
+ * tower (--attention cudnn); two backends on two GPUs (or two threads on one) bit for bit against
+ * solo runs. `--big` runs only the 47376-row single-segment cuDNN case (minutes of CPU twin).
+ * Outputs are poisoned (NaN) before each run, so unwritten elements fail.
  * TAP output (test/unit/unit.h). Needs a GPU; built and run by scripts/device-bundle.sh and
  * scripts/device-run.sh (nvcc, linked with the archive). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mv_cuda.cuh"
@@ -250,6 +254,8 @@ template <typename T> static void test_pos(const std::vector<int32_t> &grid, int
 }
 
 /* ---- attention ------------------------------------------------------------------------ */
+static mv_attn_state g_attn; /* the test thread's device-0 attention state */
+
 template <typename T> static void test_attention(const std::vector<int> &lens, int heads, int D, float qscale)
 {
     std::vector<int32_t> cu(lens.size() + 1, 0);
@@ -273,8 +279,8 @@ template <typename T> static void test_attention(const std::vector<int> &lens, i
     CU(cudaMalloc(&dtl, (size_t)nt * sizeof(mv_attn_tile)));
     CU(cudaMemcpy(dtl, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
     cudaError_t r = sizeof(T) == 2
-                        ? mv_cuda_attention_bf16((bf16 *)o, (const bf16 *)d, dtl, nt, heads, D, 0)
-                        : mv_cuda_attention_f32((float *)o, (const float *)d, dtl, nt, heads, D, 0);
+                        ? mv_cuda_attention_bf16(&g_attn, (bf16 *)o, (const bf16 *)d, dtl, nt, heads, D, 0)
+                        : mv_cuda_attention_f32(&g_attn, (float *)o, (const float *)d, dtl, nt, heads, D, 0);
     CU(r);
     CU(cudaDeviceSynchronize());
     std::vector<float> got = host_from(o, (size_t)(n * H));
@@ -290,6 +296,45 @@ template <typename T> static void test_attention(const std::vector<int> &lens, i
     cudaFree(d);
     cudaFree(o);
     cudaFree(dtl);
+}
+
+/* cuDNN's fused attention (cu/attention_cudnn.cu) against the same CPU twin: ragged segments
+ * read straight from the packed qkv buffer, bf16, head dims 64 / 72. */
+static void test_attention_cudnn(const std::vector<int> &lens, int heads, int D, float qscale)
+{
+    std::vector<int32_t> cu(lens.size() + 1, 0);
+    for (size_t i = 0; i < lens.size(); i++) cu[i + 1] = cu[i] + lens[i];
+    int64_t n = cu.back();
+    int H = heads * D;
+    std::vector<float> qkv = randv((size_t)(n * 3 * H), 1.f);
+    for (int64_t r = 0; r < n; r++)
+        for (int c = 0; c < 2 * H; c++) qkv[(size_t)(r * 3 * H + c)] *= qscale;
+    qkv = round_bf16(qkv);
+    std::vector<float> ref((size_t)(n * H));
+    mv_attention_cpu(ref.data(), qkv.data(), cu.data(), (int)lens.size(), heads, D);
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    mv_cudnn_attn *a = NULL;
+    mv_err e;
+    char segs[128] = "";
+    for (size_t i = 0; i < lens.size() && strlen(segs) < 100; i++)
+        snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
+    mv_status s = mv_cudnn_attn_create(&a, 0, heads, D, st, &e);
+    bf16 *d = dev_from<bf16>(qkv), *o;
+    CU(cudaMalloc(&o, (size_t)(n * H) * sizeof(bf16)));
+    poison(o, (size_t)(n * H));
+    if (s == MV_OK) s = mv_cudnn_attn_prepare(a, 1, cu.data(), (int)lens.size(), st, &e);
+    if (s == MV_OK) s = mv_cudnn_attn_run(a, 1, o, d, &e);
+    if (s == MV_OK) CU(cudaStreamSynchronize(st));
+    std::vector<float> got = host_from(o, (size_t)(n * H));
+    cmp_t c = compare(got.data(), ref.data(), got.size());
+    CHECK(s == MV_OK && c.nonfinite == 0 && c.rel_l2 < 8e-3,
+          "cudnn attention D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e max_abs %.2e nonfinite %ld %s",
+          D, heads, segs, qscale, c.rel_l2, c.max_abs, c.nonfinite, s ? e.msg : "");
+    mv_cudnn_attn_destroy(a);
+    cudaFree(d);
+    cudaFree(o);
+    cudaStreamDestroy(st);
 }
 
 /* ---- GEMM ----------------------------------------------------------------------------- */
@@ -526,27 +571,31 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     CHECK(cpu->forward(cpu, pix.data(), grid.data(), n_entries, ref.data(), NULL, NULL, &e) == MV_OK,
           "cpu forward D=%d", H / heads);
     cpu->destroy(cpu);
-    /* f32res: MV_CUDA_F32_RESIDUAL=1 at creation (the backend reads it there) */
+    /* f32res: MV_CUDA_F32_RESIDUAL=1 / 0 at creation (the backend reads it there); unset = 1 */
     struct {
         mv_precision p;
         long long bt;
         double tol;
         int f32res;
+        mv_attn_impl attn;
         const char *name;
-    } runs[] = {{MV_PREC_F32, 0, 2e-5, 0, "f32"},
-                {MV_PREC_F32, 64, 2e-5, 0, "f32 chunked (64-patch workspace)"},
-                {MV_PREC_TF32, 0, 1e-2, 0, "tf32"},
-                {MV_PREC_BF16, 0, 3e-2, 0, "bf16"},
-                {MV_PREC_BF16, 100, 3e-2, 0, "bf16 chunked (100-patch workspace)"},
-                {MV_PREC_BF16, 0, 3e-2, 1, "bf16 f32 residual"},
-                {MV_PREC_BF16, 100, 3e-2, 1, "bf16 f32 residual chunked (100-patch workspace)"}};
+    } runs[] = {{MV_PREC_F32, 0, 2e-5, 0, MV_ATTN_BUILTIN, "f32"},
+                {MV_PREC_F32, 64, 2e-5, 0, MV_ATTN_BUILTIN, "f32 chunked (64-patch workspace)"},
+                {MV_PREC_TF32, 0, 1e-2, 0, MV_ATTN_BUILTIN, "tf32"},
+                {MV_PREC_BF16, 0, 3e-2, 0, MV_ATTN_BUILTIN, "bf16 HF residual"},
+                {MV_PREC_BF16, 100, 3e-2, 0, MV_ATTN_BUILTIN, "bf16 HF residual chunked (100-patch workspace)"},
+                {MV_PREC_BF16, 0, 3e-2, 1, MV_ATTN_BUILTIN, "bf16 f32 residual"},
+                {MV_PREC_BF16, 100, 3e-2, 1, MV_ATTN_BUILTIN, "bf16 f32 residual chunked (100-patch workspace)"},
+                {MV_PREC_BF16, 0, 3e-2, 1, MV_ATTN_CUDNN, "bf16 f32 residual, cudnn attention"},
+                {MV_PREC_BF16, 100, 3e-2, 1, MV_ATTN_CUDNN, "bf16 cudnn attention chunked (100-patch workspace)"},
+                {MV_PREC_BF16, 0, 3e-2, 0, MV_ATTN_CUDNN, "bf16 HF residual, cudnn attention"}};
     double rel_bf16 = -1, rel_f32res = -1;
     for (auto &run : runs) {
         o.precision = run.p;
         o.batch_tokens = run.bt;
+        o.attention = run.attn;
         mv_backend *cb = NULL;
-        if (run.f32res) setenv("MV_CUDA_F32_RESIDUAL", "1", 1);
-        else unsetenv("MV_CUDA_F32_RESIDUAL");
+        setenv("MV_CUDA_F32_RESIDUAL", run.f32res ? "1" : "0", 1);
         mv_status s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
         unsetenv("MV_CUDA_F32_RESIDUAL");
         CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
@@ -558,7 +607,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
         CHECK(s == MV_OK && cm.nonfinite == 0 && cm.rel_l2 < run.tol && mc > 0.999,
               "tower D=%d %s vs cpu: rel_l2 %.2e min row cos %.6f %s", H / heads, run.name, cm.rel_l2, mc,
               s ? e.msg : "");
-        if (s == MV_OK && run.bt == 0 && run.p == MV_PREC_BF16) {
+        if (s == MV_OK && run.bt == 0 && run.p == MV_PREC_BF16 && run.attn == MV_ATTN_BUILTIN) {
             if (run.f32res) rel_f32res = cm.rel_l2;
             else rel_bf16 = cm.rel_l2;
         }
@@ -644,12 +693,96 @@ static void test_oom(void)
           want / 1048576.0, (int)s2, (int)s3, cm.rel_l2, (s2 || s3) ? e.msg : "");
 }
 
+/* Two backends on two GPUs at once (one thread each, its own backend and device), every result
+ * bit for bit equal to a run of that device's backend alone; with one GPU, both backends on
+ * device 0 from two threads (the thread-safety half of the same claim). Then the residency law:
+ * output memory of another device is refused, not written. */
+static void test_two_devices(mv_attn_impl attn)
+{
+    int ndev = 0;
+    CU(cudaGetDeviceCount(&ndev));
+    int dev[2] = {0, ndev > 1 ? 1 : 0};
+    const char *an = attn == MV_ATTN_CUDNN ? "cudnn" : "builtin";
+    if (ndev < 2) printf("# only %d GPU: both backends run on device 0 from two threads\n", ndev);
+    rmodel rm;
+    make_model(&rm, 2, 144, 2, 160, 48, 16);
+    std::vector<int32_t> grid = {1, 32, 40, 2, 16, 24, 1, 6, 10, 1, 2, 2, 1, 64, 64};
+    int ne = (int)grid.size() / 3;
+    int64_t N = 0;
+    for (int i = 0; i < ne; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    std::vector<float> pix = round_bf16(randv((size_t)(N * 1536), 1.f));
+    size_t outn = (size_t)(N / 4 * 48);
+    mv_backend *be[2] = {NULL, NULL};
+    mv_err e[2];
+    std::vector<float> solo[2], conc[2];
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+        mv_backend_opts o;
+        memset(&o, 0, sizeof o);
+        o.precision = MV_PREC_BF16;
+        o.device = dev[i];
+        o.attention = attn;
+        o.batch_tokens = 2048; /* several chunks: the pipelined path */
+        mv_status s = mv_backend_cuda_create(&rm.m, &o, &be[i], &e[i]);
+        CHECK(s == MV_OK, "two devices (%s): create backend on device %d: %s", an, dev[i], s ? e[i].msg : "ok");
+        if (s) ok = 0;
+    }
+    if (ok)
+        for (int i = 0; i < 2; i++) { /* each alone */
+            solo[i].assign(outn, NAN);
+            mv_status s = be[i]->forward(be[i], pix.data(), grid.data(), ne, solo[i].data(), NULL, NULL, &e[i]);
+            if (s) ok = 0;
+        }
+    CHECK(ok, "two devices (%s): solo forwards: %s", an, ok ? "ok" : e[0].msg);
+    for (int rep = 0; ok && rep < 3; rep++) {
+        mv_status s[2] = {MV_OK, MV_OK};
+        std::thread th[2];
+        for (int i = 0; i < 2; i++) {
+            conc[i].assign(outn, NAN);
+            /* each thread starts on the other device: forward must switch itself */
+            th[i] = std::thread([&, i]() {
+                cudaSetDevice(dev[1 - i]);
+                s[i] = be[i]->forward(be[i], pix.data(), grid.data(), ne, conc[i].data(), NULL, NULL, &e[i]);
+            });
+        }
+        for (int i = 0; i < 2; i++) th[i].join();
+        for (int i = 0; i < 2; i++)
+            CHECK(s[i] == MV_OK && memcmp(conc[i].data(), solo[i].data(), outn * 4) == 0,
+                  "two devices (%s) round %d: device %d concurrent forward equals its solo run bit for bit %s",
+                  an, rep, dev[i], s[i] ? e[i].msg : "");
+    }
+    if (ok && ndev > 1) {
+        /* residency: an output buffer on device 1 handed to device 0's backend is refused */
+        float *d1 = NULL;
+        CU(cudaSetDevice(1));
+        CU(cudaMalloc(&d1, outn * 4));
+        mv_status s = be[0]->forward(be[0], pix.data(), grid.data(), ne, d1, NULL, NULL, &e[0]);
+        CHECK(s == MV_ERR_DEVICE, "residency: device 1 output memory refused by device 0's backend: %s",
+              s ? e[0].msg : "accepted");
+        CU(cudaSetDevice(1));
+        cudaFree(d1);
+        CU(cudaSetDevice(0));
+    }
+    for (int i = 0; i < 2; i++)
+        if (be[i]) be[i]->destroy(be[i]);
+    CU(cudaSetDevice(0));
+    free(rm.m.blocks);
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick"); /* compute-sanitizer: small shapes only */
+    int big = argc > 1 && !strcmp(argv[1], "--big");     /* only the 47376-row cuDNN segment */
     if (!mv_cuda_available()) {
         printf("Bail out! no CUDA device\n");
         return 2;
+    }
+    CU(cudaSetDevice(0));
+    mv_cuda_attn_state_init(&g_attn, 0);
+    if (big) { /* one 2048x3024-class image: 47376 patches in one segment (CPU twin: minutes) */
+        test_attention_cudnn({47376}, 1, 64, 2.f);
+        test_attention_cudnn({47376, 1}, 1, 72, 2.f);
+        return UNIT_DONE();
     }
     /* layernorm: widths of the released towers, odd widths (scalar path), in place */
     test_layernorm<float>(37, 1152, 0);
@@ -687,7 +820,7 @@ int main(int argc, char **argv)
     if (!quick) test_attention<float>({4097}, 1, 72, 2.f);
     for (int variant = 1; variant <= 2; variant++) { /* both bf16 kernel variants */
         printf("# bf16 attention kernel variant %d\n", variant);
-        mv_cuda_attn_set_variant(variant);
+        g_attn.variant = variant;
         for (auto &mx : mixes) {
             test_attention<bf16>(mx, 2, 72, 2.f);
             test_attention<bf16>(mx, 3, 64, 2.f);
@@ -701,7 +834,21 @@ int main(int argc, char **argv)
             test_attention<bf16>({200, 33}, 2, 80, 2.f);
         }
     }
-    mv_cuda_attn_set_variant(2);
+    g_attn.variant = 2;
+    /* cuDNN fused attention: segment mixes around its tiles and the bucket edges, D 64 / 72 */
+    std::vector<std::vector<int>> dmixes = {{1}, {127, 128, 129}, {784}, {1, 127, 128, 129, 784, 3},
+                                            {17, 130, 64, 1, 1, 2}};
+    for (auto &mx : dmixes) {
+        test_attention_cudnn(mx, 2, 72, 2.f);
+        test_attention_cudnn(mx, 3, 64, 2.f);
+    }
+    test_attention_cudnn({300, 65}, 2, 72, 6.f); /* near one-hot softmax rows */
+    if (!quick) {
+        test_attention_cudnn({8160}, 2, 72, 2.f);
+        test_attention_cudnn({8160, 784, 129, 1}, 2, 64, 2.f);
+        std::vector<int> many(64, 784); /* 64 images of 448x448: B bucket 64 */
+        test_attention_cudnn(many, 2, 72, 2.f);
+    }
     /* GEMM: every epilogue, odd n, each mode */
     mv_gemm_mode modes[] = {MV_GEMM_BF16, MV_GEMM_F32, MV_GEMM_TF32};
     for (mv_gemm_mode md : modes) {
@@ -726,6 +873,8 @@ int main(int argc, char **argv)
     /* whole tower vs the CPU tower */
     test_tower(144, 2, {1, 4, 6, 2, 6, 4, 1, 2, 2, 1, 12, 10});
     test_tower(128, 2, {1, 8, 8, 3, 4, 2});
+    test_two_devices(MV_ATTN_BUILTIN);
+    test_two_devices(MV_ATTN_CUDNN);
     if (!quick) test_oom();
     return UNIT_DONE();
 }

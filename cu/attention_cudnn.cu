@@ -1,0 +1,607 @@
+/* attention_cudnn.cu - the tower's varlen bidirectional attention through cuDNN's fused flash
+ * attention (bf16), built with cuDNN's graph (backend) API and loaded at run time: dlopen of
+ * libcudnn.so.9 from $MV_CUDNN_LIB (a directory or the file), the loader's search path, then the
+ * torch venv's nvidia/cudnn/lib. Where none loads (or cuDNN < 9.6, or a GPU before sm_90, where
+ * cuDNN has no ragged layout), create fails with MV_ERR_UNSUPPORTED and the reason, and the
+ * tower uses the builtin kernel (cu/attention.cu).
+ *
+ * The graph is the one cudnn-frontend's SDPA node expands to for inference with a padding mask
+ * (include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, utils/attn_score_modifiers.h):
+ *   S = Q K^T (f32) -> * D^-0.5 -> padding mask (row < seq_len_q and col < seq_len_kv, else -inf)
+ *   -> softmax (max, sub, exp, sum, div; log-sum-exp stats virtual) -> P (bf16) -> O = P V.
+ * Every segment (one image, one temporal group of a video) is one batch entry of the graph, with
+ * ragged (THD) offsets into the packed buffers: Q, K, V are strided views of qkv[n, 3*heads*D]
+ * (row stride 3*heads*D, head stride D; K and V start heads*D and 2*heads*D elements in), O is
+ * out[n, heads*D]; offsets are in elements (segment start row * row stride). The graph's batch
+ * count B and max sequence length S are bucketed (B to a power of two, padding entries of length
+ * 0 at the end; S up to a quarter-octave step: 784 -> 896, 8160 -> 8192, 47376 -> 49152), so few
+ * plans are built; the padding mask handles the rest. Finalized plans are cached per (B, S) in
+ * the state, which belongs to one backend and its device (handle, stream, plans, workspace,
+ * device metadata): nothing here is shared between devices except the loaded library's function
+ * table. Offsets are int32: a chunk with n * 3 * heads * D >= 2^31 elements is refused
+ * (MV_ERR_UNSUPPORTED; the tower then runs the builtin kernel for it).
+ *
+ * Not here: causal masks, dropout, training (stats output), f32 / tf32 attention (the builtin
+ * kernel's), head dims over 128 or not a multiple of 8. Build without it: make NO_CUDNN=1 (this
+ * file then only answers "not built"). CPU twin: mv_attention_cpu. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mv_cuda.cuh"
+
+#ifdef MV_HAVE_CUDNN
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+/* ---- the library ------------------------------------------------------------------------ */
+typedef struct {
+    size_t (*GetVersion)(void);
+    const char *(*GetErrorString)(cudnnStatus_t);
+    void (*GetLastErrorString)(char *, size_t);
+    cudnnStatus_t (*Create)(cudnnHandle_t *);
+    cudnnStatus_t (*Destroy)(cudnnHandle_t);
+    cudnnStatus_t (*SetStream)(cudnnHandle_t, cudaStream_t);
+    cudnnStatus_t (*BackendCreateDescriptor)(cudnnBackendDescriptorType_t, cudnnBackendDescriptor_t *);
+    cudnnStatus_t (*BackendDestroyDescriptor)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*BackendFinalize)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*BackendSetAttribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
+                                         cudnnBackendAttributeType_t, int64_t, const void *);
+    cudnnStatus_t (*BackendGetAttribute)(cudnnBackendDescriptor_t const, cudnnBackendAttributeName_t,
+                                         cudnnBackendAttributeType_t, int64_t, int64_t *, void *);
+    cudnnStatus_t (*BackendExecute)(cudnnHandle_t, cudnnBackendDescriptor_t, cudnnBackendDescriptor_t);
+} cudnn_fns;
+
+static cudnn_fns g_dnn;             /* process-wide, written once under g_once, then read-only */
+static char g_dnn_path[512];        /* where it was loaded from */
+static char g_dnn_err[768];         /* why it was not */
+static int g_dnn_ok;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+#define TORCH_CUDNN "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9"
+
+static void *try_open(const char *path, char *why, size_t wn)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *m = dlerror();
+        size_t l = strlen(why);
+        snprintf(why + l, wn - l, "%s%s", l ? "; " : "", m ? m : path);
+    }
+    return h;
+}
+
+static void load_cudnn(void)
+{
+    char why[600] = "";
+    void *h = NULL;
+    const char *env = getenv("MV_CUDNN_LIB");
+    if (env && *env) {
+        char p[sizeof g_dnn_path];
+        size_t l = strlen(env);
+        if (l > 3 && !strcmp(env + l - 3, ".so")) snprintf(p, sizeof p, "%s", env);
+        else if (strstr(env, ".so.")) snprintf(p, sizeof p, "%s", env);
+        else snprintf(p, sizeof p, "%s/libcudnn.so.9", env);
+        if ((h = try_open(p, why, sizeof why))) snprintf(g_dnn_path, sizeof g_dnn_path, "%s", p);
+    }
+    if (!h && (h = try_open("libcudnn.so.9", why, sizeof why)))
+        snprintf(g_dnn_path, sizeof g_dnn_path, "libcudnn.so.9");
+    if (!h && (h = try_open(TORCH_CUDNN, why, sizeof why)))
+        snprintf(g_dnn_path, sizeof g_dnn_path, "%s", TORCH_CUDNN);
+    if (!h) {
+        snprintf(g_dnn_err, sizeof g_dnn_err, "libcudnn.so.9 not loadable (%s)", why);
+        return;
+    }
+    const char *missing = NULL;
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        *(void **)&g_dnn.field = dlsym(h, name);                                                   \
+        if (!g_dnn.field && !missing) missing = name;                                              \
+    } while (0)
+    SYM(GetVersion, "cudnnGetVersion");
+    SYM(GetErrorString, "cudnnGetErrorString");
+    SYM(Create, "cudnnCreate");
+    SYM(Destroy, "cudnnDestroy");
+    SYM(SetStream, "cudnnSetStream");
+    SYM(BackendCreateDescriptor, "cudnnBackendCreateDescriptor");
+    SYM(BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
+    SYM(BackendFinalize, "cudnnBackendFinalize");
+    SYM(BackendSetAttribute, "cudnnBackendSetAttribute");
+    SYM(BackendGetAttribute, "cudnnBackendGetAttribute");
+    SYM(BackendExecute, "cudnnBackendExecute");
+#undef SYM
+    *(void **)&g_dnn.GetLastErrorString = dlsym(h, "cudnnGetLastErrorString"); /* optional */
+    if (missing) {
+        snprintf(g_dnn_err, sizeof g_dnn_err, "%s: symbol %s missing", g_dnn_path, missing);
+        return;
+    }
+    size_t v = g_dnn.GetVersion();
+    if (v < 90600) {
+        snprintf(g_dnn_err, sizeof g_dnn_err, "%s is cuDNN %zu.%zu.%zu; ragged attention needs 9.6 or newer",
+                 g_dnn_path, v / 10000, v / 100 % 100, v % 100);
+        return;
+    }
+    g_dnn_ok = 1;
+}
+
+/* ---- state -------------------------------------------------------------------------------- */
+#define PLAN_CACHE 24
+
+typedef struct {
+    int64_t B, S;
+    cudnnBackendDescriptor_t plan;
+    int64_t ws; /* workspace bytes */
+} dnn_plan;
+
+typedef struct {
+    int32_t *dev;         /* [3 * cap + 2]: seq_len[B] | qkv offsets[B + 1] | out offsets[B + 1] */
+    int64_t cap;          /* B capacity */
+    int64_t B, S, n;      /* the prepared chunk: bucketed batch and length, rows */
+    int nseg;
+} dnn_meta;
+
+struct mv_cudnn_attn {
+    int device, heads, D;
+    cudnnHandle_t h;
+    cudaStream_t st;
+    dnn_plan plans[PLAN_CACHE];
+    int n_plans, next_evict;
+    void *ws;
+    int64_t ws_size;
+    dnn_meta meta[2];
+    int32_t *host; /* staging for one slot's metadata */
+    int64_t host_cap;
+    float scale, neg_inf; /* by-value scalars: host memory the variant pack points to */
+    char desc[600];
+};
+
+static mv_status dnn_fail_code(mv_err *e, mv_status code, cudnnStatus_t s, const char *what)
+{
+    char last[512] = "";
+    if (g_dnn.GetLastErrorString) g_dnn.GetLastErrorString(last, sizeof last);
+    return mv_fail(e, code, "cuda: cuDNN attention: %s: %s%s%s", what, g_dnn.GetErrorString(s),
+                   *last ? ": " : "", last);
+}
+
+static mv_status dnn_fail(mv_err *e, cudnnStatus_t s, const char *what)
+{
+    return dnn_fail_code(e, MV_ERR_DEVICE, s, what);
+}
+
+const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a) { return a ? a->desc : "cuDNN not loaded"; }
+
+mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
+                               mv_err *e)
+{
+    *out = NULL;
+    pthread_once(&g_once, load_cudnn);
+    if (!g_dnn_ok) return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention unavailable: %s", g_dnn_err);
+    if (D % 8 || D > 128 || D < 8)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention: head dim %d not supported (multiple of 8, <= 128)", D);
+    cudaDeviceProp prop;
+    cudaError_t r = cudaGetDeviceProperties(&prop, device);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, "cudaGetDeviceProperties");
+    if (prop.major < 9)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention: %s (sm_%d%d): ragged attention needs sm_90 or newer",
+                       prop.name, prop.major, prop.minor);
+    mv_status ms = mv_cuda_check_resident(NULL, device, "cuDNN attention create", e);
+    if (ms != MV_OK) return ms;
+    mv_cudnn_attn *a = (mv_cudnn_attn *)calloc(1, sizeof *a);
+    if (!a) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+    a->device = device;
+    a->heads = heads;
+    a->D = D;
+    a->st = st;
+    a->scale = (float)(1.0 / sqrt((double)D));
+    a->neg_inf = g_dnn.GetVersion() < 91000 ? -3.40282347e38f : -INFINITY; /* as the frontend */
+    cudnnStatus_t s = g_dnn.Create(&a->h);
+    if (s == CUDNN_STATUS_SUCCESS) s = g_dnn.SetStream(a->h, st);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        mv_status rs = dnn_fail(e, s, "handle creation");
+        if (a->h) g_dnn.Destroy(a->h);
+        free(a);
+        return rs;
+    }
+    size_t v = g_dnn.GetVersion();
+    snprintf(a->desc, sizeof a->desc, "cuDNN %zu.%zu.%zu fused flash attention (%s)", v / 10000, v / 100 % 100,
+             v % 100, g_dnn_path);
+    *out = a;
+    return MV_OK;
+}
+
+void mv_cudnn_attn_destroy(mv_cudnn_attn *a)
+{
+    if (!a) return;
+    cudaSetDevice(a->device);
+    cudaStreamSynchronize(a->st);
+    for (int i = 0; i < a->n_plans; i++)
+        if (a->plans[i].plan) g_dnn.BackendDestroyDescriptor(a->plans[i].plan);
+    for (int i = 0; i < 2; i++)
+        if (a->meta[i].dev) cudaFree(a->meta[i].dev);
+    if (a->ws) cudaFree(a->ws);
+    free(a->host);
+    g_dnn.Destroy(a->h);
+    free(a);
+}
+
+/* ---- buckets ---------------------------------------------------------------------------- */
+static int64_t bucket_b(int64_t b)
+{
+    int64_t p = 1;
+    while (p < b) p *= 2;
+    return p;
+}
+/* up to the next multiple of a quarter of the octave: at most 25% padding, ~4 plans per octave */
+static int64_t bucket_s(int64_t s)
+{
+    if (s <= 64) return 64;
+    int64_t p = 1;
+    while (p * 2 <= s) p *= 2;
+    int64_t step = p / 4;
+    return (s + step - 1) / step * step;
+}
+
+mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, int nseg, cudaStream_t io,
+                                mv_err *e)
+{
+    dnn_meta *m = &a->meta[buf & 1];
+    int64_t n = cu[nseg], H = (int64_t)a->heads * a->D, maxlen = 0;
+    m->nseg = 0;
+    if (n * 3 * H >= ((int64_t)1 << 31))
+        return mv_fail(e, MV_ERR_UNSUPPORTED,
+                       "cuDNN attention: %lld rows x %lld columns exceed its int32 offsets", (long long)n,
+                       (long long)(3 * H));
+    for (int i = 0; i < nseg; i++)
+        if (cu[i + 1] - cu[i] > maxlen) maxlen = cu[i + 1] - cu[i];
+    int64_t B = bucket_b(nseg), S = bucket_s(maxlen);
+    if (B > m->cap) {
+        if (m->dev) cudaFree(m->dev); /* synchronizes: the slot's previous chunk is done */
+        m->dev = NULL;
+        m->cap = 0;
+        cudaError_t r = cudaMalloc((void **)&m->dev, (size_t)(3 * B + 2) * sizeof(int32_t));
+        if (r != cudaSuccess) return mv_cuda_check(r, e, "cuDNN attention metadata");
+        m->cap = B;
+    }
+    if (a->host_cap < 3 * B + 2) {
+        free(a->host);
+        a->host = (int32_t *)malloc((size_t)(3 * B + 2) * sizeof(int32_t));
+        a->host_cap = a->host ? 3 * B + 2 : 0;
+        if (!a->host) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+    }
+    int32_t *seq = a->host, *oq = seq + B, *oo = oq + B + 1;
+    for (int64_t i = 0; i <= B; i++) {
+        int64_t r0 = cu[i < nseg ? i : nseg];
+        if (i < B) seq[i] = i < nseg ? cu[i + 1] - cu[i] : 0; /* padding entries: empty, at the end */
+        oq[i] = (int32_t)(r0 * 3 * H);
+        oo[i] = (int32_t)(r0 * H);
+    }
+    /* pageable source: the copy has read it when the call returns, so the staging is reusable */
+    cudaError_t r = cudaMemcpyAsync(m->dev, a->host, (size_t)(3 * B + 2) * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, io);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, "cuDNN attention metadata upload");
+    m->B = B;
+    m->S = S;
+    m->n = n;
+    m->nseg = nseg;
+    return MV_OK;
+}
+
+/* ---- graph -------------------------------------------------------------------------------- */
+enum { U_Q = 1, U_K, U_V, U_O, U_SEQ = 10, U_RQ = 12, U_RK, U_RV, U_RO, U_SCALE = 20, U_NEGINF };
+
+typedef struct {
+    cudnnBackendDescriptor_t d[64];
+    int n;
+    cudnnStatus_t s;
+    const char *what;
+} dset;
+
+static cudnnBackendDescriptor_t mk(dset *g, cudnnBackendDescriptorType_t t, const char *what)
+{
+    cudnnBackendDescriptor_t d = NULL;
+    if (g->s != CUDNN_STATUS_SUCCESS) return NULL;
+    if (g->n >= 64) {
+        g->s = CUDNN_STATUS_INTERNAL_ERROR;
+        g->what = "descriptor table";
+        return NULL;
+    }
+    g->s = g_dnn.BackendCreateDescriptor(t, &d);
+    if (g->s != CUDNN_STATUS_SUCCESS) {
+        g->what = what;
+        return NULL;
+    }
+    g->d[g->n++] = d;
+    return d;
+}
+static void set(dset *g, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                cudnnBackendAttributeType_t type, int64_t count, const void *v, const char *what)
+{
+    if (g->s != CUDNN_STATUS_SUCCESS) return;
+    g->s = g_dnn.BackendSetAttribute(d, name, type, count, v);
+    if (g->s != CUDNN_STATUS_SUCCESS) g->what = what;
+}
+static void fin(dset *g, cudnnBackendDescriptor_t d, const char *what)
+{
+    if (g->s != CUDNN_STATUS_SUCCESS) return;
+    g->s = g_dnn.BackendFinalize(d);
+    if (g->s != CUDNN_STATUS_SUCCESS) g->what = what;
+}
+
+static cudnnBackendDescriptor_t tensor(dset *g, int64_t uid, cudnnDataType_t dt, const int64_t *dim,
+                                       const int64_t *str, bool virt, bool byval,
+                                       cudnnBackendDescriptor_t ragged, const char *what)
+{
+    cudnnBackendDescriptor_t t = mk(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
+    int64_t align = 16;
+    set(g, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, what);
+    set(g, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim, what);
+    set(g, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str, what);
+    set(g, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what);
+    set(g, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, what);
+    if (virt) set(g, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, what);
+    if (byval) set(g, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byval, what);
+    if (ragged) set(g, t, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ragged, what);
+    fin(g, t, what);
+    return t;
+}
+
+/* y = mode(x [, b [, t]]) */
+static cudnnBackendDescriptor_t pointwise(dset *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec,
+                                          cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                          cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
+                                          int64_t axis, const char *what)
+{
+    cudnnBackendDescriptor_t pw = mk(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
+    set(g, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what);
+    set(g, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, what);
+    if (axis >= 0) set(g, pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what);
+    fin(g, pw, what);
+    cudnnBackendDescriptor_t op = mk(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
+    set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, what);
+    set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
+    if (b) set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, what);
+    if (t) set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, what);
+    set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
+    fin(g, op, what);
+    return op;
+}
+
+static cudnnBackendDescriptor_t reduction(dset *g, cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
+                                          cudnnBackendDescriptor_t y, const char *what)
+{
+    cudnnDataType_t f = CUDNN_DATA_FLOAT;
+    cudnnBackendDescriptor_t rd = mk(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
+    set(g, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, what);
+    set(g, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, what);
+    fin(g, rd, what);
+    cudnnBackendDescriptor_t op = mk(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
+    set(g, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd, what);
+    set(g, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
+    set(g, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
+    fin(g, op, what);
+    return op;
+}
+
+static cudnnBackendDescriptor_t matmul(dset *g, cudnnBackendDescriptor_t A, cudnnBackendDescriptor_t Bm,
+                                       cudnnBackendDescriptor_t C, cudnnBackendDescriptor_t m_ov,
+                                       cudnnBackendDescriptor_t n_ov, cudnnBackendDescriptor_t k_ov,
+                                       const char *what)
+{
+    cudnnDataType_t f = CUDNN_DATA_FLOAT;
+    cudnnBackendDescriptor_t md = mk(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
+    set(g, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, what);
+    fin(g, md, what);
+    cudnnBackendDescriptor_t op = mk(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
+    set(g, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &A, what);
+    set(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &Bm, what);
+    set(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &C, what);
+    set(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &md, what);
+    if (m_ov) set(g, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &m_ov, what);
+    if (n_ov) set(g, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n_ov, what);
+    if (k_ov) set(g, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k_ov, what);
+    fin(g, op, what);
+    return op;
+}
+
+/* Builds and finalizes the plan for (B, S); the first engine configuration of heuristic mode A
+ * that finalizes wins. */
+static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *out, mv_err *e)
+{
+    dset g;
+    memset(&g, 0, sizeof g);
+    const int64_t h = a->heads, D = a->D, H = h * D, ld = 3 * H;
+    const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT, I32 = CUDNN_DATA_INT32,
+                          BO = CUDNN_DATA_BOOLEAN;
+    const int64_t one[4] = {1, 1, 1, 1};
+    const int64_t d_seq[4] = {B, 1, 1, 1}, d_rag[4] = {B + 1, 1, 1, 1};
+    const int64_t d_q[4] = {B, h, S, D}, s_q[4] = {S * ld, D, ld, 1};
+    const int64_t d_kt[4] = {B, h, D, S}, s_kt[4] = {S * ld, D, 1, ld};
+    const int64_t s_o[4] = {S * H, D, H, 1};
+    const int64_t d_s[4] = {B, h, S, S}, s_s[4] = {h * S * S, S * S, S, 1};
+    const int64_t d_r[4] = {B, h, S, 1}, s_r[4] = {h * S, S, 1, 1};
+    int64_t uid = 100;
+
+    cudnnBackendDescriptor_t seq = tensor(&g, U_SEQ, I32, d_seq, one, false, false, NULL, "seq_len tensor");
+    cudnnBackendDescriptor_t rq = tensor(&g, U_RQ, I32, d_rag, one, false, false, NULL, "ragged offsets");
+    cudnnBackendDescriptor_t rk = tensor(&g, U_RK, I32, d_rag, one, false, false, NULL, "ragged offsets");
+    cudnnBackendDescriptor_t rv = tensor(&g, U_RV, I32, d_rag, one, false, false, NULL, "ragged offsets");
+    cudnnBackendDescriptor_t ro = tensor(&g, U_RO, I32, d_rag, one, false, false, NULL, "ragged offsets");
+    cudnnBackendDescriptor_t Q = tensor(&g, U_Q, BF, d_q, s_q, false, false, rq, "Q tensor");
+    cudnnBackendDescriptor_t KT = tensor(&g, U_K, BF, d_kt, s_kt, false, false, rk, "K tensor");
+    cudnnBackendDescriptor_t V = tensor(&g, U_V, BF, d_q, s_q, false, false, rv, "V tensor");
+    cudnnBackendDescriptor_t O = tensor(&g, U_O, BF, d_q, s_o, false, false, ro, "O tensor");
+    cudnnBackendDescriptor_t scale = tensor(&g, U_SCALE, F, one, one, false, true, NULL, "scale");
+    cudnnBackendDescriptor_t ninf = tensor(&g, U_NEGINF, F, one, one, false, true, NULL, "-inf");
+#define VT(dt, dim, str) tensor(&g, uid++, dt, dim, str, true, false, NULL, "virtual tensor")
+    cudnnBackendDescriptor_t s1 = VT(F, d_s, s_s), s2 = VT(F, d_s, s_s), row = VT(I32, d_s, s_s),
+                             col = VT(I32, d_s, s_s), rm = VT(BO, d_s, s_s), cm = VT(BO, d_s, s_s),
+                             mask = VT(BO, d_s, s_s), s3 = VT(F, d_s, s_s), mx = VT(F, d_r, s_r),
+                             s4 = VT(F, d_s, s_s), s5 = VT(F, d_s, s_s), sm = VT(F, d_r, s_r),
+                             lg = VT(F, d_r, s_r), stats = VT(F, d_r, s_r), P = VT(BF, d_s, s_s);
+#undef VT
+    cudnnBackendDescriptor_t ops[16];
+    int no = 0;
+    ops[no++] = matmul(&g, Q, KT, s1, seq, seq, NULL, "Q K^T");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_MUL, F, s1, scale, NULL, s2, -1, "scale");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, row, 2, "row index");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, col, 3, "column index");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, row, seq, NULL, rm, -1, "row mask");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, col, seq, NULL, cm, -1, "column mask");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_LOGICAL_AND, BO, rm, cm, NULL, mask, -1, "mask");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_BINARY_SELECT, F, s2, ninf, mask, s3, -1, "padding select");
+    ops[no++] = reduction(&g, CUDNN_REDUCE_TENSOR_MAX, s3, mx, "row max");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_SUB, F, s3, mx, NULL, s4, -1, "sub max");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_EXP, F, s4, NULL, NULL, s5, -1, "exp");
+    ops[no++] = reduction(&g, CUDNN_REDUCE_TENSOR_ADD, s5, sm, "row sum");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_LOG, F, sm, NULL, NULL, lg, -1, "log");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_ADD, F, mx, lg, NULL, stats, -1, "stats");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_DIV, F, s5, sm, NULL, P, -1, "softmax");
+    ops[no++] = matmul(&g, P, V, O, seq, NULL, seq, "P V");
+
+    cudnnBackendDescriptor_t og = mk(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+    set(&g, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &a->h, "operation graph");
+    set(&g, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, no, ops, "operation graph");
+    fin(&g, og, "operation graph");
+    cudnnBackendDescriptor_t heur = mk(&g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
+    cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+    set(&g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og, "heuristics");
+    set(&g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristics");
+    fin(&g, heur, "heuristics");
+    enum { NCFG = 8 };
+    cudnnBackendDescriptor_t cfg[NCFG];
+    for (int i = 0; i < NCFG; i++) cfg[i] = mk(&g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
+    int64_t ncfg = 0;
+    if (g.s == CUDNN_STATUS_SUCCESS) {
+        g.s = g_dnn.BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                        NCFG, &ncfg, cfg);
+        if (g.s != CUDNN_STATUS_SUCCESS) g.what = "heuristic results";
+    }
+    mv_status rs = MV_OK;
+    cudnnBackendDescriptor_t plan = NULL;
+    cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+    for (int64_t i = 0; g.s == CUDNN_STATUS_SUCCESS && i < ncfg && !plan; i++) {
+        cudnnBackendDescriptor_t p = NULL;
+        last = g_dnn.BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
+        if (last != CUDNN_STATUS_SUCCESS) break;
+        last = g_dnn.BackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &a->h);
+        if (last == CUDNN_STATUS_SUCCESS)
+            last = g_dnn.BackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+        if (last == CUDNN_STATUS_SUCCESS) last = g_dnn.BackendFinalize(p);
+        if (last == CUDNN_STATUS_SUCCESS) plan = p;
+        else g_dnn.BackendDestroyDescriptor(p);
+    }
+    if (g.s != CUDNN_STATUS_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "building the graph (B %lld, S %lld, heads %lld, D %lld) at %s",
+                 (long long)B, (long long)S, (long long)h, (long long)D, g.what ? g.what : "?");
+        rs = dnn_fail(e, g.s, what);
+    } else if (!plan) {
+        char what[160];
+        snprintf(what, sizeof what, "no engine runs the graph (B %lld, S %lld, heads %lld, D %lld; %lld configs)",
+                 (long long)B, (long long)S, (long long)h, (long long)D, (long long)ncfg);
+        rs = dnn_fail_code(e, MV_ERR_UNSUPPORTED, last, what);
+    } else {
+        int64_t ws = 0, cnt = 0;
+        cudnnStatus_t s = g_dnn.BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                    CUDNN_TYPE_INT64, 1, &cnt, &ws);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            g_dnn.BackendDestroyDescriptor(plan);
+            rs = dnn_fail(e, s, "plan workspace size");
+        } else {
+            out->B = B;
+            out->S = S;
+            out->plan = plan;
+            out->ws = ws;
+        }
+    }
+    for (int i = g.n - 1; i >= 0; i--) g_dnn.BackendDestroyDescriptor(g.d[i]);
+    return rs;
+}
+
+mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qkv, mv_err *e)
+{
+    const dnn_meta *m = &a->meta[buf & 1];
+    if (m->nseg <= 0) return MV_OK;
+    mv_status st = mv_cuda_check_resident(qkv, a->device, "cuDNN attention qkv", e);
+    if (st == MV_OK) st = mv_cuda_check_resident(out, a->device, "cuDNN attention output", e);
+    if (st != MV_OK) return st;
+    dnn_plan *p = NULL;
+    for (int i = 0; i < a->n_plans && !p; i++)
+        if (a->plans[i].B == m->B && a->plans[i].S == m->S) p = &a->plans[i];
+    if (!p) {
+        dnn_plan np;
+        memset(&np, 0, sizeof np);
+        st = build_plan(a, m->B, m->S, &np, e);
+        if (st != MV_OK) return st;
+        if (a->n_plans < PLAN_CACHE) {
+            p = &a->plans[a->n_plans++];
+        } else {
+            p = &a->plans[a->next_evict];
+            a->next_evict = (a->next_evict + 1) % PLAN_CACHE;
+            g_dnn.BackendDestroyDescriptor(p->plan);
+        }
+        *p = np;
+    }
+    if (p->ws > a->ws_size) {
+        if (a->ws) cudaFree(a->ws);
+        a->ws = NULL;
+        a->ws_size = 0;
+        cudaError_t r = cudaMalloc(&a->ws, (size_t)p->ws);
+        if (r != cudaSuccess) return mv_cuda_check(r, e, "cuDNN attention workspace");
+        a->ws_size = p->ws;
+    }
+    const int64_t H = (int64_t)a->heads * a->D, B = m->B;
+    int64_t uids[] = {U_Q, U_K, U_V, U_O, U_SEQ, U_RQ, U_RK, U_RV, U_RO, U_SCALE, U_NEGINF};
+    void *ptrs[] = {(void *)qkv,       (void *)(qkv + H), (void *)(qkv + 2 * H), (void *)out,
+                    m->dev,            m->dev + B,        m->dev + B,            m->dev + B,
+                    m->dev + 2 * B + 1, &a->scale,        &a->neg_inf};
+    dset g;
+    memset(&g, 0, sizeof g);
+    cudnnBackendDescriptor_t vp = mk(&g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 11, uids, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 11, ptrs, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &a->ws, "variant pack");
+    fin(&g, vp, "variant pack");
+    if (g.s == CUDNN_STATUS_SUCCESS) {
+        g.s = g_dnn.BackendExecute(a->h, p->plan, vp);
+        if (g.s != CUDNN_STATUS_SUCCESS) g.what = "execute";
+    }
+    if (g.s != CUDNN_STATUS_SUCCESS) st = dnn_fail(e, g.s, g.what ? g.what : "variant pack");
+    for (int i = g.n - 1; i >= 0; i--) g_dnn.BackendDestroyDescriptor(g.d[i]);
+    return st;
+}
+
+#else /* built without cuDNN (make NO_CUDNN=1, or no cudnn.h) */
+
+struct mv_cudnn_attn {
+    int unused;
+};
+const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a)
+{
+    (void)a;
+    return "not built (make NO_CUDNN=1 or no cudnn.h)";
+}
+mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
+                               mv_err *e)
+{
+    (void)device, (void)heads, (void)D, (void)st;
+    *out = NULL;
+    return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention unavailable: mvembed was built without cuDNN");
+}
+void mv_cudnn_attn_destroy(mv_cudnn_attn *a) { (void)a; }
+mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, int nseg, cudaStream_t io,
+                                mv_err *e)
+{
+    (void)a, (void)buf, (void)cu, (void)nseg, (void)io;
+    return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention unavailable: mvembed was built without cuDNN");
+}
+mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qkv, mv_err *e)
+{
+    (void)a, (void)buf, (void)out, (void)qkv;
+    return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention unavailable: mvembed was built without cuDNN");
+}
+
+#endif

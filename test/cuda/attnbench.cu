@@ -1,0 +1,168 @@
+/* attnbench.cu - kernel-level attention benchmark on the GPU machine: the builtin bf16 kernel
+ * (cu/attention.cu, both variants) and cuDNN's fused flash attention (cu/attention_cudnn.cu) on
+ * the tower's shapes: head dim 72 and 64, 16 heads, segments 64 x 784, 16 x 4096, 4 x 8160,
+ * 1 x 47376, q|k|v read from one packed [n, 3*16*D] bf16 buffer of random values. Times with
+ * CUDA events, median of --iters (default 20) after 3 warm-ups (cuDNN's plan is built in the
+ * first, timed apart as plan_s); work = sum over segments of 4 * S^2 * D * heads. Prints one
+ * JSON line per (impl, D, shape) and a table at the end. Also checks that the two agree
+ * (rel L2 of cuDNN vs builtin, bf16 budget) so a fast wrong answer shows. Not a test: the twin
+ * tests are in test_cuda_ops.
+ * Usage: attnbench [--iters N] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "mv_cuda.cuh"
+
+#define CU(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t r_ = (x);                                                                      \
+        if (r_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "attnbench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_)); \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    int nseg, len;
+} shape;
+
+int main(int argc, char **argv)
+{
+    int iters = 20;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
+    if (iters < 1) iters = 1;
+    const int heads = 16;
+    const shape shapes[] = {{64, 784}, {16, 4096}, {4, 8160}, {1, 47376}};
+    const int dims[] = {72, 64};
+    CU(cudaSetDevice(0));
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    mv_attn_state as;
+    mv_cuda_attn_state_init(&as, 0);
+    char table[8192] = "";
+    size_t tl = 0;
+    tl += snprintf(table + tl, sizeof table - tl, "%-12s %4s %-10s %10s %9s %9s\n", "impl", "D", "segments",
+                   "median_ms", "TFLOP/s", "plan_s");
+    int rc = 0;
+    for (int D : dims) {
+        mv_cudnn_attn *dnn = NULL;
+        mv_err e;
+        if (mv_cudnn_attn_create(&dnn, 0, heads, D, st, &e) != MV_OK) {
+            printf("{\"what\": \"attn\", \"impl\": \"cudnn\", \"D\": %d, \"error\": \"%s\"}\n", D, e.msg);
+            dnn = NULL;
+        }
+        for (const shape &sh : shapes) {
+            int64_t n = (int64_t)sh.nseg * sh.len, H = (int64_t)heads * D;
+            std::vector<int32_t> cu((size_t)sh.nseg + 1);
+            for (int i = 0; i <= sh.nseg; i++) cu[(size_t)i] = i * sh.len;
+            double flop = 4.0 * sh.len * (double)sh.len * D * heads * sh.nseg;
+            /* random bf16 qkv, never zeros (METHOD.md) */
+            std::vector<float> h((size_t)(n * 3 * H));
+            uint64_t r = 0x2545F4914F6CDD1Dull ^ (uint64_t)(D * 131 + sh.len);
+            for (auto &v : h) {
+                r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+                v = ((float)((r >> 40) * (1.0 / 16777216.0)) - 0.5f) * 4.f;
+            }
+            float *tmp;
+            bf16 *qkv, *o1, *o2;
+            CU(cudaMalloc(&tmp, h.size() * 4));
+            CU(cudaMalloc(&qkv, h.size() * 2));
+            CU(cudaMalloc(&o1, (size_t)(n * H) * 2));
+            CU(cudaMalloc(&o2, (size_t)(n * H) * 2));
+            CU(cudaMemcpy(tmp, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+            CU(mv_cuda_from_f32<bf16>(qkv, tmp, (int64_t)h.size(), st));
+            CU(cudaStreamSynchronize(st));
+            int nt = mv_attn_tile_count(cu.data(), sh.nseg, MV_ATTN_BM_BF16);
+            std::vector<mv_attn_tile> tiles((size_t)nt);
+            mv_attn_tiles(tiles.data(), cu.data(), sh.nseg, MV_ATTN_BM_BF16);
+            mv_attn_tile *dt;
+            CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
+            CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
+            for (int impl = 0; impl < 3; impl++) { /* builtin v2, builtin v1, cudnn */
+                if (impl == 2 && !dnn) continue;
+                const char *name = impl == 0 ? "builtin_v2" : impl == 1 ? "builtin_v1" : "cudnn";
+                as.variant = impl == 1 ? 1 : 2;
+                bf16 *o = impl == 2 ? o2 : o1;
+                double plan_s = 0;
+                mv_status ms = MV_OK;
+                if (impl == 2) {
+                    double t0 = now_s();
+                    ms = mv_cudnn_attn_prepare(dnn, 0, cu.data(), sh.nseg, st, &e);
+                    if (ms == MV_OK) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
+                    CU(cudaStreamSynchronize(st));
+                    plan_s = now_s() - t0;
+                }
+                std::vector<float> ts;
+                for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
+                    CU(cudaEventRecord(e0, st));
+                    if (impl == 2) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
+                    else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
+                    CU(cudaEventRecord(e1, st));
+                    CU(cudaEventSynchronize(e1));
+                    float ms_;
+                    CU(cudaEventElapsedTime(&ms_, e0, e1));
+                    if (it >= 3) ts.push_back(ms_);
+                }
+                if (ms != MV_OK) {
+                    printf("{\"what\": \"attn\", \"impl\": \"%s\", \"D\": %d, \"segments\": \"%dx%d\", "
+                           "\"error\": \"%s\"}\n", name, D, sh.nseg, sh.len, e.msg);
+                    rc = 1;
+                    continue;
+                }
+                std::sort(ts.begin(), ts.end());
+                double med = ts[ts.size() / 2] * 1e-3;
+                printf("{\"what\": \"attn\", \"impl\": \"%s\", \"D\": %d, \"heads\": %d, \"segments\": \"%dx%d\", "
+                       "\"median_s\": %.6e, \"min_s\": %.6e, \"tflops\": %.1f, \"plan_s\": %.3f}\n",
+                       name, D, heads, sh.nseg, sh.len, med, ts[0] * 1e-3, flop / med / 1e12, plan_s);
+                char seg[32];
+                snprintf(seg, sizeof seg, "%dx%d", sh.nseg, sh.len);
+                tl += snprintf(table + tl, sizeof table - tl, "%-12s %4d %-10s %10.3f %9.1f %9.3f\n", name, D,
+                               seg, med * 1e3, flop / med / 1e12, plan_s);
+            }
+            if (dnn) { /* the two implementations compute the same function */
+                std::vector<float> a((size_t)(n * H)), b((size_t)(n * H));
+                CU(mv_cuda_to_f32<bf16>(tmp, o1, n * H, st));
+                CU(cudaMemcpyAsync(a.data(), tmp, a.size() * 4, cudaMemcpyDeviceToHost, st));
+                CU(mv_cuda_to_f32<bf16>(tmp, o2, n * H, st));
+                CU(cudaMemcpyAsync(b.data(), tmp, b.size() * 4, cudaMemcpyDeviceToHost, st));
+                CU(cudaStreamSynchronize(st));
+                double d2 = 0, r2 = 0;
+                long bad = 0;
+                for (size_t i = 0; i < a.size(); i++) {
+                    if (!isfinite(b[i])) bad++;
+                    else d2 += (double)(b[i] - a[i]) * (b[i] - a[i]);
+                    r2 += (double)a[i] * a[i];
+                }
+                double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+                printf("{\"what\": \"attn_agree\", \"D\": %d, \"segments\": \"%dx%d\", \"rel_l2_cudnn_vs_builtin\": %.3e, "
+                       "\"nonfinite\": %ld}\n", D, sh.nseg, sh.len, rel, bad);
+                if (bad || rel > 1e-2) rc = 1;
+            }
+            cudaFree(tmp);
+            cudaFree(qkv);
+            cudaFree(o1);
+            cudaFree(o2);
+            cudaFree(dt);
+        }
+        mv_cudnn_attn_destroy(dnn);
+    }
+    printf("%s", table);
+    return rc;
+}
