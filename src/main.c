@@ -166,8 +166,9 @@ int main(int argc, char **argv)
             return usage_error("usage: mvembed manifest merge OUT", NULL);
         mv_err e;
         int rc = mv_manifest_merge_dir(argv[3], 0, &e);
+        char esc[4200];
         if (rc)
-            fprintf(stderr, "mvembed: %s\n", e.msg);
+            fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
         return rc;
     }
     int have_fps = 0, c;
@@ -325,7 +326,8 @@ int main(int argc, char **argv)
     e.msg[0] = 0;
     mv_run_result res;
     if (mv_run(&o, &res, &e)) {
-        fprintf(stderr, "mvembed: %s\n", e.msg[0] ? e.msg : "failed");
+        char esc[4200]; /* the message names a path: escaped, so it cannot forge lines */
+        fprintf(stderr, "mvembed: %s\n", e.msg[0] ? mv_escape(e.msg, esc, sizeof esc) : "failed");
         return 1;
     }
     if (res.signal)

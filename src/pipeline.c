@@ -392,35 +392,46 @@ static void write_item(runner *R, mv_item *it)
     snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
+    size_t bytes = 0;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
+        /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
         mv_status st = mv_output_write(o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
-                                       it->out, o->zstd_level, final_path, sizeof final_path, &e);
+                                       it->out, o->zstd_level, final_path, sizeof final_path,
+                                       &bytes, &e);
         t_add(R, T_WRITE, t);
-        if (st == MV_ERR_IO) { /* a full or read-only disk fails every later write too */
+        if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
             set_fatal(R, &e);
             return;
         }
-        if (st)
+        if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
     }
     mv_record r;
     mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, &r);
+    if (!it->error) {
+        r.has_bytes = 1;
+        r.bytes = (int64_t)bytes;
+    }
     if (append_record(R, &r, &e)) {
         set_fatal(R, &e);
         return;
     }
+    /* paths are escaped: a file name cannot forge a line or send terminal escapes */
+    char esc[8192];
     if (it->error) {
         atomic_fetch_add(&R->n_err, 1);
         if (R->progress)
             fprintf(stderr, "\r\033[K");
-        fprintf(stderr, "mvembed: %s\n", it->error);
+        fprintf(stderr, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
     } else {
         atomic_fetch_add(&R->n_ok, 1);
-        if (o->verbose)
-            fprintf(stderr, "mvembed: %s -> %s [%lld x %d] %.3fs\n", it->path, out_rel,
-                    (long long)it->rows, c->out_hidden, r.seconds);
+        if (o->verbose) {
+            char esc2[8192];
+            fprintf(stderr, "mvembed: %s -> %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
+                    mv_escape(out_rel, esc2, sizeof esc2), (long long)it->rows, c->out_hidden, r.seconds);
+        }
     }
     progress(R, 0);
 }
