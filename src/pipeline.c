@@ -6,7 +6,8 @@
  * read-only disk, the manifest) stop it. Memory stays bounded: paths are streamed and every queue
  * has a fixed capacity. After an interrupt no queued input is started: inputs not yet decoded or
  * not yet in a forward are dropped (no manifest line: the next run does them), forwards in flight
- * finish and are written.
+ * finish and are written. Test hook: MVEMBED_TEST_FILL_WINDOW=1 (see tower_main) makes packing
+ * independent of timing.
  */
 #include "mv_pipeline.h"
 
@@ -332,6 +333,11 @@ static void *tower_main(void *arg)
      * input, takes whatever else is ready (up to two forwards' worth), and packs that window with
      * first fit decreasing, so mixed sizes still fill each forward. */
     int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
+    /* Test hook: MVEMBED_TEST_FILL_WINDOW=1 makes the thread wait until the window is full (two
+     * forwards' worth, or TOWER_WINDOW inputs) or the ready queue is closed, instead of taking
+     * only what is ready now, so that tests of packing do not depend on timing. */
+    const char *fill_env = getenv("MVEMBED_TEST_FILL_WINDOW");
+    int fill = fill_env && !strcmp(fill_env, "1");
     mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
     int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
     int bin[TOWER_WINDOW];
@@ -354,7 +360,7 @@ static void *tower_main(void *arg)
             }
             if (limit <= 0 ? n == 1 : n == TOWER_WINDOW || wtok >= 2 * limit)
                 break;
-            it = mv_queue_try_pop(&R->ready);
+            it = fill ? mv_queue_pop(&R->ready) : mv_queue_try_pop(&R->ready);
         }
         if (n == 0)
             continue;
