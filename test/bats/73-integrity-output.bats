@@ -8,6 +8,14 @@
 # Oracles: Python's json / os.stat / numpy, the zstd CLI, flock-style locks taken by Python.
 load test_helper
 
+# refute CMD...: fails when CMD succeeds (a bare `! CMD` does not fail a bats test)
+refute() {
+    if "$@"; then
+        echo "unexpectedly true: $*"
+        return 1
+    fi
+}
+
 setup() {
     T="$BATS_TEST_TMPDIR"
     IMG="$ROOT/fixtures/media/images"
@@ -41,7 +49,7 @@ EOF
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" =~ "tensor 'model.visual.blocks.1.mlp.linear_fc1.weight' holds 1 NaN/Inf values (the first at flat index 37)" ]]
-    ! grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+    refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
 }
 
 @test "an Inf in an f32 weight: refused at load naming the tensor (exit 1)" {
@@ -84,7 +92,7 @@ EOF
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" =~ preprocessor_config.json:\ \"image_std\"\[1\]\ =\ .*\ must\ be\ a\ finite\ number ]]
-    ! grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+    refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
     for bad in '"image_mean": [0.5, 1e300, 0.5]' '"rescale_factor": 0' '"image_std": 0'; do
         cp "$MODEL/preprocessor_config.json" "$T/m/"
         "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(json.loads("{"+sys.argv[2]+"}")); json.dump(c,open(sys.argv[1],"w"))' \
@@ -195,9 +203,9 @@ EOF
     run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$T/o" "$T/in"
     printf '%s\n' "$output" | cat -A
     [ "$status" -eq 2 ]
-    ! printf '%s\n' "$output" | grep -q '^mvembed: x: ok'
-    ! printf '%s\n' "$output" | grep -q $'\e'
-    ! printf '%s\n' "$output" | grep -q $'\a'
+    refute grep -q '^mvembed: x: ok' <<<"$output"
+    refute grep -q $'\e' <<<"$output"
+    refute grep -q $'\a' <<<"$output"
     [[ "$output" =~ 'bad\nmvembed: x: ok\x1b[31m.jpg: not an image or video' ]]
     [[ "$output" =~ 'good\x1b]0;title\x07\\.png -> good\x1b]0;title\x07\\.png.npy.zst' ]]
     # a fatal message too: an OUT whose name holds a newline and is a file
@@ -205,7 +213,7 @@ EOF
     run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/f"$'\n''mvembed: forged/sub' "$T/in/$good"
     echo "$output"
     [ "$status" -eq 1 ]
-    ! printf '%s\n' "$output" | grep -q '^mvembed: forged'
+    refute grep -q '^mvembed: forged' <<<"$output"
     [[ "$output" =~ 'f\nmvembed: forged' ]]
 }
 
