@@ -22,6 +22,9 @@ typedef enum {
     MV_ERR_DEVICE,      /* CUDA / cuBLASLt failure */
     MV_ERR_USAGE,       /* bad option or argument */
     MV_ERR_INTERNAL,
+    MV_ERR_OUTPUT,      /* this one output cannot be written where it belongs (name too long, a
+                         * directory or file in the way, no permission there); unlike MV_ERR_IO
+                         * (a full, read-only or failing disk) other outputs can still be written */
 } mv_status;
 
 typedef struct {
@@ -42,6 +45,16 @@ const char *mv_status_str(mv_status s);
  * that comes from a file (a JSON parser's "near '...'" excerpt) and goes into a one-line message. */
 char *mv_printable(char *s);
 
+/* Escapes s for a one-line message on a terminal (stderr): a backslash as two, newline, CR and
+ * tab as \n \r \t, other control bytes (below 0x20, 0x7f), C1 controls (U+0080..U+009F) and bytes
+ * that are not valid UTF-8 as \xHH; valid UTF-8 is kept. Writes into buf[cap] (cap >= 4),
+ * shortened with "..." when it does not fit, and returns buf. For every path or message that
+ * holds a path and goes to stderr: a file name cannot forge a line or send terminal escapes. */
+const char *mv_escape(const char *s, char *buf, size_t cap);
+
+/* Number of NaN / +-Inf values in x[0..n) (one branch-free pass the compiler vectorises). */
+size_t mv_count_nonfinite(const float *x, size_t n);
+
 /* Checked allocation helpers: NULL on failure (caller reports MV_ERR_NOMEM). */
 void *mv_malloc(size_t n);
 void *mv_calloc(size_t n, size_t size);
@@ -49,7 +62,8 @@ void *mv_calloc(size_t n, size_t size);
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience). */
 mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e);
 
-/* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask). */
+/* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask). On failure errno holds the
+ * cause (ENAMETOOLONG for a name over 4095 bytes). */
 mv_status mv_mkdirs(const char *dir, mv_err *e);
 
 /* CPUs this process may run on (its affinity mask: taskset, Slurm and container CPU sets), for

@@ -12,7 +12,7 @@
 
 /* One manifest line. Zero-initialise, then set what applies; absent fields are omitted.
  * Field order in the line: input, input_b64, output, output_b64, status, error, kind, width,
- * height, resized, grid_thw, shape, dtype, model, frame_indices, timestamps, fps, duration,
+ * height, resized, grid_thw, shape, dtype, bytes, model, frame_indices, timestamps, fps, duration,
  * rotation, seconds. Paths are raw bytes: a path that is not valid UTF-8 is written with each
  * invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the exact bytes. */
 typedef struct {
@@ -30,6 +30,8 @@ typedef struct {
     int has_shape;       /* shape [rows, cols] of the saved array */
     int64_t shape[2];
     const char *dtype;   /* "f32" / "f16"; NULL = omitted */
+    int has_bytes;       /* bytes: size of the output file as written */
+    int64_t bytes;
     const char *model;   /* model fingerprint; NULL = omitted */
     const int64_t *frame_indices; /* [n_frame_indices]; NULL = omitted */
     size_t n_frame_indices;

@@ -2,8 +2,9 @@
  *
  * The file is an NPY v1.0 array compressed as ONE zstd frame carrying its content size and a
  * checksum, so `zstd -d` + numpy.load read it. It is written to a temp file in the same directory
- * (".tmp-<pid>-<random>"), fsync'd, renamed over the final name, and the directory fsync'd: a
- * reader never sees a partial file. This module does not decide names or detect collisions
+ * (".tmp-<pid>-<random>", write-locked with an OFD lock from creation until it is renamed or
+ * removed), fsync'd, renamed over the final name, and the directory fsync'd: a reader never sees a
+ * partial file. This module does not decide names or detect collisions
  * between inputs; the caller does.
  */
 #ifndef MV_OUTPUT_H
@@ -20,15 +21,33 @@ mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t
 /* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst, stored as dt (MV_DT_F32,
  * or MV_DT_F16 converted with round-to-nearest-even), compressed at zstd_level. Creates missing
  * parent directories (mode 0777 & ~umask). The first time this process writes into a directory,
- * temp files ".tmp-<pid>-*" there whose pid no longer exists (left by a killed run) are removed.
- * On success final_path (if non-NULL) receives the final path. On any failure the temp file is
- * removed and e names the file and cause (e.g. "No space left on device"). Thread-safe. */
+ * abandoned temp files there are removed (mv_output_clean_temps). Data holding NaN or Inf is not
+ * written (MV_ERR_MODEL). On success final_path (if non-NULL) receives the final path and *bytes
+ * (if non-NULL) the file's size. On any failure the temp file is removed and e names the file and
+ * cause (e.g. "No space left on device"); the status says whether other outputs can still be
+ * written: MV_ERR_IO for the disk (ENOSPC, EDQUOT, EROFS, EIO, EFBIG, EMFILE, ENFILE, ENOMEM),
+ * MV_ERR_OUTPUT for this output's name or place (ENAMETOOLONG, EISDIR, ENOTDIR, EACCES, ...).
+ * Thread-safe. */
 mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int64_t rows,
                           int64_t cols, const float *data, int zstd_level, char *final_path,
-                          size_t cap, mv_err *e);
+                          size_t cap, size_t *bytes, mv_err *e);
 
-/* Removes ".tmp-<pid>-*" files in dir whose pid is not a live process (and is not ours).
- * Returns the number removed, or -1 if dir cannot be read. mv_output_write calls it lazily. */
+/* A temp file nobody holds a lock on and last modified longer ago than this (seconds) is
+ * abandoned even when its pid runs on this machine; on a file system without locks, age alone
+ * decides. */
+#define MV_OUTPUT_TEMP_MAX_AGE (24 * 3600)
+
+/* Removes abandoned ".tmp-<pid>-*" files in dir: those that no process holds a lock on (their
+ * writer died) and whose pid is not running on this machine or that were last modified more than
+ * MV_OUTPUT_TEMP_MAX_AGE ago; where the file system offers no locks, only those older than
+ * MV_OUTPUT_TEMP_MAX_AGE. A live writer's file (another process, machine, container) is never
+ * removed where locks are shared. Returns the number removed, or -1 if dir cannot be read.
+ * mv_output_write calls it lazily. */
 int mv_output_clean_temps(const char *dir);
+
+/* Write-locks (OFD lock, waiting) the open temp file fd the way mv_output_write does, so that
+ * the sweep leaves it alone until it is renamed or removed: for other writers of ".tmp-<pid>-*"
+ * files (manifest merge). 0, or -1 with errno (ENOLCK, EINVAL, ...: no locks there). */
+int mv_output_lock_temp(int fd);
 
 #endif

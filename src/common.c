@@ -31,6 +31,95 @@ char *mv_printable(char *s)
     return s;
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the byte at s is invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], lo = 0x80, hi = 0xbf;
+    size_t len;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlongs */
+        hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf; /* <= U+10FFFF */
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < len; k++)
+        if (s[k] < 0x80 || s[k] > 0xbf)
+            return 0;
+    return len;
+}
+
+const char *mv_escape(const char *s, char *buf, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    if (cap < 4) {
+        if (cap)
+            buf[0] = 0;
+        return buf;
+    }
+    for (size_t i = 0; i < n;) {
+        char t[8];
+        size_t tl, k = utf8_len(u + i, n - i);
+        if (k == 1 && u[i] >= 0x20 && u[i] != 0x7f && u[i] != '\\') {
+            t[0] = (char)u[i];
+            tl = 1;
+        } else if (k == 1 && (u[i] == '\\' || u[i] == '\n' || u[i] == '\r' || u[i] == '\t')) {
+            t[0] = '\\';
+            t[1] = u[i] == '\n' ? 'n' : u[i] == '\r' ? 'r' : u[i] == '\t' ? 't' : '\\';
+            tl = 2;
+        } else if (k > 1 && !(k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0)) {
+            memcpy(t, u + i, k); /* printable UTF-8 */
+            tl = k;
+        } else { /* a control byte, a C1 control (first of its two bytes), invalid UTF-8 */
+            t[0] = '\\';
+            t[1] = 'x';
+            t[2] = hex[u[i] >> 4];
+            t[3] = hex[u[i] & 15];
+            tl = 4;
+            k = 1;
+        }
+        if (o + tl + 4 > cap) { /* keep room for "..." and the NUL */
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(buf + o, t, tl);
+        o += tl;
+        i += k;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+size_t mv_count_nonfinite(const float *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) { /* blocks, so that a 32-bit count vectorises */
+        size_t m = n - i < ((size_t)1 << 20) ? n - i : ((size_t)1 << 20);
+        uint32_t c = 0;
+#pragma omp simd reduction(+ : c)
+        for (size_t k = 0; k < m; k++) { /* exponent bits all ones: Inf or NaN */
+            uint32_t u;
+            memcpy(&u, x + i + k, sizeof u);
+            c += (u & 0x7f800000u) == 0x7f800000u;
+        }
+        bad += c;
+        i += m;
+    }
+    return bad;
+}
+
 mv_status mv_fail_prefix(mv_err *e, mv_status s, const char *fmt, ...)
 {
     if (e) {
@@ -67,6 +156,7 @@ const char *mv_status_str(mv_status s)
     case MV_ERR_DEVICE: return "device error";
     case MV_ERR_USAGE: return "usage error";
     case MV_ERR_INTERNAL: return "internal error";
+    case MV_ERR_OUTPUT: return "output not writable";
     }
     return "unknown error";
 }
@@ -161,14 +251,21 @@ mv_status mv_mkdirs(const char *dir, mv_err *e)
 {
     char buf[4096];
     size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof buf)
-        return mv_fail(e, MV_ERR_IO, "%s: bad directory name", dir);
+    if (n == 0 || n >= sizeof buf) {
+        mv_fail(e, MV_ERR_IO, "%.200s...: %s", dir, strerror(n ? ENAMETOOLONG : ENOENT));
+        errno = n ? ENAMETOOLONG : ENOENT;
+        return MV_ERR_IO;
+    }
     memcpy(buf, dir, n + 1);
     while (n > 1 && buf[n - 1] == '/')
         buf[--n] = 0;
     char failed[4096];
-    if (mkdirs_rec(buf, failed) != 0)
-        return mv_fail(e, MV_ERR_IO, "%s: %s", failed, strerror(errno));
+    if (mkdirs_rec(buf, failed) != 0) {
+        int err = errno;
+        mv_fail(e, MV_ERR_IO, "%s: %s", failed, strerror(err));
+        errno = err;
+        return MV_ERR_IO;
+    }
     return MV_OK;
 }
 

@@ -184,8 +184,9 @@ int main(int argc, char **argv)
             rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
         else
             return usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
+        char esc[4200];
         if (rc)
-            fprintf(stderr, "mvembed: %s\n", e.msg);
+            fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
         return rc;
     }
     int have_fps = 0, c;
@@ -371,7 +372,8 @@ int main(int argc, char **argv)
     e.msg[0] = 0;
     mv_run_result res;
     if (mv_run(&o, &res, &e)) {
-        fprintf(stderr, "mvembed: %s\n", e.msg[0] ? e.msg : "failed");
+        char esc[4200]; /* the message names a path: escaped, so it cannot forge lines */
+        fprintf(stderr, "mvembed: %s\n", e.msg[0] ? mv_escape(e.msg, esc, sizeof esc) : "failed");
         return 1;
     }
     if (res.signal)

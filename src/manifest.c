@@ -308,6 +308,10 @@ mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_er
         sb_key(&b, "dtype");
         sb_json_string(&b, r->dtype);
     }
+    if (r->has_bytes) {
+        sb_key(&b, "bytes");
+        sb_i64(&b, r->bytes);
+    }
     if (r->model) {
         sb_key(&b, "model");
         sb_json_string(&b, r->model);

@@ -107,7 +107,14 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
         size_t kl;
         char *key;
         if (b64) {
+            /* NULL is bad base64 here (not out of memory): an unreadable line like any other */
             key = (char *)mv_base64_decode(b64, &kl);
+            if (!key || kl == 0) {
+                (*bad)++;
+                free(key);
+                json_decref(j);
+                continue;
+            }
         } else {
             kl = strlen(in);
             key = malloc(kl + 1);

@@ -248,11 +248,19 @@ static mv_status parse_preproc(const char *dir, const mv_vision_config *c, mv_pr
             return st;
         }
         json_decref(j);
-        for (int ch = 0; ch < 3; ch++)
-            if (!isfinite(pp->mean[ch]) || !isfinite(pp->std[ch]) || pp->std[ch] == 0)
-                return mv_fail(e, MV_ERR_MODEL, "%s: image_mean/image_std must be finite, std non-zero", path);
-        if (!(pp->rescale > 0 && pp->rescale < 1e6))
-            return mv_fail(e, MV_ERR_MODEL, "%s: \"rescale_factor\" must be positive", path);
+        /* (pixel * rescale - mean) / std: numbers that make it non-finite or meaningless are
+         * refused here rather than turning every embedding into NaN */
+        for (int ch = 0; ch < 3; ch++) {
+            if (!(fabsf(pp->mean[ch]) <= 1e6f))
+                return mv_fail(e, MV_ERR_MODEL, "%s: \"image_mean\"[%d] = %g must be a finite number "
+                               "of magnitude at most 1e6", path, ch, (double)pp->mean[ch]);
+            if (!(pp->std[ch] > 1e-6f && pp->std[ch] <= 1e6f))
+                return mv_fail(e, MV_ERR_MODEL, "%s: \"image_std\"[%d] = %g must be a finite number "
+                               "in (1e-6, 1e6]", path, ch, (double)pp->std[ch]);
+        }
+        if (!(pp->rescale > 1e-12 && pp->rescale < 1e6))
+            return mv_fail(e, MV_ERR_MODEL, "%s: \"rescale_factor\" = %g must be a finite number in "
+                           "(1e-12, 1e6)", path, pp->rescale);
         if ((int)pz != c->patch || (int)mz != c->merge || (int)tz != c->temporal)
             return mv_fail(e, MV_ERR_MODEL,
                            "%s: patch/merge/temporal sizes %d/%d/%d disagree with config.json's %d/%d/%d",
@@ -406,6 +414,17 @@ static mv_status take(loader *L, const char *name, int ndim, const int64_t *shap
         mv_status st = mv_st_to_f32(&L->s->files[i], t, L->next, e);
         if (st)
             return st;
+        /* one NaN/Inf weight makes every embedding NaN: refused here, in one vectorised pass
+         * over the converted floats (cheap next to the conversion itself) */
+        size_t bad = mv_count_nonfinite(L->next, (size_t)cnt);
+        if (bad) {
+            size_t at = 0;
+            while (isfinite(L->next[at]))
+                at++;
+            return mv_fail(e, MV_ERR_MODEL,
+                           "%s: tensor '%s' holds %zu NaN/Inf values (the first at flat index %zu): "
+                           "the checkpoint is corrupt", L->s->files[i].path, full, bad, at);
+        }
         L->hash = mix64(L->hash, t->data, t->nbytes);
         *out = L->next;
         L->next += cnt;

@@ -1,11 +1,17 @@
-/* output.c - atomic OUT/<rel>.npy.zst writer (see mv_output.h).
+/* output.c - atomic OUT/<rel>.npy.zst writer and the sweep of abandoned temp files (see
+ * mv_output.h).
  *
- * encode NPY (mv_npy_encode) -> one zstd frame (ZSTD_compress2, content size + checksum) ->
- * O_EXCL temp file ".tmp-<pid>-<random>" beside the final name -> fsync -> rename -> fsync dir.
- * The temp file is created with open(O_CREAT|O_EXCL, 0666) rather than mkstemp so that the
- * final file gets the usual 0666 & ~umask mode instead of mkstemp's 0600.
+ * refuse non-finite data -> encode NPY (mv_npy_encode) -> one zstd frame (ZSTD_compress2, content
+ * size + checksum) -> O_EXCL temp file ".tmp-<pid>-<random>" beside the final name, write-locked
+ * (an OFD lock) for as long as it exists -> write -> fsync -> rename -> fsync dir -> close (which
+ * drops the lock). The temp file is created with open(O_CREAT|O_EXCL, 0666) rather than mkstemp so
+ * that the final file gets the usual 0666 & ~umask mode instead of mkstemp's 0600.
+ * Errors are split: MV_ERR_IO when the disk itself fails (full, quota, read-only, I/O error, file
+ * size limit, no descriptors or memory), MV_ERR_OUTPUT when only this output's name or place is
+ * wrong (too long, a directory or file in the way, no permission).
  * This file does not choose output names or check collisions between inputs.
  */
+#define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
 #include "mv_walk.h" /* mv_hash64 */
 
@@ -60,22 +66,56 @@ static long temp_pid(const char *name)
     return pid;
 }
 
+int mv_output_lock_temp(int fd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    int r;
+    do
+        r = fcntl(fd, F_OFD_SETLKW, &fl);
+    while (r != 0 && errno == EINTR);
+    return r;
+}
+
+/* 1 when the temp file dir/name (open as fd, stat st) is abandoned and may be removed. */
+static int abandoned(int fd, const struct stat *st, long pid)
+{
+    int old = time(NULL) - st->st_mtime > MV_OUTPUT_TEMP_MAX_AGE;
+    /* a read lock is refused while anyone (any process, machine or PID namespace sharing the
+     * file system's locks) holds the write lock its writer keeps until rename */
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        if (errno == EAGAIN || errno == EACCES || errno == EINTR)
+            return 0; /* its writer is alive */
+        return old;   /* no locks on this file system: age alone decides */
+    }
+    /* unlocked: a writer that died (kill -9, a crash, a lost node). The pid is checked too for
+     * mounts whose locks are local to one machine: a pid running here may still be writing. */
+    return old || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
 int mv_output_clean_temps(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
         return -1;
     int removed = 0;
-    long self = (long)getpid();
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         long pid = temp_pid(de->d_name);
-        if (pid < 0 || pid == self)
+        if (pid < 0)
             continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* alive (or not ours to judge: EPERM means it exists) */
-        if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* gone already, or not ours to open: leave it */
+        struct stat st, now;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 0 &&
+            abandoned(fd, &st, pid) &&
+            /* still the file we judged (not renamed away and replaced meanwhile) */
+            fstatat(dirfd(d), de->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+            unlinkat(dirfd(d), de->d_name, 0) == 0)
             removed++;
+        close(fd); /* drops the read lock */
     }
     closedir(d);
     return removed;
@@ -142,7 +182,9 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Creates dir/.tmp-<pid>-<6 base-36 chars> with O_EXCL; fd or -1 with errno. */
+/* Creates dir/.tmp-<pid>-<6 base-36 chars> with O_EXCL and write-locks it; fd or -1 with errno.
+ * Without lock support on the file system (ENOLCK, EINVAL, ENOSYS, EOPNOTSUPP) it goes on
+ * unlocked: the sweep then goes by age only. */
 static int create_temp(const char *dir, char *tmp, size_t cap)
 {
     static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -166,8 +208,18 @@ static int create_temp(const char *dir, char *tmp, size_t cap)
             return -1;
         }
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
+        if (fd < 0 && errno != EEXIST)
+            return -1;
+        if (fd < 0)
+            continue;
+        struct stat st;
+        /* a sweeper may have judged the file between open and lock and removed it: then the lock
+         * is on an unlinked inode, and a new name is needed */
+        if (mv_output_lock_temp(fd) == 0 && fstat(fd, &st) == 0 && st.st_nlink == 0) {
+            close(fd);
+            continue;
+        }
+        return fd;
     }
     errno = EEXIST;
     return -1;
@@ -226,12 +278,27 @@ static mv_status build_image(const char *fin, mv_dtype dt, int64_t rows, int64_t
     return MV_OK;
 }
 
+/* MV_ERR_IO when err means the disk (or this process) cannot take more outputs, MV_ERR_OUTPUT
+ * when it is about this one output's name or place. */
+static mv_status io_status(int err)
+{
+    switch (err) {
+    case ENOSPC: case EDQUOT: case EROFS: case EIO: case EFBIG:
+    case EMFILE: case ENFILE: case ENOMEM:
+        return MV_ERR_IO;
+    default:
+        return MV_ERR_OUTPUT;
+    }
+}
+
 mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int64_t rows,
                           int64_t cols, const float *data, int zstd_level, char *final_path,
-                          size_t cap, mv_err *e)
+                          size_t cap, size_t *bytes, mv_err *e)
 {
     if (final_path && cap)
         final_path[0] = 0;
+    if (bytes)
+        *bytes = 0;
     if (dt != MV_DT_F32 && dt != MV_DT_F16)
         return mv_fail(e, MV_ERR_UNSUPPORTED, "%s/%s: output dtype must be f32 or f16", out_dir,
                        rel);
@@ -266,12 +333,19 @@ mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int
     else
         *slash = 0;
 
+    size_t count = (size_t)rows * (size_t)cols, bad = mv_count_nonfinite(data, count);
+    if (bad) {
+        s = mv_fail(e, MV_ERR_MODEL,
+                    "%s: not written: the embedding holds %zu NaN/Inf values of %zu (the model or "
+                    "its preprocessing produced non-finite numbers for this input)", fin, bad, count);
+        goto done;
+    }
     s = build_image(fin, dt, rows, cols, data, zstd_level, &img, &img_len, e);
     if (s != MV_OK)
         goto done;
 
     if ((s = mv_mkdirs(dir, e)) != MV_OK) {
-        mv_fail_prefix(e, s, "%s: cannot create its directory", fin);
+        s = mv_fail_prefix(e, io_status(errno), "%s: cannot create its directory", fin);
         goto done;
     }
     if (mark_swept(dir))
@@ -279,40 +353,43 @@ mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int
 
     fd = create_temp(dir, tmp, plen + 32);
     if (fd < 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: cannot create temp file in '%s': %s", fin, dir,
+        s = mv_fail(e, io_status(errno), "%s: cannot create temp file in '%s': %s", fin, dir,
                     strerror(errno));
         goto done;
     }
     tmp_made = 1;
     if (write_all(fd, img, img_len) != 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: write: %s", fin, strerror(errno));
+        s = mv_fail(e, io_status(errno), "%s: write: %s", fin, strerror(errno));
         goto done;
     }
     if (fsync(fd) != 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", fin, strerror(errno));
+        s = mv_fail(e, io_status(errno), "%s: fsync: %s", fin, strerror(errno));
         goto done;
     }
-    int cr = close(fd);
-    fd = -1;
-    if (cr != 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: close: %s", fin, strerror(errno));
-        goto done;
-    }
+    /* renamed while still open: the lock holds until the temp name is gone */
     if (rename(tmp, fin) != 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: rename from '%s': %s", fin, tmp, strerror(errno));
+        s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
         goto done;
     }
     tmp_made = 0;
+    int cr = close(fd);
+    fd = -1;
+    if (cr != 0) {
+        s = mv_fail(e, io_status(errno), "%s: close: %s", fin, strerror(errno));
+        unlink(fin);
+        goto done;
+    }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: cannot open directory '%s' to fsync: %s", fin, dir,
+        s = mv_fail(e, io_status(errno), "%s: cannot open directory '%s' to fsync: %s", fin, dir,
                     strerror(errno));
         unlink(fin);
         goto done;
     }
     /* some file systems cannot fsync a directory (EINVAL): nothing more to do there */
     if (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS) {
-        s = mv_fail(e, MV_ERR_IO, "%s: fsync of directory '%s': %s", fin, dir, strerror(errno));
+        s = mv_fail(e, io_status(errno), "%s: fsync of directory '%s': %s", fin, dir,
+                    strerror(errno));
         close(dfd);
         unlink(fin);
         goto done;
@@ -320,6 +397,8 @@ mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int
     close(dfd);
     if (final_path && cap)
         strcpy(final_path, fin);
+    if (bytes)
+        *bytes = img_len;
 done:
     if (fd >= 0)
         close(fd);

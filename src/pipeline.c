@@ -6,7 +6,8 @@
  * read-only disk, the manifest) stop it. Memory stays bounded: paths are streamed and every queue
  * has a fixed capacity. After an interrupt no queued input is started: inputs not yet decoded or
  * not yet in a forward are dropped (no manifest line: the next run does them), forwards in flight
- * finish and are written.
+ * finish and are written. Test hook: MVEMBED_TEST_FILL_WINDOW=1 (see tower_main) makes packing
+ * independent of timing.
  */
 #include "mv_pipeline.h"
 
@@ -488,6 +489,11 @@ static void *tower_main(void *arg)
      * input, takes whatever else is ready (up to two forwards' worth), and packs that window with
      * first fit decreasing, so mixed sizes still fill each forward. */
     int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
+    /* Test hook: MVEMBED_TEST_FILL_WINDOW=1 makes the thread wait until the window is full (two
+     * forwards' worth, or TOWER_WINDOW inputs) or the ready queue is closed, instead of taking
+     * only what is ready now, so that tests of packing do not depend on timing. */
+    const char *fill_env = getenv("MVEMBED_TEST_FILL_WINDOW");
+    int fill = fill_env && !strcmp(fill_env, "1");
     mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
     int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
     int bin[TOWER_WINDOW];
@@ -510,7 +516,7 @@ static void *tower_main(void *arg)
             }
             if (limit <= 0 ? n == 1 : n == TOWER_WINDOW || wtok >= 2 * limit)
                 break;
-            it = mv_queue_try_pop(&R->ready);
+            it = fill ? mv_queue_pop(&R->ready) : mv_queue_try_pop(&R->ready);
         }
         if (n == 0)
             continue;
@@ -548,33 +554,44 @@ static void write_item(runner *R, mv_item *it)
     snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
+    size_t bytes = 0;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
+        /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
         mv_status st = mv_output_write(o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
-                                       it->out, o->zstd_level, final_path, sizeof final_path, &e);
+                                       it->out, o->zstd_level, final_path, sizeof final_path,
+                                       &bytes, &e);
         t_add(R, T_WRITE, t);
-        if (st == MV_ERR_IO) { /* a full or read-only disk fails every later write too */
+        if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
             set_fatal(R, &e);
             return;
         }
-        if (st)
+        if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
     }
     mv_record r;
     mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, &r);
+    if (!it->error) {
+        r.has_bytes = 1;
+        r.bytes = (int64_t)bytes;
+    }
     if (append_record(R, &r, &e)) {
         set_fatal(R, &e);
         return;
     }
+    /* paths are escaped: a file name cannot forge a line or send terminal escapes */
+    char esc[8192];
     if (it->error) {
         atomic_fetch_add(&R->n_err, 1);
-        say(R, "mvembed: %s\n", it->error);
+        say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
     } else {
         atomic_fetch_add(&R->n_ok, 1);
-        if (o->verbose)
-            say(R, "mvembed: %s -> %s [%lld x %d] %.3fs\n", it->path, out_rel, (long long)it->rows,
-                c->out_hidden, r.seconds);
+        if (o->verbose) {
+            char esc2[8192];
+            say(R, "mvembed: %s -> %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
+                mv_escape(out_rel, esc2, sizeof esc2), (long long)it->rows, c->out_hidden, r.seconds);
+        }
     }
 }
 
@@ -649,8 +666,11 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
                 if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) {
                     atomic_fetch_add(&R->n_skip, 1);
                     hset_add(&rels, mv_hash64(prev, strlen(prev)));
-                    if (o->verbose)
-                        say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", wi.path);
+                    if (o->verbose) {
+                        char esc[8192];
+                        say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
+                            mv_escape(wi.path, esc, sizeof esc));
+                    }
                     mv_item_free(it);
                     continue;
                 }

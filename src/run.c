@@ -123,7 +123,7 @@ static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, m
         goto done_a;
     char final_path[8400];
     if (o->out_dir && (st = mv_output_write(o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
-                                            o->zstd_level, final_path, sizeof final_path, e)))
+                                            o->zstd_level, final_path, sizeof final_path, NULL, e)))
         goto done_a;
     if (!o->quiet && o->out_dir)
         fprintf(stderr, "mvembed: %s -> %s [%lld x %d]\n", o->pixels, final_path, (long long)rows,

@@ -50,7 +50,8 @@ print("ok")' "$3" "$RUN/out/manifest.jsonl" "$2"
 }
 
 @test "--batch-tokens packs videos (several segments each) with others; embeddings still match HF" {
-    run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/p" --batch-tokens 4096 \
+    # the test hook makes the tower wait for a full window: packing does not depend on timing
+    run env MVEMBED_TEST_FILL_WINDOW=1 "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/p" --batch-tokens 4096 \
         "$ROOT/fixtures/media/videos"
     [ "$status" -eq 0 ]
     n_fwd=$(forwards "$output")

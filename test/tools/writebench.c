@@ -27,7 +27,7 @@ static void *work(void *arg)
     mv_err e;
     for (int f = j->id; f < j->files; f += j->nthreads) {
         snprintf(rel, sizeof rel, "w%05d", f);
-        if (mv_output_write(j->dir, rel, j->dt, j->rows, j->cols, j->data, j->level, NULL, 0, &e)) {
+        if (mv_output_write(j->dir, rel, j->dt, j->rows, j->cols, j->data, j->level, NULL, 0, NULL, &e)) {
             fprintf(stderr, "writebench: %s\n", e.msg);
             j->failed = 1;
             return NULL;

@@ -2,17 +2,23 @@
  * Oracle: the `zstd` CLI decompresses and /usr/bin/python3 numpy.load reads the result, compared
  * with the same floats written raw (f16 checked bit for bit against numpy's astype(float16)).
  * Also: one frame with content size + checksum, no temp file left, failures (unwritable
- * directory, a file in the way, a write that fails midway) clean up and name the file. */
+ * directory, a file in the way, a write that fails midway) clean up and name the file; which
+ * failures are the disk's (MV_ERR_IO) and which this output's (MV_ERR_OUTPUT); NaN/Inf refused;
+ * the size reported is stat's; the temp-file sweep spares a file another process holds a lock on
+ * (the lock taken by a child with fcntl) and removes unlocked abandoned ones; mv_escape. */
 #include "mv_output.h"
 #include "unit.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
@@ -76,7 +82,7 @@ int main(void)
     enum { R = 3, C = 5 };
     float v[R * C] = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159265f, 1e-8f, 65504.0f, 65520.0f,
                       2049.0f, 2051.0f, 1e-7f, 6.1e-5f, -7e30f, 0.33333334f, 1e-45f};
-    mv_status s = mv_output_write(out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, &e);
+    mv_status s = mv_output_write(out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, NULL, &e);
     char want[1024];
     snprintf(want, sizeof want, "%s/a/b/c.jpg.npy.zst", out);
     CHECK(s == MV_OK && strcmp(fin, want) == 0, "f32 write into new nested dirs: %s",
@@ -88,6 +94,10 @@ int main(void)
     CHECK(count_temps(sub) == 0, "no temp file left behind");
     struct stat st;
     CHECK(stat(want, &st) == 0 && (st.st_mode & 0777) == 0644, "final file mode 0666 & ~umask");
+    size_t bytes = 0;
+    s = mv_output_write(out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, &bytes, &e);
+    CHECK(s == MV_OK && stat(want, &st) == 0 && bytes > 0 && (off_t)bytes == st.st_size,
+          "*bytes is the file's size as stat sees it (%zu)", bytes);
 
     /* 2. the file is one zstd frame with content size and checksum */
     uint8_t *z;
@@ -105,7 +115,7 @@ int main(void)
 
     /* 3. f16: round to nearest even, overflow to inf, subnormals; checked against numpy */
     snprintf(want, sizeof want, "%s/h.png.npy.zst", out);
-    s = mv_output_write(out, "h.png", MV_DT_F16, R, C, v, 19, fin, sizeof fin, &e);
+    s = mv_output_write(out, "h.png", MV_DT_F16, R, C, v, 19, fin, sizeof fin, NULL, &e);
     CHECK(s == MV_OK && numpy_check(want, rawp, "<f2", R, C) == 0,
           "f16 output equals numpy astype(float16) bit for bit");
 
@@ -117,7 +127,7 @@ int main(void)
         x = x * 1664525u + 1013904223u;
         big[i] = (float)((int32_t)x) / 2147483648.0f * 8.0f;
     }
-    s = mv_output_write(out, "h.png", MV_DT_F32, R2, C2, big, 1, fin, sizeof fin, &e);
+    s = mv_output_write(out, "h.png", MV_DT_F32, R2, C2, big, 1, fin, sizeof fin, NULL, &e);
     write_raw(rawp, big, (size_t)R2 * C2);
     CHECK(s == MV_OK && numpy_check(want, rawp, "<f4", R2, C2) == 0,
           "700x1152 f32 overwrites the earlier file; numpy reads the new array");
@@ -151,9 +161,45 @@ int main(void)
     FILE *bf = fopen(blocker, "w");
     if (bf)
         fclose(bf);
-    s = mv_output_write(out, "file/x.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, &e);
-    CHECK(s == MV_ERR_IO && strstr(e.msg, "file/x.jpg.npy.zst") && strstr(e.msg, "Not a directory"),
-          "a file in the way fails naming the file and cause: %s", e.msg);
+    s = mv_output_write(out, "file/x.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, NULL, &e);
+    CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "file/x.jpg.npy.zst") &&
+              strstr(e.msg, "Not a directory"),
+          "a file in the way fails this output only (MV_ERR_OUTPUT), naming the file and cause: %s",
+          e.msg);
+
+    /* 6b. other problems of one output's name or place are MV_ERR_OUTPUT, not the disk's */
+    char longname[300];
+    memset(longname, 'n', 248);
+    strcpy(longname + 248, ".jpg"); /* 252 bytes: ".npy.zst" makes it 260, over NAME_MAX */
+    s = mv_output_write(out, longname, MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "File name too long") && count_temps(out) == 0,
+          "a name over NAME_MAX: MV_ERR_OUTPUT, temp removed: %.80s...", e.msg);
+    char isdir[700];
+    snprintf(isdir, sizeof isdir, "%s/d.jpg.npy.zst", out);
+    mkdir(isdir, 0755);
+    s = mv_output_write(out, "d.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "Is a directory") && count_temps(out) == 0,
+          "a directory named like the output: MV_ERR_OUTPUT: %s", e.msg);
+    char deep[5000];
+    int dn = 0;
+    while (dn < 4200)
+        dn += snprintf(deep + dn, sizeof deep - dn, "dddddddddddddddddddddddddddddd/");
+    strcpy(deep + dn, "x.jpg");
+    s = mv_output_write(out, deep, MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "File name too long"),
+          "a path over PATH_MAX: MV_ERR_OUTPUT: %.60s...", e.msg);
+
+    /* 6c. NaN / Inf are never written */
+    float nanv[R * C];
+    memcpy(nanv, v, sizeof nanv);
+    nanv[7] = NAN;
+    nanv[9] = -INFINITY;
+    s = mv_output_write(out, "nan.jpg", MV_DT_F16, R, C, nanv, 3, NULL, 0, NULL, &e);
+    snprintf(want, sizeof want, "%s/nan.jpg.npy.zst", out);
+    CHECK(s == MV_ERR_MODEL && strstr(e.msg, "2 NaN/Inf values of 15") && access(want, F_OK) != 0,
+          "data with a NaN and an Inf is refused, nothing written: %s", e.msg);
+    CHECK(mv_count_nonfinite(nanv, R * C) == 2 && mv_count_nonfinite(v, R * C) == 0,
+          "mv_count_nonfinite counts NaN and Inf, not huge finite values or subnormals");
 
     /* 7. an unwritable directory (as root, in a child that drops to uid 65534) */
     char ro[600];
@@ -167,10 +213,10 @@ int main(void)
             _exit(3);
         mv_err ce = {{0}};
         char cf[1024];
-        mv_status cs2 = mv_output_write(ro, "d/x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, &ce);
-        int ok1 = cs2 == MV_ERR_IO && strstr(ce.msg, "Permission denied") && strstr(ce.msg, "ro/d");
-        cs2 = mv_output_write(ro, "x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, &ce);
-        int ok2 = cs2 == MV_ERR_IO && strstr(ce.msg, "x.jpg.npy.zst") &&
+        mv_status cs2 = mv_output_write(ro, "d/x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, NULL, &ce);
+        int ok1 = cs2 == MV_ERR_OUTPUT && strstr(ce.msg, "Permission denied") && strstr(ce.msg, "ro/d");
+        cs2 = mv_output_write(ro, "x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, NULL, &ce);
+        int ok2 = cs2 == MV_ERR_OUTPUT && strstr(ce.msg, "x.jpg.npy.zst") &&
                   strstr(ce.msg, "Permission denied");
         printf("# unwritable: %s\n", ce.msg);
         fflush(stdout);
@@ -193,7 +239,7 @@ int main(void)
             _exit(3);
         mv_err ce = {{0}};
         char cf[1024];
-        mv_status cs2 = mv_output_write(lim, "big.jpg", MV_DT_F32, R2, C2, big, 1, cf, sizeof cf, &ce);
+        mv_status cs2 = mv_output_write(lim, "big.jpg", MV_DT_F32, R2, C2, big, 1, cf, sizeof cf, NULL, &ce);
         printf("# midway: %s\n", ce.msg);
         fflush(stdout);
         _exit(cs2 == MV_ERR_IO && strstr(ce.msg, "big.jpg.npy.zst: write: File too large") ? 0 : 1);
@@ -203,29 +249,77 @@ int main(void)
     CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && count_temps(lim) == 0 && access(want, F_OK) != 0,
           "write failing midway: error names file and cause, temp removed, no final file");
 
-    /* 9. stale temp files of dead processes are swept on the first write into a directory;
-     * a live process's temp file is kept */
+    /* 9. the sweep on the first write into a directory: an unlocked temp file of a dead pid goes;
+     * an unlocked one of a running pid stays while recent and goes once older than the age
+     * limit; one whose writer holds the lock stays whatever its pid (another machine's or PID
+     * namespace's process: its pid means nothing here) */
     pid = fork();
     if (pid == 0)
         _exit(0);
     waitpid(pid, &ws, 0); /* pid is now dead */
-    char sw[600], t1[700], t2[700];
+    char sw[600], t1[700], t2[700], t3[700], t4[700];
     snprintf(sw, sizeof sw, "%s/sweep", out);
     mkdir(sw, 0755);
     snprintf(t1, sizeof t1, "%s/.tmp-%ld-abcdef", sw, (long)pid);
     snprintf(t2, sizeof t2, "%s/.tmp-%ld-ghijkl", sw, (long)getppid());
-    FILE *f1 = fopen(t1, "w"), *f2 = fopen(t2, "w");
-    if (!f1 || !f2) {
-        perror("temp fixtures");
+    snprintf(t3, sizeof t3, "%s/.tmp-%ld-mnopqr", sw, (long)getppid());
+    snprintf(t4, sizeof t4, "%s/.tmp-%ld-stuvwx", sw, (long)pid);
+    const char *tn[4] = {t1, t2, t3, t4};
+    for (int i = 0; i < 4; i++) {
+        FILE *tf = fopen(tn[i], "w");
+        if (!tf) {
+            perror("temp fixtures");
+            return 2;
+        }
+        fclose(tf);
+    }
+    struct timeval old_tv[2] = {{time(NULL) - MV_OUTPUT_TEMP_MAX_AGE - 3600, 0},
+                                {time(NULL) - MV_OUTPUT_TEMP_MAX_AGE - 3600, 0}};
+    utimes(t3, old_tv);
+    utimes(t4, old_tv);
+    int lk[2];
+    if (pipe(lk) != 0)
+        return 2;
+    pid_t holder = fork();
+    if (holder == 0) { /* a live writer elsewhere: holds a POSIX write lock on t4 */
+        int fd = open(t4, O_RDWR);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char c = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? 'y' : 'n';
+        if (write(lk[1], &c, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char got = 0;
+    if (read(lk[0], &got, 1) != 1 || got != 'y') {
+        fprintf(stderr, "lock holder failed\n");
         return 2;
     }
-    fclose(f1);
-    fclose(f2);
-    s = mv_output_write(sw, "n.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, &e);
-    CHECK(s == MV_OK && access(t1, F_OK) != 0 && access(t2, F_OK) == 0,
-          "dead pid's temp file removed, live pid's kept");
+    s = mv_output_write(sw, "n.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    kill(holder, SIGKILL);
+    waitpid(holder, &ws, 0);
+    CHECK(s == MV_OK && access(t1, F_OK) != 0, "unlocked temp file of a dead pid removed");
+    CHECK(access(t2, F_OK) == 0, "unlocked recent temp file of a running pid kept");
+    CHECK(access(t3, F_OK) != 0, "unlocked temp file of a running pid older than the age limit removed");
+    CHECK(access(t4, F_OK) == 0, "a locked temp file (its writer alive elsewhere) kept, though its pid "
+                                 "is dead here and it is old");
+    CHECK(mv_output_clean_temps(sw) == 1 && access(t4, F_OK) != 0,
+          "once its writer is gone, the next sweep removes it");
     unlink(t2);
     CHECK(mv_output_clean_temps("/nonexistent-dir-mv") == -1, "sweeping a missing dir says -1");
+
+    /* 10. mv_escape */
+    char eb[64];
+    CHECK(!strcmp(mv_escape("a\nmvembed: x: ok\x1b[31m\\\t\x7f", eb, sizeof eb),
+                  "a\\nmvembed: x: ok\\x1b[31m\\\\\\t\\x7f"),
+          "newline, ESC, backslash, tab, DEL escaped: %s", eb);
+    CHECK(!strcmp(mv_escape("caf\xc3\xa9 \xe2\x82\xac \xc2\x9b \xff", eb, sizeof eb),
+                  "caf\xc3\xa9 \xe2\x82\xac \\xc2\\x9b \\xff"),
+          "UTF-8 kept; C1 control and invalid bytes as \\xHH: %s", eb);
+    char small[12];
+    CHECK(!strcmp(mv_escape("0123456789abcdef", small, sizeof small), "01234567...") &&
+              !strcmp(mv_escape("\n\n\n\n\n\n", small, sizeof small), "\\n\\n\\n\\n..."),
+          "too long: shortened with ... within the buffer");
 
     free(big);
     char cmd[700];
