@@ -24,7 +24,8 @@ if [ "${1:-}" = videocap ]; then
     done
     for rule in on off; do
         python3 scripts/hf_reference.py run --model fixtures/model-tiny --out $W/ref/videos_cap_$rule \
-            --pixel-digest --stages output --dtypes f64,f32 --cap-pixels-per-frame $rule --videos "${frames[@]}"
+            --pixel-digest --stages output --dtypes f64,f32 --cap-pixels-per-frame $rule --max-video-tokens 768 \
+            --videos "${frames[@]}"
         python3 scripts/hf_reference.py run --model fixtures/model-tiny --out $W/ref/videos_cap_bind_$rule \
             --pixel-digest --stages output --dtypes f64,f32 --cap-pixels-per-frame $rule --max-video-tokens 4 \
             --videos "${frames[@]}"

@@ -30,7 +30,8 @@ rule_flags() {
     "$PY" -c '
 import json, sys
 r = json.load(open(sys.argv[1]))["video_rule"]
-print("--video-frame-cap", "on" if r["cap_pixels_per_frame"] else "off", "--max-video-tokens", r["max_video_tokens"])' "$m"
+t = r["max_video_tokens"]
+print("--video-frame-cap", "on" if r["cap_pixels_per_frame"] else "off", *(["--max-video-tokens", t] if t else []))' "$m"
 }
 
 # embed SET DIR [options]: all fixture videos with SET's rule into DIR/out, stages in DIR/dump
