@@ -44,7 +44,14 @@ typedef struct {
     long long video_min_pixels, video_max_pixels;
     double fps;                                   /* default sampling fps (2) */
     int min_frames, max_frames;                   /* 4 / 768 */
+    /* HF's per-frame pixel cap (cap_pixels_per_frame, max_video_tokens): see mv_video_max_pixels */
+    int video_frame_cap;                          /* 1 capped, 0 uncapped (transformers 5.17's default) */
+    int video_frame_cap_src;                      /* where video_frame_cap came from (MV_CAP_FROM_*) */
+    long long max_video_tokens;                   /* merged tokens per frame under the cap (768) */
 } mv_preproc_config;
+
+/* Sources of mv_preproc_config.video_frame_cap, for -v. */
+enum { MV_CAP_FROM_DEFAULT = 0, MV_CAP_FROM_CONFIG, MV_CAP_FROM_OPTION };
 
 typedef struct {
     float *norm1_w, *norm1_b;   /* [H] */

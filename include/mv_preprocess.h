@@ -3,8 +3,9 @@
  * bicubic resize, fused rescale+normalize, and patchify into pixel_values rows
  * (QWEN35_VISION.md sections 4 and 5).
  *
- * Also the video path (HF's Qwen3VLVideoProcessor after frame sampling): video smart_resize of
- * all frames, the same resize per frame, temporal patchify.
+ * Also the video path (HF's Qwen3VLVideoProcessor after frame sampling): the video pixel budget
+ * with or without HF's per-frame cap, video smart_resize of all frames, the same resize per
+ * frame, temporal patchify.
  *
  * Not here: decoding (mv_image.h), video frame sampling and video smart_resize (mv_video.h),
  * the bf16 cast at tower entry (the tower does it).
@@ -52,8 +53,24 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e);
 
+/* The pixel budget (max_pixels) video smart_resize gets for n sampled frames. Uncapped
+ * (pp->video_frame_cap 0, transformers 5.17's default): pp->video_max_pixels, shared by all
+ * frames. Capped (HF Qwen3VLVideoProcessor.resize with cap_pixels_per_frame=True, the default
+ * from transformers 5.22 and qwen-vl-utils' rule), with factor = patch * merge:
+ *   per_frame = max(min(max_video_tokens * factor^2, video_max_pixels // n),
+ *                   int(video_min_pixels * 1.05))
+ *   max_pixels = per_frame * n
+ * (Python ints; a product past LLONG_MAX saturates, which smart_resize treats the same: no frame
+ * set reaches it). min_pixels stays video_min_pixels under both rules. n < 1 gives
+ * video_max_pixels. */
+long long mv_video_max_pixels(const mv_preproc_config *pp, int n);
+
+/* One line saying which video budget rule pp uses and where it came from (for -v), into buf. */
+void mv_video_rule_describe(const mv_preproc_config *pp, char *buf, size_t size);
+
 /* The whole video path after sampling: frames [n][h][w][3] (uint8, HWC), mv_smart_resize_video
- * with pp's video budget, the same resize per frame, patchify in temporal groups. *pixels
+ * with the budget mv_video_max_pixels(pp, n), the same resize per frame, patchify in temporal
+ * groups. *pixels
  * (malloc'd, [ceil(n/temporal)*gh*gw, patch_dim]) and grid = {ceil(n/temporal), gh, gw}; resized
  * (may be NULL) receives the resized frames [n][rh][rw][3]. Callers prefix errors with the file. */
 mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,

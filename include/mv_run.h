@@ -25,6 +25,8 @@ typedef struct {
     double fps;                /* 0 = model's */
     int num_frames;            /* 0 = from fps */
     int min_frames, max_frames; /* 0 = model's */
+    int video_frame_cap;       /* --video-frame-cap: 0 = model's, 1 on, -1 off */
+    long long max_video_tokens; /* 0 = model's */
     long long max_decode_pixels;
     double timeout;            /* per-input decode time limit, seconds (0 = none) */
     const char *dump_dir;

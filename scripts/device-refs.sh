@@ -3,8 +3,37 @@
 # fixture model and HF reference outputs for every fixture input, packed into $OUT/refs.tgz.
 #   .device/frames/*.npy  video frames decoded by the ffmpeg CLI here (scripts/ffmpeg_frames.py)
 # Usage (device tool, carry .device/frames): bash scripts/device-refs.sh
+#
+#   bash scripts/device-refs.sh videocap   only the video per-frame pixel cap references, made
+#   with the committed fixtures/model-tiny, into ONE file $OUT/videocap_refs.tar holding
+#   ref/videos_cap_{on,off}/NAME (the model's own budget, cap_pixels_per_frame True / False) and
+#   ref/videos_cap_bind_{on,off}/NAME (max_video_tokens 4: a cap that binds on every fixture
+#   clip), for every NAME under fixtures/ref/videos. Unpack here with
+#   `tar xf videocap_refs.tar -C fixtures`. The frames: for f in fixtures/media/videos/*; do
+#   /usr/bin/python3 scripts/ffmpeg_frames.py "$f" ".device/frames/$(basename "${f%.*}").npy"; done
 set -euo pipefail
 export PYTHONUNBUFFERED=1
+if [ "${1:-}" = videocap ]; then
+    W=/tmp/videocap
+    rm -rf $W && mkdir -p $W/ref
+    frames=()
+    for d in fixtures/ref/videos/*/; do
+        f=.device/frames/$(basename "$d").npy
+        [ -f "$f" ] || { echo "device-refs.sh: $f missing (carry .device/frames)" >&2; exit 1; }
+        frames+=("$f")
+    done
+    for rule in on off; do
+        python3 scripts/hf_reference.py run --model fixtures/model-tiny --out $W/ref/videos_cap_$rule \
+            --pixel-digest --stages output --dtypes f64,f32 --cap-pixels-per-frame $rule --max-video-tokens 768 \
+            --videos "${frames[@]}"
+        python3 scripts/hf_reference.py run --model fixtures/model-tiny --out $W/ref/videos_cap_bind_$rule \
+            --pixel-digest --stages output --dtypes f64,f32 --cap-pixels-per-frame $rule --max-video-tokens 4 \
+            --videos "${frames[@]}"
+    done
+    tar cf $OUT/videocap_refs.tar -C $W ref
+    ls -la $OUT
+    exit 0
+fi
 W=/tmp/refs
 rm -rf $W && mkdir -p $W/ref
 python3 scripts/hf_reference.py make-model --config tiny --seed 0 --out $W/model-tiny

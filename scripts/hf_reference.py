@@ -11,7 +11,8 @@ Needs torch and transformers >= 5.17 (with qwen3_5); run it on the GPU machine, 
               video_preprocessor_config.json.
   run         runs HF's image processor (Qwen2VLImageProcessor, torchvision backend, on CPU) on image
               files, HF's Qwen3VLVideoProcessor on decoded video frames (.npy [T,H,W,3] uint8 with a
-              .json of fps/total frames beside it, made by scripts/ffmpeg_frames.py), or takes given
+              .json of fps/total frames beside it, made by scripts/ffmpeg_frames.py; the per-frame
+              pixel cap from the config or --cap-pixels-per-frame / --max-video-tokens), or takes given
               pixel_values, then the tower in f64 and f32 (CPU) and optionally bf16 (GPU), writing
               OUT/<name>/{pixel_values.npy, grid_thw.npy, meta.json, <stage>.<dtype>.npy, errors.json}.
 
@@ -213,17 +214,31 @@ def image_inputs(path, mdir):
     return pix, grid, meta
 
 
-def video_inputs(npy, mdir, fps=None, num_frames=None):
+def video_inputs(npy, mdir, fps=None, num_frames=None, cap=None, max_video_tokens=None):
+    """cap (True/False) and max_video_tokens override the config's cap_pixels_per_frame and
+    max_video_tokens; both reach the processor as constructor settings, as from the config file."""
+    import inspect
+    import transformers
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
     from transformers.video_utils import VideoMetadata
     pc = json.load(open(os.path.join(mdir, "video_preprocessor_config.json")))
     kw = {k: pc[k] for k in ["size", "patch_size", "temporal_patch_size", "merge_size", "image_mean",
-                             "image_std", "fps", "min_frames", "max_frames"] if k in pc}
+                             "image_std", "fps", "min_frames", "max_frames", "cap_pixels_per_frame",
+                             "max_video_tokens"] if k in pc}
     if num_frames is not None:
         kw.pop("fps", None)
     elif fps is not None:
         kw["fps"] = fps
+    if cap is not None:
+        kw["cap_pixels_per_frame"] = cap
+    if max_video_tokens is not None:
+        kw["max_video_tokens"] = max_video_tokens
     proc = Qwen3VLVideoProcessor(**kw)
+    # refuse to write references for a rule this transformers does not implement
+    src = inspect.getsource(Qwen3VLVideoProcessor)
+    for k in ("cap_pixels_per_frame", "max_video_tokens"):
+        if k in kw and (k not in src or getattr(proc, k, None) != kw[k]):
+            sys.exit(f"video_inputs: transformers {transformers.__version__} ignores {k}={kw[k]!r}")
     frames = np.load(npy)
     info = json.load(open(npy[:-4] + ".json"))
     md = VideoMetadata(total_num_frames=int(frames.shape[0]), fps=float(info["fps"]),
@@ -247,7 +262,10 @@ def video_inputs(npy, mdir, fps=None, num_frames=None):
     meta = {"kind": "video", "width": int(frames.shape[2]), "height": int(frames.shape[1]),
             "total_frames": int(frames.shape[0]), "fps": float(info["fps"]),
             "frame_indices": [int(i) for i in idx] if idx is not None else None,
-            "resized": [int(grid[0, 2]) * 16, int(grid[0, 1]) * 16], "processor": type(proc).__name__}
+            "resized": [int(grid[0, 2]) * 16, int(grid[0, 1]) * 16], "processor": type(proc).__name__,
+            "video_rule": {"cap_pixels_per_frame": getattr(proc, "cap_pixels_per_frame", None),
+                           "max_video_tokens": getattr(proc, "max_video_tokens", None),
+                           "size": dict(pc["size"]), "transformers": transformers.__version__}}
     return pix, grid, meta
 
 
@@ -273,7 +291,9 @@ def run(args):
     for p in args.images or []:
         jobs.append((os.path.basename(p), lambda p=p: image_inputs(p, args.model)))
     for p in args.videos or []:
-        jobs.append((os.path.basename(p)[:-4], lambda p=p: video_inputs(p, args.model, args.fps, args.num_frames)))
+        cap = None if args.cap_pixels_per_frame is None else args.cap_pixels_per_frame == "on"
+        jobs.append((os.path.basename(p)[:-4], lambda p=p, cap=cap: video_inputs(
+            p, args.model, args.fps, args.num_frames, cap, args.max_video_tokens)))
     if args.pixels:
         def given():
             pix = np.load(args.pixels).astype(np.float32)
@@ -343,6 +363,9 @@ def main():
     r.add_argument("--videos", nargs="*", help="frames .npy files from scripts/ffmpeg_frames.py")
     r.add_argument("--fps", type=float)
     r.add_argument("--num-frames", type=int)
+    r.add_argument("--cap-pixels-per-frame", choices=["on", "off"],
+                   help="Qwen3VLVideoProcessor cap_pixels_per_frame (default: the model's config, else unset)")
+    r.add_argument("--max-video-tokens", type=int, help="Qwen3VLVideoProcessor max_video_tokens")
     r.add_argument("--pixels")
     r.add_argument("--grid", help="t,h,w[;t,h,w...] for --pixels")
     r.add_argument("--name")

@@ -68,6 +68,9 @@ static const char usage_text[] =
     "      --fps X               video frames sampled per second (default 2)\n"
     "      --num-frames N        sample exactly N frames instead (excludes --fps)\n"
     "      --min-frames N, --max-frames N  clamps for the fps rule (default 4, 768)\n"
+    "      --video-frame-cap on|off  HF's per-frame video pixel cap (cap_pixels_per_frame;\n"
+    "                            default the model's, else off as transformers 5.17)\n"
+    "      --max-video-tokens N  tokens per frame under the cap (default the model's, else 768)\n"
     "      --max-decode-pixels N refuse images larger than N pixels (default 178956970)\n"
     "      --timeout SECONDS     per-input video decode time limit (default 600, 0 = none)\n"
     "\n"
@@ -93,6 +96,7 @@ enum {
     O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
     O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
     O_ATTN,
+    O_VCAP, O_VTOKENS,
 };
 
 /* "0,1,3" or "all" (every visible CUDA device). */
@@ -164,6 +168,7 @@ int main(int argc, char **argv)
         {"shard", required_argument, 0, O_SHARD},
         {"progress-every", required_argument, 0, O_PROGEVERY},
         {"inflight", required_argument, 0, O_INFLIGHT},
+        {"video-frame-cap", required_argument, 0, O_VCAP}, {"max-video-tokens", required_argument, 0, O_VTOKENS},
         {0, 0, 0, 0},
     };
     mv_run_opts o;
@@ -290,6 +295,16 @@ int main(int argc, char **argv)
                 o.min_frames = (int)v;
             else
                 o.max_frames = (int)v;
+            break;
+        case O_VCAP:
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return usage_error("--video-frame-cap must be on or off", optarg);
+            o.video_frame_cap = strcmp(optarg, "on") ? -1 : 1;
+            break;
+        case O_VTOKENS:
+            if (parse_ll(optarg, 1, &v) || v > 1000000000)
+                return usage_error("--max-video-tokens must be 1..1000000000", optarg);
+            o.max_video_tokens = v;
             break;
         case O_TIMEOUT: {
             char *end;

@@ -40,6 +40,9 @@ void mv_preproc_defaults(mv_preproc_config *pp)
     pp->fps = 2.0;
     pp->min_frames = 4;
     pp->max_frames = 768;
+    pp->video_frame_cap = 0; /* transformers 5.17 leaves cap_pixels_per_frame unset: uncapped */
+    pp->video_frame_cap_src = MV_CAP_FROM_DEFAULT;
+    pp->max_video_tokens = 768;
 }
 
 static json_t *load_json(const char *path, mv_err *e, mv_status *st)
@@ -275,9 +278,20 @@ static mv_status parse_preproc(const char *dir, const mv_vision_config *c, mv_pr
         if ((st = get_size(j, &pp->video_min_pixels, &pp->video_max_pixels, path, e)) ||
             (st = get_num(j, "fps", &pp->fps, path, e)) ||
             (st = get_whole(j, "min_frames", 1, 1000000, &mn, path, e)) ||
-            (st = get_whole(j, "max_frames", 1, 1000000, &mx, path, e))) {
+            (st = get_whole(j, "max_frames", 1, 1000000, &mx, path, e)) ||
+            (st = get_whole(j, "max_video_tokens", 1, 1e9, &pp->max_video_tokens, path, e))) {
             json_decref(j);
             return st;
+        }
+        /* cap_pixels_per_frame: true / false, or absent / null = unset (uncapped in 5.17) */
+        json_t *cap = json_object_get(j, "cap_pixels_per_frame");
+        if (cap && !json_is_null(cap)) {
+            if (!json_is_boolean(cap)) {
+                json_decref(j);
+                return mv_fail(e, MV_ERR_MODEL, "%s: \"cap_pixels_per_frame\" must be true, false or null", path);
+            }
+            pp->video_frame_cap = json_is_true(cap);
+            pp->video_frame_cap_src = MV_CAP_FROM_CONFIG;
         }
         json_decref(j);
         pp->min_frames = (int)mn;
@@ -499,6 +513,12 @@ void mv_model_update_fingerprint(mv_model *m)
     h = mix64(h, (const uint8_t *)&pp.fps, sizeof pp.fps);
     int fr[2] = {pp.min_frames, pp.max_frames};
     h = mix64(h, (const uint8_t *)fr, sizeof fr);
+    /* the per-frame cap rule and its token limit, only when on: uncapped runs keep the
+     * fingerprint they had before the cap existed (max_video_tokens changes nothing then) */
+    if (pp.video_frame_cap) {
+        long long cap[2] = {1, pp.max_video_tokens};
+        h = mix64(h, (const uint8_t *)cap, sizeof cap);
+    }
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx", (unsigned long long)h);
 }
 

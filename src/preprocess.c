@@ -1,5 +1,7 @@
 /* preprocess.c - HF Qwen2VLImageProcessor (torchvision backend, CPU) reimplemented bit for bit:
- * smart_resize, torch's uint8 antialiased bicubic resize, rescale+normalize LUT, patchify.
+ * smart_resize, torch's uint8 antialiased bicubic resize, rescale+normalize LUT, patchify; and the
+ * video path after sampling, with the pixel budget of Qwen3VLVideoProcessor.resize (capped per
+ * frame or not).
  *
  * The resize follows pytorch aten/src/ATen/native/cpu/UpSampleKernel.cpp:
  *   HelperInterpBase::_compute_indices_min_size_weights_aa   (per-output xmin, xsize, weights)
@@ -19,7 +21,9 @@
 #include "mv_preprocess.h"
 #include "mv_video.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -339,6 +343,37 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
     return MV_OK;
 }
 
+long long mv_video_max_pixels(const mv_preproc_config *pp, int n)
+{
+    if (!pp->video_frame_cap || n < 1)
+        return pp->video_max_pixels;
+    long long f2 = (long long)pp->patch * pp->merge * pp->patch * pp->merge;
+    /* max_video_tokens * factor * factor, saturated (model.c keeps both far below the limit) */
+    long long frame_cap = pp->max_video_tokens > LLONG_MAX / f2 ? LLONG_MAX : pp->max_video_tokens * f2;
+    long long share = pp->video_max_pixels / n; /* Python // of non-negative ints */
+    long long per_frame = frame_cap < share ? frame_cap : share;
+    /* int(shortest_edge * 1.05): the int converted to a Python float, multiplied, truncated */
+    long long floor_px = (long long)((double)pp->video_min_pixels * 1.05);
+    if (floor_px > per_frame)
+        per_frame = floor_px;
+    return per_frame > LLONG_MAX / n ? LLONG_MAX : per_frame * n;
+}
+
+void mv_video_rule_describe(const mv_preproc_config *pp, char *buf, size_t size)
+{
+    static const char *const from[] = {"default, as transformers 5.17", "video_preprocessor_config.json",
+                                       "--video-frame-cap"};
+    int src = pp->video_frame_cap_src >= 0 && pp->video_frame_cap_src <= 2 ? pp->video_frame_cap_src : 0;
+    int f = pp->patch * pp->merge;
+    if (pp->video_frame_cap)
+        snprintf(buf, size, "video budget: per-frame cap on (%s): per frame max(min(%lld tokens * %d^2, "
+                 "%lld // frames), int(%lld * 1.05)) pixels", from[src], pp->max_video_tokens, f,
+                 pp->video_max_pixels, pp->video_min_pixels);
+    else
+        snprintf(buf, size, "video budget: per-frame cap off (%s): %lld..%lld pixels shared by all "
+                 "sampled frames", from[src], pp->video_min_pixels, pp->video_max_pixels);
+}
+
 mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],
                               uint8_t **resized, int *rw, int *rh, mv_err *e)
@@ -352,7 +387,7 @@ mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
                        pp->patch, pp->merge, pp->temporal);
     int oh, ow, f = pp->patch * pp->merge;
     mv_status st = mv_smart_resize_video(n, h, w, f, pp->temporal, pp->video_min_pixels,
-                                         pp->video_max_pixels, &oh, &ow, e);
+                                         mv_video_max_pixels(pp, n), &oh, &ow, e);
     if (st) return st;
     size_t fsz = (size_t)ow * oh * 3, isz = (size_t)w * h * 3;
     uint8_t *rs = malloc(fsz * n);

@@ -9,6 +9,7 @@
 #include "mv_item.h"
 #include "mv_output.h"
 #include "mv_pipeline.h"
+#include "mv_preprocess.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,12 @@ static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
         pp->min_frames = o->min_frames;
     if (o->max_frames)
         pp->max_frames = o->max_frames;
+    if (o->video_frame_cap) {
+        pp->video_frame_cap = o->video_frame_cap > 0;
+        pp->video_frame_cap_src = MV_CAP_FROM_OPTION;
+    }
+    if (o->max_video_tokens)
+        pp->max_video_tokens = o->max_video_tokens;
     if (pp->min_pixels > pp->max_pixels || pp->video_min_pixels > pp->video_max_pixels)
         return mv_fail(e, MV_ERR_USAGE, "min pixels must not exceed max pixels");
     if (pp->min_frames > pp->max_frames)
@@ -241,6 +248,11 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
         fprintf(stderr, "mvembed: model %s: depth %d hidden %d heads %d out %d (%.2fs), fingerprint %s\n",
                 o->model_dir, m->cfg.depth, m->cfg.hidden, m->cfg.heads, m->cfg.out_hidden,
                 mv_now() - tl, m->fingerprint);
+    if (o->verbose) {
+        char rule[512];
+        mv_video_rule_describe(&m->pp, rule, sizeof rule);
+        fprintf(stderr, "mvembed: %s\n", rule);
+    }
     if ((st = make_backends(o, m, &be, &n_be, e)))
         goto out;
     if (o->pixels) {

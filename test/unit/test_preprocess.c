@@ -1,5 +1,6 @@
 /* test_preprocess.c - unit tests for smart_resize, the torch uint8 antialiased bicubic resize,
- * the normalization LUT, patchify layout and the whole image path (src/preprocess.c).
+ * the normalization LUT, patchify layout, the whole image path, and the video pixel budget with
+ * HF's per-frame cap (src/preprocess.c; python3 evaluates HF's formula as the oracle).
  *
  * Bit-exactness oracles (hashes, FNV-1a 64) were produced on the GPU machine with torch 2.11.0
  * (AVX512 and ATEN_CPU_CAPABILITY=default gave identical bytes), torchvision 0.26.0,
@@ -16,6 +17,7 @@
 
 #include "mv_image.h"
 #include "mv_preprocess.h"
+#include "mv_video.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +290,132 @@ static void test_hf_pixel_values(void)
     }
 }
 
+/* HF's cap_pixels_per_frame budget (Qwen3VLVideoProcessor.resize, transformers 5.17), evaluated
+ * by Python on each case's (n, patch, merge, shortest_edge, longest_edge, max_video_tokens):
+ * Python ints and float, so it is the oracle for the integer division, int(x * 1.05) and
+ * products past 64 bits (where we saturate). */
+static const char budget_py[] =
+    "import sys\n"
+    "a = [int(x) for x in sys.argv[1:]]\n"
+    "for i in range(0, len(a), 6):\n"
+    "    num_frames, patch_size, merge_size, shortest_edge, longest_edge, max_video_tokens = a[i:i + 6]\n"
+    "    factor = patch_size * merge_size\n"
+    "    frame_cap = max_video_tokens * factor * factor\n"
+    "    pixels_per_frame = max(min(frame_cap, longest_edge // num_frames), int(shortest_edge * 1.05))\n"
+    "    print(min(pixels_per_frame * num_frames, 2**63 - 1))\n";
+
+typedef struct { int n, patch, merge; long long mn, mx, tokens; } budget_case;
+
+static void test_video_budget(void)
+{
+    enum { NFIX = 16, NRAND = 240 };
+    budget_case t[NFIX + NRAND] = {
+        {4, 16, 2, 1024, 401408, 768},          /* the fixture model: the share binds */
+        {6, 16, 2, 1024, 401408, 768},          /* 401408 // 6 = 66901 */
+        {3, 16, 2, 1024, 401408, 768},
+        {4, 16, 2, 1024, 401408, 4},            /* the bats binding config: the token cap binds */
+        {4, 16, 2, 1024, 401408, 1},            /* 1024 < int(1024 * 1.05): the floor binds */
+        {2, 16, 2, 4096, 25165824, 768},        /* released checkpoints: 768 * 32^2 binds */
+        {32, 16, 2, 4096, 25165824, 768},       /* 786432 both ways */
+        {33, 16, 2, 4096, 25165824, 768},       /* the share binds */
+        {768, 16, 2, 4096, 25165824, 768},      /* 32768 per frame */
+        {100000, 16, 2, 4096, 25165824, 768},   /* the floor: int(4096 * 1.05) = 4300 */
+        {5, 14, 2, 3136, 12845056, 768},        /* Qwen2.5-VL-like factor 28 */
+        {7, 16, 2, 20, 1000, 768},              /* int(20 * 1.05) = 21 from 21.000000000000004 */
+        {9, 16, 2, 60, 100, 768},               /* the floor above the whole budget */
+        {1, 16, 2, 1, 1, 1},
+        {100000, 1024, 16, 1000000000000000LL, 1000000000000000LL, 1000000000}, /* past 2^63 */
+        {3, 1024, 16, 1, 1000000000000000LL, 1000000000},
+    };
+    uint64_t r = 0x9e3779b97f4a7c15ULL;
+    for (int i = NFIX; i < NFIX + NRAND; i++) {
+        budget_case *c = &t[i];
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        c->n = 1 + (int)((r >> 33) % (i % 3 ? 64 : 2000));
+        c->patch = (i % 5) ? 16 : 14;
+        c->merge = (i % 7) ? 2 : 1;
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        c->mn = 1 + (long long)((r >> 24) % 70000);
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        c->mx = c->mn + (long long)((r >> 20) % 40000000);
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        c->tokens = 1 + (long long)((r >> 40) % 2000);
+    }
+    size_t cap = 64 + sizeof budget_py + (size_t)(NFIX + NRAND) * 6 * 24, len = 0;
+    char *cmd = malloc(cap);
+    len += (size_t)snprintf(cmd + len, cap - len, "/usr/bin/python3 -c '%s'", budget_py);
+    for (int i = 0; i < NFIX + NRAND; i++)
+        len += (size_t)snprintf(cmd + len, cap - len, " %d %d %d %lld %lld %lld", t[i].n, t[i].patch,
+                                t[i].merge, t[i].mn, t[i].mx, t[i].tokens);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL, "python3 evaluates HF's per-frame cap formula");
+    int bad = 0, got_lines = 0;
+    for (int i = 0; p && i < NFIX + NRAND; i++) {
+        long long want;
+        if (fscanf(p, "%lld", &want) != 1)
+            break;
+        got_lines++;
+        mv_preproc_config pp;
+        qwen35_pp(&pp);
+        pp.patch = t[i].patch;
+        pp.merge = t[i].merge;
+        pp.video_min_pixels = t[i].mn;
+        pp.video_max_pixels = t[i].mx;
+        pp.max_video_tokens = t[i].tokens;
+        pp.video_frame_cap = 1;
+        long long got = mv_video_max_pixels(&pp, t[i].n);
+        pp.video_frame_cap = 0;
+        long long off = mv_video_max_pixels(&pp, t[i].n);
+        if (got != want || off != t[i].mx) {
+            bad++;
+            printf("#   n %d factor %d min %lld max %lld tokens %lld: capped %lld (python %lld), uncapped %lld\n",
+                   t[i].n, t[i].patch * t[i].merge, t[i].mn, t[i].mx, t[i].tokens, got, want, off);
+        }
+        if (i < NFIX)
+            CHECK(got == want, "capped budget n=%d factor %d [%lld, %lld] tokens %lld = %lld (python %lld)", t[i].n,
+                  t[i].patch * t[i].merge, t[i].mn, t[i].mx, t[i].tokens, got, want);
+    }
+    if (p)
+        CHECK(pclose(p) == 0 && got_lines == NFIX + NRAND, "python answered all %d cases", NFIX + NRAND);
+    CHECK(bad == 0, "%d random + fixed cases: capped = python's formula, uncapped = longest_edge", NFIX + NRAND);
+    free(cmd);
+    mv_preproc_config pp;
+    qwen35_pp(&pp);
+    pp.video_frame_cap = 1;
+    CHECK(mv_video_max_pixels(&pp, 0) == pp.video_max_pixels, "no frames: the plain budget");
+}
+
+/* mv_preprocess_video resizes to video smart_resize under the capped budget: 4 frames of 192x128
+ * with 4 tokens per frame come out as smart_resize(4, 128, 192, budget) says, not uncapped. */
+static void test_video_uses_budget(void)
+{
+    const int n = 4, w = 192, h = 128;
+    uint8_t *fr = malloc((size_t)n * w * h * 3);
+    for (size_t i = 0; i < (size_t)n * w * h * 3; i++)
+        fr[i] = gen_pixel(i / 3 % w, i / 3 / w, i % 3);
+    mv_preproc_config pp;
+    qwen35_pp(&pp);
+    pp.video_min_pixels = 1024;
+    pp.video_max_pixels = 401408;
+    pp.max_video_tokens = 4;
+    for (int cap = 0; cap < 2; cap++) {
+        pp.video_frame_cap = cap;
+        mv_err e = {{0}};
+        int oh = 0, ow = 0;
+        CHECK(mv_smart_resize_video(n, h, w, 32, 2, 1024, mv_video_max_pixels(&pp, n), &oh, &ow, &e) == MV_OK,
+              "smart_resize under the %s budget", cap ? "capped" : "uncapped");
+        float *px = NULL;
+        int32_t grid[3] = {0};
+        CHECK(mv_preprocess_video(fr, n, w, h, &pp, &px, grid, NULL, NULL, NULL, &e) == MV_OK &&
+                  grid[0] == 2 && grid[1] * 16 == oh && grid[2] * 16 == ow,
+              "cap %s: grid %dx%dx%d, smart_resize %dx%d", cap ? "on" : "off", grid[0], grid[1], grid[2], ow, oh);
+        if (cap)
+            CHECK(oh * ow < h * w, "the capped frames are smaller than the source (%dx%d)", ow, oh);
+        free(px);
+    }
+    free(fr);
+}
+
 int main(void)
 {
     test_smart_resize();
@@ -296,5 +424,7 @@ int main(void)
     test_lut();
     test_patchify_layout();
     test_hf_pixel_values();
+    test_video_budget();
+    test_video_uses_budget();
     return UNIT_DONE();
 }
