@@ -9,7 +9,7 @@ BUILD   := build
 BIN     ?= mvembed
 # NO_VIDEO=1 builds without FFmpeg (videos then get a manifest error); FFMPEG_PREFIX=DIR links a
 # static FFmpeg installed under DIR (scripts/build-ffmpeg-static.sh makes one for the GPU bundle).
-PKGS    := jansson libzstd libpng libjpeg libwebp
+PKGS    := jansson libzstd libpng libjpeg libwebp libarchive
 ifeq ($(NO_VIDEO),)
 FFPKGS  := libavformat libavcodec libavutil libswscale
 ifneq ($(FFMPEG_PREFIX),)
@@ -34,7 +34,7 @@ ifeq ($(PKGCFG_OK),yes)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS))
 else
-LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebp
+LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebp -larchive
 endif
 override CFLAGS += $(CFLAGS_VIDEO)
 LDLIBS  := $(FFLIBS) $(LDLIBS)

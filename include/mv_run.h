@@ -10,6 +10,7 @@
 #include <signal.h>
 
 typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
+typedef enum { MV_LAYOUT_FILES = 0, MV_LAYOUT_TAR } mv_layout;
 
 typedef struct {
     const char *model_dir;
@@ -36,6 +37,9 @@ typedef struct {
     int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
     int n_devices;
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
+    int layout;                /* MV_LAYOUT_FILES (OUT/<rel>.npy.zst) or MV_LAYOUT_TAR (mv_tar.h) */
+    long long shard_size;      /* --layout tar: target bytes per tar shard (0 = default) */
+    int pool;                  /* mv_pool_kind (mv_pool.h): MV_POOL_NONE or MV_POOL_MEAN */
     /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
      * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;

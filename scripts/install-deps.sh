@@ -3,7 +3,7 @@
 # Does nothing when everything is already installed.
 set -eu
 PKGS="build-essential pkg-config libopenblas-dev libjansson-dev libzstd-dev zstd libpng-dev
-libjpeg62-turbo-dev libwebp-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+libjpeg62-turbo-dev libwebp-dev libarchive-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
 ffmpeg bats python3 python3-numpy valgrind clang libclang-rt-14-dev file"
 missing=""
 for p in $PKGS; do
