@@ -66,7 +66,7 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e);
 /* Drops sh without completing it: its temporary file is removed, nothing is committed. */
 void mv_tar_abandon(mv_tar_shard *sh);
 
-/* Parses a size like "1000000", "64K", "512M", "1G" (powers of 1024; a trailing "B" or "iB" is
+/* Parses a size like "1000000", "64K", "512M", "1G" (powers of 1024, either case; a trailing "B" or "iB" is
  * accepted: "64KiB", "1GB"). Returns 0 and *bytes, or -1 when s is not a positive size. */
 int mv_tar_parse_size(const char *s, long long *bytes);
 

@@ -126,7 +126,7 @@ int mv_tar_parse_size(const char *s, long long *bytes)
     }
     if (mul > 1 && *end == 'i')
         end++;
-    if (*end == 'B')
+    if (*end == 'B' || *end == 'b')
         end++;
     if (*end || v > (1LL << 62) / mul)
         return -1;

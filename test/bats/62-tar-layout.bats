@@ -154,7 +154,8 @@ EOF
         --shard-size 20K "$T/in" 2> "$T/err1" &
     pid=$!
     for _ in $(seq 1 600); do
-        [ "$(cat "$T/o/manifest.jsonl" 2>/dev/null | wc -l)" -ge 4 ] && break
+        # two shards complete and one open (its temporary file present)
+        [ "$(cat "$T/o/manifest.jsonl" 2>/dev/null | wc -l)" -ge 4 ] && ls "$T/o"/.tmp-tar-* >/dev/null 2>&1 && break
         sleep 0.05
     done
     kill -9 "$pid"
@@ -162,6 +163,7 @@ EOF
     done1=$(wc -l < "$T/o/manifest.jsonl")
     echo "after kill: $done1 manifest lines; $(ls -A "$T/o" | tr '\n' ' ')"
     [ "$done1" -ge 4 ] && [ "$done1" -lt 40 ] # killed mid-run
+    ls "$T/o"/.tmp-tar-*-shard-*.tar # with a shard open
     # every line points into a complete shard; remember those shards' bytes
     "$PY" -c '
 import json, sys, os
