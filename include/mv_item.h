@@ -61,6 +61,10 @@ typedef struct {
 mv_item *mv_item_new(const char *path, const char *rel);
 void mv_item_free(mv_item *it);
 
+/* Replaces the item's output by out (malloc'd, [rows, out_hidden], owned by the item from now on),
+ * releasing the old one wherever it lived. */
+void mv_item_set_out(mv_item *it, float *out, int64_t rows);
+
 /* Marks the item failed with msg (copied; "out of memory" if even that fails) and drops its
  * pixels. */
 void mv_item_fail(mv_item *it, const char *msg);

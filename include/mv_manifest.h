@@ -13,7 +13,7 @@
 /* One manifest line. Zero-initialise, then set what applies; absent fields are omitted.
  * Field order in the line: input, input_b64, output, output_b64, status, error, kind, width,
  * height, resized, grid_thw, shape, dtype, bytes, model, frame_indices, timestamps, fps, duration,
- * rotation, seconds. Paths are raw bytes: a path that is not valid UTF-8 is written with each
+ * rotation, seconds, shard, key, offset. Paths are raw bytes: a path that is not valid UTF-8 is written with each
  * invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the exact bytes. */
 typedef struct {
     const char *input;   /* required: the path as given / walked */
@@ -45,6 +45,11 @@ typedef struct {
     int rotation;        /* degrees */
     int has_seconds;
     double seconds;      /* time spent on this input (written to the microsecond) */
+    /* --layout tar (mv_tar.h): where the array is */
+    const char *shard;   /* tar file relative to OUT; NULL = omitted */
+    const char *key;     /* sample key in it; NULL = omitted */
+    int has_offset;
+    int64_t offset;      /* byte offset of the array data (after the NPY header) in the tar */
 } mv_record;
 
 typedef struct mv_manifest mv_manifest;
@@ -58,6 +63,11 @@ mv_status mv_manifest_open(const char *path, mv_manifest **m, mv_err *e);
  * Durability: fdatasync every MV_MANIFEST_SYNC_EVERY lines and at close. */
 #define MV_MANIFEST_SYNC_EVERY 64
 mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e);
+
+/* Appends text[0..len): one or more complete lines, each ending in '\n', with one write under
+ * the lock (torn-line repair and truncation on failure as above), then fdatasync: the tar
+ * layout commits a completed shard's lines this way. */
+mv_status mv_manifest_append_lines(mv_manifest *m, const char *text, size_t len, mv_err *e);
 
 /* The JSON line for r, without the trailing '\n', in a malloc'd string (used by append). */
 mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_err *e);

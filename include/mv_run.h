@@ -10,6 +10,7 @@
 #include <signal.h>
 
 typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
+typedef enum { MV_LAYOUT_FILES = 0, MV_LAYOUT_TAR } mv_layout;
 
 typedef struct {
     const char *model_dir;
@@ -40,6 +41,9 @@ typedef struct {
     int inflight;              /* CUDA: forwards in flight per GPU (a backend + tower thread each; 0 = 2) */
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
     double progress_every;     /* > 0: a plain progress line every N seconds (logs); 0 = auto */
+    int layout;                /* MV_LAYOUT_FILES (OUT/<rel>.npy.zst) or MV_LAYOUT_TAR (mv_tar.h) */
+    long long shard_size;      /* --layout tar: target bytes per tar shard (0 = default) */
+    int pool;                  /* mv_pool_kind (mv_pool.h): MV_POOL_NONE or MV_POOL_MEAN */
     /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
      * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;

@@ -43,6 +43,8 @@ check "4 decode threads, packed forwards (--batch-tokens 2048)" --jobs 4 -j 1 --
 check "8 decode threads, small forwards (--batch-tokens 512)" --jobs 8 -j 1 --batch-tokens 512
 QUIET= check "progress ticker, -v lines and packed forwards sharing output slabs" --jobs 4 -j 1 \
     --batch-tokens 4096 -v --progress-every 0.01
+check "tar layout: 4 writers each filling 16K shards, --pool mean" --jobs 8 -j 1 --layout tar --shard-size 16K --pool mean
+check "files layout, --pool mean" --jobs 4 -j 1 --pool mean
 KEEP=1 check "8 decode threads, resuming the finished run (ok inputs skipped, failed ones retried)" --jobs 8 -j 1
 echo "1..$n"
 echo "$pass passed, $fail failed"

@@ -60,6 +60,18 @@ void mv_item_free(mv_item *it)
     free(it);
 }
 
+void mv_item_set_out(mv_item *it, float *out, int64_t rows)
+{
+    if (it->out_release)
+        it->out_release(it->out_owner);
+    else
+        free(it->out);
+    it->out_release = NULL;
+    it->out_owner = NULL;
+    it->out = out;
+    it->rows = rows;
+}
+
 void mv_item_fail(mv_item *it, const char *msg)
 {
     if (it->error != oom_msg)

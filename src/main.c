@@ -1,6 +1,8 @@
 /* main.c - command-line parsing for mvembed; the only file that decides exit statuses.
  * Everything else lives in the library (src/run.c drives the batch). */
+#include "mv_pool.h"
 #include "mv_run.h"
+#include "mv_tar.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -43,6 +45,11 @@ static const char usage_text[] =
     "      --force               redo inputs the manifest already lists as ok\n"
     "      --out-dtype f32|f16   element type of the saved embeddings (default f32)\n"
     "      --zstd-level N        compression level (default 3)\n"
+    "      --layout files|tar    files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"
+    "                            shards OUT/shard-SSSSS.tar of <key>.npy + <key>.json samples\n"
+    "      --shard-size BYTES    --layout tar: bytes per shard, suffix K/M/G allowed (default 1G)\n"
+    "      --pool none|mean      mean: save one [1, out_hidden] mean vector per input instead of its\n"
+    "                            tokens (files layout: also OUT/pooled.npy + pooled.jsonl)\n"
     "\n"
     "Compute:\n"
     "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
@@ -97,6 +104,7 @@ enum {
     O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
     O_ATTN,
     O_VCAP, O_VTOKENS,
+    O_LAYOUT, O_SHARDSIZE, O_POOL,
 };
 
 /* "0,1,3" or "all" (every visible CUDA device). */
@@ -169,6 +177,8 @@ int main(int argc, char **argv)
         {"progress-every", required_argument, 0, O_PROGEVERY},
         {"inflight", required_argument, 0, O_INFLIGHT},
         {"video-frame-cap", required_argument, 0, O_VCAP}, {"max-video-tokens", required_argument, 0, O_VTOKENS},
+        {"layout", required_argument, 0, O_LAYOUT}, {"shard-size", required_argument, 0, O_SHARDSIZE},
+        {"pool", required_argument, 0, O_POOL},
         {0, 0, 0, 0},
     };
     mv_run_opts o;
@@ -335,6 +345,26 @@ int main(int argc, char **argv)
             o.shard_n = n;
             break;
         }
+        case O_LAYOUT:
+            if (!strcmp(optarg, "files"))
+                o.layout = MV_LAYOUT_FILES;
+            else if (!strcmp(optarg, "tar"))
+                o.layout = MV_LAYOUT_TAR;
+            else
+                return usage_error("--layout must be files or tar", optarg);
+            break;
+        case O_SHARDSIZE:
+            if (mv_tar_parse_size(optarg, &o.shard_size))
+                return usage_error("--shard-size must be a positive size like 1000000, 512M or 1G", optarg);
+            break;
+        case O_POOL:
+            if (!strcmp(optarg, "none"))
+                o.pool = MV_POOL_NONE;
+            else if (!strcmp(optarg, "mean"))
+                o.pool = MV_POOL_MEAN;
+            else
+                return usage_error("--pool must be none or mean", optarg);
+            break;
         case O_DUMP: o.dump_dir = optarg; break;
         case O_PIXELS: o.pixels = optarg; break;
         case O_GRID: o.grid = optarg; break;

@@ -346,6 +346,16 @@ mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_er
         sb_key(&b, "seconds");
         sb_f64(&b, round(r->seconds * 1e6) / 1e6);
     }
+    if (r->shard)
+        sb_path(&b, "shard", r->shard);
+    if (r->key) {
+        sb_key(&b, "key");
+        sb_json_string(&b, r->key);
+    }
+    if (r->has_offset) {
+        sb_key(&b, "offset");
+        sb_i64(&b, r->offset);
+    }
     sb_add(&b, "}", 1);
     if (b.oom) {
         free(b.p);
@@ -398,37 +408,24 @@ static int lock_fd(int fd, int op)
     return r;
 }
 
-mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e)
+/* Writes buf[1..n) (or buf[0..n) when the file does not end in '\n': buf[0] is a '\n' that ends
+ * a line torn by a crash) under the lock; frees buf. sync: fdatasync now, else every
+ * MV_MANIFEST_SYNC_EVERY calls. */
+static mv_status append_buf(mv_manifest *m, char *buf, size_t n, int sync, mv_err *e)
 {
-    char *line;
-    size_t len;
-    mv_status s = mv_manifest_format(r, &line, &len, e);
-    if (s != MV_OK)
-        return mv_fail_prefix(e, s, "%s", m->path);
-    /* room for a leading '\n' and the trailing one: line becomes "\n" + line + "\n" */
-    char *buf = mv_malloc(len + 2);
-    if (!buf) {
-        free(line);
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", m->path);
-    }
-    buf[0] = '\n';
-    memcpy(buf + 1, line, len);
-    buf[len + 1] = '\n';
-    free(line);
-
     if (lock_fd(m->fd, LOCK_EX) != 0) {
         int err = errno;
         free(buf);
         return mv_fail(e, MV_ERR_IO, "%s: cannot lock manifest: %s", m->path, strerror(err));
     }
-    s = MV_OK;
+    mv_status s = MV_OK;
     struct stat st;
     if (fstat(m->fd, &st) != 0) {
         s = mv_fail(e, MV_ERR_IO, "%s: fstat: %s", m->path, strerror(errno));
         goto unlock;
     }
     const char *p = buf + 1;
-    size_t left = len + 1;
+    size_t left = n - 1;
     if (st.st_size > 0) {
         char last;
         ssize_t k = pread(m->fd, &last, 1, st.st_size - 1);
@@ -463,12 +460,46 @@ unlock:
     free(buf);
     if (s != MV_OK)
         return s;
-    if (++m->unsynced >= MV_MANIFEST_SYNC_EVERY) {
+    if (sync || ++m->unsynced >= MV_MANIFEST_SYNC_EVERY) {
         m->unsynced = 0;
         if (fdatasync(m->fd) != 0)
             return mv_fail(e, MV_ERR_IO, "%s: fdatasync: %s", m->path, strerror(errno));
     }
     return MV_OK;
+}
+
+mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e)
+{
+    char *line;
+    size_t len;
+    mv_status s = mv_manifest_format(r, &line, &len, e);
+    if (s != MV_OK)
+        return mv_fail_prefix(e, s, "%s", m->path);
+    /* room for a leading '\n' and the trailing one: line becomes "\n" + line + "\n" */
+    char *buf = mv_malloc(len + 2);
+    if (!buf) {
+        free(line);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", m->path);
+    }
+    buf[0] = '\n';
+    memcpy(buf + 1, line, len);
+    buf[len + 1] = '\n';
+    free(line);
+    return append_buf(m, buf, len + 2, 0, e);
+}
+
+mv_status mv_manifest_append_lines(mv_manifest *m, const char *text, size_t len, mv_err *e)
+{
+    if (len == 0)
+        return MV_OK;
+    if (text[len - 1] != '\n')
+        return mv_fail(e, MV_ERR_INTERNAL, "%s: lines to append do not end in a newline", m->path);
+    char *buf = mv_malloc(len + 1);
+    if (!buf)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", m->path);
+    buf[0] = '\n';
+    memcpy(buf + 1, text, len);
+    return append_buf(m, buf, len + 1, 1, e);
 }
 
 mv_status mv_manifest_close(mv_manifest *m, mv_err *e)

@@ -15,7 +15,9 @@
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_output.h"
+#include "mv_pool.h"
 #include "mv_queue.h"
+#include "mv_tar.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -147,6 +149,8 @@ struct runner {
     double every; /* PROG_LINES: seconds between lines */
     pthread_cond_t ticker_cv;
     pthread_mutex_t prog_mu;
+    mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
+    mv_pool_list *pooled;  /* --pool mean, files layout: inputs ok so far, for pooled.npy */
 };
 
 static int interrupted(const runner *R)
@@ -595,15 +599,97 @@ static void write_item(runner *R, mv_item *it)
     }
 }
 
+/* ---- --pool mean and --layout tar (pool.c, tar_out.c) ---------------------------------------- */
+
+/* Replaces the item's token rows by their mean: [1, out_hidden]. */
+static void pool_item(runner *R, mv_item *it)
+{
+    int64_t cols = R->m->cfg.out_hidden;
+    float *p = malloc(cols * sizeof *p);
+    if (!p) {
+        mv_item_fail(it, "out of memory");
+        return;
+    }
+    mv_pool_mean(it->out, it->rows, cols, p);
+    mv_item_set_out(it, p, 1);
+}
+
+/* mv_tar_commit_fn: a completed shard's manifest lines, in one append */
+static mv_status tar_commit(void *ud, const char *text, size_t len, mv_err *e)
+{
+    runner *R = ud;
+    double t = mv_now();
+    pthread_mutex_lock(&R->man_mu);
+    mv_status st = mv_manifest_append_lines(R->man, text, len, e);
+    pthread_mutex_unlock(&R->man_mu);
+    t_add(R, T_MANIFEST, t);
+    return st;
+}
+
+/* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
+ * line waits for the shard's completion (mv_tar_close). Failed inputs get their line at once. */
+static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
+{
+    const mv_run_opts *o = R->o;
+    const mv_vision_config *c = &R->m->cfg;
+    mv_err e;
+    if (!it->error && !it->out)
+        return; /* discarded after a fatal error */
+    mv_record r;
+    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
+    if (it->error) {
+        if (append_record(R, &r, &e)) {
+            set_fatal(R, &e);
+            return;
+        }
+        atomic_fetch_add(&R->n_err, 1);
+        if (R->progress)
+            fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "mvembed: %s\n", it->error);
+        progress(R, 0);
+        return;
+    }
+    double t = mv_now();
+    mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
+    t_add(R, T_WRITE, t);
+    if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
+        mv_tar_abandon(*tar);
+        *tar = NULL;
+        set_fatal(R, &e);
+        return;
+    }
+    atomic_fetch_add(&R->n_ok, 1);
+    if (o->verbose)
+        fprintf(stderr, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", it->path, r.shard, r.key,
+                (long long)it->rows, c->out_hidden, r.seconds);
+    progress(R, 0);
+}
+
 static void *writer_main(void *arg)
 {
     runner *R = arg;
+    mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
     mv_item *it;
     while ((it = pop_timed(R, &R->done, T_WRITE_WAIT))) {
-        if (!atomic_load(&R->fatal))
-            write_item(R, it);
+        if (!atomic_load(&R->fatal)) {
+            if (R->o->pool == MV_POOL_MEAN && !it->error && it->out)
+                pool_item(R, it);
+            if (R->tars) {
+                write_item_tar(R, it, &tar);
+            } else {
+                write_item(R, it);
+                char out_rel[4200];
+                snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
+                if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&
+                    mv_pool_list_add(R->pooled, it->path, out_rel))
+                    fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled.npy\n");
+            }
+        }
         mv_item_free(it);
     }
+    mv_err e;
+    if (tar && mv_tar_close(R->tars, tar, &e)) /* the open shard is complete: what it holds is kept */
+        set_fatal(R, &e);
     return NULL;
 }
 
@@ -665,6 +751,8 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
                 snprintf(full, sizeof full, "%s/%s", o->out_dir, prev);
                 if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) {
                     atomic_fetch_add(&R->n_skip, 1);
+                    if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
+                        mv_pool_list_add(R->pooled, wi.path, prev);
                     hset_add(&rels, mv_hash64(prev, strlen(prev)));
                     if (o->verbose) {
                         char esc[8192];
@@ -796,6 +884,18 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         mv_done_free(done);
         goto out;
     }
+    if (o->layout == MV_LAYOUT_TAR &&
+        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, tar_commit, R, &R->tars, e))) {
+        mv_manifest_close(R->man, NULL);
+        mv_done_free(done);
+        goto out;
+    }
+    if (o->layout == MV_LAYOUT_FILES && o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
+        mv_manifest_close(R->man, NULL);
+        mv_done_free(done);
+        st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     int jobs = o->jobs > 0 ? o->jobs : mv_cpu_count();
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
@@ -899,6 +999,19 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     if ((st = cst))
         goto out;
+    /* --pool mean, files layout: OUT/pooled.npy once every input of the run's share is ok */
+    if (R->pooled && !res->signal && !res->failed) {
+        char stem[64];
+        if (shard_n > 1)
+            snprintf(stem, sizeof stem, "pooled-%05d-of-%05d", shard_k, shard_n);
+        else
+            snprintf(stem, sizeof stem, "pooled");
+        if ((st = mv_pool_stack(R->pooled, o->out_dir, stem, m->cfg.out_hidden, e)))
+            goto out;
+        if (o->verbose)
+            fprintf(stderr, "mvembed: %s/%s.npy and %s.jsonl: %ld pooled inputs\n", o->out_dir, stem,
+                    stem, res->ok + res->skipped);
+    }
     double wall = mv_now() - R->t0;
     if (res->signal) {
         fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", res->ok);
@@ -910,6 +1023,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             print_timeline(R, wall, jobs, nt, nw, dbz, n_dev);
     }
 out:
+    mv_tar_set_free(R->tars);
+    mv_pool_list_free(R->pooled);
     pthread_mutex_destroy(&R->man_mu);
     pthread_mutex_destroy(&R->err_mu);
     pthread_mutex_destroy(&R->prog_mu);

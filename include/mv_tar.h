@@ -1,0 +1,77 @@
+/* mv_tar.h - the tar layout (--layout tar): embeddings as WebDataset-compatible tar shards.
+ *
+ * What it is: a writer of OUT/shard-SSSSS.tar (or OUT/shard-KKKKK-of-NNNNN-SSSSS.tar for shard K
+ * of N of a --shard run), each holding, per input, two members:
+ *   <key>.npy   the embedding as an uncompressed NPY v1.0 file (header padded to 64 bytes), and
+ *   <key>.json  its manifest record (input path, shape, dtype, shard, key, offset, ...).
+ * A key is the shard file's name between "shard-" and ".tar", a '-', and the sample's index in
+ * the shard (6 digits or more): "00003-000012", "00001-of-00004-00003-000012". Keys hold no dot
+ * (WebDataset groups members by the name up to the first dot) and are unique within an OUT,
+ * because shard names are. Members are ustar entries: 512-byte headers, data padded to 512
+ * bytes, so the array data of <key>.npy starts 64-byte aligned in the tar; its byte offset is
+ * measured while writing and recorded as "offset" (np.memmap(tar, offset=...) reads it).
+ *
+ * Each writer thread owns one open shard (mv_tar_shard), written under a temporary name
+ * ".tmp-tar-<pid>-<host hash>-<final name>" in OUT. When the shard reaches about the target size
+ * (or the run ends) it is completed: end-of-archive, fsync, renamed to its final name (never over
+ * an existing file), directory fsync'd, and only then are the manifest lines of its samples handed
+ * to the commit callback, all at once. A crash therefore loses only open shards (their inputs
+ * have no manifest line and are redone by the next run); a manifest line never points into a
+ * shard that does not exist. Shard numbers come from one atomic counter per run, starting above
+ * every number already used in OUT under the same naming (final or temporary files).
+ *
+ * What it is not: it does not decide which inputs to embed, does not append to the manifest
+ * itself (the caller's commit callback does), and does not read tars back. Writing is done with
+ * libarchive (ustar format, no blocking so that the bytes written so far are the file position).
+ */
+#ifndef MV_TAR_H
+#define MV_TAR_H
+
+#include "mv_common.h"
+#include "mv_manifest.h"
+#include "mv_npy.h"
+
+/* Called once per completed shard with the manifest lines of its samples: text[0..len) is one
+ * or more complete lines, each ending in '\n'. Must be thread-safe (several writers complete
+ * shards). A non-OK return is passed on to the caller of mv_tar_add / mv_tar_close. */
+typedef mv_status (*mv_tar_commit_fn)(void *ud, const char *text, size_t len, mv_err *e);
+
+typedef struct mv_tar_set mv_tar_set;     /* per run: OUT, naming, shard counter, commit */
+typedef struct mv_tar_shard mv_tar_shard; /* one open shard, used by one thread at a time */
+
+/* Default target size of a shard in bytes (--shard-size). */
+#define MV_TAR_DEFAULT_SHARD_SIZE (1024LL * 1024 * 1024)
+
+/* Prepares writing shards into out_dir (which must exist) for shard k of n (n <= 1: unsharded
+ * names), each about target_bytes large (a shard is completed before a sample would take it past
+ * that size; a shard holds at least one sample). Removes temporary shards left by dead processes
+ * of this host, then starts the shard counter above every number used in out_dir. */
+mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes,
+                          mv_tar_commit_fn commit, void *ud, mv_tar_set **s, mv_err *e);
+void mv_tar_set_free(mv_tar_set *s);
+
+/* Adds one sample: data [rows, cols] float32 stored as dt (MV_DT_F32, or MV_DT_F16 rounded to
+ * nearest even). r is the input's manifest record; this fills r->output and r->shard with the
+ * shard's name, r->key and r->offset (pointing into *sh, valid until the next call), writes the
+ * record as <key>.json and keeps its line for the commit. *sh is the caller's open shard: NULL
+ * opens a new one; a full one is completed (and committed) first. An error leaves the shard
+ * unusable: the caller passes it to mv_tar_abandon. */
+mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **sh, mv_record *r, mv_dtype dt, int64_t rows,
+                     int64_t cols, const float *data, mv_err *e);
+
+/* Completes sh (end-of-archive, fsync, rename, directory fsync) and commits its lines; frees sh
+ * in any case (on failure its temporary file is removed). NULL is fine. */
+mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e);
+
+/* Drops sh without completing it: its temporary file is removed, nothing is committed. */
+void mv_tar_abandon(mv_tar_shard *sh);
+
+/* Parses a size like "1000000", "64K", "512M", "1G" (powers of 1024, either case; a trailing "B" or "iB" is
+ * accepted: "64KiB", "1GB"). Returns 0 and *bytes, or -1 when s is not a positive size. */
+int mv_tar_parse_size(const char *s, long long *bytes);
+
+/* The final name of shard number num ("shard-00003.tar" / "shard-00001-of-00004-00003.tar")
+ * into buf[cap]. */
+void mv_tar_shard_name(char *buf, size_t cap, int k, int n, long long num);
+
+#endif
