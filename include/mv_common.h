@@ -28,6 +28,10 @@ typedef struct {
     char msg[1024];
 } mv_err;
 
+/* Default decode budget in pixels, for an image and for a video frame (--max-decode-pixels):
+ * PIL's decompression-bomb error threshold, 2 * Image.MAX_IMAGE_PIXELS. */
+#define MV_DECODE_MAX_PIXELS_DEFAULT 178956970LL
+
 /* Formats the message into e (if non-NULL) and returns s. */
 mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

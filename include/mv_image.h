@@ -18,7 +18,7 @@
 #include "mv_common.h"
 
 /* PIL's decompression-bomb error threshold: 2 * Image.MAX_IMAGE_PIXELS. */
-#define MV_IMAGE_MAX_PIXELS_DEFAULT 178956970LL
+#define MV_IMAGE_MAX_PIXELS_DEFAULT MV_DECODE_MAX_PIXELS_DEFAULT
 
 /* How many leading bytes mv_sniff / mv_sniff_format look at; fewer is fine (weaker checks). */
 #define MV_SNIFF_BYTES 512
