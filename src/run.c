@@ -141,7 +141,7 @@ static mv_status prepare_image(const mv_run_opts *o, const mv_model *m, const ch
                                prepared *p, mv_err *e)
 {
     mv_image img;
-    mv_status st = mv_image_decode(path, o->max_decode_pixels, &img, e);
+    mv_status st = mv_image_decode_limited(path, o->max_decode_pixels, o->timeout, &img, e);
     if (st)
         return st;
     p->kind = "image";
@@ -163,7 +163,8 @@ static mv_status prepare_video(const mv_run_opts *o, const mv_model *m, const ch
     const mv_preproc_config *pp = &m->pp;
     mv_video *v;
     mv_video_info info;
-    mv_status st = mv_video_open_limited(path, o->timeout, &v, &info, e);
+    mv_video_limits lim = {.timeout_s = o->timeout, .max_pixels = o->max_decode_pixels};
+    mv_status st = mv_video_open_with(path, &lim, &v, &info, e);
     if (st)
         return st;
     p->kind = "video";
@@ -196,35 +197,41 @@ static mv_status prepare_video(const mv_run_opts *o, const mv_model *m, const ch
     }
     mv_video_indices(info.total_frames, n, p->frame_idx);
     p->n_idx = n;
-    st = mv_video_read(v, p->frame_idx, n, &frames, p->ts, e);
-    mv_video_close(v);
-    if (st)
-        return st;
     int oh, ow, f = pp->patch * pp->merge;
     st = mv_smart_resize_video(n, info.height, info.width, f, pp->temporal, pp->video_min_pixels,
                                pp->video_max_pixels, &oh, &ow, e);
     if (st) {
-        free(frames);
+        mv_video_close(v);
         return mv_fail_prefix(e, st, "%s", path);
     }
     size_t fsz = (size_t)ow * oh * 3, isz = (size_t)info.width * info.height * 3;
     rs = malloc(fsz * n);
     const uint8_t **fp = malloc(n * sizeof *fp);
     if (!rs || !fp) {
-        free(frames);
+        mv_video_close(v);
         free(rs);
         free(fp);
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (int i = 0; i < n && !st; i++) {
-        st = mv_resize_bicubic_aa_u8(frames + isz * i, info.width, info.height, rs + fsz * i, ow, oh);
-        fp[i] = rs + fsz * i;
+    /* full-size frames are held at most mv_video_frames_per_read() at a time (the decode budget) */
+    int chunk = mv_video_frames_per_read(v);
+    for (int k0 = 0; k0 < n && !st; k0 += chunk) {
+        int nk = n - k0 < chunk ? n - k0 : chunk;
+        st = mv_video_read(v, p->frame_idx + k0, nk, &frames, p->ts + k0, e);
+        for (int i = 0; i < nk && !st; i++) {
+            st = mv_resize_bicubic_aa_u8(frames + isz * i, info.width, info.height, rs + fsz * (k0 + i), ow, oh);
+            fp[k0 + i] = rs + fsz * (k0 + i);
+            if (st)
+                mv_fail(e, st, "%s: out of memory resizing frames", path);
+        }
+        free(frames);
+        frames = NULL;
     }
-    free(frames);
+    mv_video_close(v);
     if (st) {
         free(rs);
         free(fp);
-        return mv_fail(e, st, "%s: out of memory resizing frames", path);
+        return st;
     }
     int gt = (n + pp->temporal - 1) / pp->temporal;
     int64_t rows = (int64_t)gt * (oh / pp->patch) * (ow / pp->patch);
