@@ -699,14 +699,16 @@ static mv_status decode_webp(FILE *f, const char *name, long long max_pixels, do
         if (!idec) s = mv_fail(e, MV_ERR_NOMEM, "%s: cannot create a WebP decoder", name);
     }
     for (size_t fed = 0; s == MV_OK;) {
+        if (past(deadline)) {
+            s = fail_time(name, "WebP", e);
+            break;
+        }
         fed = len - fed < WEBP_STEP ? len : fed + WEBP_STEP;
         st = WebPIUpdate(idec, buf, fed);
         if (st == VP8_STATUS_OK) break;
         if (st == VP8_STATUS_SUSPENDED && fed == len) st = VP8_STATUS_NOT_ENOUGH_DATA;
         if (st != VP8_STATUS_SUSPENDED)
             s = mv_fail(e, MV_ERR_FORMAT, "%s: corrupt WebP data: %s", name, webp_status_str(st));
-        else if (past(deadline))
-            s = fail_time(name, "WebP", e);
     }
     if (idec) WebPIDelete(idec);
     if (s == MV_OK) {
