@@ -31,6 +31,10 @@ typedef struct {
     char msg[1024];
 } mv_err;
 
+/* Default decode budget in pixels, for an image and for a video frame (--max-decode-pixels):
+ * PIL's decompression-bomb error threshold, 2 * Image.MAX_IMAGE_PIXELS. */
+#define MV_DECODE_MAX_PIXELS_DEFAULT 178956970LL
+
 /* Formats the message into e (if non-NULL) and returns s. */
 mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -61,6 +65,12 @@ void *mv_calloc(size_t n, size_t size);
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience). */
 mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e);
+
+/* Opens path read-only for a file that must be a regular file: opened with O_NONBLOCK (a FIFO
+ * does not block the open), checked with fstat, then switched back to blocking reads. A FIFO,
+ * device, socket or directory fails with MV_ERR_IO "PATH: not a regular file (a fifo)". Returns
+ * the descriptor in *fd (O_CLOEXEC), which the caller closes. */
+mv_status mv_open_regular(const char *path, int *fd, mv_err *e);
 
 /* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask). On failure errno holds the
  * cause (ENAMETOOLONG for a name over 4095 bytes). */

@@ -18,7 +18,7 @@
 #include "mv_common.h"
 
 /* PIL's decompression-bomb error threshold: 2 * Image.MAX_IMAGE_PIXELS. */
-#define MV_IMAGE_MAX_PIXELS_DEFAULT 178956970LL
+#define MV_IMAGE_MAX_PIXELS_DEFAULT MV_DECODE_MAX_PIXELS_DEFAULT
 
 /* How many leading bytes mv_sniff / mv_sniff_format look at; fewer is fine (weaker checks). */
 #define MV_SNIFF_BYTES 512
@@ -55,7 +55,15 @@ typedef struct {
  * e names the file and the cause ("photo.jpg: corrupt JPEG data: ..."). */
 mv_status mv_image_decode(const char *path, long long max_pixels, mv_image *img, mv_err *e);
 
-/* Same, from memory; name is used only in messages. */
+/* Same, with a wall-clock limit in seconds for the whole decode (timeout_s <= 0: none): past it
+ * the decode stops with MV_ERR_LIMIT "photo.jpg: JPEG decode stopped: time limit exceeded
+ * (--timeout)". The file is decoded from disk as it is read: the header's size is checked first,
+ * and nothing after the image's end is read. Non-regular files (FIFOs, devices) fail with
+ * MV_ERR_IO without blocking. */
+mv_status mv_image_decode_limited(const char *path, long long max_pixels, double timeout_s,
+                                  mv_image *img, mv_err *e);
+
+/* Same as mv_image_decode, from memory; name is used only in messages. */
 mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
                               long long max_pixels, mv_image *img, mv_err *e);
 

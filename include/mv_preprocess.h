@@ -68,12 +68,17 @@ long long mv_video_max_pixels(const mv_preproc_config *pp, int n);
 /* One line saying which video budget rule pp uses and where it came from (for -v), into buf. */
 void mv_video_rule_describe(const mv_preproc_config *pp, char *buf, size_t size);
 
-/* The whole video path after sampling: frames [n][h][w][3] (uint8, HWC), mv_smart_resize_video
- * with the budget mv_video_max_pixels(pp, n), the same resize per frame, patchify in temporal
- * groups. *pixels
- * (malloc'd, [ceil(n/temporal)*gh*gw, patch_dim]) and grid = {ceil(n/temporal), gh, gw}; resized
- * (may be NULL) receives the resized frames [n][rh][rw][3]. Callers prefix errors with the file. */
-mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
+/* Supplies frames [first, first + count) of a video's sampled frames: *frames receives count
+ * frames [count][h][w][3] (uint8 HWC, malloc'd; the callee frees it). */
+typedef mv_status (*mv_frame_reader)(void *ud, int first, int count, uint8_t **frames, mv_err *e);
+
+/* The whole video path after sampling: n frames of w x h read `chunk` at a time through read (so
+ * at most chunk full-size frames are in memory), mv_smart_resize_video with pp's video budget
+ * (mv_video_max_pixels: the per-frame cap when on), the same resize per frame, patchify in
+ * temporal groups. *pixels (malloc'd, [ceil(n/temporal)*gh*gw, patch_dim]) and grid =
+ * {ceil(n/temporal), gh, gw}; resized (may be NULL) receives the resized frames [n][rh][rw][3].
+ * Callers prefix errors with the file. */
+mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, int w, int h,
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],
                               uint8_t **resized, int *rw, int *rh, mv_err *e);
 

@@ -6,7 +6,7 @@
  * as the CLI's autorotate filters do, then libswscale with the options of the CLI's auto-inserted
  * scale filter. Frames are identified by their index in presentation order; the index <-> pts map
  * comes from one demux-only pass at open, so sparse reads seek to a keyframe instead of decoding
- * everything. Without MV_HAVE_FFMPEG (make NO_VIDEO=1) open/read return MV_ERR_UNSUPPORTED.
+ * everything (streams whose packets are not the CLI's frame list are counted by decoding once). Without MV_HAVE_FFMPEG (make NO_VIDEO=1) open/read return MV_ERR_UNSUPPORTED.
  *
  * Sampling follows transformers 5.17 Qwen3VLVideoProcessor.sample_frames / smart_resize
  * (QWEN35_VISION.md section 5). Not here: resizing pixels, normalization, patchify.
@@ -34,12 +34,30 @@ typedef struct mv_video mv_video;
  * MV_ERR_UNSUPPORTED (no decoder, or built without FFmpeg), MV_ERR_LIMIT (timeout). */
 mv_status mv_video_open(const char *path, mv_video **v, mv_video_info *info, mv_err *e);
 /* Same, with a wall-clock limit in seconds for everything done on this input (open and every
- * later read); timeout_s <= 0 means no limit. */
+ * later read); timeout_s <= 0 means no limit. The pixel limit is the default one. */
 mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
                                 mv_video_info *info, mv_err *e);
 
+typedef struct {
+    double timeout_s;     /* wall clock for open and every later read, seconds; <= 0: none */
+    long long max_pixels; /* decode budget: a frame may have at most this many pixels (checked on
+                             the container header before decoding, and by the decoder on every
+                             frame), and one mv_video_read at most n x pixels = this many;
+                             0: MV_DECODE_MAX_PIXELS_DEFAULT; < 0: no limit */
+} mv_video_limits;
+
+/* Same with explicit limits (lim may be NULL: defaults). Over the pixel limit: MV_ERR_LIMIT
+ * "clip.mp4: video frame size 16000x16000 (256000000 pixels) exceeds the limit of 178956970
+ * pixels (--max-decode-pixels)", before any frame is decoded. */
+mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **v,
+                             mv_video_info *info, mv_err *e);
+
+/* The most frames one mv_video_read may ask for under the pixel budget (>= 1; INT_MAX without a
+ * limit): read longer samples in chunks of this size. */
+int mv_video_frames_per_read(const mv_video *v);
+
 /* Decodes the frames at indices[0..n) (ascending, each in [0, total_frames)); repeated indices
- * are allowed. *frames receives one malloc'd block uint8 [n, height, width, 3] (caller frees);
+ * are allowed; n above mv_video_frames_per_read() is refused (MV_ERR_LIMIT) before allocating. *frames receives one malloc'd block uint8 [n, height, width, 3] (caller frees);
  * ts (may be NULL) receives each frame's presentation time in seconds from the first frame.
  * A decode error names the file and frame: "clip.mp4: decode failed at frame 37 of 120: ...". */
 mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **frames, double *ts,

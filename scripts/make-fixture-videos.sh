@@ -84,5 +84,11 @@ rm -f "$bad/.trunc_src.mp4" "$bad/.trunc_src2.mp4"
 # Audio only.
 "${FF[@]}" -f lavfi -i sine=frequency=440:sample_rate=16000:duration=0.5 -c:a aac -b:a 32k "${BX[@]}" \
     "$bad/video_no_video_stream.mp4"
+# Over the default decode budget (178956970 pixels): one solid 14000x14000 HEVC frame, 47 kB
+# (HEVC's 64x64 blocks keep it small; encoding it takes ~3 GB and half a minute).
+if have_enc libx265; then
+    "${FF[@]}" -f lavfi -i color=c=blue:s=14000x14000:r=25 -frames:v 1 -c:v libx265 -preset ultrafast \
+        -x265-params pools=1:frame-threads=1:log-level=error -pix_fmt yuv420p "${BX[@]}" "$bad/video_14000x14000.mkv"
+else echo "make-fixture-videos: no libx265, skipping video_14000x14000.mkv" >&2; fi
 
 du -ch "$out"/* "$bad"/video_* | tail -1 | sed 's/^/make-fixture-videos: /'

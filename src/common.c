@@ -3,6 +3,7 @@
 #include "mv_common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -163,6 +164,35 @@ const char *mv_status_str(mv_status s)
 
 void *mv_malloc(size_t n) { return malloc(n ? n : 1); }
 void *mv_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+
+mv_status mv_open_regular(const char *path, int *fd, mv_err *e)
+{
+    *fd = -1;
+    int d = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (d < 0)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(d, &sb) < 0) {
+        int er = errno;
+        close(d);
+        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(er));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        const char *what = S_ISFIFO(sb.st_mode) ? "a fifo" : S_ISDIR(sb.st_mode) ? "a directory"
+                           : S_ISCHR(sb.st_mode) ? "a character device" : S_ISBLK(sb.st_mode) ? "a block device"
+                           : S_ISSOCK(sb.st_mode) ? "a socket" : "not a file";
+        close(d);
+        return mv_fail(e, MV_ERR_IO, "%s: not a regular file (%s)", path, what);
+    }
+    int fl = fcntl(d, F_GETFL);
+    if (fl < 0 || fcntl(d, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int er = errno;
+        close(d);
+        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(er));
+    }
+    *fd = d;
+    return MV_OK;
+}
 
 mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e)
 {

@@ -3,8 +3,12 @@
  *
  * Not here: resizing and normalisation (preprocess.c), video (decode_video.c), PNG writing
  * (png_write.c). Every libjpeg / libpng call runs under setjmp, so a corrupt file returns an
- * error and never aborts. Pixel buffers are allocated only after the header's size has passed
- * the pixel limit.
+ * error and never aborts. Images are decoded from a stdio stream (the file itself, or fmemopen for
+ * mv_image_decode_mem): the header is read and its size checked against the pixel limit before
+ * any pixel buffer is allocated, and nothing after the image's end (PNG IEND, JPEG EOI, the WebP
+ * RIFF size) is ever read. The time limit is checked by libjpeg's progress monitor (every scan
+ * and row), between PNG rows and input reads, and between the WebP incremental decoder's steps;
+ * a decode past it stops with MV_ERR_LIMIT.
  *
  * PIL behaviours reproduced (Pillow sources: JpegImagePlugin.py, JpegDecode.c, PngImagePlugin.py,
  * Unpack.c, Convert.c, _webp.c, Image.getexif, ImageOps.exif_transpose):
@@ -24,6 +28,8 @@
 
 #include <setjmp.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,6 +239,14 @@ static mv_status check_limit(const char *name, const char *fmt, long long w, lon
     return MV_OK;
 }
 
+/* The per-input time limit: deadline is an mv_now() value, 0 for none. */
+static int past(double deadline) { return deadline > 0 && mv_now() > deadline; }
+
+static mv_status fail_time(const char *name, const char *fmt, mv_err *e)
+{
+    return mv_fail(e, MV_ERR_LIMIT, "%s: %s decode stopped: time limit exceeded (--timeout)", name, fmt);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * JPEG
  * ------------------------------------------------------------------------------------------- */
@@ -241,15 +255,21 @@ typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jb;
     int eof;            /* libjpeg ran out of data (JWRN_JPEG_EOF) */
+    int timed_out;      /* the progress monitor stopped the decode at the deadline */
 } jerr_mgr;
 
 typedef struct {
-    const uint8_t *buf;
-    size_t len;
+    struct jpeg_progress_mgr pub;
+    double deadline;
+} jprog_mgr;
+
+typedef struct {
+    FILE *f;
     const char *name;
     long long max_pixels;
     struct jpeg_decompress_struct cinfo;
     jerr_mgr jerr;
+    jprog_mgr prog;
     int created;
     uint8_t *rgb, *row;
     int w, h, orientation;
@@ -270,6 +290,17 @@ static void jpeg_on_message(j_common_ptr c, int level)
 
 static void jpeg_silent(j_common_ptr c) { (void)c; }
 
+/* Called for every scan libjpeg absorbs (a progressive file can hold thousands) and every output
+ * row: past the deadline it unwinds like an error. */
+static void jpeg_on_progress(j_common_ptr c)
+{
+    if (past(((jprog_mgr *)c->progress)->deadline)) {
+        jerr_mgr *m = (jerr_mgr *)c->err;
+        m->timed_out = 1;
+        longjmp(m->jb, 1);
+    }
+}
+
 /* PIL Convert.c: MULDIV255(a, b) = (a*b + 128 + ((a*b + 128) >> 8)) >> 8. */
 static inline int muldiv255(int a, int b)
 {
@@ -288,6 +319,8 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     x->jerr.pub.emit_message = jpeg_on_message;
     x->jerr.pub.output_message = jpeg_silent;
     if (setjmp(x->jerr.jb)) {
+        if (x->jerr.timed_out)
+            return fail_time(x->name, "JPEG", e);
         x->jerr.pub.format_message((j_common_ptr)ci, x->msg);
         if (x->jerr.eof)
             return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated): %s",
@@ -296,7 +329,11 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     }
     jpeg_create_decompress(ci);
     x->created = 1;
-    jpeg_mem_src(ci, x->buf, (unsigned long)x->len);
+    jpeg_stdio_src(ci, x->f);
+    if (x->prog.deadline > 0) {
+        x->prog.pub.progress_monitor = jpeg_on_progress;
+        ci->progress = &x->prog.pub;
+    }
     jpeg_save_markers(ci, JPEG_APP0 + 1, 0xffff);
     if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
         return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: no image in the file", x->name);
@@ -362,13 +399,13 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     return MV_OK;
 }
 
-static mv_status decode_jpeg(const uint8_t *buf, size_t len, const char *name, long long max_pixels,
+static mv_status decode_jpeg(FILE *f, const char *name, long long max_pixels, double deadline,
                              uint8_t **rgb, int *w, int *h, int *orientation, mv_err *e)
 {
     jpeg_ctx *x = calloc(1, sizeof *x);
     if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
-    x->buf = buf;
-    x->len = len;
+    x->f = f;
+    x->prog.deadline = deadline;
     x->name = name;
     x->max_pixels = max_pixels;
     mv_status s = jpeg_run(x, e);
@@ -391,8 +428,9 @@ static mv_status decode_jpeg(const uint8_t *buf, size_t len, const char *name, l
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct {
-    const uint8_t *buf;
-    size_t len, pos;
+    FILE *f;
+    double deadline;
+    int timed_out;
     const char *name;
     long long max_pixels;
     png_structp png;
@@ -416,12 +454,29 @@ static void png_on_warning(png_structp p, png_const_charp msg)
     (void)msg;
 }
 
+static void png_check_time(png_structp p, png_ctx *x)
+{
+    if (past(x->deadline)) {
+        x->timed_out = 1;
+        png_error(p, "time limit exceeded");
+    }
+}
+
 static void png_on_read(png_structp p, png_bytep out, size_t n)
 {
     png_ctx *x = png_get_io_ptr(p);
-    if (n > x->len - x->pos) png_error(p, "unexpected end of file (image file is truncated)");
-    memcpy(out, x->buf + x->pos, n);
-    x->pos += n;
+    png_check_time(p, x);
+    if (fread(out, 1, n, x->f) != n) {
+        if (ferror(x->f)) png_error(p, "read error");
+        png_error(p, "unexpected end of file (image file is truncated)");
+    }
+}
+
+static void png_on_row(png_structp p, png_uint_32 row, int pass)
+{
+    (void)row;
+    (void)pass;
+    png_check_time(p, png_get_error_ptr(p));
 }
 
 static int png_orientation(png_ctx *x)
@@ -454,11 +509,14 @@ static int png_orientation(png_ctx *x)
 
 static mv_status png_run(png_ctx *x, mv_err *e)
 {
-    if (setjmp(png_jmpbuf(x->png)))
+    if (setjmp(png_jmpbuf(x->png))) {
+        if (x->timed_out) return fail_time(x->name, "PNG", e);
         return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt PNG data: %s", x->name, x->msg);
+    }
     /* PIL verifies the CRC of every chunk it reads; do not let libpng skip bad ancillary chunks */
     png_set_crc_action(x->png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
     png_set_read_fn(x->png, x, png_on_read);
+    if (x->deadline > 0) png_set_read_status_fn(x->png, png_on_row);
     png_read_info(x->png, x->info);
     png_uint_32 w = 0, h = 0;
     int depth = 0, ctype = 0, interlace = 0;
@@ -510,13 +568,13 @@ static mv_status png_run(png_ctx *x, mv_err *e)
     return MV_OK;
 }
 
-static mv_status decode_png(const uint8_t *buf, size_t len, const char *name, long long max_pixels,
+static mv_status decode_png(FILE *f, const char *name, long long max_pixels, double deadline,
                             uint8_t **rgb, int *w, int *h, int *orientation, mv_err *e)
 {
     png_ctx *x = calloc(1, sizeof *x);
     if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
-    x->buf = buf;
-    x->len = len;
+    x->f = f;
+    x->deadline = deadline;
     x->name = name;
     x->max_pixels = max_pixels;
     mv_status s;
@@ -574,35 +632,93 @@ static int webp_orientation(const uint8_t *buf, size_t len)
     return final_orientation(exif_o, xmp_o);
 }
 
-static mv_status decode_webp(const uint8_t *buf, size_t len, const char *name, long long max_pixels,
+/* Bytes of the file the WebP header is parsed from (VP8X, VP8 and VP8L headers are ~30 bytes). */
+#define WEBP_HEAD 4096
+/* Input fed to the incremental decoder per step (the time limit is checked between steps). */
+#define WEBP_STEP (256 << 10)
+/* Metadata (ICC, EXIF, XMP) a WebP may carry on top of 4 bytes per pixel of image data. */
+#define WEBP_SLACK (64LL << 20)
+
+/* Reads the RIFF of a WebP file from f: the header first (size check), then only the RIFF's
+ * declared length, never what follows; decodes in WEBP_STEP steps with WebPIDecoder. */
+static mv_status decode_webp(FILE *f, const char *name, long long max_pixels, double deadline,
                              uint8_t **rgb, int *w, int *h, int *orientation, mv_err *e)
 {
-    WebPBitstreamFeatures f;
-    VP8StatusCode st = WebPGetFeatures(buf, len, &f);
+    uint8_t head[WEBP_HEAD];
+    size_t hn = fread(head, 1, sizeof head, f);
+    if (ferror(f)) return mv_fail(e, MV_ERR_IO, "%s: read error", name);
+    WebPBitstreamFeatures ft;
+    VP8StatusCode st = WebPGetFeatures(head, hn, &ft);
     if (st != VP8_STATUS_OK)
         return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt WebP data: %s", name, webp_status_str(st));
-    if (f.has_animation)
+    if (ft.has_animation)
         return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: animated WebP is not supported", name);
-    mv_status s = check_limit(name, "WebP", f.width, f.height, max_pixels, e);
+    mv_status s = check_limit(name, "WebP", ft.width, ft.height, max_pixels, e);
     if (s != MV_OK) return s;
-    size_t np = (size_t)f.width * f.height;
-    uint8_t *rgba = mv_malloc(np * 4);
-    if (!rgba) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %dx%d image", name, f.width, f.height);
-    WebPDecoderConfig cfg;
-    if (!WebPInitDecoderConfig(&cfg)) {
-        free(rgba);
-        return mv_fail(e, MV_ERR_INTERNAL, "%s: libwebp version mismatch", name);
+    size_t np = (size_t)ft.width * ft.height;
+    /* mv_sniff saw "RIFF....WEBP": hn >= 12 */
+    unsigned long long riff = 8ULL + ((unsigned long long)head[4] | (unsigned long long)head[5] << 8 |
+                                      (unsigned long long)head[6] << 16 | (unsigned long long)head[7] << 24);
+    unsigned long long cap = 4ULL * np + (unsigned long long)WEBP_SLACK;
+    if (riff > cap)
+        return mv_fail(e, MV_ERR_LIMIT, "%s: WebP file declares %llu bytes, more than a %dx%d image may "
+                       "take here (%llu: 4 bytes per pixel + 64 MiB of metadata)", name, riff,
+                       ft.width, ft.height, cap);
+    uint8_t *buf = mv_malloc(riff), *rgba = NULL;
+    if (!buf) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %llu-byte WebP file", name, riff);
+    size_t len = hn < riff ? hn : (size_t)riff;
+    memcpy(buf, head, len);
+    while (len < riff) {
+        if (past(deadline)) {
+            free(buf);
+            return fail_time(name, "WebP", e);
+        }
+        size_t want = riff - len < WEBP_STEP ? (size_t)(riff - len) : WEBP_STEP;
+        size_t r = fread(buf + len, 1, want, f);
+        len += r;
+        if (r < want) break;        /* a truncated file: the decoder says what is missing */
     }
-    cfg.output.colorspace = MODE_RGBA;          /* non-premultiplied, as WebPAnimDecoder's default */
-    cfg.output.is_external_memory = 1;
-    cfg.output.u.RGBA.rgba = rgba;
-    cfg.output.u.RGBA.stride = f.width * 4;
-    cfg.output.u.RGBA.size = np * 4;
-    st = WebPDecode(buf, len, &cfg);
-    WebPFreeDecBuffer(&cfg.output);
-    if (st != VP8_STATUS_OK) {
+    if (ferror(f)) {
+        free(buf);
+        return mv_fail(e, MV_ERR_IO, "%s: read error", name);
+    }
+    rgba = mv_malloc(np * 4);
+    WebPDecoderConfig cfg;
+    WebPIDecoder *idec = NULL;
+    if (!rgba) {
+        s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %dx%d image", name, ft.width, ft.height);
+    } else if (!WebPInitDecoderConfig(&cfg)) {
+        s = mv_fail(e, MV_ERR_INTERNAL, "%s: libwebp version mismatch", name);
+    } else {
+        cfg.output.colorspace = MODE_RGBA;      /* non-premultiplied, as WebPAnimDecoder's default */
+        cfg.output.is_external_memory = 1;
+        cfg.output.u.RGBA.rgba = rgba;
+        cfg.output.u.RGBA.stride = ft.width * 4;
+        cfg.output.u.RGBA.size = np * 4;
+        idec = WebPIDecode(NULL, 0, &cfg);
+        if (!idec) s = mv_fail(e, MV_ERR_NOMEM, "%s: cannot create a WebP decoder", name);
+    }
+    for (size_t fed = 0; s == MV_OK;) {
+        if (past(deadline)) {
+            s = fail_time(name, "WebP", e);
+            break;
+        }
+        fed = len - fed < WEBP_STEP ? len : fed + WEBP_STEP;
+        st = WebPIUpdate(idec, buf, fed);
+        if (st == VP8_STATUS_OK) break;
+        if (st == VP8_STATUS_SUSPENDED && fed == len) st = VP8_STATUS_NOT_ENOUGH_DATA;
+        if (st != VP8_STATUS_SUSPENDED)
+            s = mv_fail(e, MV_ERR_FORMAT, "%s: corrupt WebP data: %s", name, webp_status_str(st));
+    }
+    if (idec) WebPIDelete(idec);
+    if (s == MV_OK) {
+        WebPFreeDecBuffer(&cfg.output);
+        *orientation = webp_orientation(buf, len);
+    }
+    free(buf);
+    if (s != MV_OK) {
         free(rgba);
-        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt WebP data: %s", name, webp_status_str(st));
+        return s;
     }
     for (size_t i = 0; i < np; i++) {       /* RGBA -> RGB in place, dropping alpha */
         rgba[3 * i] = rgba[4 * i];
@@ -611,9 +727,8 @@ static mv_status decode_webp(const uint8_t *buf, size_t len, const char *name, l
     }
     uint8_t *shrunk = realloc(rgba, np * 3);
     *rgb = shrunk ? shrunk : rgba;
-    *w = f.width;
-    *h = f.height;
-    *orientation = webp_orientation(buf, len);
+    *w = ft.width;
+    *h = ft.height;
     return MV_OK;
 }
 
@@ -621,14 +736,16 @@ static mv_status decode_webp(const uint8_t *buf, size_t len, const char *name, l
  * Entry points
  * ------------------------------------------------------------------------------------------- */
 
-mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
-                              long long max_pixels, mv_image *img, mv_err *e)
+/* Decodes the image in f (positioned at its start); name is for messages. */
+static mv_status decode_stream(FILE *f, const char *name, long long max_pixels, double deadline,
+                               mv_image *img, mv_err *e)
 {
-    if (!name) name = "<memory>";
-    if (!img) return mv_fail(e, MV_ERR_USAGE, "%s: no output image", name);
-    memset(img, 0, sizeof *img);
-    if (!buf || len == 0) return mv_fail(e, MV_ERR_FORMAT, "%s: empty file", name);
-    mv_media_kind k = mv_sniff(buf, len);
+    uint8_t head[MV_SNIFF_BYTES];
+    size_t n = fread(head, 1, sizeof head, f);
+    if (ferror(f)) return mv_fail(e, MV_ERR_IO, "%s: read error", name);
+    if (n == 0) return mv_fail(e, MV_ERR_FORMAT, "%s: empty file", name);
+    if (fseek(f, 0, SEEK_SET) != 0) return mv_fail(e, MV_ERR_IO, "%s: cannot seek back to the start", name);
+    mv_media_kind k = mv_sniff(head, n);
     uint8_t *rgb = NULL;
     int w = 0, h = 0, o = 1;
     mv_status s;
@@ -636,22 +753,22 @@ mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
     switch (k) {
     case MV_MEDIA_JPEG:
         fmt = "jpeg";
-        s = decode_jpeg(buf, len, name, max_pixels, &rgb, &w, &h, &o, e);
+        s = decode_jpeg(f, name, max_pixels, deadline, &rgb, &w, &h, &o, e);
         break;
     case MV_MEDIA_PNG:
         fmt = "png";
-        s = decode_png(buf, len, name, max_pixels, &rgb, &w, &h, &o, e);
+        s = decode_png(f, name, max_pixels, deadline, &rgb, &w, &h, &o, e);
         break;
     case MV_MEDIA_WEBP:
         fmt = "webp";
-        s = decode_webp(buf, len, name, max_pixels, &rgb, &w, &h, &o, e);
+        s = decode_webp(f, name, max_pixels, deadline, &rgb, &w, &h, &o, e);
         break;
     case MV_MEDIA_VIDEO:
         return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: is a video (%s), not a still image", name,
-                       mv_sniff_format(buf, len));
+                       mv_sniff_format(head, n));
     case MV_MEDIA_IMAGE_OTHER:
         return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (JPEG, PNG, WebP only)",
-                       name, mv_sniff_format(buf, len));
+                       name, mv_sniff_format(head, n));
     default:
         return mv_fail(e, MV_ERR_FORMAT, "%s: not a JPEG, PNG or WebP image (unrecognised file signature)", name);
     }
@@ -673,16 +790,42 @@ mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
     return MV_OK;
 }
 
+mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
+                              long long max_pixels, mv_image *img, mv_err *e)
+{
+    if (!name) name = "<memory>";
+    if (!img) return mv_fail(e, MV_ERR_USAGE, "%s: no output image", name);
+    memset(img, 0, sizeof *img);
+    if (!buf || len == 0) return mv_fail(e, MV_ERR_FORMAT, "%s: empty file", name);
+    FILE *f = fmemopen((void *)buf, len, "rb");
+    if (!f) return mv_fail(e, MV_ERR_NOMEM, "%s: cannot open a memory stream", name);
+    mv_status s = decode_stream(f, name, max_pixels, 0, img, e);
+    fclose(f);
+    return s;
+}
+
+mv_status mv_image_decode_limited(const char *path, long long max_pixels, double timeout_s,
+                                  mv_image *img, mv_err *e)
+{
+    if (!img) return mv_fail(e, MV_ERR_USAGE, "%s: no output image", path);
+    memset(img, 0, sizeof *img);
+    double deadline = timeout_s > 0 ? mv_now() + timeout_s : 0;
+    int fd;
+    mv_status s = mv_open_regular(path, &fd, e);
+    if (s != MV_OK) return s;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: cannot open a stdio stream", path);
+    }
+    s = decode_stream(f, path, max_pixels, deadline, img, e);
+    fclose(f);
+    return s;
+}
+
 mv_status mv_image_decode(const char *path, long long max_pixels, mv_image *img, mv_err *e)
 {
-    if (img) memset(img, 0, sizeof *img);
-    uint8_t *data = NULL;
-    size_t len = 0;
-    mv_status s = mv_read_file(path, &data, &len, e);
-    if (s != MV_OK) return s;
-    s = mv_image_decode_mem(data, len, path, max_pixels, img, e);
-    free(data);
-    return s;
+    return mv_image_decode_limited(path, max_pixels, 0, img, e);
 }
 
 void mv_image_free(mv_image *img)

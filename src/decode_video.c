@@ -1,39 +1,55 @@
-/* decode_video.c - video files to RGB24 frames with libavformat/libavcodec/libswscale (FFmpeg 5.1).
+/* decode_video.c - video files to RGB24 frames with libavformat/libavcodec (FFmpeg 5.1): demuxing,
+ * decoding, the frame index, seeking, and the per-input limits (time, pixels).
  *
- * What it reproduces, bit for bit: `ffmpeg -i FILE -fps_mode passthrough -pix_fmt rgb24 -f rawvideo`.
- * That command (fftools 5.1) does, per decoded frame:
- *   1. autorotate: from the display matrix (frame side data, else stream side data) it inserts
- *      transpose (90/270), hflip/vflip (180) or vflip (mirrored 0) *before* any format conversion,
- *      so the planes are turned in the decoder's pixel format (rotate_planes() here);
- *   2. the auto-inserted scale filter with empty sws flags (libswscale then picks SWS_BICUBIC),
- *      src_v_chr_pos=128 for yuv420p, src_range from the frame, and sws_setColorspaceDetails with
- *      the frame's colorspace coefficients ("auto" matrix) and range (make_sws()/to_rgb()).
+ * What it reproduces: the frames `ffmpeg -i FILE -fps_mode passthrough -pix_fmt rgb24 -f rawvideo`
+ * writes, in that order; the conversion of each decoded frame is video_convert.c.
  * Frames are numbered in presentation order. open() demuxes every packet once (no decoding) and
  * keeps the sorted timestamps: index i <-> pts[i]. read() decodes forward while the next wanted
  * frame is near, otherwise seeks to the keyframe at or before it and decodes up to its pts.
- * Without usable timestamps (missing or duplicate pts) it decodes sequentially from the start and
- * counts frames. Not here: sampling math (video_sample.c), resizing to the model size.
+ * When the packets are not the CLI's frame list - a packet without pts, duplicate pts, no
+ * keyframes, packets an edit list discards, or a first decodable frame that is not the first
+ * packet by timestamp (a cut GOP, open-GOP leading pictures) - open() counts the frames by decoding
+ * the whole stream once and read() identifies frames by decode count from a fresh open
+ * ("sequential mode"), as the CLI does.
+ * Limits: the frame size against max_pixels before any decoding (container header, then every
+ * decoder gets max_pixels), n x pixels per read before the frame buffer is allocated, and a wall
+ * clock deadline through the demuxer's interrupt callback and the decode loop.
+ * Not here: sampling math (video_sample.c), resizing to the model size.
  */
 #include "mv_video.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifndef MV_HAVE_FFMPEG
 
-mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
-                                mv_video_info *info, mv_err *e)
+mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **v,
+                             mv_video_info *info, mv_err *e)
 {
-    (void)timeout_s;
+    (void)lim;
     (void)info;
     if (v)
         *v = NULL;
     return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: cannot decode video: built without FFmpeg", path);
 }
 
+int mv_video_frames_per_read(const mv_video *v)
+{
+    (void)v;
+    return 1;
+}
+
 mv_status mv_video_open(const char *path, mv_video **v, mv_video_info *info, mv_err *e)
 {
-    return mv_video_open_limited(path, 0, v, info, e);
+    return mv_video_open_with(path, NULL, v, info, e);
+}
+
+mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
+                                mv_video_info *info, mv_err *e)
+{
+    mv_video_limits lim = {.timeout_s = timeout_s};
+    return mv_video_open_with(path, &lim, v, info, e);
 }
 
 mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **frames, double *ts,
@@ -58,21 +74,16 @@ int64_t mv_video_decoded_frames(const mv_video *v)
 
 #else /* MV_HAVE_FFMPEG */
 
+#include "mv_video_convert.h"
+
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
-#include <libavutil/display.h>
-#include <libavutil/imgutils.h>
-#include <libavutil/opt.h>
-#include <libavutil/pixdesc.h>
 #include <libavutil/time.h>
-#include <libswscale/swscale.h>
 #include <math.h>
 
 /* Decoding forward is preferred over a seek when the wanted frame is at most this many frames
  * ahead, or when no keyframe lies between the current position and it. */
 #define MV_SEEK_GAP 12
-
-enum { ROT_NONE, ROT_TRANSPOSE, ROT_FLIP }; /* how rotate_planes() maps pixels */
 
 struct mv_video {
     char *path;
@@ -86,22 +97,17 @@ struct mv_video {
                                on a pts lands on that keyframe whether the demuxer's index holds
                                pts (matroska) or dts (mov: the next key's dts is larger)) */
     int64_t nkey;
-    int sequential;         /* no usable timestamps: identify frames by decode count */
-    /* rotation, decided from the display matrix like fftools get_rotation()/autorotate */
-    int rot_kind;           /* ROT_* */
-    int tdir;               /* transpose dir: 0 cclock_flip, 1 clock, 2 cclock, 3 clock_flip */
-    int hflip, vflip;       /* for ROT_FLIP */
-    int rotation;           /* degrees reported in info */
-    int out_w, out_h;       /* RGB frame size (after rotation) */
+    int sequential;         /* frames identified by decode count (counted by decoding at open) */
+    int64_t t_first;        /* sequential mode: timestamp of the first frame (AV_NOPTS_VALUE if none) */
+    long long max_pixels;   /* per frame, and frames x pixels per read; < 0: no limit */
+    int big_w, big_h;       /* open_input() saw a frame size over max_pixels */
     /* decoder position */
     int positioned;         /* decoder state continues from a seek or the start */
     int64_t last_pts;       /* pts of the last frame produced (INT64_MIN after a seek) */
     int64_t seq_count;      /* sequential mode: frames produced since the start */
     int flushing, at_eof;
-    /* conversion */
-    struct SwsContext *sws;
-    int sws_w, sws_h, sws_fmt, sws_range;
-    AVFrame *frame, *rot, *rgb;
+    mv_vconv conv;          /* rotation + RGB conversion (video_convert.c) */
+    AVFrame *frame;
     AVPacket *pkt;
     int64_t deadline_us;    /* av_gettime_relative() limit; 0 = none */
     int64_t decoded;        /* frames produced by the decoder since open (statistics) */
@@ -148,10 +154,8 @@ void mv_video_close(mv_video *v)
 {
     if (!v)
         return;
-    sws_freeContext(v->sws);
+    mv_vconv_free(&v->conv);
     av_frame_free(&v->frame);
-    av_frame_free(&v->rot);
-    av_frame_free(&v->rgb);
     av_packet_free(&v->pkt);
     avcodec_free_context(&v->dec);
     avformat_close_input(&v->fmt);
@@ -159,236 +163,6 @@ void mv_video_close(mv_video *v)
     free(v->key_pts);
     free(v->path);
     free(v);
-}
-
-/* fftools/cmdutils.c get_rotation() */
-static double cli_rotation(const int32_t *m)
-{
-    double theta = 0;
-    if (m)
-        theta = -round(av_display_rotation_get(m));
-    theta -= 360 * floor(theta / 360 + 0.9 / 360);
-    return theta;
-}
-
-/* fftools/ffmpeg_filter.c configure_input_video_filter() autorotate branch. */
-static void decide_rotation(mv_video *v, const int32_t *m)
-{
-    double theta = cli_rotation(m);
-    v->rot_kind = ROT_NONE;
-    v->hflip = v->vflip = 0;
-    v->rotation = 0;
-    if (fabs(theta - 90) < 1.0) {
-        v->rot_kind = ROT_TRANSPOSE;
-        v->tdir = m[3] > 0 ? 0 : 1; /* cclock_flip : clock */
-        v->rotation = 90;
-    } else if (fabs(theta - 180) < 1.0) {
-        v->rot_kind = ROT_FLIP;
-        v->hflip = m[0] < 0;
-        v->vflip = m[4] < 0;
-        v->rotation = 180;
-    } else if (fabs(theta - 270) < 1.0) {
-        v->rot_kind = ROT_TRANSPOSE;
-        v->tdir = m[3] < 0 ? 3 : 2; /* clock_flip : cclock */
-        v->rotation = 270;
-    } else if (fabs(theta) < 1.0) {
-        if (m && m[4] < 0) {
-            v->rot_kind = ROT_FLIP;
-            v->vflip = 1;
-        }
-    }
-    /* Other angles: the CLI inserts the "rotate" filter (bilinear, black corners); we keep the
-     * frame unrotated rather than approximate it. */
-    if (v->rot_kind == ROT_FLIP && !v->hflip && !v->vflip)
-        v->rot_kind = ROT_NONE;
-}
-
-/* Pixel formats the CLI's transpose/hflip/vflip filters accept directly (vf_transpose.c
- * query_formats; the flips accept a superset). Others are converted to RGB first (not bit-exact
- * to the CLI, which would negotiate an intermediate format). */
-static int planes_rotatable(enum AVPixelFormat f)
-{
-    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(f);
-    return d && !(d->flags & (AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BITSTREAM)) &&
-           d->log2_chroma_w == d->log2_chroma_h;
-}
-
-/* out = rotated copy of in (any format planes_rotatable() accepts, or packed RGB24).
- * Transpose: out[y][x] = in[sy][sx] with the vf_transpose dir semantics; flips per plane. */
-static int rotate_planes(const mv_video *v, const AVFrame *in, AVFrame *out)
-{
-    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(in->format);
-    int steps[4];
-    int ret;
-    av_frame_unref(out);
-    out->format = in->format;
-    out->width = v->rot_kind == ROT_TRANSPOSE ? in->height : in->width;
-    out->height = v->rot_kind == ROT_TRANSPOSE ? in->width : in->height;
-    if ((ret = av_frame_get_buffer(out, 0)) < 0)
-        return ret;
-    if ((ret = av_frame_copy_props(out, in)) < 0)
-        return ret;
-    av_image_fill_max_pixsteps(steps, NULL, d);
-    int planes = av_pix_fmt_count_planes(in->format);
-    for (int p = 0; p < planes; p++) {
-        int sub_w = (p == 1 || p == 2) ? d->log2_chroma_w : 0;
-        int sub_h = (p == 1 || p == 2) ? d->log2_chroma_h : 0;
-        int inw = AV_CEIL_RSHIFT(in->width, sub_w), inh = AV_CEIL_RSHIFT(in->height, sub_h);
-        int outw = AV_CEIL_RSHIFT(out->width, sub_w), outh = AV_CEIL_RSHIFT(out->height, sub_h);
-        int ps = steps[p];
-        const uint8_t *src = in->data[p];
-        uint8_t *dst = out->data[p];
-        ptrdiff_t sl = in->linesize[p], dl = out->linesize[p];
-        for (int y = 0; y < outh; y++) {
-            uint8_t *drow = dst + y * dl;
-            for (int x = 0; x < outw; x++) {
-                int sx, sy;
-                if (v->rot_kind == ROT_TRANSPOSE) {
-                    switch (v->tdir) {
-                    case 0: sy = x; sx = y; break;                         /* cclock_flip */
-                    case 1: sy = inh - 1 - x; sx = y; break;               /* clock */
-                    case 2: sy = x; sx = inw - 1 - y; break;               /* cclock */
-                    default: sy = inh - 1 - x; sx = inw - 1 - y; break;    /* clock_flip */
-                    }
-                } else {
-                    sx = v->hflip ? inw - 1 - x : x;
-                    sy = v->vflip ? inh - 1 - y : y;
-                }
-                memcpy(drow + (size_t)x * ps, src + sy * sl + (size_t)sx * ps, ps);
-            }
-        }
-    }
-    return 0;
-}
-
-/* libswscale context as vf_scale config_props() builds it for the CLI's auto-inserted scaler. */
-static int make_sws(mv_video *v, const AVFrame *f)
-{
-    int range = f->color_range;
-    if (v->sws && v->sws_w == f->width && v->sws_h == f->height && v->sws_fmt == f->format &&
-        v->sws_range == range)
-        return 0;
-    sws_freeContext(v->sws);
-    v->sws = sws_alloc_context();
-    if (!v->sws)
-        return AVERROR(ENOMEM);
-    struct SwsContext *s = v->sws;
-    int ret = 0;
-#define SETI(k, val) \
-    if (ret >= 0) ret = av_opt_set_int(s, k, val, 0)
-    SETI("srcw", f->width);
-    SETI("srch", f->height);
-    SETI("src_format", f->format);
-    SETI("dstw", v->out_w);
-    SETI("dsth", v->out_h);
-    SETI("dst_format", AV_PIX_FMT_RGB24);
-    SETI("sws_flags", 0); /* vf_scale flags "" -> swscale's default, SWS_BICUBIC */
-    SETI("threads", 1);
-    if (range != AVCOL_RANGE_UNSPECIFIED)
-        SETI("src_range", range == AVCOL_RANGE_JPEG);
-    SETI("src_h_chr_pos", -513);
-    SETI("src_v_chr_pos", f->format == AV_PIX_FMT_YUV420P ? 128 : -513);
-    SETI("dst_h_chr_pos", -513);
-    SETI("dst_v_chr_pos", -513);
-#undef SETI
-    if (ret < 0)
-        return ret;
-    if ((ret = sws_init_context(s, NULL, NULL)) < 0)
-        return ret;
-    v->sws_w = f->width;
-    v->sws_h = f->height;
-    v->sws_fmt = f->format;
-    v->sws_range = range;
-    return 0;
-}
-
-/* vf_scale parse_yuv_type("auto", colorspace) */
-static const int *auto_coeffs(enum AVColorSpace cs)
-{
-    if (cs < 1 || cs > 10 || cs == 8)
-        cs = AVCOL_SPC_BT470BG;
-    return sws_getCoefficients(cs);
-}
-
-/* Converts f to packed RGB24 into dst [out_h, out_w, 3] (vf_scale scale_frame()). */
-static int to_rgb(mv_video *v, const AVFrame *f, uint8_t *dst)
-{
-    int ret;
-    if ((ret = make_sws(v, f)) < 0)
-        return ret;
-    int *inv_table, *table, in_full, out_full, bri, con, sat;
-    if ((ret = sws_getColorspaceDetails(v->sws, &inv_table, &in_full, &table, &out_full, &bri, &con,
-                                        &sat)) < 0)
-        return ret;
-    const int *coeffs = auto_coeffs(f->colorspace);
-    if (f->color_range != AVCOL_RANGE_UNSPECIFIED)
-        in_full = f->color_range == AVCOL_RANGE_JPEG;
-    /* returns -1 for RGB input (no YUV matrix), which is not an error for the conversion */
-    sws_setColorspaceDetails(v->sws, coeffs, in_full, coeffs, out_full, bri, con, sat);
-    /* the CLI scales into an aligned AVFrame; do the same so swscale takes the same code paths */
-    if (!v->rgb->data[0] || v->rgb->width != v->out_w || v->rgb->height != v->out_h) {
-        av_frame_unref(v->rgb);
-        v->rgb->format = AV_PIX_FMT_RGB24;
-        v->rgb->width = v->out_w;
-        v->rgb->height = v->out_h;
-        if ((ret = av_frame_get_buffer(v->rgb, 0)) < 0)
-            return ret;
-    }
-    if ((ret = av_frame_make_writable(v->rgb)) < 0)
-        return ret;
-    ret = sws_scale(v->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, v->rgb->data,
-                    v->rgb->linesize);
-    if (ret < 0)
-        return ret;
-    for (int y = 0; y < v->out_h; y++)
-        memcpy(dst + (size_t)y * v->out_w * 3, v->rgb->data[0] + (ptrdiff_t)y * v->rgb->linesize[0],
-               (size_t)v->out_w * 3);
-    return 0;
-}
-
-/* Decoded frame -> RGB24 [out_h, out_w, 3], rotation applied as the CLI does. */
-static int frame_to_rgb(mv_video *v, AVFrame *f, uint8_t *dst)
-{
-    int ret;
-    if (v->rot_kind == ROT_NONE)
-        return to_rgb(v, f, dst);
-    if (planes_rotatable(f->format)) {
-        if ((ret = rotate_planes(v, f, v->rot)) < 0)
-            return ret;
-        return to_rgb(v, v->rot, dst);
-    }
-    /* fallback: convert unrotated to RGB24, then rotate the packed RGB */
-    AVFrame *tmp = av_frame_alloc();
-    if (!tmp)
-        return AVERROR(ENOMEM);
-    int ow = v->out_w, oh = v->out_h;
-    v->out_w = f->width;
-    v->out_h = f->height;
-    tmp->format = AV_PIX_FMT_RGB24;
-    tmp->width = f->width;
-    tmp->height = f->height;
-    ret = av_frame_get_buffer(tmp, 0);
-    if (ret >= 0) {
-        uint8_t *packed = malloc((size_t)f->width * f->height * 3);
-        ret = packed ? to_rgb(v, f, packed) : AVERROR(ENOMEM);
-        if (ret >= 0)
-            for (int y = 0; y < f->height; y++)
-                memcpy(tmp->data[0] + (ptrdiff_t)y * tmp->linesize[0], packed + (size_t)y * f->width * 3,
-                       (size_t)f->width * 3);
-        free(packed);
-    }
-    v->out_w = ow;
-    v->out_h = oh;
-    sws_freeContext(v->sws); /* its destination size was the unrotated one */
-    v->sws = NULL;
-    if (ret >= 0)
-        ret = rotate_planes(v, tmp, v->rot);
-    if (ret >= 0)
-        for (int y = 0; y < v->out_h; y++)
-            memcpy(dst + (size_t)y * v->out_w * 3, v->rot->data[0] + (ptrdiff_t)y * v->rot->linesize[0],
-                   (size_t)v->out_w * 3);
-    av_frame_free(&tmp);
-    return ret;
 }
 
 /* Next decoded frame of the video stream into v->frame. 0, AVERROR_EOF at the end, or an error. */
@@ -439,7 +213,31 @@ static int64_t frame_ts(const AVFrame *f)
     return f->best_effort_timestamp != AV_NOPTS_VALUE ? f->best_effort_timestamp : f->pts;
 }
 
-/* Opens v->path into v->fmt (fresh context with the time-limit callback) and reads stream info. */
+/* open_input()'s answer for a frame size over the pixel limit (size in v->big_w x v->big_h). */
+#define MV_AVERROR_TOO_BIG FFERRTAG('M', 'V', 'B', 'G')
+
+static int too_big(const mv_video *v, long long w, long long h)
+{
+    return v->max_pixels > 0 && w > 0 && h > 0 && w * h > v->max_pixels;
+}
+
+/* A video stream whose declared frame size is over the limit: MV_AVERROR_TOO_BIG, else 0. */
+static int check_stream_sizes(mv_video *v)
+{
+    for (unsigned i = 0; i < v->fmt->nb_streams; i++) {
+        const AVCodecParameters *cp = v->fmt->streams[i]->codecpar;
+        if (cp->codec_type == AVMEDIA_TYPE_VIDEO && too_big(v, cp->width, cp->height)) {
+            v->big_w = cp->width;
+            v->big_h = cp->height;
+            return MV_AVERROR_TOO_BIG;
+        }
+    }
+    return 0;
+}
+
+/* Opens v->path into v->fmt (fresh context with the time-limit callback) and reads stream info.
+ * The pixel limit is checked on the container's header before any decoding, and the decoders that
+ * avformat_find_stream_info() runs get it as their max_pixels (they refuse larger frames). */
 static int open_input(mv_video *v)
 {
     avformat_close_input(&v->fmt);
@@ -449,9 +247,29 @@ static int open_input(mv_video *v)
     v->fmt->interrupt_callback.callback = interrupt_cb;
     v->fmt->interrupt_callback.opaque = v;
     int ret = avformat_open_input(&v->fmt, v->path, NULL, NULL); /* frees fmt on failure */
-    if (ret < 0)
+    if (ret < 0 || (ret = check_stream_sizes(v)) < 0)
         return ret;
-    return avformat_find_stream_info(v->fmt, NULL);
+    AVDictionary **opts = NULL;
+    unsigned ns = v->fmt->nb_streams;
+    if (v->max_pixels > 0 && ns > 0) {
+        if (!(opts = av_calloc(ns, sizeof *opts)))
+            return AVERROR(ENOMEM);
+        for (unsigned i = 0; i < ns && ret >= 0; i++)
+            ret = av_dict_set_int(&opts[i], "max_pixels", v->max_pixels, 0);
+    }
+    if (ret >= 0)
+        ret = avformat_find_stream_info(v->fmt, opts);
+    for (unsigned i = 0; opts && i < ns; i++)
+        av_dict_free(&opts[i]);
+    av_free(opts);
+    return ret < 0 ? ret : check_stream_sizes(v);
+}
+
+static mv_status fail_too_big(const mv_video *v, mv_err *e, long long w, long long h)
+{
+    return mv_fail(e, MV_ERR_LIMIT,
+                   "%s: video frame size %lldx%lld (%lld pixels) exceeds the limit of %lld pixels "
+                   "(--max-decode-pixels)", v->path, w, h, w * h, v->max_pixels);
 }
 
 /* Demuxers whose timestamp seeks land exactly on index entries (mov/mp4, matroska/webm, avi);
@@ -467,7 +285,7 @@ static int exact_seek(const AVFormatContext *f)
 static int rewind_stream(mv_video *v)
 {
     int ret = -1;
-    if (exact_seek(v->fmt))
+    if (exact_seek(v->fmt) && !v->sequential) /* sequential: start exactly as a fresh open */
         ret = av_seek_frame(v->fmt, v->si, v->st->start_time != AV_NOPTS_VALUE ? v->st->start_time : 0,
                             AVSEEK_FLAG_BACKWARD);
     if (ret < 0) {
@@ -525,7 +343,7 @@ static int push_i64(int64_t **a, int64_t *n, int64_t *cap, int64_t t)
 static mv_status index_stream(mv_video *v, mv_err *e)
 {
     int64_t cap = 256, np = 0, kcap = 16;
-    int missing_ts = 0, ret;
+    int missing_ts = 0, discarded = 0, ret;
     v->pts = malloc(cap * sizeof *v->pts);
     v->key_pts = malloc(kcap * sizeof *v->key_pts);
     if (!v->pts || !v->key_pts)
@@ -539,12 +357,18 @@ static mv_status index_stream(mv_video *v, mv_err *e)
             v->n = expected > np ? expected : np + 1;
             return fail_frame(v, e, np, ret, NULL);
         }
-        if (v->pkt->stream_index != v->si || (v->pkt->flags & AV_PKT_FLAG_DISCARD)) {
+        if (v->pkt->stream_index != v->si) {
             av_packet_unref(v->pkt);
             continue;
         }
+        if (v->pkt->flags & AV_PKT_FLAG_DISCARD) { /* before an edit list's start: no frame */
+            discarded++;
+            av_packet_unref(v->pkt);
+            continue;
+        }
+        /* a packet's dts is not its frame's timestamp (B-frames): without pts, count by decoding */
         int64_t t = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
-        if (t == AV_NOPTS_VALUE)
+        if (v->pkt->pts == AV_NOPTS_VALUE)
             missing_ts = 1;
         if (push_i64(&v->pts, &np, &cap, t) ||
             ((v->pkt->flags & AV_PKT_FLAG_KEY) && t != AV_NOPTS_VALUE &&
@@ -554,7 +378,7 @@ static mv_status index_stream(mv_video *v, mv_err *e)
         }
         av_packet_unref(v->pkt);
     }
-    if (expected > 0 && np < expected) {
+    if (expected > 0 && np + discarded < expected) {
         v->n = expected;
         return fail_frame(v, e, np, AVERROR_INVALIDDATA, "file is truncated (the container lists more frames)");
     }
@@ -566,12 +390,41 @@ static mv_status index_stream(mv_video *v, mv_err *e)
         if (v->pts[i] == v->pts[i - 1])
             missing_ts = 1;
     qsort(v->key_pts, v->nkey, sizeof *v->key_pts, cmp_i64);
-    v->sequential = missing_ts || v->nkey == 0;
+    v->sequential = missing_ts || discarded || v->nkey == 0;
     return MV_OK;
 }
 
-mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **out,
-                                mv_video_info *info, mv_err *e)
+/* Sequential mode: the frames are what the decoder outputs from a fresh open, as the CLI counts
+ * them (packets that give no frame, frames dropped by an edit list, streams without usable
+ * timestamps); one decoding pass, no conversion. */
+static mv_status count_by_decoding(mv_video *v, mv_err *e)
+{
+    v->sequential = 1;
+    int ret = rewind_stream(v);
+    if (ret < 0)
+        return fail_frame(v, e, 0, ret, NULL);
+    int64_t n = 0;
+    for (;;) {
+        ret = next_frame(v);
+        if (ret == AVERROR_EOF)
+            break;
+        if (ret < 0)
+            return fail_frame(v, e, n, ret, NULL);
+        if (n == 0)
+            v->t_first = frame_ts(v->frame);
+        av_frame_unref(v->frame);
+        n++;
+    }
+    if (n == 0)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: decode failed at frame 0 of %lld: no frame could be decoded",
+                       v->path, (long long)v->n);
+    v->n = n;
+    v->positioned = 0;
+    return MV_OK;
+}
+
+mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **out,
+                             mv_video_info *info, mv_err *e)
 {
     *out = NULL;
     mv_video *v = calloc(1, sizeof *v);
@@ -581,18 +434,22 @@ mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **o
     int ret;
     v->path = strdup(path);
     v->frame = av_frame_alloc();
-    v->rot = av_frame_alloc();
-    v->rgb = av_frame_alloc();
     v->pkt = av_packet_alloc();
-    if (!v->path || !v->frame || !v->rot || !v->rgb || !v->pkt) {
+    if (!v->path || !v->frame || mv_vconv_init(&v->conv) < 0 || !v->pkt) {
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
-    if (timeout_s > 0)
-        v->deadline_us = av_gettime_relative() + (int64_t)(timeout_s * 1e6);
+    v->t_first = AV_NOPTS_VALUE;
+    v->max_pixels = lim && lim->max_pixels ? lim->max_pixels : MV_DECODE_MAX_PIXELS_DEFAULT;
+    if (lim && lim->timeout_s > 0)
+        v->deadline_us = av_gettime_relative() + (int64_t)(lim->timeout_s * 1e6);
     if (av_log_get_level() == AV_LOG_INFO) /* untouched by the caller: keep FFmpeg's chatter off stderr */
         av_log_set_level(AV_LOG_QUIET);
     ret = open_input(v);
+    if (ret == MV_AVERROR_TOO_BIG) {
+        st = fail_too_big(v, e, v->big_w, v->big_h);
+        goto fail;
+    }
     if (ret < 0 && !v->fmt) {
         if (v->deadline_us && av_gettime_relative() > v->deadline_us) {
             st = mv_fail(e, MV_ERR_LIMIT, "%s: open: time limit exceeded", path);
@@ -640,6 +497,8 @@ mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **o
     }
     v->dec->pkt_timebase = v->st->time_base;
     v->dec->thread_count = 0; /* auto; frame threading does not change the output */
+    if (v->max_pixels > 0)
+        v->dec->max_pixels = v->max_pixels; /* a later, larger frame fails to decode */
     if ((ret = avcodec_open2(v->dec, codec, NULL)) < 0) {
         st = fail_av(v, e, ret, "opening the decoder");
         goto fail;
@@ -660,34 +519,29 @@ mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **o
     const AVFrameSideData *sd = av_frame_get_side_data(v->frame, AV_FRAME_DATA_DISPLAYMATRIX);
     const int32_t *dm = sd && sd->size >= 9 * sizeof(int32_t) ? (const int32_t *)sd->data
                         : (const int32_t *)av_stream_get_side_data(v->st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
-    decide_rotation(v, dm);
-    /* Packets before the first frame the decoder can produce (a transport stream cut in the
-     * middle of a GOP) are not frames: the CLI does not output them either. */
-    int64_t t0 = frame_ts(v->frame);
-    if (!v->sequential && t0 != AV_NOPTS_VALUE) {
-        int64_t k = lower_bound(v->pts, v->n, t0);
-        if (k > 0 && k < v->n && v->pts[k] == t0) {
-            memmove(v->pts, v->pts + k, (v->n - k) * sizeof *v->pts);
-            v->n -= k;
-            int64_t kk = lower_bound(v->key_pts, v->nkey, t0);
-            memmove(v->key_pts, v->key_pts + kk, (v->nkey - kk) * sizeof *v->key_pts);
-            v->nkey -= kk;
-            if (v->nkey == 0)
-                v->sequential = 1;
-        }
+    if (too_big(v, v->frame->width, v->frame->height)) {
+        st = fail_too_big(v, e, v->frame->width, v->frame->height);
+        goto fail;
     }
-    v->out_w = v->rot_kind == ROT_TRANSPOSE ? v->frame->height : v->frame->width;
-    v->out_h = v->rot_kind == ROT_TRANSPOSE ? v->frame->width : v->frame->height;
-    v->positioned = 0; /* the next read seeks or rewinds */
+    mv_vconv_setup(&v->conv, dm, v->frame->width, v->frame->height);
+    /* The first frame the decoder gives is not the first packet by timestamp (packets before it
+     * cannot be decoded: a stream cut in the middle of a GOP, leading pictures of an open GOP):
+     * the packet index is not the CLI's frame list, so count the frames by decoding. */
+    int64_t t0 = frame_ts(v->frame);
     av_frame_unref(v->frame);
+    if (!v->sequential && (t0 == AV_NOPTS_VALUE || t0 != v->pts[0]))
+        v->sequential = 1;
+    if (v->sequential && (st = count_by_decoding(v, e)) != MV_OK)
+        goto fail;
+    v->positioned = 0; /* the next read seeks or rewinds */
 
     AVRational r = v->st->avg_frame_rate;
     info->total_frames = v->n;
     info->fps = r.num > 0 && r.den > 0 ? av_q2d(r) : 0.0;
     info->duration = info->fps > 0 ? (double)v->n / info->fps : 0.0;
-    info->width = v->out_w;
-    info->height = v->out_h;
-    info->rotation = v->rotation;
+    info->width = v->conv.out_w;
+    info->height = v->conv.out_h;
+    info->rotation = v->conv.rotation;
     info->codec = codec->name;
     *out = v;
     return MV_OK;
@@ -698,7 +552,14 @@ fail:
 
 mv_status mv_video_open(const char *path, mv_video **v, mv_video_info *info, mv_err *e)
 {
-    return mv_video_open_limited(path, 0, v, info, e);
+    return mv_video_open_with(path, NULL, v, info, e);
+}
+
+mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
+                                mv_video_info *info, mv_err *e)
+{
+    mv_video_limits lim = {.timeout_s = timeout_s};
+    return mv_video_open_with(path, &lim, v, info, e);
 }
 
 /* Positions the decoder so that the next frames lead to pts target (timestamp mode). */
@@ -800,13 +661,17 @@ mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **fr
         if (indices[k] < 0 || indices[k] >= v->n || (k > 0 && indices[k] < indices[k - 1]))
             return mv_fail(e, MV_ERR_USAGE, "%s: frame index %lld (position %d) out of order or outside [0, %lld)",
                            v->path, (long long)indices[k], k, (long long)v->n);
-    size_t fsz = (size_t)v->out_w * v->out_h * 3;
+    int ow = v->conv.out_w, oh = v->conv.out_h;
+    if (n > mv_video_frames_per_read(v))
+        return mv_fail(e, MV_ERR_LIMIT,
+                       "%s: %d frames of %dx%d (%lld pixels) exceed the limit of %lld pixels per read "
+                       "(--max-decode-pixels)", v->path, n, ow, oh, (long long)n * ow * oh, v->max_pixels);
+    size_t fsz = (size_t)ow * oh * 3;
     uint8_t *buf = malloc(fsz * n);
     if (!buf)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %d frames of %dx%d", v->path, n, v->out_w,
-                       v->out_h);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %d frames of %dx%d", v->path, n, ow, oh);
     AVRational tb = v->st->time_base;
-    int64_t t0 = v->sequential ? 0 : v->pts[0];
+    int64_t t0 = v->sequential ? v->t_first : v->pts[0];
     int64_t have = -1; /* index held in buf[k-1] */
     for (int k = 0; k < n; k++) {
         int64_t idx = indices[k];
@@ -827,7 +692,7 @@ mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **fr
             free(buf);
             return fail_frame(v, e, idx, AVERROR_INVALIDDATA, "decoded frame has no size");
         }
-        int ret = frame_to_rgb(v, v->frame, buf + fsz * k);
+        int ret = mv_vconv_frame(&v->conv, v->frame, buf + fsz * k);
         int64_t t = frame_ts(v->frame);
         av_frame_unref(v->frame);
         if (ret < 0) {
@@ -835,7 +700,7 @@ mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **fr
             return fail_frame(v, e, idx, ret, NULL);
         }
         if (ts)
-            ts[k] = t == AV_NOPTS_VALUE ? NAN : (double)(t - t0) * av_q2d(tb);
+            ts[k] = t == AV_NOPTS_VALUE || t0 == AV_NOPTS_VALUE ? NAN : (double)(t - t0) * av_q2d(tb);
         have = idx;
     }
     *frames = buf;
@@ -843,5 +708,14 @@ mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **fr
 }
 
 int64_t mv_video_decoded_frames(const mv_video *v) { return v ? v->decoded : 0; }
+
+int mv_video_frames_per_read(const mv_video *v)
+{
+    long long px = (long long)v->conv.out_w * v->conv.out_h;
+    if (v->max_pixels < 0 || px <= 0)
+        return INT_MAX;
+    long long k = v->max_pixels / px;
+    return k < 1 ? 1 : k > INT_MAX ? INT_MAX : (int)k;
+}
 
 #endif /* MV_HAVE_FFMPEG */

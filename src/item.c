@@ -94,7 +94,7 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *sr
     mv_prepared *p = &it->p;
     mv_image img;
     double t = mv_now();
-    mv_status st = mv_image_decode(path, c->max_decode_pixels, &img, e);
+    mv_status st = mv_image_decode_limited(path, c->max_decode_pixels, c->timeout, &img, e);
     it->t_decode = mv_now() - t;
     if (st)
         return st;
@@ -113,6 +113,19 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *sr
     return MV_OK;
 }
 
+/* mv_frame_reader over an open video: frames [first, first + count) of the sampled indices */
+typedef struct {
+    mv_video *v;
+    const int64_t *idx;
+    double *ts;
+} video_reader;
+
+static mv_status read_frames(void *ud, int first, int count, uint8_t **frames, mv_err *e)
+{
+    video_reader *r = ud;
+    return mv_video_read(r->v, r->idx + first, count, frames, r->ts + first, e);
+}
+
 static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
 {
     const char *path = src;
@@ -121,7 +134,8 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *sr
     mv_video *v;
     mv_video_info info;
     double t = mv_now();
-    mv_status st = mv_video_open_limited(path, c->timeout, &v, &info, e);
+    mv_video_limits lim = {.timeout_s = c->timeout, .max_pixels = c->max_decode_pixels};
+    mv_status st = mv_video_open_with(path, &lim, &v, &info, e);
     if (st)
         return st;
     p->kind = "video";
@@ -153,19 +167,19 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *sr
     }
     mv_video_indices(info.total_frames, n, p->frame_idx);
     p->n_idx = n;
-    uint8_t *frames = NULL;
-    st = mv_video_read(v, p->frame_idx, n, &frames, p->ts, e);
-    mv_video_close(v);
+    video_reader vr = {v, p->frame_idx, p->ts};
     it->t_decode = mv_now() - t;
+    t = mv_now();
+    /* decoding happens inside, chunk by chunk: its time counts as preprocessing here */
+    st = mv_preprocess_video(read_frames, &vr, mv_video_frames_per_read(v), n, info.width, info.height,
+                             pp, &p->pixels, p->grid, c->dump_dir ? &p->resized : NULL, &p->rw,
+                             &p->rh, e);
+    mv_video_close(v);
+    it->t_preprocess = mv_now() - t;
+    if (st && strncmp(e->msg, path, strlen(path))) /* decoding errors name the file already */
+        return mv_fail_prefix(e, st, "%s", path);
     if (st)
         return st;
-    t = mv_now();
-    st = mv_preprocess_video(frames, n, info.width, info.height, pp, &p->pixels, p->grid,
-                             c->dump_dir ? &p->resized : NULL, &p->rw, &p->rh, e);
-    it->t_preprocess = mv_now() - t;
-    free(frames);
-    if (st)
-        return mv_fail_prefix(e, st, "%s", path);
     if (c->dump_dir)
         p->n_frames = n;
     return MV_OK;

@@ -47,8 +47,13 @@ void mv_preproc_defaults(mv_preproc_config *pp)
 
 static json_t *load_json(const char *path, mv_err *e, mv_status *st)
 {
+    /* a FIFO or device would block json_load_file (or never end): only regular files */
+    int fd;
+    if ((*st = mv_open_regular(path, &fd, e)) != MV_OK)
+        return NULL;
     json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
+    json_t *j = json_loadfd(fd, 0, &je);
+    close(fd);
     if (!j) {
         *st = mv_fail(e, MV_ERR_MODEL, "%s: bad JSON at line %d: %s", path, je.line,
                       mv_printable(je.text));

@@ -374,17 +374,18 @@ void mv_video_rule_describe(const mv_preproc_config *pp, char *buf, size_t size)
                  "sampled frames", from[src], pp->video_min_pixels, pp->video_max_pixels);
 }
 
-mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
+mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, int w, int h,
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],
                               uint8_t **resized, int *rw, int *rh, mv_err *e)
 {
     *pixels = NULL;
     if (resized) *resized = NULL;
-    if (!frames || n < 1 || w <= 0 || h <= 0)
+    if (!read || n < 1 || w <= 0 || h <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video");
     if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
                        pp->patch, pp->merge, pp->temporal);
+    if (chunk < 1) chunk = 1;
     int oh, ow, f = pp->patch * pp->merge;
     mv_status st = mv_smart_resize_video(n, h, w, f, pp->temporal, pp->video_min_pixels,
                                          mv_video_max_pixels(pp, n), &oh, &ow, e);
@@ -400,15 +401,23 @@ mv_status mv_preprocess_video(const uint8_t *frames, int n, int w, int h,
         free(fp);
         return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory for %d frames of %dx%d", n, ow, oh);
     }
-    for (int i = 0; i < n && !st; i++) {
-        st = mv_resize_bicubic_aa_u8(frames + isz * i, w, h, rs + fsz * i, ow, oh);
-        fp[i] = rs + fsz * i;
+    /* full-size frames are held `chunk` at a time (the caller's decode budget) */
+    for (int k0 = 0; k0 < n && !st; k0 += chunk) {
+        int nk = n - k0 < chunk ? n - k0 : chunk;
+        uint8_t *frames = NULL;
+        st = read(ud, k0, nk, &frames, e);
+        for (int i = 0; i < nk && !st; i++) {
+            fp[k0 + i] = rs + fsz * (k0 + i);
+            if ((st = mv_resize_bicubic_aa_u8(frames + isz * i, w, h, rs + fsz * (k0 + i), ow, oh)))
+                mv_fail(e, st, "preprocess: out of memory resizing frames to %dx%d", ow, oh);
+        }
+        free(frames);
     }
     if (st) {
         free(rs);
         free(fp);
         free(px);
-        return mv_fail(e, st, "preprocess: out of memory resizing frames to %dx%d", ow, oh);
+        return st;
     }
     mv_patchify(fp, n, oh, ow, pp, px, grid);
     free(fp);

@@ -34,9 +34,10 @@ static int cmp_off(const void *a, const void *b)
 mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd; /* a FIFO would block open() and cannot be mapped: only regular files */
+    mv_status ost = mv_open_regular(path, &fd, e);
+    if (ost != MV_OK)
+        return ost;
     struct stat sb;
     if (fstat(fd, &sb) < 0) {
         close(fd);

@@ -484,6 +484,29 @@ static void test_png_write(void)
     mv_image_free(&img);
 }
 
+/* The time limit: a deadline already past stops every format with MV_ERR_LIMIT naming the file;
+ * a generous one changes nothing (same pixels as the unlimited decode). */
+static void test_time_limit(void)
+{
+    static const char *files[] = {IMG "jpeg_baseline_420_320x240.jpg", IMG "jpeg_progressive_422_256x160.jpg",
+                                  IMG "png_interlaced_131x87.png", IMG "webp_lossy_192x128.webp"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        mv_image img, ref;
+        mv_err e = {{0}};
+        mv_status s = mv_image_decode_limited(files[i], 0, 1e-9, &img, &e);
+        CHECK(s == MV_ERR_LIMIT && strstr(e.msg, files[i]) && strstr(e.msg, "time limit exceeded"),
+              "a 1 ns time limit stops %s: %s", files[i], s == MV_OK ? "decoded" : e.msg);
+        if (s == MV_OK) mv_image_free(&img);
+        s = mv_image_decode_limited(files[i], 0, 600, &img, &e);
+        mv_status s2 = mv_image_decode(files[i], 0, &ref, &e);
+        CHECK(s == MV_OK && s2 == MV_OK && img.width == ref.width && img.height == ref.height &&
+                  memcmp(img.rgb, ref.rgb, (size_t)img.width * img.height * 3) == 0,
+              "a 600 s limit decodes %s exactly as no limit", files[i]);
+        if (s == MV_OK) mv_image_free(&img);
+        if (s2 == MV_OK) mv_image_free(&ref);
+    }
+}
+
 int main(void)
 {
     test_fixtures();
@@ -493,6 +516,7 @@ int main(void)
     test_png_orientation();
     test_bad_files();
     test_limit();
+    test_time_limit();
     test_sniff();
     test_png_write();
     return UNIT_DONE();

@@ -385,8 +385,27 @@ static void test_video_budget(void)
     CHECK(mv_video_max_pixels(&pp, 0) == pp.video_max_pixels, "no frames: the plain budget");
 }
 
+/* mv_frame_reader over frames held in one buffer (ud: {buffer, bytes per frame}), counting calls */
+typedef struct {
+    const uint8_t *fr;
+    size_t fsz;
+    int calls;
+} mem_frames;
+
+static mv_status read_mem(void *ud, int first, int count, uint8_t **frames, mv_err *e)
+{
+    mem_frames *m = ud;
+    (void)e;
+    *frames = malloc(m->fsz * count);
+    if (!*frames) return MV_ERR_NOMEM;
+    memcpy(*frames, m->fr + m->fsz * first, m->fsz * count);
+    m->calls++;
+    return MV_OK;
+}
+
 /* mv_preprocess_video resizes to video smart_resize under the capped budget: 4 frames of 192x128
- * with 4 tokens per frame come out as smart_resize(4, 128, 192, budget) says, not uncapped. */
+ * with 4 tokens per frame come out as smart_resize(4, 128, 192, budget) says, not uncapped; read
+ * one frame at a time or all at once, the pixels are the same. */
 static void test_video_uses_budget(void)
 {
     const int n = 4, w = 192, h = 128;
@@ -404,14 +423,21 @@ static void test_video_uses_budget(void)
         int oh = 0, ow = 0;
         CHECK(mv_smart_resize_video(n, h, w, 32, 2, 1024, mv_video_max_pixels(&pp, n), &oh, &ow, &e) == MV_OK,
               "smart_resize under the %s budget", cap ? "capped" : "uncapped");
-        float *px = NULL;
-        int32_t grid[3] = {0};
-        CHECK(mv_preprocess_video(fr, n, w, h, &pp, &px, grid, NULL, NULL, NULL, &e) == MV_OK &&
+        float *px = NULL, *px1 = NULL;
+        int32_t grid[3] = {0}, grid1[3] = {0};
+        mem_frames mf = {fr, (size_t)w * h * 3, 0}, mf1 = {fr, (size_t)w * h * 3, 0};
+        CHECK(mv_preprocess_video(read_mem, &mf, n, n, w, h, &pp, &px, grid, NULL, NULL, NULL, &e) == MV_OK &&
                   grid[0] == 2 && grid[1] * 16 == oh && grid[2] * 16 == ow,
               "cap %s: grid %dx%dx%d, smart_resize %dx%d", cap ? "on" : "off", grid[0], grid[1], grid[2], ow, oh);
         if (cap)
             CHECK(oh * ow < h * w, "the capped frames are smaller than the source (%dx%d)", ow, oh);
+        CHECK(mv_preprocess_video(read_mem, &mf1, 1, n, w, h, &pp, &px1, grid1, NULL, NULL, NULL, &e) == MV_OK &&
+                  mf.calls == 1 && mf1.calls == n && !memcmp(grid, grid1, sizeof grid) &&
+                  !memcmp(px, px1, sizeof(float) * (size_t)grid[0] * grid[1] * grid[2] * 3 * 2 * 16 * 16),
+              "cap %s: frames read one at a time (%d reads) give the same pixel_values", cap ? "on" : "off",
+              mf1.calls);
         free(px);
+        free(px1);
     }
     free(fr);
 }

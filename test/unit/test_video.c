@@ -183,10 +183,10 @@ static const char *fixtures[] = {
     "h264_cut_midgop.ts",
 };
 
-static void test_fixture(const char *name)
+/* Checks the video at path (name: for messages) against the ffmpeg CLI: frame count, every frame,
+ * HF's 2-fps sparse sample, and backward / repeated reads. */
+static void test_video_file(const char *path, const char *name)
 {
-    char path[512];
-    snprintf(path, sizeof path, VDIR "%s", name);
     mv_err e = {{0}};
     mv_video *v = NULL;
     mv_video_info info;
@@ -249,6 +249,13 @@ static void test_fixture(const char *name)
     }
     free(all);
     free(ref);
+}
+
+static void test_fixture(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, VDIR "%s", name);
+    test_video_file(path, name);
 }
 
 static void test_specifics(void)
@@ -331,6 +338,27 @@ static void test_specifics(void)
         st = mv_video_open(bad[i].path, &v, &info, &e);
         CHECK(st == bad[i].st && v == NULL && strstr(e.msg, bad[i].want), "%s fails: %s", bad[i].path, e.msg);
     }
+    /* the pixel budget: a frame over it is refused at open; a read over it before allocating */
+    mv_video_limits lim = {.max_pixels = 192 * 128 - 1};
+    st = mv_video_open_with(VDIR "h264_192x128_24fps.mp4", &lim, &v, &info, &e);
+    CHECK(st == MV_ERR_LIMIT && v == NULL && strstr(e.msg, "video frame size 192x128 (24576 pixels) exceeds the limit of 24575"),
+          "max_pixels one below the frame size refuses the open: %s", st == MV_OK ? "opened" : e.msg);
+    lim.max_pixels = 192 * 128 * 3;
+    st = mv_video_open_with(VDIR "h264_192x128_24fps.mp4", &lim, &v, &info, &e);
+    CHECK(st == MV_OK && mv_video_frames_per_read(v) == 3, "a 3-frame budget: 3 frames per read (%s)",
+          st == MV_OK ? "ok" : e.msg);
+    if (st == MV_OK) {
+        int64_t idx[4] = {0, 1, 2, 3};
+        uint8_t *fr = NULL;
+        st = mv_video_read(v, idx, 4, &fr, NULL, &e);
+        CHECK(st == MV_ERR_LIMIT && fr == NULL && strstr(e.msg, "4 frames of 192x128"), "reading 4 is refused: %s",
+              st == MV_OK ? "read" : e.msg);
+        free(fr);
+        st = mv_video_read(v, idx, 3, &fr, NULL, &e);
+        CHECK(st == MV_OK, "reading 3 is fine (%s)", st == MV_OK ? "ok" : e.msg);
+        free(fr);
+        mv_video_close(v);
+    }
     st = mv_video_open_limited(VDIR "h264_192x128_24fps.mp4", 1e-9, &v, &info, &e);
     CHECK(st == MV_ERR_LIMIT && strstr(e.msg, "h264_192x128_24fps.mp4") && strstr(e.msg, "time limit"),
           "a 1 ns time limit stops the open: %s", st == MV_OK ? "opened" : e.msg);
@@ -339,8 +367,20 @@ static void test_specifics(void)
 }
 #endif
 
-int main(void)
+/* test_video             the tables and every fixture
+ * test_video FILE...     only FILE... against the ffmpeg CLI (test/bats/72-decode-limits.bats
+ *                        builds awkward videos with the CLI and checks them this way) */
+int main(int argc, char **argv)
 {
+#ifdef MV_HAVE_FFMPEG
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++)
+            test_video_file(argv[i], argv[i]);
+        return UNIT_DONE();
+    }
+#endif
+    (void)argc;
+    (void)argv;
     test_sampling();
 #ifdef MV_HAVE_FFMPEG
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
