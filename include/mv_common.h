@@ -52,6 +52,10 @@ mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e)
 /* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask). */
 mv_status mv_mkdirs(const char *dir, mv_err *e);
 
+/* CPUs this process may run on: the affinity mask (taskset, cgroup cpusets, Slurm), else the
+ * online CPUs; at least 1. The default thread count of the CPU tower. */
+int mv_cpu_count(void);
+
 /* Monotonic clock in seconds. */
 double mv_now(void);
 

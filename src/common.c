@@ -1,13 +1,16 @@
 /* common.c - error formatting and small helpers (see mv_common.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "mv_common.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
 {
@@ -174,4 +177,16 @@ double mv_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int mv_cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
