@@ -25,6 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The f32 clamps and selects in the row loops may be computed for every lane (no FP exceptions
+ * are used anywhere): lets GCC vectorise them at -O2. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 /* GEMM rows are split between threads at multiples of this (see the file comment). */
 #define MV_ROW_ATOM 64
 /* No sgemm call of a split GEMM is smaller than this (rows x cols x K): OpenBLAS switches small
@@ -32,7 +38,15 @@
  * block would not give the bytes of the same rows computed inside one big call. */
 #define MV_MIN_CALL_MNK (1LL << 23)
 /* Attention work item: this many query rows of one head of one segment. */
-#define ATT_QB 64
+#define ATT_QB 128
+
+/* The row loops below (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
+ * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MV_CLONES
+#endif
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
@@ -95,6 +109,7 @@ static void layernorm_row(float *oi, const float *xi, const float *w, const floa
     var /= dim;
     float rstd = (float)(1.0 / sqrt(var + eps));
     float mu = (float)mean;
+#pragma omp simd
     for (d = 0; d < dim; d++)
         oi[d] = (xi[d] - mu) * rstd * w[d] + b[d];
 }
@@ -114,6 +129,28 @@ typedef enum {
     EPI_GELU, /* out = gelu_tanh(out + b) */
     EPI_RES,  /* res += out + b (out is scratch) */
 } epilogue;
+
+MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, int od, epilogue ep,
+                                   float *restrict ri)
+{
+    static const float zero[1];
+    /* -O2 vectorises only the simplest loops: omp simd asks for it (o, b, ri never overlap) */
+    const float *bb = b ? b : zero;
+    int bs = b ? 1 : 0;
+    if (ep == EPI_BIAS && b) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            o[k] += b[k];
+    } else if (ep == EPI_GELU) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            o[k] = gelu_tanh_f32(o[k] + bb[k * bs]);
+    } else if (ep == EPI_RES) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            ri[k] += o[k] + bb[k * bs];
+    }
+}
 
 /* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue. Rows go to threads in contiguous
  * ranges cut at multiples of MV_ROW_ATOM; each thread makes one single-threaded sgemm call. */
@@ -136,18 +173,8 @@ static void linear_rows(float *out, const float *x, const float *W, const float 
         if (r0 < r1) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f,
                         x + r0 * in, in, W, in, 0.0f, out + r0 * od, od);
-            for (int64_t i = r0; i < r1; i++) {
-                float *o = out + i * od, *ri = res ? res + i * od : NULL;
-                if (b && ep == EPI_BIAS)
-                    for (int k = 0; k < od; k++)
-                        o[k] += b[k];
-                else if (ep == EPI_GELU)
-                    for (int k = 0; k < od; k++)
-                        o[k] = gelu_tanh_f32(o[k] + (b ? b[k] : 0.0f));
-                else if (ep == EPI_RES)
-                    for (int k = 0; k < od; k++)
-                        ri[k] += o[k] + (b ? b[k] : 0.0f);
-            }
+            for (int64_t i = r0; i < r1; i++)
+                epilogue_row(out + i * od, b, od, ep, res ? res + i * od : NULL);
         }
     }
 }
@@ -290,11 +317,60 @@ int mv_cu_seqlens(const int32_t *grid, int n_entries, int32_t *cu)
     return s;
 }
 
-/* Attention through BLAS, one work item = ATT_QB query rows of one head of one segment, done by
- * one thread: S[m, L] = scale * Q K^T (sgemm), row softmax numerators e^(S - max) with the sum in
- * double, O[m, D] = P V (sgemm), then O /= sum. scratch: n_threads x ATT_QB x max_len floats. */
-static void attention_blas(float *out, const float *qkv, const int32_t *cu, int n_seg, int heads,
-                           int D, float *scratch, int64_t max_len)
+/* si[L] <- e^(si - max si); returns 1 / sum. One row, one thread, a fixed order. */
+MV_CLONES static float softmax_numerators(float *si, int L)
+{
+    float mx = -INFINITY, sum = 0.0f, acc[16] = {0};
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < L; j++)
+        mx = si[j] > mx ? si[j] : mx;
+    int j = 0;
+    for (; j + 16 <= L; j += 16) /* 16 partial sums: the same order for every vector width */
+        for (int l = 0; l < 16; l++) {
+            float p = exp_f32(si[j + l] - mx);
+            si[j + l] = p;
+            acc[l] += p;
+        }
+    for (; j < L; j++) {
+        float p = exp_f32(si[j] - mx);
+        si[j] = p;
+        sum += p;
+    }
+    for (int l = 0; l < 16; l++)
+        sum += acc[l];
+    return 1.0f / sum;
+}
+
+/* qkv[n, 3H] (q | k | v, head-major inside each) -> hm[3][heads][n][D]: each head's rows
+ * contiguous, so that sgemm packs them from consecutive memory. With cos_t/sin_t (non-NULL), q and
+ * k are rotated on the way (mv_rope_apply_cpu's arithmetic, fused into the same pass). */
+static void split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
+                        int64_t n, int heads, int D)
+{
+    int H = heads * D, half = D / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        for (int part = 0; part < 3; part++)
+            for (int hd = 0; hd < heads; hd++) {
+                const float *x = qkv + i * 3 * H + part * H + hd * D;
+                float *o = hm + (((int64_t)part * heads + hd) * n + i) * D;
+                if (part == 2 || !cos_t) {
+                    memcpy(o, x, D * sizeof(float));
+                    continue;
+                }
+                const float *c = cos_t + i * D, *s = sin_t + i * D;
+                for (int d = 0; d < half; d++) {
+                    o[d] = x[d] * c[d] - x[d + half] * s[d];
+                    o[d + half] = x[d + half] * c[d + half] + x[d] * s[d + half];
+                }
+            }
+}
+
+/* Attention through BLAS on head-major hm[3][heads][n][D] (split_heads), out[n, H]. One work
+ * item = ATT_QB query rows of one head of one segment, done by one thread: S[m, L] = scale * Q K^T (sgemm), row softmax numerators e^(S - max) and their sum
+ * (f32, as torch's CPU softmax), O[m, D] = P V (sgemm), then O /= sum. scratch: n_threads x ATT_QB x max_len floats. */
+static void attention_blas(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg,
+                           int heads, int D, float *scratch, int64_t max_len)
 {
     int H = heads * D;
     float scale = 1.0f / sqrtf((float)D);
@@ -325,33 +401,16 @@ static void attention_blas(float *out, const float *qkv, const int32_t *cu, int 
             int hd = (int)(k / nq), qb = (int)(k % nq);
             int64_t s0 = cu[sg], q0 = s0 + (int64_t)qb * ATT_QB;
             int m = L - qb * ATT_QB < ATT_QB ? L - qb * ATT_QB : ATT_QB;
-            const float *Q = qkv + q0 * 3 * H + hd * D;
-            const float *K = qkv + s0 * 3 * H + H + hd * D;
-            const float *V = qkv + s0 * 3 * H + 2 * H + hd * D;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, L, D, scale, Q, 3 * H, K, 3 * H,
-                        0.0f, S, L);
-            for (int i = 0; i < m; i++) {
-                float *si = S + (int64_t)i * L, mx = -INFINITY;
-                for (int j = 0; j < L; j++)
-                    mx = si[j] > mx ? si[j] : mx;
-                double sum8[8] = {0}, sum = 0;
-                int j = 0;
-                for (; j + 8 <= L; j += 8)
-                    for (int l = 0; l < 8; l++) {
-                        si[j + l] = exp_f32(si[j + l] - mx);
-                        sum8[l] += si[j + l];
-                    }
-                for (; j < L; j++) {
-                    si[j] = exp_f32(si[j] - mx);
-                    sum += si[j];
-                }
-                for (int l = 0; l < 8; l++)
-                    sum += sum8[l];
-                rinv[i] = (float)(1.0 / sum);
-            }
+            const float *Q = hm + ((int64_t)hd * n + q0) * D;
+            const float *K = hm + ((int64_t)(heads + hd) * n + s0) * D;
+            const float *V = hm + ((int64_t)(2 * heads + hd) * n + s0) * D;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, L, D, scale, Q, D, K, D, 0.0f,
+                        S, L);
+            for (int i = 0; i < m; i++)
+                rinv[i] = softmax_numerators(S + (int64_t)i * L, L);
             float *O = out + q0 * H + hd * D;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, D, L, 1.0f, S, L, V, 3 * H,
-                        0.0f, O, H);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, D, L, 1.0f, S, L, V, D, 0.0f,
+                        O, H);
             for (int i = 0; i < m; i++)
                 for (int d = 0; d < D; d++)
                     O[(int64_t)i * H + d] *= rinv[i];
@@ -370,16 +429,18 @@ static int64_t max_seg_len(const int32_t *cu, int n_seg)
 void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                       int heads, int D)
 {
-    int64_t mx = max_seg_len(cu_seqlens, n_seg);
+    int64_t mx = max_seg_len(cu_seqlens, n_seg), n = cu_seqlens[n_seg];
     float *scratch = malloc((size_t)omp_get_max_threads() * ATT_QB * (mx > 0 ? mx : 1) * sizeof(float));
-    if (!scratch) { /* a twin for tests: poison the output so that the comparison fails */
-        int64_t n = cu_seqlens[n_seg] * (int64_t)heads * D;
-        for (int64_t k = 0; k < n; k++)
+    float *hm = malloc((size_t)(n > 0 ? n : 1) * 3 * heads * D * sizeof(float));
+    if (!scratch || !hm) { /* a twin for tests: poison the output so that the comparison fails */
+        for (int64_t k = 0; k < n * heads * D; k++)
             out[k] = NAN;
-        return;
+    } else {
+        split_heads(hm, qkv, NULL, NULL, n, heads, D);
+        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch, mx);
     }
-    attention_blas(out, qkv, cu_seqlens, n_seg, heads, D, scratch, mx);
     free(scratch);
+    free(hm);
 }
 
 mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
@@ -426,7 +487,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     float *big = malloc(N * (F > H * mm ? F : H * mm) * sizeof(float));
     float *cos_t = malloc(N * D * sizeof(float)), *sin_t = malloc(N * D * sizeof(float));
     int32_t *cu = malloc((nseg_max + 1) * sizeof(int32_t));
-    float *scratch = NULL;
+    float *scratch = NULL, *hm = NULL;
     omp_set_num_threads(*(int *)be->impl); /* this thread's parallel regions (the tower thread) */
     int T = omp_get_max_threads();
     if (!x || !xn || !qkv || !big || !cos_t || !sin_t || !cu) {
@@ -450,7 +511,8 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     int nseg = mv_cu_seqlens(grid, n_entries, cu);
     int64_t max_len = max_seg_len(cu, nseg);
     scratch = malloc((size_t)T * ATT_QB * max_len * sizeof(float));
-    if (!scratch) {
+    hm = malloc(N * 3 * H * sizeof(float));
+    if (!scratch || !hm) {
         st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for attention over %lld patches",
                      (long long)max_len);
         goto out;
@@ -460,8 +522,8 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         /* x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))) */
         mv_layernorm_cpu(xn, x, B->norm1_w, B->norm1_b, N, H, c->ln_eps);
         linear_rows(qkv, xn, B->qkv_w, B->qkv_b, N, H, 3 * H, EPI_BIAS, NULL);
-        mv_rope_apply_cpu(qkv, cos_t, sin_t, N, c->heads, D);
-        attention_blas(xn, qkv, cu, nseg, c->heads, D, scratch, max_len);
+        split_heads(hm, qkv, cos_t, sin_t, N, c->heads, D); /* + rope on q, k */
+        attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len);
         linear_rows(big, xn, B->proj_w, B->proj_b, N, H, H, EPI_RES, x);
         mv_layernorm_cpu(xn, x, B->norm2_w, B->norm2_b, N, H, c->ln_eps);
         if (c->act == MV_ACT_GELU_TANH) {
@@ -496,6 +558,7 @@ out:
     free(sin_t);
     free(cu);
     free(scratch);
+    free(hm);
     return st;
 }
 

@@ -5,8 +5,9 @@
  *   cpubench --model DIR --grid "t,h,w[;t,h,w...]" [--pixels P.npy] [-j N] [--iters K]
  *            [--what tower|gemm|both] [--out OUT.npy]
  * Pixels: P.npy [n_patches, patch_dim] f32, or (without --pixels) uniform [-1, 1) from a fixed
- * LCG. Each timing: one warm-up run, then the median of K runs. Prints "tower S" / "gemm S"
- * lines (seconds) and the GEMMs' TFLOP. --out saves the tower's output (merged tokens, f32). */
+ * LCG. One warm-up run, then K runs; with --what both the tower and the GEMMs alternate, so that
+ * both see the same load. Prints "tower S" / "gemm S" (median, seconds), "tower_min S" /
+ * "gemm_min S" (fastest run) and the GEMMs' TFLOP. --out saves the tower's output [tokens, L]. */
 #include "mv_backend.h"
 #include "mv_common.h"
 #include "mv_npy.h"
@@ -28,6 +29,7 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* sorts t; the minimum is the estimate least disturbed by other load on a shared machine */
 static double median(double *t, int n)
 {
     qsort(t, n, sizeof *t, cmp_d);
@@ -120,80 +122,87 @@ int main(int argc, char **argv)
         }
     }
     printf("cpubench: %s, %d entries, %lld patches, %d threads\n", mdir, ne, (long long)N, threads);
-    int ok = 0;
-    if (strcmp(what, "gemm")) {
-        mv_backend_opts bo = {.threads = threads};
-        mv_backend *be;
-        if (mv_backend_cpu_create(m, &bo, &be, &e))
-            return die("cpu backend", e.msg);
-        float *out = malloc(M * c->out_hidden * sizeof(float));
-        double *t = malloc((iters + 1) * sizeof(double));
-        if (!out || !t)
-            return die("tower", "out of memory");
-        for (int it = 0; it <= iters; it++) {
+    int do_tower = !strcmp(what, "tower") || !strcmp(what, "both");
+    int do_gemm = !strcmp(what, "gemm") || !strcmp(what, "both");
+    if (!do_tower && !do_gemm)
+        return die(what, "--what must be tower, gemm or both");
+    /* the tower: the CPU backend at `threads` (OpenBLAS single-threaded inside it) */
+    mv_backend_opts bo = {.threads = threads};
+    mv_backend *be = NULL;
+    if (do_tower && mv_backend_cpu_create(m, &bo, &be, &e))
+        return die("cpu backend", e.msg);
+    float *out = malloc(M * c->out_hidden * sizeof(float));
+    /* the tower's Linear GEMMs, in its order */
+    int ng = 0;
+    gemm_shape *g = malloc((4 * c->depth + 3) * sizeof *g);
+    if (!out || !g)
+        return die("setup", "out of memory");
+    g[ng++] = (gemm_shape){N, c->patch_dim, H, m->patch_w};
+    for (int b = 0; b < c->depth; b++) {
+        const mv_block *B = &m->blocks[b];
+        g[ng++] = (gemm_shape){N, H, 3 * H, B->qkv_w};
+        g[ng++] = (gemm_shape){N, H, H, B->proj_w};
+        g[ng++] = (gemm_shape){N, H, F, B->fc1_w};
+        g[ng++] = (gemm_shape){N, F, H, B->fc2_w};
+    }
+    g[ng++] = (gemm_shape){M, H * mm, H * mm, m->mfc1_w};
+    g[ng++] = (gemm_shape){M, H * mm, c->out_hidden, m->mfc2_w};
+    double flop = 0;
+    int64_t amax = 0, cmax = 0;
+    for (int k = 0; k < ng; k++) {
+        flop += 2.0 * g[k].n * g[k].in * g[k].out;
+        amax = g[k].n * g[k].in > amax ? g[k].n * g[k].in : amax;
+        cmax = g[k].n * g[k].out > cmax ? g[k].n * g[k].out : cmax;
+    }
+    float *a = do_gemm ? malloc(amax * sizeof(float)) : NULL;
+    float *cc = do_gemm ? malloc(cmax * sizeof(float)) : NULL;
+    double *tt = malloc((iters + 1) * sizeof(double)), *tg = malloc((iters + 1) * sizeof(double));
+    if ((do_gemm && (!a || !cc)) || !tt || !tg)
+        return die("setup", "out of memory");
+    for (int64_t k = 0; do_gemm && k < amax; k++)
+        a[k] = pixels[k % (N * c->patch_dim)];
+    /* tower and GEMMs alternate, so that both see the same load on a shared machine */
+    for (int it = 0; it <= iters; it++) {
+        if (do_tower) {
             double t0 = mv_now();
             if (be->forward(be, pixels, grid, ne, out, NULL, NULL, &e))
                 return die("forward", e.msg);
-            t[it] = mv_now() - t0;
+            tt[it] = mv_now() - t0;
         }
-        printf("tower %.4f\n", median(t + 1, iters));
-        if (out_path) {
-            int64_t shape[2] = {M, c->out_hidden};
-            if (mv_npy_save(out_path, MV_DT_F32, 2, shape, out, &e))
-                return die(out_path, e.msg);
-        }
-        free(out);
-        free(t);
-        be->destroy(be);
-        ok = 1;
-    }
-    if (strcmp(what, "tower")) {
-        int ng = 0;
-        gemm_shape *g = malloc((4 * c->depth + 3) * sizeof *g);
-        if (!g)
-            return die("gemm", "out of memory");
-        g[ng++] = (gemm_shape){N, c->patch_dim, H, m->patch_w};
-        for (int b = 0; b < c->depth; b++) {
-            const mv_block *B = &m->blocks[b];
-            g[ng++] = (gemm_shape){N, H, 3 * H, B->qkv_w};
-            g[ng++] = (gemm_shape){N, H, H, B->proj_w};
-            g[ng++] = (gemm_shape){N, H, F, B->fc1_w};
-            g[ng++] = (gemm_shape){N, F, H, B->fc2_w};
-        }
-        g[ng++] = (gemm_shape){M, H * mm, H * mm, m->mfc1_w};
-        g[ng++] = (gemm_shape){M, H * mm, c->out_hidden, m->mfc2_w};
-        double flop = 0;
-        int64_t amax = 0, cmax = 0;
-        for (int k = 0; k < ng; k++) {
-            flop += 2.0 * g[k].n * g[k].in * g[k].out;
-            amax = g[k].n * g[k].in > amax ? g[k].n * g[k].in : amax;
-            cmax = g[k].n * g[k].out > cmax ? g[k].n * g[k].out : cmax;
-        }
-        float *a = malloc(amax * sizeof(float)), *cc = malloc(cmax * sizeof(float));
-        double *t = malloc((iters + 1) * sizeof(double));
-        if (!a || !cc || !t)
-            return die("gemm", "out of memory");
-        for (int64_t k = 0; k < amax; k++)
-            a[k] = pixels[k % (N * c->patch_dim)];
-        openblas_set_num_threads(threads);
-        for (int it = 0; it <= iters; it++) {
+        if (do_gemm) {
+            openblas_set_num_threads(threads); /* OpenBLAS's own pool, as numpy runs it */
             double t0 = mv_now();
             run_gemms(g, ng, a, cc);
-            t[it] = mv_now() - t0;
+            tg[it] = mv_now() - t0;
+            openblas_set_num_threads(1);
         }
-        double s = median(t + 1, iters);
-        printf("gemm %.4f\ngemm_tflop %.4f\ngemm_tflops_per_s %.3f\n", s, flop * 1e-12,
-               flop * 1e-12 / s);
-        free(a);
-        free(cc);
-        free(t);
-        free(g);
-        ok = 1;
     }
+    if (do_tower) {
+        double med = median(tt + 1, iters);
+        printf("tower %.4f\ntower_min %.4f\n", med, tt[1]);
+    }
+    if (do_gemm) {
+        double med = median(tg + 1, iters);
+        printf("gemm %.4f\ngemm_min %.4f\n", med, tg[1]);
+    }
+    printf("gemm_tflop %.4f\n", flop * 1e-12);
+    if (out_path && do_tower) {
+        int64_t shape[2] = {M, c->out_hidden};
+        if (mv_npy_save(out_path, MV_DT_F32, 2, shape, out, &e))
+            return die(out_path, e.msg);
+    }
+    free(out);
+    free(g);
+    free(a);
+    free(cc);
+    free(tt);
+    free(tg);
+    if (be)
+        be->destroy(be);
     if (pix_path)
         mv_array_free(&pa);
     else
         free(pixels);
     mv_model_free(m);
-    return ok ? 0 : die(what, "--what must be tower, gemm or both");
+    return 0;
 }
