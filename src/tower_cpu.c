@@ -154,28 +154,53 @@ MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, i
 
 /* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue. Rows go to threads in contiguous
  * ranges cut at multiples of MV_ROW_ATOM; each thread makes one single-threaded sgemm call. */
+/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms, where a call of
+ * one atom less than that still has more than MV_MIN_CALL_MNK multiply-adds for every shape in
+ * (min_nk = the smallest od * in). Depends on n and the shapes, never on T beyond the cap. */
+static int row_parts(int64_t n, int64_t min_nk, int T)
+{
+    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
+    int64_t atoms_min = MV_MIN_CALL_MNK / ((int64_t)MV_ROW_ATOM * min_nk) + 2;
+    int64_t P = atoms / atoms_min;
+    return P < 1 ? 1 : (P > T ? T : (int)P);
+}
+
+/* Rows [r0, r1) of part t of P: cuts at multiples of MV_ROW_ATOM. */
+static void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
+{
+    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
+    *r0 = atoms * t / P * MV_ROW_ATOM;
+    *r1 = atoms * (t + 1) / P * MV_ROW_ATOM;
+    *r0 = *r0 < n ? *r0 : n;
+    *r1 = *r1 < n ? *r1 : n;
+}
+
+/* Rows [r0, r1) of out[n, od] = x[n, in] . W[od, in]^T, one single-threaded sgemm call, then the
+ * epilogue on those rows while they are in cache. */
+static void linear_range(float *out, const float *x, const float *W, const float *b, int64_t r0,
+                         int64_t r1, int in, int od, epilogue ep, float *res)
+{
+    if (r0 >= r1)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f, x + r0 * in,
+                in, W, in, 0.0f, out + r0 * od, od);
+    for (int64_t i = r0; i < r1; i++)
+        epilogue_row(out + i * od, b, od, ep, res ? res + i * od : NULL);
+}
+
+/* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue; rows split by row_parts/row_range. */
 static void linear_rows(float *out, const float *x, const float *W, const float *b, int64_t n,
                         int in, int od, epilogue ep, float *res)
 {
     if (n <= 0)
         return;
     pthread_once(&blas_once, blas_single);
-    /* P parts of >= atoms_min atoms each; the last part may lose < MV_ROW_ATOM rows to n */
-    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
-    int64_t atoms_min = MV_MIN_CALL_MNK / ((int64_t)MV_ROW_ATOM * od * in) + 2;
-    int64_t P = atoms / atoms_min, T = omp_get_max_threads();
-    P = P < 1 ? 1 : (P > T ? T : P);
-#pragma omp parallel num_threads((int)P)
+    int P = row_parts(n, (int64_t)od * in, omp_get_max_threads());
+#pragma omp parallel num_threads(P)
     {
-        int64_t Pn = omp_get_num_threads(), t = omp_get_thread_num();
-        int64_t r0 = atoms * t / Pn * MV_ROW_ATOM, r1 = atoms * (t + 1) / Pn * MV_ROW_ATOM;
-        r1 = r1 < n ? r1 : n;
-        if (r0 < r1) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f,
-                        x + r0 * in, in, W, in, 0.0f, out + r0 * od, od);
-            for (int64_t i = r0; i < r1; i++)
-                epilogue_row(out + i * od, b, od, ep, res ? res + i * od : NULL);
-        }
+        int64_t r0, r1;
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        linear_range(out, x, W, b, r0, r1, in, od, ep, res);
     }
 }
 
@@ -198,6 +223,20 @@ void mv_gelu_erf_cpu(float *x, int64_t count)
     for (int64_t i = 0; i < count; i++) {
         float v = x[i];
         x[i] = (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
+    }
+}
+
+/* act in place on one row (the non-tanh activations; tanh-GELU is fused into fc1's epilogue) */
+static void act_row(mv_act act, float *x, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++) {
+        float v = x[i];
+        if (act == MV_ACT_GELU_TANH)
+            x[i] = gelu_tanh_f32(v);
+        else if (act == MV_ACT_GELU_ERF)
+            x[i] = (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
+        else
+            x[i] = v / (1.0f + expf(-v));
     }
 }
 
@@ -344,12 +383,11 @@ MV_CLONES static float softmax_numerators(float *si, int L)
 /* qkv[n, 3H] (q | k | v, head-major inside each) -> hm[3][heads][n][D]: each head's rows
  * contiguous, so that sgemm packs them from consecutive memory. With cos_t/sin_t (non-NULL), q and
  * k are rotated on the way (mv_rope_apply_cpu's arithmetic, fused into the same pass). */
-static void split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
-                        int64_t n, int heads, int D)
+static void split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
+                              int64_t n, int64_t r0, int64_t r1, int heads, int D)
 {
     int H = heads * D, half = D / 2;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = r0; i < r1; i++)
         for (int part = 0; part < 3; part++)
             for (int hd = 0; hd < heads; hd++) {
                 const float *x = qkv + i * 3 * H + part * H + hd * D;
@@ -364,6 +402,17 @@ static void split_heads(float *hm, const float *qkv, const float *cos_t, const f
                     o[d + half] = x[d + half] * c[d + half] + x[d] * s[d + half];
                 }
             }
+}
+
+static void split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
+                        int64_t n, int heads, int D)
+{
+#pragma omp parallel
+    {
+        int64_t r0, r1;
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        split_heads_range(hm, qkv, cos_t, sin_t, n, r0, r1, heads, D);
+    }
 }
 
 /* Attention through BLAS on head-major hm[3][heads][n][D] (split_heads), out[n, H]. One work
@@ -517,26 +566,44 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
                      (long long)max_len);
         goto out;
     }
-    for (int b = 0; b < c->depth; b++) {
-        const mv_block *B = &m->blocks[b];
-        /* x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))) */
-        mv_layernorm_cpu(xn, x, B->norm1_w, B->norm1_b, N, H, c->ln_eps);
-        linear_rows(qkv, xn, B->qkv_w, B->qkv_b, N, H, 3 * H, EPI_BIAS, NULL);
-        split_heads(hm, qkv, cos_t, sin_t, N, c->heads, D); /* + rope on q, k */
-        attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len);
-        linear_rows(big, xn, B->proj_w, B->proj_b, N, H, H, EPI_RES, x);
-        mv_layernorm_cpu(xn, x, B->norm2_w, B->norm2_b, N, H, c->ln_eps);
-        if (c->act == MV_ACT_GELU_TANH) {
-            linear_rows(big, xn, B->fc1_w, B->fc1_b, N, H, F, EPI_GELU, NULL);
-        } else {
-            linear_rows(big, xn, B->fc1_w, B->fc1_b, N, H, F, EPI_BIAS, NULL);
-            mv_act_cpu(c->act, big, N * F);
+    /* Per block: x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))). Everything
+     * but attention is row-local, so each thread runs the chain on its own rows with no barrier:
+     * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
+     * split] of block b + 1; attention, which needs every row of a segment, sits between. */
+    int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
+    int P = row_parts(N, min_nk, T);
+    for (int b = 0; b <= c->depth; b++) {
+        const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
+#pragma omp parallel num_threads(P)
+        {
+            int64_t r0, r1;
+            row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+            if (B) { /* the rest of block b - 1; xn holds its attention output */
+                linear_range(big, xn, B->proj_w, B->proj_b, r0, r1, H, H, EPI_RES, x);
+                for (int64_t i = r0; i < r1; i++)
+                    layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
+                linear_range(big, xn, B->fc1_w, B->fc1_b, r0, r1, H, F,
+                             c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL);
+                if (c->act != MV_ACT_GELU_TANH)
+                    for (int64_t i = r0; i < r1; i++)
+                        act_row(c->act, big + i * F, F);
+                linear_range(xn, big, B->fc2_w, B->fc2_b, r0, r1, F, H, EPI_RES, x);
+            }
+            if (Bn) { /* the start of block b */
+                for (int64_t i = r0; i < r1; i++)
+                    layernorm_row(xn + i * H, x + i * H, Bn->norm1_w, Bn->norm1_b, H, c->ln_eps);
+                linear_range(qkv, xn, Bn->qkv_w, Bn->qkv_b, r0, r1, H, 3 * H, EPI_BIAS, NULL);
+                split_heads_range(hm, qkv, cos_t, sin_t, N, r0, r1, c->heads, D);
+            }
         }
-        linear_rows(xn, big, B->fc2_w, B->fc2_b, N, F, H, EPI_RES, x);
-        char name[32];
-        snprintf(name, sizeof name, "block_%02d", b);
-        if ((st = dump(fn, ud, name, x, N, H, e)))
-            goto out;
+        if (B) {
+            char name[32];
+            snprintf(name, sizeof name, "block_%02d", b - 1);
+            if ((st = dump(fn, ud, name, x, N, H, e)))
+                goto out;
+        }
+        if (Bn)
+            attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len);
     }
     /* merger: LN per patch row, then 4 consecutive rows (one 2x2 block) form one 4H row */
     mv_layernorm_cpu(xn, x, m->mnorm_w, m->mnorm_b, N, H, c->ln_eps);
