@@ -26,6 +26,7 @@ PYTHON="${PYTHON:-/usr/bin/python3}"
 if [ -z "${HF_PYTHON:-}" ]; then
     if [ -x /opt/torch/.venv/bin/python ]; then HF_PYTHON=/opt/torch/.venv/bin/python; else HF_PYTHON=python3; fi
 fi
+"$PYTHON" -c 'import numpy' 2>/dev/null || PYTHON="$HF_PYTHON" # the GPU machine: numpy in the venv
 BENCH="$ROOT/build/cpubench"
 [ -x "$BENCH" ] || { echo "bench-cpu: $BENCH missing (run make)" >&2; exit 1; }
 mkdir -p "$WORK"
