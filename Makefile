@@ -103,7 +103,7 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(wildcard test/tools/*.c)
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
+.PHONY: bench-cpu all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
 all: info $(BIN) $(TOOL_BINS)
 
 info:
@@ -189,6 +189,11 @@ uninstall:
 test-slurm: deps
 	@$(MAKE) --no-print-directory NO_CUDA=1 BUILD=build-nc BIN=build-nc/mvembed build-nc/mvembed
 	@MVEMBED=$(abspath build-nc/mvembed) bash test/slurm/run-slurm-test.sh
+
+# CPU tower benchmark: tower alone vs its GEMMs alone (and HF when torch is there); a benchmark,
+# not a test. THREADS, SIZES, DEPTH, ITERS: see scripts/bench-cpu.sh.
+bench-cpu: all
+	@scripts/bench-cpu.sh
 
 # fuzzing targets (make fuzz) live beside their harnesses
 -include test/fuzz/fuzz.mk

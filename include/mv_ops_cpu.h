@@ -10,7 +10,9 @@
 /* out[n, dim] = LayerNorm(x[n, dim]) * w + b  (biased variance, eps inside sqrt). out may be x. */
 void mv_layernorm_cpu(float *out, const float *x, const float *w, const float *b, int64_t n,
                       int dim, float eps);
-/* out[n, out_dim] = x[n, in] . W[out_dim, in]^T + b[out_dim]  (OpenBLAS sgemm). b may be NULL. */
+/* out[n, out_dim] = x[n, in] . W[out_dim, in]^T + b[out_dim]  (OpenBLAS sgemm, single-threaded,
+ * called per block of rows from OpenMP threads; the bytes do not depend on the thread count).
+ * b may be NULL. */
 void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, int64_t n, int in,
                    int out_dim);
 void mv_gelu_tanh_cpu(float *x, int64_t count); /* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) */
@@ -40,7 +42,8 @@ void mv_rope_tables_cpu(float *cos_t, float *sin_t, const int32_t *grid, int n_e
 void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64_t n, int heads,
                        int D);
 /* Bidirectional attention per segment: out[n, H] from qkv[n, 3H] (q | k | v, head-major inside
- * each). cu_seqlens[n_seg + 1]. scale = D^-0.5. Any segment length. */
+ * each). cu_seqlens[n_seg + 1]. scale = D^-0.5. Any segment length. Q K^T and P V are sgemm calls
+ * per (segment, head, 128 queries); softmax in f32. */
 void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                       int heads, int D);
 

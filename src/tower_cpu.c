@@ -1,65 +1,220 @@
 /* tower_cpu.c - the Qwen3.5 vision tower in plain C, f32 throughout (OpenBLAS sgemm for the
- * Linear layers, OpenMP loops elsewhere). This is the readable reference: each function below is
- * the CPU twin of a CUDA kernel in cu/, and mv_backend_cpu_create composes them exactly as HF's
- * Qwen3_5VisionModel.forward does (QWEN35_VISION.md section 3):
+ * Linear layers and for attention's two products, OpenMP loops elsewhere). This is the readable
+ * reference: each function below is the CPU twin of a CUDA kernel in cu/, and
+ * mv_backend_cpu_create composes them exactly as HF's Qwen3_5VisionModel.forward does
+ * (QWEN35_VISION.md section 3):
  *   patch_embed (GEMM + bias) -> + interpolated position table -> depth x pre-LN blocks
  *   (attention with 2D rope per segment, tanh-GELU MLP) -> merger (LN, 2x2 concat, fc1, erf-GELU, fc2).
- * It does not round to bf16 anywhere: it is compared against HF run in f32/f64. */
+ * It does not round to bf16 anywhere: it is compared against HF run in f32/f64.
+ *
+ * Threads: one pool. OpenBLAS runs single-threaded (openblas_set_num_threads(1)); every parallel
+ * loop is ours (OpenMP), and each sgemm call is made by one thread on a block of rows, so the two
+ * pools never fight over the cores. Results do not depend on the thread count: no reduction is
+ * ever split across threads. A GEMM's rows are split at multiples of MV_ROW_ATOM, each row's dot
+ * products are summed by one single-threaded sgemm whose K blocking depends on K alone; attention
+ * works on fixed (segment, head, ATT_QB-query) items; LayerNorm and softmax reduce one row in one
+ * thread in a fixed order. It is not a bf16 model of the GPU path. */
 #include "mv_backend.h"
 #include "mv_ops_cpu.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The f32 clamps and selects in the row loops may be computed for every lane (no FP exceptions
+ * are used anywhere): lets GCC vectorise them at -O2. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+/* GEMM rows are split between threads at multiples of this (see the file comment). */
+#define MV_ROW_ATOM 64
+/* No sgemm call of a split GEMM is smaller than this (rows x cols x K): OpenBLAS switches small
+ * calls (M*N*K <= 1e6 on SkylakeX) to another kernel that sums in another order, so a short row
+ * block would not give the bytes of the same rows computed inside one big call. */
+#define MV_MIN_CALL_MNK (1LL << 23)
+/* Attention work item: this many query rows of one head of one segment. */
+#define ATT_QB 128
+
+/* The row loops below (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
+ * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MV_CLONES
+#endif
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void) { openblas_set_num_threads(1); }
+
+/* e^x in f32 for x in [-87, 88] (clamped outside), within 2 ulp: Cephes' expf polynomial with a
+ * round-to-nearest trick instead of rintf, so that loops calling it vectorise (no libm call). */
+static inline float exp_f32(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } sc = {.i = ((int32_t)n + 127) << 23};
+    return y * sc.f;
+}
+
+/* 0.5 v (1 + tanh(u)) = v / (1 + e^(-2u)), u = sqrt(2/pi) (v + 0.044715 v^3) */
+static inline float gelu_tanh_f32(float v)
+{
+    float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    return v / (1.0f + exp_f32(-2.0f * u));
+}
+
+/* One row: mean and variance in double, 8 partial sums in a fixed order (vectorises). */
+static void layernorm_row(float *oi, const float *xi, const float *w, const float *b, int dim,
+                          float eps)
+{
+    double m8[8] = {0}, v8[8] = {0};
+    int d = 0;
+    for (; d + 8 <= dim; d += 8)
+        for (int l = 0; l < 8; l++)
+            m8[l] += xi[d + l];
+    double mean = 0;
+    for (; d < dim; d++)
+        mean += xi[d];
+    for (int l = 0; l < 8; l++)
+        mean += m8[l];
+    mean /= dim;
+    for (d = 0; d + 8 <= dim; d += 8)
+        for (int l = 0; l < 8; l++) {
+            double t = xi[d + l] - mean;
+            v8[l] += t * t;
+        }
+    double var = 0;
+    for (; d < dim; d++) {
+        double t = xi[d] - mean;
+        var += t * t;
+    }
+    for (int l = 0; l < 8; l++)
+        var += v8[l];
+    var /= dim;
+    float rstd = (float)(1.0 / sqrt(var + eps));
+    float mu = (float)mean;
+#pragma omp simd
+    for (d = 0; d < dim; d++)
+        oi[d] = (xi[d] - mu) * rstd * w[d] + b[d];
+}
 
 void mv_layernorm_cpu(float *out, const float *x, const float *w, const float *b, int64_t n,
                       int dim, float eps)
 {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        const float *xi = x + i * dim;
-        float *oi = out + i * dim;
-        double mean = 0, var = 0;
-        for (int d = 0; d < dim; d++)
-            mean += xi[d];
-        mean /= dim;
-        for (int d = 0; d < dim; d++) {
-            double t = xi[d] - mean;
-            var += t * t;
-        }
-        var /= dim;
-        float rstd = (float)(1.0 / sqrt(var + eps));
-        float mu = (float)mean;
-        for (int d = 0; d < dim; d++)
-            oi[d] = (xi[d] - mu) * rstd * w[d] + b[d];
+    for (int64_t i = 0; i < n; i++)
+        layernorm_row(out + i * dim, x + i * dim, w, b, dim, eps);
+}
+
+/* What a GEMM's thread does to its rows after the sgemm, while they are still in cache. b may be
+ * NULL (no bias). */
+typedef enum {
+    EPI_BIAS, /* out += b */
+    EPI_GELU, /* out = gelu_tanh(out + b) */
+    EPI_RES,  /* res += out + b (out is scratch) */
+} epilogue;
+
+MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, int od, epilogue ep,
+                                   float *restrict ri)
+{
+    static const float zero[1];
+    /* -O2 vectorises only the simplest loops: omp simd asks for it (o, b, ri never overlap) */
+    const float *bb = b ? b : zero;
+    int bs = b ? 1 : 0;
+    if (ep == EPI_BIAS && b) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            o[k] += b[k];
+    } else if (ep == EPI_GELU) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            o[k] = gelu_tanh_f32(o[k] + bb[k * bs]);
+    } else if (ep == EPI_RES) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            ri[k] += o[k] + bb[k * bs];
+    }
+}
+
+/* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue. Rows go to threads in contiguous
+ * ranges cut at multiples of MV_ROW_ATOM; each thread makes one single-threaded sgemm call. */
+/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms, where a call of
+ * one atom less than that still has more than MV_MIN_CALL_MNK multiply-adds for every shape in
+ * (min_nk = the smallest od * in). Depends on n and the shapes, never on T beyond the cap. */
+static int row_parts(int64_t n, int64_t min_nk, int T)
+{
+    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
+    int64_t atoms_min = MV_MIN_CALL_MNK / ((int64_t)MV_ROW_ATOM * min_nk) + 2;
+    int64_t P = atoms / atoms_min;
+    return P < 1 ? 1 : (P > T ? T : (int)P);
+}
+
+/* Rows [r0, r1) of part t of P: cuts at multiples of MV_ROW_ATOM. */
+static void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
+{
+    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
+    *r0 = atoms * t / P * MV_ROW_ATOM;
+    *r1 = atoms * (t + 1) / P * MV_ROW_ATOM;
+    *r0 = *r0 < n ? *r0 : n;
+    *r1 = *r1 < n ? *r1 : n;
+}
+
+/* Rows [r0, r1) of out[n, od] = x[n, in] . W[od, in]^T, one single-threaded sgemm call, then the
+ * epilogue on those rows while they are in cache. */
+static void linear_range(float *out, const float *x, const float *W, const float *b, int64_t r0,
+                         int64_t r1, int in, int od, epilogue ep, float *res)
+{
+    if (r0 >= r1)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f, x + r0 * in,
+                in, W, in, 0.0f, out + r0 * od, od);
+    for (int64_t i = r0; i < r1; i++)
+        epilogue_row(out + i * od, b, od, ep, res ? res + i * od : NULL);
+}
+
+/* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue; rows split by row_parts/row_range. */
+static void linear_rows(float *out, const float *x, const float *W, const float *b, int64_t n,
+                        int in, int od, epilogue ep, float *res)
+{
+    if (n <= 0)
+        return;
+    pthread_once(&blas_once, blas_single);
+    int P = row_parts(n, (int64_t)od * in, omp_get_max_threads());
+#pragma omp parallel num_threads(P)
+    {
+        int64_t r0, r1;
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        linear_range(out, x, W, b, r0, r1, in, od, ep, res);
     }
 }
 
 void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, int64_t n, int in,
                    int out_dim)
 {
-    if (n <= 0)
-        return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, out_dim, in, 1.0f, x, in, W, in,
-                0.0f, out, out_dim);
-    if (b) {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            for (int o = 0; o < out_dim; o++)
-                out[i * out_dim + o] += b[o];
-    }
+    linear_rows(out, x, W, b, n, in, out_dim, EPI_BIAS, NULL);
 }
 
 void mv_gelu_tanh_cpu(float *x, int64_t count)
 {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-    }
+    for (int64_t i = 0; i < count; i++)
+        x[i] = gelu_tanh_f32(x[i]);
 }
 
 void mv_gelu_erf_cpu(float *x, int64_t count)
@@ -68,6 +223,20 @@ void mv_gelu_erf_cpu(float *x, int64_t count)
     for (int64_t i = 0; i < count; i++) {
         float v = x[i];
         x[i] = (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
+    }
+}
+
+/* act in place on one row (the non-tanh activations; tanh-GELU is fused into fc1's epilogue) */
+static void act_row(mv_act act, float *x, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++) {
+        float v = x[i];
+        if (act == MV_ACT_GELU_TANH)
+            x[i] = gelu_tanh_f32(v);
+        else if (act == MV_ACT_GELU_ERF)
+            x[i] = (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
+        else
+            x[i] = v / (1.0f + expf(-v));
     }
 }
 
@@ -187,67 +356,140 @@ int mv_cu_seqlens(const int32_t *grid, int n_entries, int32_t *cu)
     return s;
 }
 
-void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
-                      int heads, int D)
+/* si[L] <- e^(si - max si); returns 1 / sum. One row, one thread, a fixed order. */
+MV_CLONES static float softmax_numerators(float *si, int L)
+{
+    float mx = -INFINITY, sum = 0.0f, acc[16] = {0};
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < L; j++)
+        mx = si[j] > mx ? si[j] : mx;
+    int j = 0;
+    for (; j + 16 <= L; j += 16) /* 16 partial sums: the same order for every vector width */
+        for (int l = 0; l < 16; l++) {
+            float p = exp_f32(si[j + l] - mx);
+            si[j + l] = p;
+            acc[l] += p;
+        }
+    for (; j < L; j++) {
+        float p = exp_f32(si[j] - mx);
+        si[j] = p;
+        sum += p;
+    }
+    for (int l = 0; l < 16; l++)
+        sum += acc[l];
+    return 1.0f / sum;
+}
+
+/* qkv[n, 3H] (q | k | v, head-major inside each) -> hm[3][heads][n][D]: each head's rows
+ * contiguous, so that sgemm packs them from consecutive memory. With cos_t/sin_t (non-NULL), q and
+ * k are rotated on the way (mv_rope_apply_cpu's arithmetic, fused into the same pass). */
+static void split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
+                              int64_t n, int64_t r0, int64_t r1, int heads, int D)
+{
+    int H = heads * D, half = D / 2;
+    for (int64_t i = r0; i < r1; i++)
+        for (int part = 0; part < 3; part++)
+            for (int hd = 0; hd < heads; hd++) {
+                const float *x = qkv + i * 3 * H + part * H + hd * D;
+                float *o = hm + (((int64_t)part * heads + hd) * n + i) * D;
+                if (part == 2 || !cos_t) {
+                    memcpy(o, x, D * sizeof(float));
+                    continue;
+                }
+                const float *c = cos_t + i * D, *s = sin_t + i * D;
+                for (int d = 0; d < half; d++) {
+                    o[d] = x[d] * c[d] - x[d + half] * s[d];
+                    o[d + half] = x[d + half] * c[d + half] + x[d] * s[d + half];
+                }
+            }
+}
+
+static void split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
+                        int64_t n, int heads, int D)
+{
+#pragma omp parallel
+    {
+        int64_t r0, r1;
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        split_heads_range(hm, qkv, cos_t, sin_t, n, r0, r1, heads, D);
+    }
+}
+
+/* Attention through BLAS on head-major hm[3][heads][n][D] (split_heads), out[n, H]. One work
+ * item = ATT_QB query rows of one head of one segment, done by one thread: S[m, L] = scale * Q K^T (sgemm), row softmax numerators e^(S - max) and their sum
+ * (f32, as torch's CPU softmax), O[m, D] = P V (sgemm), then O /= sum. scratch: n_threads x ATT_QB x max_len floats. */
+static void attention_blas(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg,
+                           int heads, int D, float *scratch, int64_t max_len)
 {
     int H = heads * D;
     float scale = 1.0f / sqrtf((float)D);
-    for (int sg = 0; sg < n_seg; sg++) {
-        int64_t s0 = cu_seqlens[sg];
-        int L = cu_seqlens[sg + 1] - cu_seqlens[sg];
-        if (L <= 0)
-            continue;
-        /* per head: K transposed to [D][L] so the score loop runs over contiguous keys */
-        float *kt = malloc((size_t)heads * D * L * sizeof(float));
-#pragma omp parallel for schedule(static)
-        for (int hd = 0; hd < heads; hd++)
-            for (int j = 0; j < L; j++)
-                for (int d = 0; d < D; d++)
-                    kt[((int64_t)hd * D + d) * L + j] = qkv[(s0 + j) * 3 * H + H + hd * D + d];
+    int64_t n_items = 0;
+    for (int sg = 0; sg < n_seg; sg++)
+        n_items += (int64_t)heads * ((cu[sg + 1] - cu[sg] + ATT_QB - 1) / ATT_QB);
+    pthread_once(&blas_once, blas_single);
 #pragma omp parallel
-        {
-            float *sc = malloc((size_t)L * sizeof(float));
-            double *acc = malloc((size_t)D * sizeof(double));
-#pragma omp for collapse(2) schedule(dynamic, 16)
-            for (int hd = 0; hd < heads; hd++)
-                for (int i = 0; i < L; i++) {
-                    const float *q = qkv + (s0 + i) * 3 * H + hd * D;
-                    const float *K = kt + (int64_t)hd * D * L;
-                    for (int j = 0; j < L; j++)
-                        sc[j] = 0.0f;
-                    for (int d = 0; d < D; d++) {
-                        float qd = q[d];
-                        const float *kr = K + (int64_t)d * L;
-                        for (int j = 0; j < L; j++)
-                            sc[j] += qd * kr[j];
-                    }
-                    float mx = -INFINITY;
-                    for (int j = 0; j < L; j++) {
-                        sc[j] *= scale;
-                        mx = sc[j] > mx ? sc[j] : mx;
-                    }
-                    double sum = 0;
-                    for (int j = 0; j < L; j++) {
-                        sc[j] = expf(sc[j] - mx);
-                        sum += sc[j];
-                    }
-                    for (int d = 0; d < D; d++)
-                        acc[d] = 0;
-                    for (int j = 0; j < L; j++) {
-                        const float *v = qkv + (s0 + j) * 3 * H + 2 * H + hd * D;
-                        double p = sc[j];
-                        for (int d = 0; d < D; d++)
-                            acc[d] += p * v[d];
-                    }
-                    float *o = out + (s0 + i) * H + hd * D;
-                    for (int d = 0; d < D; d++)
-                        o[d] = (float)(acc[d] / sum);
-                }
-            free(sc);
-            free(acc);
+    {
+        float *S = scratch + (int64_t)omp_get_thread_num() * ATT_QB * max_len;
+        float rinv[ATT_QB];
+        int sg = 0;
+        int64_t first = 0; /* first item of segment sg */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < n_items; it++) {
+            /* items arrive in increasing order per thread: walk the segments forward */
+            if (it < first)
+                sg = 0, first = 0;
+            for (;;) {
+                int64_t nq = (cu[sg + 1] - cu[sg] + ATT_QB - 1) / ATT_QB;
+                if (it < first + heads * nq)
+                    break;
+                first += heads * nq;
+                sg++;
+            }
+            int L = cu[sg + 1] - cu[sg];
+            int64_t nq = (L + ATT_QB - 1) / ATT_QB, k = it - first;
+            int hd = (int)(k / nq), qb = (int)(k % nq);
+            int64_t s0 = cu[sg], q0 = s0 + (int64_t)qb * ATT_QB;
+            int m = L - qb * ATT_QB < ATT_QB ? L - qb * ATT_QB : ATT_QB;
+            const float *Q = hm + ((int64_t)hd * n + q0) * D;
+            const float *K = hm + ((int64_t)(heads + hd) * n + s0) * D;
+            const float *V = hm + ((int64_t)(2 * heads + hd) * n + s0) * D;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, L, D, scale, Q, D, K, D, 0.0f,
+                        S, L);
+            for (int i = 0; i < m; i++)
+                rinv[i] = softmax_numerators(S + (int64_t)i * L, L);
+            float *O = out + q0 * H + hd * D;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, D, L, 1.0f, S, L, V, D, 0.0f,
+                        O, H);
+            for (int i = 0; i < m; i++)
+                for (int d = 0; d < D; d++)
+                    O[(int64_t)i * H + d] *= rinv[i];
         }
-        free(kt);
     }
+}
+
+static int64_t max_seg_len(const int32_t *cu, int n_seg)
+{
+    int64_t mx = 0;
+    for (int sg = 0; sg < n_seg; sg++)
+        mx = cu[sg + 1] - cu[sg] > mx ? cu[sg + 1] - cu[sg] : mx;
+    return mx;
+}
+
+void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
+                      int heads, int D)
+{
+    int64_t mx = max_seg_len(cu_seqlens, n_seg), n = cu_seqlens[n_seg];
+    float *scratch = malloc((size_t)omp_get_max_threads() * ATT_QB * (mx > 0 ? mx : 1) * sizeof(float));
+    float *hm = malloc((size_t)(n > 0 ? n : 1) * 3 * heads * D * sizeof(float));
+    if (!scratch || !hm) { /* a twin for tests: poison the output so that the comparison fails */
+        for (int64_t k = 0; k < n * heads * D; k++)
+            out[k] = NAN;
+    } else {
+        split_heads(hm, qkv, NULL, NULL, n, heads, D);
+        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch, mx);
+    }
+    free(scratch);
+    free(hm);
 }
 
 mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
@@ -294,6 +536,9 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     float *big = malloc(N * (F > H * mm ? F : H * mm) * sizeof(float));
     float *cos_t = malloc(N * D * sizeof(float)), *sin_t = malloc(N * D * sizeof(float));
     int32_t *cu = malloc((nseg_max + 1) * sizeof(int32_t));
+    float *scratch = NULL, *hm = NULL;
+    omp_set_num_threads(*(int *)be->impl); /* this thread's parallel regions (the tower thread) */
+    int T = omp_get_max_threads();
     if (!x || !xn || !qkv || !big || !cos_t || !sin_t || !cu) {
         st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
         goto out;
@@ -313,27 +558,52 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         goto out;
     mv_rope_tables_cpu(cos_t, sin_t, grid, n_entries, D, c->rope_theta, c->merge);
     int nseg = mv_cu_seqlens(grid, n_entries, cu);
-    for (int b = 0; b < c->depth; b++) {
-        const mv_block *B = &m->blocks[b];
-        mv_layernorm_cpu(xn, x, B->norm1_w, B->norm1_b, N, H, c->ln_eps);
-        mv_linear_cpu(qkv, xn, B->qkv_w, B->qkv_b, N, H, 3 * H);
-        mv_rope_apply_cpu(qkv, cos_t, sin_t, N, c->heads, D);
-        mv_attention_cpu(xn, qkv, cu, nseg, c->heads, D);
-        mv_linear_cpu(big, xn, B->proj_w, B->proj_b, N, H, H);
-#pragma omp parallel for schedule(static)
-        for (int64_t k = 0; k < N * H; k++)
-            x[k] += big[k];
-        mv_layernorm_cpu(xn, x, B->norm2_w, B->norm2_b, N, H, c->ln_eps);
-        mv_linear_cpu(big, xn, B->fc1_w, B->fc1_b, N, H, F);
-        mv_act_cpu(c->act, big, N * F);
-        mv_linear_cpu(xn, big, B->fc2_w, B->fc2_b, N, F, H);
-#pragma omp parallel for schedule(static)
-        for (int64_t k = 0; k < N * H; k++)
-            x[k] += xn[k];
-        char name[32];
-        snprintf(name, sizeof name, "block_%02d", b);
-        if ((st = dump(fn, ud, name, x, N, H, e)))
-            goto out;
+    int64_t max_len = max_seg_len(cu, nseg);
+    scratch = malloc((size_t)T * ATT_QB * max_len * sizeof(float));
+    hm = malloc(N * 3 * H * sizeof(float));
+    if (!scratch || !hm) {
+        st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for attention over %lld patches",
+                     (long long)max_len);
+        goto out;
+    }
+    /* Per block: x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))). Everything
+     * but attention is row-local, so each thread runs the chain on its own rows with no barrier:
+     * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
+     * split] of block b + 1; attention, which needs every row of a segment, sits between. */
+    int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
+    int P = row_parts(N, min_nk, T);
+    for (int b = 0; b <= c->depth; b++) {
+        const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
+#pragma omp parallel num_threads(P)
+        {
+            int64_t r0, r1;
+            row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+            if (B) { /* the rest of block b - 1; xn holds its attention output */
+                linear_range(big, xn, B->proj_w, B->proj_b, r0, r1, H, H, EPI_RES, x);
+                for (int64_t i = r0; i < r1; i++)
+                    layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
+                linear_range(big, xn, B->fc1_w, B->fc1_b, r0, r1, H, F,
+                             c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL);
+                if (c->act != MV_ACT_GELU_TANH)
+                    for (int64_t i = r0; i < r1; i++)
+                        act_row(c->act, big + i * F, F);
+                linear_range(xn, big, B->fc2_w, B->fc2_b, r0, r1, F, H, EPI_RES, x);
+            }
+            if (Bn) { /* the start of block b */
+                for (int64_t i = r0; i < r1; i++)
+                    layernorm_row(xn + i * H, x + i * H, Bn->norm1_w, Bn->norm1_b, H, c->ln_eps);
+                linear_range(qkv, xn, Bn->qkv_w, Bn->qkv_b, r0, r1, H, 3 * H, EPI_BIAS, NULL);
+                split_heads_range(hm, qkv, cos_t, sin_t, N, r0, r1, c->heads, D);
+            }
+        }
+        if (B) {
+            char name[32];
+            snprintf(name, sizeof name, "block_%02d", b - 1);
+            if ((st = dump(fn, ud, name, x, N, H, e)))
+                goto out;
+        }
+        if (Bn)
+            attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len);
     }
     /* merger: LN per patch row, then 4 consecutive rows (one 2x2 block) form one 4H row */
     mv_layernorm_cpu(xn, x, m->mnorm_w, m->mnorm_b, N, H, c->ln_eps);
@@ -354,22 +624,31 @@ out:
     free(cos_t);
     free(sin_t);
     free(cu);
+    free(scratch);
+    free(hm);
     return st;
 }
 
-static void cpu_destroy(mv_backend *b) { free(b); }
+static void cpu_destroy(mv_backend *b)
+{
+    free(b->impl);
+    free(b);
+}
 
 mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
                                 mv_err *e)
 {
     mv_backend *b = calloc(1, sizeof *b);
-    if (!b)
+    int *threads = malloc(sizeof *threads);
+    if (!b || !threads) {
+        free(b);
+        free(threads);
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
-    if (o && o->threads > 0) {
-        extern void omp_set_num_threads(int);
-        omp_set_num_threads(o->threads);
-        openblas_set_num_threads(o->threads);
     }
+    /* -j N, else every CPU of the affinity mask; OpenBLAS itself stays single-threaded */
+    *threads = o && o->threads > 0 ? o->threads : mv_cpu_count();
+    pthread_once(&blas_once, blas_single);
+    b->impl = threads;
     b->name = "cpu";
     b->forward = cpu_forward;
     b->destroy = cpu_destroy;

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench-cpu.sh - the CPU tower benchmark (a benchmark, not a test): mvembed's CPU tower alone
+# (model load excluded; build/cpubench) beside the time of its Linear GEMMs alone (the same
+# shapes and weights through plain cblas_sgemm, OpenBLAS's own threads, same thread count), and
+# HF transformers' Qwen3_5VisionModel (f32, sdpa, torch.set_num_threads) on the same pixels when
+# `import torch, transformers` works. Random 27B-layout tower written by scripts/make_random_tower.py.
+#   scripts/bench-cpu.sh                      (or: make bench-cpu)
+# Environment (defaults):
+#   THREADS   threads for both sides (the CPUs of the affinity mask: nproc)
+#   SIZES     inputs, ';'-separated COUNTxHEIGHTxWIDTH in pixels (4x448x448;1x1024x1024)
+#   DEPTH     tower depth (27; 4 makes a quick local run)
+#   ITERS     timed runs after one warm-up (3)
+#   MODEL     tower directory (made under WORK if absent)   WORK  scratch dir (/tmp/mvembed-bench-cpu)
+#   PYTHON    python with numpy (/usr/bin/python3)        HF_PYTHON python with torch + transformers
+#             (/opt/torch/.venv/bin/python when present, else python3)
+#   OUT       also write the table to $OUT/bench-cpu.md
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+THREADS="${THREADS:-$(nproc)}"
+SIZES="${SIZES:-4x448x448;1x1024x1024}"
+DEPTH="${DEPTH:-27}"
+ITERS="${ITERS:-3}"
+WORK="${WORK:-/tmp/mvembed-bench-cpu}"
+MODEL="${MODEL:-$WORK/tower-27b-d$DEPTH}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+if [ -z "${HF_PYTHON:-}" ]; then
+    if [ -x /opt/torch/.venv/bin/python ]; then HF_PYTHON=/opt/torch/.venv/bin/python; else HF_PYTHON=python3; fi
+fi
+"$PYTHON" -c 'import numpy' 2>/dev/null || PYTHON="$HF_PYTHON" # the GPU machine: numpy in the venv
+BENCH="$ROOT/build/cpubench"
+[ -x "$BENCH" ] || { echo "bench-cpu: $BENCH missing (run make)" >&2; exit 1; }
+mkdir -p "$WORK"
+[ -f "$MODEL/config.json" ] || "$PYTHON" "$ROOT/scripts/make_random_tower.py" "$MODEL" --config 27b --depth "$DEPTH" >&2
+HF=0
+if "$HF_PYTHON" -c 'import torch, transformers' 2>/dev/null; then HF=1; fi
+
+val() { sed -n "s/^$1 //p" <<< "$2"; }
+table="| input | patches | threads | mvembed tower s | GEMMs alone s | tower/GEMMs | HF s | HF/mvembed |
+|---|---|---|---|---|---|---|---|"
+IFS=';' read -ra sizes <<< "$SIZES"
+for sz in "${sizes[@]}"; do
+    IFS=x read -r cnt hh ww <<< "$sz"
+    g="1,$((hh / 16)),$((ww / 16))"
+    grid="$g"
+    for ((i = 1; i < cnt; i++)); do grid="$grid;$g"; done
+    pix="$WORK/pixels-$sz.npy"
+    "$PYTHON" "$ROOT/scripts/bench_cpu_hf.py" pixels --grid "$grid" --seed 0 --out "$pix"
+    r=$("$BENCH" --model "$MODEL" --grid "$grid" --pixels "$pix" -j "$THREADS" --iters "$ITERS" --what both)
+    echo "$r" >&2
+    tw=$(val tower_min "$r")
+    tg=$(val gemm_min "$r")
+    hf="-" ratio="-"
+    if [ "$HF" = 1 ]; then
+        h=$(OMP_NUM_THREADS="$THREADS" "$HF_PYTHON" "$ROOT/scripts/bench_cpu_hf.py" hf --model "$MODEL" \
+            --pixels "$pix" --grid "$grid" --threads "$THREADS" --iters "$ITERS")
+        echo "$h" >&2
+        hf=$(val hf_min "$h")
+        ratio=$(awk -v a="$hf" -v b="$tw" 'BEGIN { printf "%.2f", a / b }')
+    fi
+    np=$((cnt * (hh / 16) * (ww / 16)))
+    table="$table
+| $sz | $np | $THREADS | $tw | $tg | $(awk -v a="$tw" -v b="$tg" 'BEGIN { printf "%.2f", a / b }') | $hf | $ratio |"
+done
+echo "bench-cpu: depth $DEPTH, fastest of $ITERS runs each, model load excluded; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "$table"
+if [ -n "${OUT:-}" ]; then
+    mkdir -p "$OUT"
+    { echo "bench-cpu: depth $DEPTH, $THREADS threads"; echo "$table"; } > "$OUT/bench-cpu.md"
+fi

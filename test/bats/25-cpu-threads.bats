@@ -1,0 +1,42 @@
+#!/usr/bin/env bats
+# The CPU tower's results do not depend on the thread count: the same inputs embedded with -j 1,
+# -j 2 and -j 3 give byte-identical outputs (the oracle is cmp). The wide tower below has an MLP
+# of 4304 (the 27B layout's), the reduction length at which OpenBLAS's own threads once changed
+# the last bits; the fixture tower covers the other shapes.
+load test_helper
+
+setup_file() {
+    export WIDE="$BATS_FILE_TMPDIR/wide"
+    "$PY" "$ROOT/scripts/make_random_tower.py" "$WIDE" --config 2x128x2x4304x64 --seed 1 >/dev/null
+    cp "$MODEL"/preprocessor_config.json "$MODEL"/video_preprocessor_config.json "$WIDE/"
+}
+
+# same_bytes DIR_A DIR_B: the same .npy.zst files in both, byte for byte
+same_bytes() {
+    (cd "$1" && find . -name '*.npy.zst' | sort) > "$BATS_TEST_TMPDIR/la"
+    (cd "$2" && find . -name '*.npy.zst' | sort) > "$BATS_TEST_TMPDIR/lb"
+    diff "$BATS_TEST_TMPDIR/la" "$BATS_TEST_TMPDIR/lb"
+    [ -s "$BATS_TEST_TMPDIR/la" ]
+    while read -r f; do cmp "$1/$f" "$2/$f"; done < "$BATS_TEST_TMPDIR/la"
+}
+
+@test "-j 1, -j 2, -j 3: byte-identical outputs (wide MLP tower, fixture images and videos)" {
+    T="$BATS_TEST_TMPDIR"
+    V="$ROOT/fixtures/media/videos"
+    for j in 1 2 3; do
+        run mvembed -q --device cpu --model "$WIDE" -j "$j" --out "$T/j$j" "$ROOT/fixtures/media/images" \
+            "$V/h264_192x128_24fps.mp4" "$V/vp9_160x96.webm" "$V/h264_3frames.mp4"
+        [ "$status" -eq 0 ]
+    done
+    same_bytes "$T/j1" "$T/j2"
+    same_bytes "$T/j1" "$T/j3"
+}
+
+@test "-j 1 and -j 3: byte-identical outputs (fixture tower, all fixture media)" {
+    T="$BATS_TEST_TMPDIR"
+    for j in 1 3; do
+        run mvembed -q --device cpu --model "$MODEL" -j "$j" --out "$T/j$j" "$ROOT/fixtures/media"
+        [ "$status" -eq 0 ]
+    done
+    same_bytes "$T/j1" "$T/j3"
+}
