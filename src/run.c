@@ -35,7 +35,11 @@ static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
         return mv_fail(e, MV_ERR_USAGE, "min pixels must not exceed max pixels");
     if (pp->min_frames > pp->max_frames)
         return mv_fail(e, MV_ERR_USAGE, "--min-frames must not exceed --max-frames");
-    mv_model_update_fingerprint(m);
+    /* the backend make_backends will pick (AUTO: CUDA when usable) */
+    int cuda = o->device == MV_DEV_CUDA || (o->device == MV_DEV_AUTO && mv_cuda_available());
+    mv_run_settings rs = {.num_frames = o->num_frames, .out_dtype = (int)o->out_dtype,
+                          .backend = cuda ? "cuda" : "cpu", .precision = (int)o->bopts.precision};
+    mv_model_update_fingerprint(m, &rs);
     return MV_OK;
 }
 
