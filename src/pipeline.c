@@ -540,8 +540,8 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
                     mv_item_free(it);
                     continue;
                 } else if (!o->quiet) {
-                    fprintf(stderr, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
-                            wi.path, out_rel, why);
+                    fprintf(stderr, "%smvembed: %s: output %s is missing or damaged (%s); redoing it\n",
+                            R->progress ? "\r\033[K" : "", wi.path, out_rel, why);
                 }
             }
             int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
