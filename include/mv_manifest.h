@@ -2,8 +2,9 @@
  *
  * One JSON object per line, one line per input, appended safely by several processes at once
  * (O_APPEND + an exclusive flock around a single write of the whole line). Resume reads a
- * manifest back into a hash set of inputs whose latest status is "ok", keyed by the raw path bytes.
- * This module does not check that output files exist; the caller does.
+ * manifest back into a set keyed both by input (raw path bytes) and by output name, and checks
+ * that a recorded output is still whole (mv_done_output_intact). It does not choose output names
+ * (mv_output_name, mv_walk.h) nor decide what a run does with a done input (pipeline.c).
  */
 #ifndef MV_MANIFEST_H
 #define MV_MANIFEST_H
@@ -30,7 +31,7 @@ typedef struct {
     int has_shape;       /* shape [rows, cols] of the saved array */
     int64_t shape[2];
     const char *dtype;   /* "f32" / "f16"; NULL = omitted */
-    int has_bytes;       /* bytes: size of the output file as written */
+    int has_bytes;       /* bytes: size of the output file as written (resume checks it) */
     int64_t bytes;
     const char *model;   /* model fingerprint; NULL = omitted */
     const int64_t *frame_indices; /* [n_frame_indices]; NULL = omitted */
@@ -86,8 +87,9 @@ void mv_done_free(mv_done *d);
  * later lines win). A missing file is not an error. Lines that are not JSON objects with a string
  * "input" (a torn last line, garbage) are skipped and counted in *n_bad (may be NULL); *n_lines
  * (may be NULL) counts lines read. input_b64 / output_b64, when present, give the exact bytes.
- * An input whose latest status is not "ok" is dropped from the set. Memory is proportional to the
- * done set, not to the file. */
+ * An input whose latest status is not "ok" is not done, but still holds the output name its last
+ * ok line gave it (mv_done_owner_of). Memory is proportional to the inputs that ever had an ok
+ * line, not to the file. */
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e);
 
@@ -95,6 +97,37 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
  * O(1) expected. The string stays valid until d changes or is freed. */
 const char *mv_done_lookup(const mv_done *d, const char *input);
 size_t mv_done_count(const mv_done *d);
+
+/* Who holds an output name: the input of the latest "ok" line that named it. An output field
+ * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a
+ * trailing '/'; see mv_output_name) is never entered, so resume never follows a path that
+ * leaves OUT. */
+typedef struct {
+    const char *input; /* the input that made it (raw bytes) */
+    const char *model; /* that line's "model" fingerprint, "" when absent */
+    int64_t bytes;     /* that line's "bytes", -1 when absent */
+    int ok;            /* 1 when that input's latest line is still ok (0: a later error line) */
+} mv_done_owner;
+
+/* 1 with *w filled when some input holds output (a name relative to OUT, with ".npy.zst"), else
+ * 0. O(1) expected; w's strings stay valid until d changes or is freed. */
+int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w);
+
+/* 1 when recorded (an input path from a manifest) and path name the same input: the same bytes,
+ * the same path once normalised ("./a//b" is "a/b"; both relative or both absolute), or both
+ * reaching the same file now (st_dev, st_ino: "images/x" and "/abs/images/x", symlinks; a file
+ * an editor replaced keeps its path, so it is still found). Relative paths are read from the
+ * current directory. A recorded input that no longer exists under another path is not the same. */
+int mv_done_same_input(const char *recorded, const char *path);
+
+/* 1 when OUT/output is whole, else 0 with a reason in why[cap]. out_real is realpath(OUT). The
+ * file must resolve (symlinks followed) to a regular file inside out_real; with bytes >= 0 its
+ * size must be bytes; without (manifests written before "bytes" existed) it must be one complete
+ * zstd frame: the frame's blocks are walked through their 3-byte headers (a few small reads, not
+ * the whole file) and must end, with the frame's checksum when it has one, exactly at the end of
+ * the file, which a truncated file does not. */
+int mv_done_output_intact(const char *out_real, const char *output, int64_t bytes, char *why,
+                          size_t cap);
 
 /* Base64 (RFC 4648, padded) helpers: malloc'd, NUL-terminated results; NULL on failure (out of
  * memory, or bad input for decode). */

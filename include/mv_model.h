@@ -71,7 +71,7 @@ typedef struct {
     float *mnorm_w, *mnorm_b;   /* [H] */
     float *mfc1_w, *mfc1_b;     /* [4H, 4H], [4H] */
     float *mfc2_w, *mfc2_b;     /* [L, 4H], [L] */
-    char fingerprint[17];       /* hex of a 64-bit hash over weights + preprocessing settings */
+    char fingerprint[17];       /* hex of a 64-bit hash over weights + preprocessing + run settings */
     uint64_t weights_hash;      /* hash of the raw tensor bytes and the vision config */
     char dir[4096];
     /* private */
@@ -83,8 +83,19 @@ typedef struct {
  * non-OK with a one-line message naming the file and tensor / field at fault. */
 mv_status mv_model_load(const char *arg, mv_model **out, mv_err *e);
 void mv_model_free(mv_model *m);
-/* Recomputes m->fingerprint from weights_hash and m->pp (call after overriding m->pp). */
-void mv_model_update_fingerprint(mv_model *m);
+/* Run settings beyond the model and m->pp that change an output's bytes (for the fingerprint). */
+typedef struct {
+    int num_frames;    /* --num-frames (0 = sampled from fps) */
+    int out_dtype;     /* mv_dtype of the saved arrays */
+    const char *backend; /* "cpu" or "cuda" */
+    int precision;     /* mv_precision of the CUDA arithmetic (ignored for "cpu": always f32) */
+    int pool;          /* --pool (0 none: not hashed, so token outputs keep their fingerprint) */
+} mv_run_settings;
+
+/* Recomputes m->fingerprint from weights_hash (weights + vision config), every number of m->pp
+ * (image and video pixel budgets, patch/merge/temporal, mean/std/rescale, fps, frame bounds) and,
+ * when rs is non-NULL, the run settings. Call after overriding m->pp. */
+void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs);
 
 /* Default preprocessing values for Qwen3.5 checkpoints when the JSON files are absent. */
 void mv_preproc_defaults(mv_preproc_config *pp);

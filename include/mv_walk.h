@@ -10,6 +10,7 @@
 #define MV_WALK_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "mv_common.h"
 
@@ -17,15 +18,22 @@ typedef struct {
     int null_sep;  /* paths read from stdin ("-") are NUL-separated (find -print0), not lines */
     int all_files; /* in directories take every regular file, not only image/video extensions */
     int hidden;    /* in directories do not skip entries whose name starts with '.' */
+    /* skip_dir: a directory never walked into (the output directory, so that a run whose OUT
+     * lies inside an input directory does not take its own outputs and manifest): compared by
+     * (st_dev, st_ino), so it is skipped however it is reached, symlinks included. */
+    int has_skip;
+    dev_t skip_dev;
+    ino_t skip_ino;
 } mv_walk_opts;
 
 typedef struct mv_walk mv_walk;
 
 /* One walked item. Pointers stay valid until the next mv_walk_next / mv_walk_close.
  * path:  the path to open (a PATH argument, or DIR/relative for files found under DIR).
- * rel:   the output-relative name: the base name for a file argument, the path relative to DIR
- *        for a file found under the directory argument DIR. Never NULL; never starts with '/'
- *        and holds no "." or ".." component; may be "" on error items (empty argument).
+ * rel:   the output name (relative to OUT, without ".npy.zst"), from mv_output_name: of the path
+ *        relative to DIR for a file found under the directory argument DIR, of the path as given
+ *        for a file argument or a path read from stdin. Never NULL; never starts with '/' and
+ *        holds no "", "." or ".." component; may be "" on error items (empty argument).
  * error: NULL when the item is fine; otherwise a one-line reason (missing file, unreadable
  *        directory, symlink loop, not a regular file) that does not repeat the path. The walk
  *        goes on after an error item.
@@ -47,6 +55,16 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
 int mv_walk_next(mv_walk *w, mv_walk_item *item, mv_err *e);
 
 void mv_walk_close(mv_walk *w);
+
+/* The output name of path (relative to OUT, without ".npy.zst"): the one rule for every kind of
+ * input. Components are split on '/'; empty and "." components are dropped (so "./a//b/" is
+ * "a/b", and a leading '/' is dropped: "/data/x.jpg" is "data/x.jpg"); ".." becomes "__" so that
+ * no name leaves OUT; a component made only of two or more '_' gets one more '_' ("__" is "___")
+ * so that it never meets an escaped "..". Distinct normalised paths give distinct names. The
+ * result is "" when nothing is left (".", "/"). Other bytes (spaces, control bytes, non-UTF-8)
+ * pass unchanged. buf must hold mv_output_name_cap(strlen(path)) bytes; returns the length. */
+#define mv_output_name_cap(n) ((n) + (n) / 2 + 2)
+size_t mv_output_name(const char *path, char *buf);
 
 /* 1 when name's extension (case-insensitive) is a known image/video extension:
  * jpg jpeg jpe png webp mp4 m4v mov mkv webm avi mpg mpeg ts m2ts flv ogv 3gp wmv. */

@@ -501,27 +501,32 @@ static mv_status take_all(loader *L, mv_model *m, mv_err *e)
     return MV_OK;
 }
 
-void mv_model_update_fingerprint(mv_model *m)
+void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs)
 {
-    /* the fingerprint covers the weights and every preprocessing setting */
-    mv_preproc_config pp;
-    memset(&pp, 0, sizeof pp); /* no padding garbage in the hash */
-    pp = m->pp;
+    /* everything that changes an output's bytes; each value is hashed as a fixed-width field */
+    const mv_preproc_config *pp = &m->pp;
     uint64_t h = m->weights_hash;
-    h = mix64(h, (const uint8_t *)&pp.min_pixels, sizeof pp.min_pixels);
-    h = mix64(h, (const uint8_t *)&pp.max_pixels, sizeof pp.max_pixels);
-    h = mix64(h, (const uint8_t *)pp.mean, sizeof pp.mean);
-    h = mix64(h, (const uint8_t *)pp.std, sizeof pp.std);
-    h = mix64(h, (const uint8_t *)&pp.rescale, sizeof pp.rescale);
-    h = mix64(h, (const uint8_t *)&pp.video_min_pixels, sizeof pp.video_min_pixels);
-    h = mix64(h, (const uint8_t *)&pp.video_max_pixels, sizeof pp.video_max_pixels);
-    h = mix64(h, (const uint8_t *)&pp.fps, sizeof pp.fps);
-    int fr[2] = {pp.min_frames, pp.max_frames};
-    h = mix64(h, (const uint8_t *)fr, sizeof fr);
+    long long ll[4] = {pp->min_pixels, pp->max_pixels, pp->video_min_pixels, pp->video_max_pixels};
+    h = mix64(h, (const uint8_t *)ll, sizeof ll);
+    h = mix64(h, (const uint8_t *)pp->mean, sizeof pp->mean);
+    h = mix64(h, (const uint8_t *)pp->std, sizeof pp->std);
+    double dd[2] = {pp->rescale, pp->fps};
+    h = mix64(h, (const uint8_t *)dd, sizeof dd);
+    int32_t ii[5] = {pp->patch, pp->merge, pp->temporal, pp->min_frames, pp->max_frames};
+    h = mix64(h, (const uint8_t *)ii, sizeof ii);
+    if (rs) {
+        int cuda = rs->backend && strcmp(rs->backend, "cuda") == 0;
+        int32_t run[4] = {rs->num_frames, rs->out_dtype, cuda, cuda ? rs->precision : -1};
+        h = mix64(h, (const uint8_t *)run, sizeof run);
+        if (rs->pool) { /* a pooled vector is another output than the tokens */
+            int32_t pool = rs->pool;
+            h = mix64(h, (const uint8_t *)&pool, sizeof pool);
+        }
+    }
     /* the per-frame cap rule and its token limit, only when on: uncapped runs keep the
      * fingerprint they had before the cap existed (max_video_tokens changes nothing then) */
-    if (pp.video_frame_cap) {
-        long long cap[2] = {1, pp.max_video_tokens};
+    if (pp->video_frame_cap) {
+        long long cap[2] = {1, pp->max_video_tokens};
         h = mix64(h, (const uint8_t *)cap, sizeof cap);
     }
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx", (unsigned long long)h);
@@ -619,7 +624,7 @@ mv_status mv_model_load(const char *arg, mv_model **out, mv_err *e)
     if ((st = take_all(&Ld, m, e)))
         goto fail;
     m->weights_hash = mix64(Ld.hash, (const uint8_t *)c, sizeof *c);
-    mv_model_update_fingerprint(m);
+    mv_model_update_fingerprint(m, NULL);
     /* the mappings are no longer needed: weights live in the arena */
     for (int i = 0; i < s->n_files; i++)
         mv_st_close(&s->files[i]);

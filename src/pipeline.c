@@ -695,6 +695,20 @@ static void *writer_main(void *arg)
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
+/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
+ * as the directory never walked into. */
+static mv_walk_opts walk_opts(const mv_run_opts *o)
+{
+    mv_walk_opts wo = {o->null_sep, o->all_files, o->hidden, 0, 0, 0};
+    struct stat sb;
+    if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        wo.has_skip = 1;
+        wo.skip_dev = sb.st_dev;
+        wo.skip_ino = sb.st_ino;
+    }
+    return wo;
+}
+
 /* For the progress line's total and ETA: a second, cheap walk (names only) that counts this run's
  * share of the inputs. Not done when paths come from standard input (a stream). */
 static void *count_main(void *arg)
@@ -702,7 +716,7 @@ static void *count_main(void *arg)
     runner *R = arg;
     const mv_run_opts *o = R->o;
     mv_walk *w;
-    mv_walk_opts wo = {o->null_sep, o->all_files, o->hidden};
+    mv_walk_opts wo = walk_opts(o);
     mv_err e;
     if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
         return NULL;
@@ -716,16 +730,40 @@ static void *count_main(void *arg)
     return NULL;
 }
 
-/* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e). */
+/* 1 when OUT/name (a shard name from the manifest) is a regular file inside OUT. */
+static int tar_shard_present(const char *out_real, const char *name)
+{
+    if (!name[0] || name[0] == '/' || strstr(name, "..") || strchr(name, '/'))
+        return 0;
+    char p[8400];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", out_real, name);
+    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
+ * Resume works on output names (mv_output_name): an input is skipped when OUT's manifest says
+ * that this same input (mv_done_same_input) made its output name with this run's fingerprint and
+ * the output is whole; it is redone when the settings differ or the output is missing or
+ * damaged; it fails when another input holds the name (never overwritten, even with --force). */
 static mv_status feed(runner *R, mv_done *done, mv_err *e)
 {
     const mv_run_opts *o = R->o;
     int shard_k = R->shard_k, shard_n = R->shard_n;
     mv_walk *w;
-    mv_walk_opts wo = {o->null_sep, o->all_files, o->hidden};
+    mv_walk_opts wo = walk_opts(o);
+    char *out_real = realpath(o->out_dir, NULL);
+    if (!out_real)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot resolve the output directory: %s", o->out_dir,
+                       strerror(errno));
     mv_status st = mv_walk_open(o->paths, o->n_paths, &wo, stdin, &w, e);
-    if (st)
+    if (st) {
+        free(out_real);
         return st;
+    }
+    const char *fp = R->m->fingerprint;
+    long n_stale = 0;
+    char stale_fp[17] = "";
     hset rels = {0};
     mv_walk_item wi;
     int r = 0;
@@ -739,21 +777,46 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
         }
         char out_rel[4200];
         snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);
+        mv_done_owner ow;
+        /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
+         * an input whose latest line is ok is done while its complete shard is there (only
+         * complete shards get manifest lines) */
+        const char *shard = R->tars && !wi.error && done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
+        if (shard) {
+            if (tar_shard_present(out_real, shard)) {
+                atomic_fetch_add(&R->n_skip, 1);
+                if (R->pooled)
+                    mv_pool_list_add(R->pooled, wi.path, shard);
+                mv_item_free(it);
+                continue;
+            }
+        }
+        int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {
             char msg[1200];
             snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
             mv_item_fail(it, msg);
+        } else if (held && !mv_done_same_input(ow.input, wi.path)) {
+            char msg[8600];
+            snprintf(msg, sizeof msg,
+                     "%s: output name %s already holds the embedding of %s (OUT's manifest says so); "
+                     "not overwritten: use another --out, or remove that output and its manifest lines",
+                     wi.path, out_rel, ow.input);
+            mv_item_fail(it, msg);
         } else {
-            const char *prev = done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
-            if (prev) {
-                char full[8400];
-                struct stat sb;
-                snprintf(full, sizeof full, "%s/%s", o->out_dir, prev);
-                if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            if (held && ow.ok && !o->force) {
+                char why[1100];
+                if (strcmp(ow.model, fp) != 0) { /* other settings: redone */
+                    if (!n_stale++)
+                        snprintf(stale_fp, sizeof stale_fp, "%s", ow.model[0] ? ow.model : "none");
+                    if (o->verbose)
+                        fprintf(stderr, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                                wi.path, ow.model[0] ? ow.model : "(none)", fp);
+                } else if (mv_done_output_intact(out_real, out_rel, ow.bytes, why, sizeof why)) {
                     atomic_fetch_add(&R->n_skip, 1);
                     if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
-                        mv_pool_list_add(R->pooled, wi.path, prev);
-                    hset_add(&rels, mv_hash64(prev, strlen(prev)));
+                        mv_pool_list_add(R->pooled, wi.path, out_rel);
+                    hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
                     if (o->verbose) {
                         char esc[8192];
                         say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
@@ -761,6 +824,9 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
                     }
                     mv_item_free(it);
                     continue;
+                } else if (!o->quiet) {
+                    fprintf(stderr, "%smvembed: %s: output %s is missing or damaged (%s); redoing it\n",
+                            R->progress ? "\r\033[K" : "", wi.path, out_rel, why);
                 }
             }
             int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
@@ -783,8 +849,13 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
     }
     if (r < 0 && !st && !interrupted(R))
         st = MV_ERR_IO; /* e was set by mv_walk_next */
+    if (n_stale && !o->quiet)
+        fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
+                "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
+                n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
     mv_walk_close(w);
     free(rels.slots);
+    free(out_real);
     return st;
 }
 

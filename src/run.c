@@ -15,6 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The manifest's model fingerprint: weights, preprocessing and the settings that change an
+ * output's bytes, with the backend that computes it. */
+static void fingerprint(const mv_run_opts *o, mv_model *m, const char *backend)
+{
+    mv_run_settings rs = {.num_frames = o->num_frames, .out_dtype = (int)o->out_dtype,
+                          .backend = backend, .precision = (int)o->bopts.precision, .pool = o->pool};
+    mv_model_update_fingerprint(m, &rs);
+}
+
 static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
 {
     mv_preproc_config *pp = &m->pp;
@@ -42,7 +51,9 @@ static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
         return mv_fail(e, MV_ERR_USAGE, "min pixels must not exceed max pixels");
     if (pp->min_frames > pp->max_frames)
         return mv_fail(e, MV_ERR_USAGE, "--min-frames must not exceed --max-frames");
-    mv_model_update_fingerprint(m);
+    /* the backend make_backends will pick (AUTO: CUDA when usable) */
+    int cuda = o->device == MV_DEV_CUDA || (o->device == MV_DEV_AUTO && mv_cuda_available());
+    fingerprint(o, m, cuda ? "cuda" : "cpu");
     return MV_OK;
 }
 
@@ -255,6 +266,7 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     }
     if ((st = make_backends(o, m, &be, &n_be, e)))
         goto out;
+    fingerprint(o, m, be[0]->name); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->pixels) {
         st = run_pixels(o, m, be[0], e);
         if (!st)

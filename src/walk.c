@@ -5,7 +5,9 @@
  * sorted names. Only the frames on the current descent path are in memory, and no directory stays
  * open between calls, so neither memory nor file descriptors grow with the size of the tree.
  * Symlinks are followed (stat, like find -L); each frame remembers its directory's (st_dev, st_ino)
- * so that a directory met again inside itself is reported as a loop instead of walked.
+ * so that a directory met again inside itself is reported as a loop instead of walked, and the
+ * output directory (mv_walk_opts.skip_*) is never walked into.
+ * Output names for every kind of input come from one function here, mv_output_name.
  * This file does not decide what a file contains; it only looks at names and file types.
  */
 #include "mv_walk.h"
@@ -39,6 +41,8 @@ struct mv_walk {
     char *pb;        /* current path bytes */
     size_t pb_cap;
     size_t rel_off;  /* offset of rel in pb for files found under the current directory argument */
+    char *name;      /* the current item's output name (mv_output_name) */
+    size_t name_cap;
     char err[1536];
 };
 
@@ -78,6 +82,38 @@ int mv_walk_is_media_name(const char *name)
         if (strcmp(low, media_exts[i]) == 0)
             return 1;
     return 0;
+}
+
+size_t mv_output_name(const char *path, char *buf)
+{
+    size_t o = 0;
+    const char *c = path;
+    while (*c) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        const char *next = end ? end + 1 : c + n;
+        if (n == 0 || (n == 1 && c[0] == '.')) {
+            c = next;
+            continue;
+        }
+        if (o > 0)
+            buf[o++] = '/';
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+            buf[o++] = '_';
+            buf[o++] = '_';
+        } else {
+            size_t u = 0;
+            while (u < n && c[u] == '_')
+                u++;
+            memcpy(buf + o, c, n);
+            o += n;
+            if (u == n && n >= 2)
+                buf[o++] = '_';
+        }
+        c = next;
+    }
+    buf[o] = 0;
+    return o;
 }
 
 static int reserve(char **buf, size_t *cap, size_t need)
@@ -121,10 +157,15 @@ static void frame_free(frame *f)
     memset(f, 0, sizeof *f);
 }
 
-static const char *base_name(const char *p)
+/* w->name = mv_output_name(p); returns it, or NULL when out of memory (e set). */
+static const char *set_name(mv_walk *w, const char *p, mv_err *e)
 {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
+    if (reserve(&w->name, &w->name_cap, mv_output_name_cap(strlen(p)))) {
+        mv_fail(e, MV_ERR_NOMEM, "out of memory for an output name");
+        return NULL;
+    }
+    mv_output_name(p, w->name);
+    return w->name;
 }
 
 static int keep_entry(const mv_walk *w, const struct dirent *d)
@@ -147,8 +188,8 @@ static int keep_entry(const mv_walk *w, const struct dirent *d)
 }
 
 /* Opens the directory at w->pb and pushes its frame.
- * Returns 1 when pushed, 0 when an error item message was written to w->err (nothing pushed),
- * -1 on out of memory (e set). */
+ * Returns 1 when pushed, 2 when it is the directory to skip (nothing pushed), 0 when an error
+ * item message was written to w->err (nothing pushed), -1 on out of memory (e set). */
 static int push_dir(mv_walk *w, mv_err *e)
 {
     DIR *d = opendir(w->pb);
@@ -161,6 +202,10 @@ static int push_dir(mv_walk *w, mv_err *e)
         snprintf(w->err, sizeof w->err, "cannot stat directory: %s", strerror(errno));
         closedir(d);
         return 0;
+    }
+    if (w->o.has_skip && sb.st_dev == w->o.skip_dev && sb.st_ino == w->o.skip_ino) {
+        closedir(d);
+        return 2;
     }
     for (size_t k = 0; k < w->depth; k++) {
         if (w->st[k].dev == sb.st_dev && w->st[k].ino == sb.st_ino) {
@@ -325,7 +370,9 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
                 mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
                 return -1;
             }
-            const char *rel = w->pb + w->rel_off;
+            const char *rel = set_name(w, w->pb + w->rel_off, e);
+            if (!rel)
+                return -1;
             int taken = w->o.all_files || mv_walk_is_media_name(name);
             if (type == DT_REG) {
                 it->path = w->pb;
@@ -358,7 +405,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
                 return -1;
             if (r == 0)
                 return yield_error(w, it, w->pb, rel);
-            continue;
+            continue; /* pushed, or the output directory: skipped */
         }
         const char *p;
         int r = next_arg(w, &p, e);
@@ -368,25 +415,28 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             snprintf(w->err, sizeof w->err, "empty path");
             return yield_error(w, it, p, p);
         }
+        const char *rel = set_name(w, p, e);
+        if (!rel)
+            return -1;
         struct stat sb;
         if (stat(p, &sb) != 0) {
             snprintf(w->err, sizeof w->err, "%s", strerror(errno));
-            return yield_error(w, it, p, base_name(p));
+            return yield_error(w, it, p, rel);
         }
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);
             if (r < 0)
                 return -1;
             if (r == 0)
-                return yield_error(w, it, p, base_name(w->pb));
-            continue;
+                return yield_error(w, it, p, rel);
+            continue; /* walked, or skipped when it is the output directory */
         }
         if (!S_ISREG(sb.st_mode)) {
             snprintf(w->err, sizeof w->err, "not a regular file");
-            return yield_error(w, it, p, base_name(p));
+            return yield_error(w, it, p, rel);
         }
         it->path = p;
-        it->rel = base_name(p);
+        it->rel = rel;
         return 1;
     }
 }
@@ -418,6 +468,7 @@ void mv_walk_close(mv_walk *w)
         frame_free(&w->st[k]);
     free(w->st);
     free(w->pb);
+    free(w->name);
     free(w->line);
     free(w);
 }

@@ -35,8 +35,9 @@ tower_on_hf_pixels() { # NAME
 }
 
 @test "dump-stages from a file: names, shapes and input.png" {
+    cd "$ROOT/fixtures/parity" # stages go to DIR/<output name>/, a file argument's path as given
     mvembed -q --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" \
-        --dump-stages "$BATS_TEST_TMPDIR/d" "$ROOT/fixtures/parity/grid6x10_320x192.png"
+        --dump-stages "$BATS_TEST_TMPDIR/d" grid6x10_320x192.png
     D="$BATS_TEST_TMPDIR/d/grid6x10_320x192.png"
     run "$PY" -c '
 import numpy as np, sys

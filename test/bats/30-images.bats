@@ -79,8 +79,8 @@ PYEOF
 }
 
 @test "--out-dtype f16 writes <f2 equal to the f32 result rounded" {
-    mvembed -q --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" --out-dtype f16 \
-        "$ROOT/fixtures/media/images/png_rgb_320x256.png"
+    cd "$ROOT/fixtures/media/images" # a file argument's output name is its path as given
+    mvembed -q --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" --out-dtype f16 png_rgb_320x256.png
     zstd -q -d -c "$BATS_TEST_TMPDIR/o/png_rgb_320x256.png.npy.zst" > "$BATS_TEST_TMPDIR/h.npy"
     zstd -q -d -c "$RUN/out/png_rgb_320x256.png.npy.zst" > "$BATS_TEST_TMPDIR/f.npy"
     run "$PY" -c 'import numpy as np,sys; h=np.load(sys.argv[1]); f=np.load(sys.argv[2]); assert h.dtype==np.float16; assert (h==f.astype(np.float16)).all(); print("ok")' \

@@ -149,17 +149,23 @@ EOF
         cp "$IN/images/png_rgb_odd_173x97.png" "$T/in/a$i.png"
         cp "$IN/images/jpeg_exif6_168x104.jpg" "$T/in/b$i.jpg"
     done
-    # about 8.5 KB a sample: 2 samples a shard; one thread everywhere so the run takes a while
+    # about 8.5 KB a sample: 2 samples a shard. The paths come through a FIFO the test keeps
+    # open, so the run waits for more input with its shards open: no race with its speed.
+    mkfifo "$T/paths"
     "$MVEMBED" -q --device cpu --threads 1 --jobs 1 --model "$MODEL" --out "$T/o" --layout tar \
-        --shard-size 20K "$T/in" 2> "$T/err1" &
+        --shard-size 20K - < "$T/paths" 2> "$T/err1" &
     pid=$!
-    for _ in $(seq 1 600); do
-        # two shards complete and one open (its temporary file present)
+    exec 7> "$T/paths"
+    ls "$T/in"/* | head -11 >&7
+    for _ in $(seq 1 1200); do
+        # some shards complete and one open (its temporary file present); 11 inputs in
         [ "$(cat "$T/o/manifest.jsonl" 2>/dev/null | wc -l)" -ge 4 ] && ls "$T/o"/.tmp-tar-* >/dev/null 2>&1 && break
         sleep 0.05
     done
+    sleep 1 # the 11 inputs are through the pipeline; the run waits on the FIFO
     kill -9 "$pid"
     wait "$pid" || true
+    exec 7>&-
     done1=$(wc -l < "$T/o/manifest.jsonl")
     echo "after kill: $done1 manifest lines; $(ls -A "$T/o" | tr '\n' ' ')"
     [ "$done1" -ge 4 ] && [ "$done1" -lt 40 ] # killed mid-run

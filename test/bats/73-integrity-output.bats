@@ -145,7 +145,8 @@ time.sleep(1000)' "$locked" "$T/locked.ready" & holder=$!
     stale="$T/o/.tmp-$live-abandn"
     echo partial >"$stale"
     touch -d '2 days ago' "$stale"
-    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" "$IMG/png_rgb_320x256.png"
+    cd "$IMG" # a relative file argument: its output lands in OUT itself, where the temp files are
+    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" png_rgb_320x256.png
     kill "$holder" "$live"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -155,7 +156,7 @@ time.sleep(1000)' "$locked" "$T/locked.ready" & holder=$!
     # once its writer is gone, the next run's sweep removes it
     wait "$holder" || true
     rm "$T/o/png_rgb_320x256.png.npy.zst"
-    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" "$IMG/png_rgb_320x256.png"
+    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" png_rgb_320x256.png
     [ "$status" -eq 0 ]
     [ ! -e "$locked" ]
 }

@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     e.msg[0] = 0;
     if (mv_model_load(fz_dir(), &m, &e) == MV_OK) {
         check_model(m);
-        mv_model_update_fingerprint(m);
+        mv_model_update_fingerprint(m, NULL);
         mv_model_free(m);
     } else {
         if (m)

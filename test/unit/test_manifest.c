@@ -68,6 +68,8 @@ int main(void)
     r.shape[0] = 224;
     r.shape[1] = 1152;
     r.dtype = "f16";
+    r.has_bytes = 1;
+    r.bytes = 123456;
     r.model = "qwen3.5-vit:abc123";
     r.frame_indices = fi;
     r.n_frame_indices = 3;
@@ -88,7 +90,7 @@ int main(void)
         "{\"input\":\"media/clip \\\"1\\\".mp4\",\"output\":\"clip \\\"1\\\".mp4.npy.zst\","
         "\"status\":\"ok\",\"kind\":\"video\",\"width\":1920,\"height\":1080,"
         "\"resized\":[448,256],\"grid_thw\":[2,16,28],\"shape\":[224,1152],\"dtype\":\"f16\","
-        "\"model\":\"qwen3.5-vit:abc123\",\"frame_indices\":[0,15,30],"
+        "\"bytes\":123456,\"model\":\"qwen3.5-vit:abc123\",\"frame_indices\":[0,15,30],"
         "\"timestamps\":[0,0.5005,0.3333333333333333],\"fps\":29.97,\"duration\":0.1,"
         "\"rotation\":-90,\"seconds\":1.234568}";
     CHECK(s == MV_OK && len == strlen(want) && strcmp(line, want) == 0,
@@ -255,6 +257,104 @@ int main(void)
              "' '%s' '%s'",
              cpath, path);
     CHECK(system(cmd) == 0, "python json parses all lines; input_b64 decodes to the raw bytes");
+
+    /* 9. owners of output names: held by the latest ok line; non-canonical outputs never held */
+    char opath[600];
+    snprintf(opath, sizeof opath, "%s/owners.jsonl", dir);
+    FILE *of = fopen(opath, "w");
+    if (!of)
+        return 2;
+    fputs("{\"input\":\"cam1/IMG_1.jpg\",\"output\":\"IMG_1.jpg.npy.zst\",\"status\":\"ok\",\"bytes\":5,\"model\":\"aaaa\"}\n"
+          "{\"input\":\"x.jpg\",\"output\":\"../escape.npy.zst\",\"status\":\"ok\"}\n"
+          "{\"input\":\"y.jpg\",\"output\":\"/abs.npy.zst\",\"status\":\"ok\"}\n"
+          "{\"input\":\"w.jpg\",\"output\":\"a//w.npy.zst\",\"status\":\"ok\"}\n"
+          "{\"input\":\"z.jpg\",\"output\":\"z.jpg.npy.zst\",\"status\":\"ok\",\"bytes\":-3}\n"
+          "{\"input\":\"z.jpg\",\"status\":\"error\",\"error\":\"later\"}\n"
+          "{\"input\":\"m.jpg\",\"output\":\"old.npy.zst\",\"status\":\"ok\"}\n"
+          "{\"input\":\"m.jpg\",\"output\":\"new.npy.zst\",\"status\":\"ok\"}\n"
+          "{\"input\":\"u.jpg\",\"output\":\"__/___/u.npy.zst\",\"status\":\"ok\"}\n",
+          of);
+    fclose(of);
+    if (mv_done_create(&d, &e) != MV_OK)
+        return 2;
+    s = mv_manifest_load_done(opath, d, &nl, &nb, &e);
+    mv_done_owner w1 = {0}, w2 = {0}, w3 = {0}, w4 = {0};
+    int h1 = mv_done_owner_of(d, "IMG_1.jpg.npy.zst", &w1);
+    CHECK(s == MV_OK && h1 && strcmp(w1.input, "cam1/IMG_1.jpg") == 0 && strcmp(w1.model, "aaaa") == 0 &&
+              w1.bytes == 5 && w1.ok == 1,
+          "owner_of: input, model and bytes of the ok line that named the output");
+    mv_done_owner wx;
+    CHECK(!mv_done_owner_of(d, "../escape.npy.zst", &wx) && !mv_done_owner_of(d, "escape.npy.zst", &wx) &&
+              !mv_done_owner_of(d, "/abs.npy.zst", &wx) && !mv_done_owner_of(d, "abs.npy.zst", &wx) &&
+              !mv_done_owner_of(d, "a//w.npy.zst", &wx) && !mv_done_owner_of(d, "a/w.npy.zst", &wx) &&
+              mv_done_lookup(d, "x.jpg") && strcmp(mv_done_lookup(d, "x.jpg"), "../escape.npy.zst") == 0,
+          "outputs with '..', a leading '/' or '//' are never held (lookup by input still reports them)");
+    int h2 = mv_done_owner_of(d, "z.jpg.npy.zst", &w2);
+    CHECK(h2 && strcmp(w2.input, "z.jpg") == 0 && w2.ok == 0 && w2.bytes == -1 && !mv_done_lookup(d, "z.jpg"),
+          "a later error line: not done, but the name stays held by its input; negative bytes ignored");
+    int h3 = mv_done_owner_of(d, "new.npy.zst", &w3);
+    CHECK(h3 && strcmp(w3.input, "m.jpg") == 0 && !mv_done_owner_of(d, "old.npy.zst", &w3) &&
+              w3.model[0] == 0 && w3.bytes == -1,
+          "an input that moved to another name no longer holds the old one");
+    CHECK(mv_done_owner_of(d, "__/___/u.npy.zst", &w4) && strcmp(w4.input, "u.jpg") == 0 &&
+              mv_done_count(d) == 6,
+          "escaped names ('__', '___') are canonical and held; 6 done");
+    mv_done_free(d);
+
+    /* 10. mv_done_output_intact against frames made by the zstd CLI (the oracle) */
+    char od[300], real_od[4096], cmd2[4096];
+    snprintf(od, sizeof od, "%s/out", dir);
+    snprintf(cmd2, sizeof cmd2,
+             "set -e; mkdir -p '%1$s/sub' '%2$s/outside'; cd '%1$s'; "
+             "head -c 400000 /dev/urandom > raw; zstd -q raw -o big.zst; "
+             "head -c 300000 /dev/zero | zstd -q --no-check -o sub/zeros.zst; "
+             "printf 'hello' | zstd -q -o small.zst; "
+             "head -c 100 big.zst > cut.zst; head -c $(( $(stat -c %%s big.zst) - 1 )) big.zst > minus1.zst; "
+             "cat small.zst > extra.zst; printf x >> extra.zst; : > empty.zst; "
+             "cp big.zst '%2$s/outside/o.zst'; ln -s '%2$s/outside/o.zst' link.zst; ln -s sub/zeros.zst in.zst; "
+             "stat -c %%s big.zst > big.size",
+             od, dir);
+    CHECK(system(cmd2) == 0, "zstd CLI frames prepared");
+    if (!realpath(od, real_od))
+        return 2;
+    char why[1200], szs[64] = "", szpath[400];
+    snprintf(szpath, sizeof szpath, "%s/big.size", od);
+    FILE *sf = fopen(szpath, "r");
+    if (!sf || !fgets(szs, sizeof szs, sf))
+        return 2;
+    fclose(sf);
+    int64_t bsz = atoll(szs);
+    CHECK(mv_done_output_intact(real_od, "big.zst", -1, why, sizeof why) &&
+              mv_done_output_intact(real_od, "sub/zeros.zst", -1, why, sizeof why) &&
+              mv_done_output_intact(real_od, "small.zst", -1, why, sizeof why) &&
+              mv_done_output_intact(real_od, "in.zst", -1, why, sizeof why) &&
+              mv_done_output_intact(real_od, "big.zst", bsz, why, sizeof why),
+          "whole frames (multi-block, RLE/no checksum, one block, a symlink inside OUT) pass");
+    int bad_ok = 1;
+    const char *bads[] = {"cut.zst", "minus1.zst", "extra.zst", "empty.zst", "link.zst", "missing.zst", "raw", "sub"};
+    for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++)
+        if (mv_done_output_intact(real_od, bads[i], -1, why, sizeof why)) {
+            printf("# %s passed as whole\n", bads[i]);
+            bad_ok = 0;
+        }
+    mv_done_output_intact(real_od, "link.zst", -1, why, sizeof why);
+    CHECK(bad_ok && strstr(why, "outside the output directory") &&
+              !mv_done_output_intact(real_od, "big.zst", bsz + 1, why, sizeof why) && strstr(why, "manifest says"),
+          "head -c 100, one byte short, a trailing byte, empty, a symlink out, missing, not zstd, a "
+          "directory, and a size other than 'bytes' all fail");
+
+    /* 11. the same input: normalised path, or the same file now */
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd) || chdir(od) != 0)
+        return 2;
+    char absraw[4200];
+    snprintf(absraw, sizeof absraw, "%s/raw", real_od);
+    CHECK(mv_done_same_input("a/b.jpg", "./a//b.jpg") && mv_done_same_input("raw", absraw) &&
+              mv_done_same_input("in.zst", "sub/zeros.zst") && !mv_done_same_input("/nope/b.jpg", "nope/b.jpg") &&
+              !mv_done_same_input("raw", "big.zst") && !mv_done_same_input("gone.jpg", "raw"),
+          "same input: normalised alike, or the same file (absolute, symlink); else not");
+    if (chdir(cwd) != 0)
+        return 2;
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -178,11 +178,11 @@ int main(void)
     char *args4[] = {notes, missing, pipe_, deeper};
     got = walk_all(args4, 4, NULL, NULL, &st);
     const char *exp4 = "notes.txt|notes.txt\n"
-                       "nope/missing.jpg|missing.jpg|ERR:No such file or directory\n"
+                       "nope/missing.jpg|nope/missing.jpg|ERR:No such file or directory\n"
                        "pipe.jpg|pipe.jpg|ERR:not a regular file\n"
                        "sub/deeper/d.webp|d.webp\n";
     CHECK(st == 0 && strcmp(got, exp4) == 0,
-          "explicit args: non-media file taken with its base name, missing and FIFO reported, "
+          "explicit args: non-media file taken with its path as given, missing and FIFO reported, "
           "'sub/deeper/' walked without a doubled slash");
     if (strcmp(got, exp4) != 0)
         printf("# got:\n%s", got);
@@ -197,7 +197,7 @@ int main(void)
     fclose(in);
     const char *exp5 = "b.png|b.png\n"
                        "z/\xff\xfe.jpg|\xff\xfe.jpg\n"
-                       "sub/c.mp4|c.mp4\n";
+                       "sub/c.mp4|sub/c.mp4\n";
     CHECK(st == 0 && strcmp(got, exp5) == 0,
           "stdin lines: CR stripped, empty lines skipped, directory walked, last line without "
           "newline taken");
@@ -220,6 +220,63 @@ int main(void)
     if (count_lines(got) != 5)
         printf("# got:\n%s", got);
     free(got);
+
+    /* 6b. stdin paths keep their folders: same base name in two folders, "./" and "//" dropped */
+    mkd("cam1");
+    mkd("cam2");
+    touch("cam1/IMG_1.jpg");
+    touch("cam2/IMG_1.jpg");
+    char list6b[] = "./cam1/IMG_1.jpg\0cam2//IMG_1.jpg\0";
+    in = fmemopen(list6b, sizeof list6b - 1, "r");
+    char *args6b[] = {dash};
+    got = walk_all(args6b, 1, &o0, in, &st);
+    fclose(in);
+    CHECK(st == 0 && strcmp(got, "./cam1/IMG_1.jpg|cam1/IMG_1.jpg\ncam2//IMG_1.jpg|cam2/IMG_1.jpg\n") == 0,
+          "stdin paths: cam1/IMG_1.jpg and cam2/IMG_1.jpg keep distinct names");
+    free(got);
+
+    /* 6c. the output directory is never walked into, also when reached through a symlink */
+    mkd("in");
+    touch("in/p.jpg");
+    mkd("in/out");
+    touch("in/out/q.jpg");
+    lnk("out", "in/viaLink");
+    struct stat osb;
+    if (stat("in/out", &osb) != 0)
+        perror("stat");
+    mv_walk_opts os = {.all_files = 1, .has_skip = 1, .skip_dev = osb.st_dev, .skip_ino = osb.st_ino};
+    char indir[] = "in", outdir[] = "in/out";
+    char *args6c[] = {indir, outdir};
+    got = walk_all(args6c, 2, &os, NULL, &st);
+    CHECK(st == 0 && strcmp(got, "in/p.jpg|p.jpg\n") == 0,
+          "OUT inside the input directory (directly, through a symlink, as an argument) is skipped");
+    if (strcmp(got, "in/p.jpg|p.jpg\n") != 0)
+        printf("# got:\n%s", got);
+    free(got);
+
+    /* 6d. mv_output_name: one rule for every path */
+    static const char *const names[][2] = {
+        {"./a/b.jpg", "a/b.jpg"},       {"a//b.jpg", "a/b.jpg"},   {"/data/x.jpg", "data/x.jpg"},
+        {"../x.jpg", "__/x.jpg"},       {"a/../../b", "a/__/__/b"}, {"__/x.jpg", "___/x.jpg"},
+        {"___", "____"},                {"_/x_", "_/x_"},          {".", ""},
+        {"/", ""},                      {"a/b/", "a/b"},           {"a/./b/.", "a/b"},
+        {"..a/b..", "..a/b.."},         {"x", "x"},                {"//a///b//", "a/b"},
+    };
+    int names_ok = 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char buf[64];
+        size_t n = mv_output_name(names[i][0], buf);
+        if (strcmp(buf, names[i][1]) != 0 || n != strlen(buf) ||
+            n + 1 > mv_output_name_cap(strlen(names[i][0]))) {
+            printf("# mv_output_name(\"%s\") = \"%s\", want \"%s\"\n", names[i][0], buf, names[i][1]);
+            names_ok = 0;
+        }
+    }
+    /* worst case growth: every component "__" gets one more byte */
+    char grow[64] = "__/__/__/__/__", gbuf[64];
+    size_t gn = mv_output_name(grow, gbuf);
+    CHECK(names_ok && gn == 19 && gn + 1 <= mv_output_name_cap(strlen(grow)),
+          "mv_output_name: '.', '//' and a leading '/' dropped, '..' -> '__', '_'-only names get one more '_'");
 
     /* 7. "-" with no stdin stream is a usage error */
     mv_walk *w;

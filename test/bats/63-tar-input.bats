@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# WebDataset shards as input: a .tar PATH (or one named on standard input) is read member by
+# member; each image/video member is an input named <tar path>/<member>; other members are
+# ignored. Oracle: GNU tar packs the shard, and embedding the same files unpacked must give
+# byte-identical outputs.
+load test_helper
+
+setup() {
+    T=$BATS_TEST_TMPDIR
+    IMG="$ROOT/fixtures/media/images"
+    mkdir -p "$T/src" "$T/shards"
+    cp "$IMG/jpeg_baseline_420_320x240.jpg" "$T/src/00000.jpg"
+    echo '{"caption": "a"}' > "$T/src/00000.json"
+    cp "$IMG/png_gray_128x72.png" "$T/src/00001.png"
+    echo 'b' > "$T/src/00001.txt"
+    cp "$(ls "$IMG"/*.webp | head -1)" "$T/src/00002.webp"
+    (cd "$T/src" && tar -cf "$T/shards/00000.tar" 00000.jpg 00000.json 00001.png 00001.txt 00002.webp)
+    cd "$T"
+}
+
+@test "a tar PATH: every media member embedded as <tar>/<member>, bytes equal to the unpacked files'" {
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/00000.tar
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(wc -l < "$T/o/manifest.jsonl")" -eq 3 ]
+    mvembed -q --device cpu --model "$MODEL" --out "$T/ref" src
+    for m in 00000.jpg 00001.png 00002.webp; do
+        cmp "$T/o/shards/00000.tar/$m.npy.zst" "$T/ref/$m.npy.zst"
+        grep -qF "\"input\":\"shards/00000.tar/$m\"" "$T/o/manifest.jsonl"
+    done
+    ! grep -q '00000.json\|00001.txt' "$T/o/manifest.jsonl"
+}
+
+@test "a tar named on standard input, and resume: a second run skips every member" {
+    echo shards/00000.tar | mvembed -q --device cpu --model "$MODEL" --out "$T/o" -
+    [ "$(grep -c '"status":"ok"' "$T/o/manifest.jsonl")" -eq 3 ]
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/00000.tar
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "0 ok, 0 failed, 3 skipped" ]]
+}
+
+@test "a damaged member fails alone (named <tar>/<member>); a truncated tar is an error line; the batch goes on" {
+    head -c 3000 "$T/src/00000.jpg" > "$T/src/cut.jpg"
+    (cd "$T/src" && tar -cf "$T/shards/bad.tar" cut.jpg 00001.png)
+    head -c 3000 "$T/shards/00000.tar" > "$T/shards/trunc.tar"
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/bad.tar shards/trunc.tar
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" =~ "mvembed: shards/bad.tar/cut.jpg: " ]]
+    [[ "$output" =~ "mvembed: shards/trunc.tar" ]]
+    grep -qF '"input":"shards/bad.tar/00001.png","output":"shards/bad.tar/00001.png.npy.zst","status":"ok"' "$T/o/manifest.jsonl"
+    ! grep -q '/proc/self/fd' "$T/o/manifest.jsonl"
+}
