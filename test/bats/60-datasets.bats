@@ -46,8 +46,8 @@ embed() {
 }
 
 same_bytes() { # DIR_A DIR_B: both hold the same .npy.zst files, byte for byte
-    (cd "$1" && ls *.npy.zst) > "$T/la"
-    (cd "$2" && ls *.npy.zst) > "$T/lb"
+    (cd "$1" && find . -name '*.npy.zst' | sort) > "$T/la"
+    (cd "$2" && find . -name '*.npy.zst' | sort) > "$T/lb"
     diff "$T/la" "$T/lb"
     [ -s "$T/la" ]
     while read -r f; do cmp "$1/$f" "$2/$f"; done < "$T/la"
