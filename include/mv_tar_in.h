@@ -22,7 +22,8 @@ typedef struct mv_tar_in mv_tar_in;
 /* 1 when path names a tar file by its extension (.tar, .tar.gz, .tgz, .tar.zst), case-insensitive. */
 int mv_tar_is_name(const char *path);
 
-mv_status mv_tar_in_open(const char *path, int all_files, mv_tar_in **t, mv_err *e);
+/* names_only: members are listed without copying their bytes (*fd stays -1): for counting. */
+mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **t, mv_err *e);
 
 /* Next input member: returns 1 with *name (the member's path inside the archive, leading "./"
  * removed; valid until the next call) and either *fd (a memfd holding its bytes, positioned at 0;

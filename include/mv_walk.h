@@ -24,6 +24,9 @@ typedef struct {
     int has_skip;
     dev_t skip_dev;
     ino_t skip_ino;
+    /* names_only: tar members are listed without reading their bytes (item.fd stays -1), for
+     * counting inputs */
+    int names_only;
 } mv_walk_opts;
 
 typedef struct mv_walk mv_walk;
@@ -37,11 +40,17 @@ typedef struct mv_walk mv_walk;
  * error: NULL when the item is fine; otherwise a one-line reason (missing file, unreadable
  *        directory, symlink loop, not a regular file) that does not repeat the path. The walk
  *        goes on after an error item.
+ * fd:    -1, or for a member of a tar PATH (a WebDataset shard, mv_tar_in.h: a file argument or
+ *        stdin path whose name ends in .tar, .tar.gz, .tgz, .tar.zst ...) a memfd holding the
+ *        member's bytes; path is then "<tar path>/<member>". The walker closes it at the next
+ *        call: dup() it to keep it. A tar that is unreadable part way is one error item (its
+ *        path) after the members read so far.
  * Paths are raw bytes: non-UTF-8 names pass through unchanged. */
 typedef struct {
     const char *path;
     const char *rel;
     const char *error;
+    int fd;
 } mv_walk_item;
 
 /* args[0..nargs) are PATH arguments; "-" reads further PATHs from stdin_fp (read incrementally;

@@ -699,7 +699,7 @@ static void *writer_main(void *arg)
  * as the directory never walked into. */
 static mv_walk_opts walk_opts(const mv_run_opts *o)
 {
-    mv_walk_opts wo = {o->null_sep, o->all_files, o->hidden, 0, 0, 0};
+    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden};
     struct stat sb;
     if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         wo.has_skip = 1;
@@ -717,6 +717,7 @@ static void *count_main(void *arg)
     const mv_run_opts *o = R->o;
     mv_walk *w;
     mv_walk_opts wo = walk_opts(o);
+    wo.names_only = 1;
     mv_err e;
     if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
         return NULL;
@@ -774,6 +775,11 @@ static mv_status feed(runner *R, mv_done *done, mv_err *e)
         if (!it) {
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
+        }
+        if (wi.fd >= 0 && (it->fd = dup(wi.fd)) < 0) { /* a tar member's bytes */
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi.path, strerror(errno));
+            mv_item_fail(it, msg);
         }
         char out_rel[4200];
         snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);

@@ -19,7 +19,7 @@
 struct mv_tar_in {
     struct archive *a;
     char *path;
-    int all_files;
+    int all_files, names_only;
     char name[4096];
     char err[256];
 };
@@ -36,7 +36,7 @@ int mv_tar_is_name(const char *path)
     return 0;
 }
 
-mv_status mv_tar_in_open(const char *path, int all_files, mv_tar_in **out, mv_err *e)
+mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
 {
     *out = NULL;
     mv_tar_in *t = calloc(1, sizeof *t);
@@ -47,6 +47,7 @@ mv_status mv_tar_in_open(const char *path, int all_files, mv_tar_in **out, mv_er
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     }
     t->all_files = all_files;
+    t->names_only = names_only;
     archive_read_support_filter_all(t->a);
     archive_read_support_format_tar(t->a);
     archive_read_support_format_gnutar(t->a);
@@ -136,6 +137,8 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             *err = t->err;
             return 1;
         }
+        if (t->names_only)
+            return 1;
         *fd = member_to_memfd(t, size);
         if (*fd < 0)
             *err = t->err;

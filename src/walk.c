@@ -12,10 +12,13 @@
  */
 #include "mv_walk.h"
 
+#include "mv_tar_in.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -43,6 +46,9 @@ struct mv_walk {
     size_t rel_off;  /* offset of rel in pb for files found under the current directory argument */
     char *name;      /* the current item's output name (mv_output_name) */
     size_t name_cap;
+    mv_tar_in *tar;  /* the tar argument being read, or NULL */
+    char *tar_path;  /* its path */
+    int fd;          /* the last tar member's memfd, closed at the next call */
     char err[1536];
 };
 
@@ -352,10 +358,84 @@ static int start_root(mv_walk *w, const char *p, mv_err *e)
     return push_dir(w, e);
 }
 
+static void tar_end(mv_walk *w)
+{
+    mv_tar_in_close(w->tar);
+    w->tar = NULL;
+    free(w->tar_path);
+    w->tar_path = NULL;
+}
+
+/* The next member of the tar being read: 1 with *it filled (an input or an error item), 0 when
+ * the tar is done, -1 fatal. */
+static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
+{
+    const char *name, *err;
+    int fd;
+    mv_err te;
+    int r = mv_tar_in_next(w->tar, &name, &fd, &err, &te);
+    if (r == 0) {
+        tar_end(w);
+        return 0;
+    }
+    if (r < 0) { /* unreadable from here on: one error item for the tar */
+        size_t n = strlen(w->tar_path);
+        if (reserve(&w->pb, &w->pb_cap, n + 1)) {
+            mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", w->tar_path);
+            return -1;
+        }
+        memcpy(w->pb, w->tar_path, n + 1);
+        const char *rel = set_name(w, w->pb, e);
+        if (!rel)
+            return -1;
+        /* te names the tar already: keep only the reason after "PATH: " */
+        const char *why = strncmp(te.msg, w->tar_path, n) == 0 && te.msg[n] == ':' ? te.msg + n + 2 : te.msg;
+        snprintf(w->err, sizeof w->err, "%s", why);
+        tar_end(w);
+        return yield_error(w, it, w->pb, rel);
+    }
+    size_t tn = strlen(w->tar_path), mn = strlen(name);
+    if (reserve(&w->pb, &w->pb_cap, tn + mn + 2)) {
+        if (fd >= 0)
+            close(fd);
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", w->tar_path);
+        return -1;
+    }
+    memcpy(w->pb, w->tar_path, tn);
+    w->pb[tn] = '/';
+    memcpy(w->pb + tn + 1, name, mn + 1);
+    const char *rel = set_name(w, w->pb, e);
+    if (!rel) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (err) {
+        snprintf(w->err, sizeof w->err, "%s", err);
+        return yield_error(w, it, w->pb, rel);
+    }
+    w->fd = fd;
+    it->path = w->pb;
+    it->rel = rel;
+    it->fd = fd;
+    return 1;
+}
+
 int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
 {
     memset(it, 0, sizeof *it);
+    it->fd = -1;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
     for (;;) {
+        if (w->tar) {
+            int r = tar_next(w, it, e);
+            if (r != 0)
+                return r;
+            continue;
+        }
         if (w->depth > 0) {
             frame *f = &w->st[w->depth - 1];
             if (f->i == f->n) {
@@ -435,6 +515,22 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             snprintf(w->err, sizeof w->err, "not a regular file");
             return yield_error(w, it, p, rel);
         }
+        if (mv_tar_is_name(p)) { /* a WebDataset shard: its members are the inputs */
+            mv_err te;
+            if (!(w->tar_path = strdup(p))) {
+                mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+                return -1;
+            }
+            if (mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te)) {
+                size_t n = strlen(p);
+                const char *why = strncmp(te.msg, p, n) == 0 && te.msg[n] == ':' ? te.msg + n + 2 : te.msg;
+                snprintf(w->err, sizeof w->err, "%s", why);
+                free(w->tar_path);
+                w->tar_path = NULL;
+                return yield_error(w, it, p, rel);
+            }
+            continue;
+        }
         it->path = p;
         it->rel = rel;
         return 1;
@@ -456,6 +552,7 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
     if (o)
         w->o = *o;
     w->in = stdin_fp;
+    w->fd = -1;
     *out = w;
     return MV_OK;
 }
@@ -467,6 +564,9 @@ void mv_walk_close(mv_walk *w)
     for (size_t k = 0; k < w->depth; k++)
         frame_free(&w->st[k]);
     free(w->st);
+    if (w->fd >= 0)
+        close(w->fd);
+    tar_end(w);
     free(w->pb);
     free(w->name);
     free(w->line);

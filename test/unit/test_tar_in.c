@@ -76,7 +76,7 @@ int main(void)
         snprintf(p, sizeof p, "%s/%s", dir, names[k]);
         mv_tar_in *t;
         mv_err e;
-        CHECK(mv_tar_in_open(p, 0, &t, &e) == MV_OK, "%s opens", names[k]);
+        CHECK(mv_tar_in_open(p, 0, 0, &t, &e) == MV_OK, "%s opens", names[k]);
         const char *want[] = {"00000.jpg", "00001.png", "sub/clip.mp4", "empty.webp"};
         int n = 0, ok = 1;
         const char *nm, *err;
@@ -89,7 +89,7 @@ int main(void)
         }
         CHECK(r == 0 && n == 4 && ok, "%s: the 4 media members in archive order, bytes as packed (%d)", names[k], n);
         mv_tar_in_close(t);
-        CHECK(mv_tar_in_open(p, 1, &t, &e) == MV_OK, "%s opens (all files)", names[k]);
+        CHECK(mv_tar_in_open(p, 1, 0, &t, &e) == MV_OK, "%s opens (all files)", names[k]);
         n = 0;
         while ((r = mv_tar_in_next(t, &nm, &fd, &err, &e)) == 1) {
             ok &= n < 6 && !strcmp(nm, order[n]) && same_as_file(fd, order[n]);
@@ -107,7 +107,7 @@ int main(void)
     mv_err e;
     int r = 0, n = 0, fd, errs = 0;
     const char *nm, *err;
-    if (mv_tar_in_open(p, 0, &t, &e) == MV_OK) {
+    if (mv_tar_in_open(p, 0, 0, &t, &e) == MV_OK) {
         while ((r = mv_tar_in_next(t, &nm, &fd, &err, &e)) == 1) {
             n++;
             errs += err != NULL;
@@ -120,7 +120,7 @@ int main(void)
           r == -1 ? e.msg : "");
     CHECK(r != -1 || strstr(e.msg, "cut.tar") != NULL, "the error names the tar");
     snprintf(p, sizeof p, "%s/src/00000.json", dir);
-    CHECK(mv_tar_in_open(p, 0, &t, &e) != MV_OK && strstr(e.msg, "00000.json"), "a non-tar is refused: %s", e.msg);
+    CHECK(mv_tar_in_open(p, 0, 0, &t, &e) != MV_OK && strstr(e.msg, "00000.json"), "a non-tar is refused: %s", e.msg);
     CHECK(mv_tar_is_name("x.tar") && mv_tar_is_name("X.TAR.GZ") && mv_tar_is_name("a.tgz") &&
               !mv_tar_is_name("tar") && !mv_tar_is_name("x.tar.npy"),
           "tar names by extension");
