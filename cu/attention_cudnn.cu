@@ -8,7 +8,10 @@
  * The graph is the one cudnn-frontend's SDPA node expands to for inference with a padding mask
  * (include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, utils/attn_score_modifiers.h):
  *   S = Q K^T (f32) -> * D^-0.5 -> padding mask (row < seq_len_q and col < seq_len_kv, else -inf)
- *   -> softmax (max, sub, exp, sum, div; log-sum-exp stats virtual) -> P (bf16) -> O = P V.
+ *   -> softmax (max, sub, exp, sum, log, add, div: the log-sum-exp stats are computed into a virtual
+ *   tensor, as the frontend's CompositeSoftmaxNode does when no stats are requested; cuDNN's SDPA
+ *   pattern matcher expects them) -> P (bf16) -> O = P V. seq_len_q and seq_len_kv are two tensors
+ *   (as the frontend's) bound to the same device array.
  * Every segment (one image, one temporal group of a video) is one batch entry of the graph, with
  * ragged (THD) offsets into the packed buffers: Q, K, V are strided views of qkv[n, 3*heads*D]
  * (row stride 3*heads*D, head stride D; K and V start heads*D and 2*heads*D elements in), O is
@@ -289,10 +292,10 @@ mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, in
 }
 
 /* ---- graph -------------------------------------------------------------------------------- */
-enum { U_Q = 1, U_K, U_V, U_O, U_SEQ = 10, U_RQ = 12, U_RK, U_RV, U_RO, U_SCALE = 20, U_NEGINF };
+enum { U_Q = 1, U_K, U_V, U_O, U_SEQ_Q = 10, U_SEQ_KV, U_RQ, U_RK, U_RV, U_RO, U_SCALE = 20, U_NEGINF };
 
 typedef struct {
-    cudnnBackendDescriptor_t d[64];
+    cudnnBackendDescriptor_t d[256];
     int n;
     cudnnStatus_t s;
     const char *what;
@@ -302,7 +305,7 @@ static cudnnBackendDescriptor_t mk(dset *g, cudnnBackendDescriptorType_t t, cons
 {
     cudnnBackendDescriptor_t d = NULL;
     if (g->s != CUDNN_STATUS_SUCCESS) return NULL;
-    if (g->n >= 64) {
+    if (g->n >= 256) {
         g->s = CUDNN_STATUS_INTERNAL_ERROR;
         g->what = "descriptor table";
         return NULL;
@@ -364,6 +367,9 @@ static cudnnBackendDescriptor_t pointwise(dset *g, cudnnPointwiseMode_t mode, cu
     if (b) set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, what);
     if (t) set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, what);
     set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
+    const float one = 1.0f; /* the frontend sets both alphas (node/pointwise.h) */
+    set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one, what);
+    set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one, what);
     fin(g, op, what);
     return op;
 }
@@ -423,7 +429,8 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
     const int64_t d_r[4] = {B, h, S, 1}, s_r[4] = {h * S, S, 1, 1};
     int64_t uid = 100;
 
-    cudnnBackendDescriptor_t seq = tensor(&g, U_SEQ, I32, d_seq, one, false, false, NULL, "seq_len tensor");
+    cudnnBackendDescriptor_t sq = tensor(&g, U_SEQ_Q, I32, d_seq, one, false, false, NULL, "seq_len_q tensor");
+    cudnnBackendDescriptor_t skv = tensor(&g, U_SEQ_KV, I32, d_seq, one, false, false, NULL, "seq_len_kv tensor");
     cudnnBackendDescriptor_t rq = tensor(&g, U_RQ, I32, d_rag, one, false, false, NULL, "ragged offsets");
     cudnnBackendDescriptor_t rk = tensor(&g, U_RK, I32, d_rag, one, false, false, NULL, "ragged offsets");
     cudnnBackendDescriptor_t rv = tensor(&g, U_RV, I32, d_rag, one, false, false, NULL, "ragged offsets");
@@ -441,14 +448,14 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
                              s4 = VT(F, d_s, s_s), s5 = VT(F, d_s, s_s), sm = VT(F, d_r, s_r),
                              lg = VT(F, d_r, s_r), stats = VT(F, d_r, s_r), P = VT(BF, d_s, s_s);
 #undef VT
-    cudnnBackendDescriptor_t ops[16];
+    cudnnBackendDescriptor_t ops[20];
     int no = 0;
-    ops[no++] = matmul(&g, Q, KT, s1, seq, seq, NULL, "Q K^T");
+    ops[no++] = matmul(&g, Q, KT, s1, sq, skv, NULL, "Q K^T");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_MUL, F, s1, scale, NULL, s2, -1, "scale");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, row, 2, "row index");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, col, 3, "column index");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, row, seq, NULL, rm, -1, "row mask");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, col, seq, NULL, cm, -1, "column mask");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, row, sq, NULL, rm, -1, "row mask");
+    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, col, skv, NULL, cm, -1, "column mask");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_LOGICAL_AND, BO, rm, cm, NULL, mask, -1, "mask");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_BINARY_SELECT, F, s2, ninf, mask, s3, -1, "padding select");
     ops[no++] = reduction(&g, CUDNN_REDUCE_TENSOR_MAX, s3, mx, "row max");
@@ -458,7 +465,7 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_LOG, F, sm, NULL, NULL, lg, -1, "log");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_ADD, F, mx, lg, NULL, stats, -1, "stats");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_DIV, F, s5, sm, NULL, P, -1, "softmax");
-    ops[no++] = matmul(&g, P, V, O, seq, NULL, seq, "P V");
+    ops[no++] = matmul(&g, P, V, O, sq, NULL, skv, "P V");
 
     cudnnBackendDescriptor_t og = mk(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     set(&g, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &a->h, "operation graph");
@@ -554,15 +561,16 @@ mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qk
         a->ws_size = p->ws;
     }
     const int64_t H = (int64_t)a->heads * a->D, B = m->B;
-    int64_t uids[] = {U_Q, U_K, U_V, U_O, U_SEQ, U_RQ, U_RK, U_RV, U_RO, U_SCALE, U_NEGINF};
-    void *ptrs[] = {(void *)qkv,       (void *)(qkv + H), (void *)(qkv + 2 * H), (void *)out,
-                    m->dev,            m->dev + B,        m->dev + B,            m->dev + B,
-                    m->dev + 2 * B + 1, &a->scale,        &a->neg_inf};
+    int64_t uids[] = {U_Q, U_K, U_V, U_O, U_SEQ_Q, U_SEQ_KV, U_RQ, U_RK, U_RV, U_RO, U_SCALE, U_NEGINF};
+    void *ptrs[] = {(void *)qkv,  (void *)(qkv + H), (void *)(qkv + 2 * H), (void *)out,
+                    m->dev,       m->dev,            m->dev + B,            m->dev + B,
+                    m->dev + B,   m->dev + 2 * B + 1, &a->scale,            &a->neg_inf};
+    enum { NVP = (int)(sizeof uids / sizeof uids[0]) };
     dset g;
     memset(&g, 0, sizeof g);
     cudnnBackendDescriptor_t vp = mk(&g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
-    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 11, uids, "variant pack");
-    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 11, ptrs, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, NVP, uids, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, NVP, ptrs, "variant pack");
     set(&g, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &a->ws, "variant pack");
     fin(&g, vp, "variant pack");
     if (g.s == CUDNN_STATUS_SUCCESS) {

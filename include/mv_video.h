@@ -83,8 +83,4 @@ void mv_video_indices(int64_t total, int n, int64_t *idx);
 mv_status mv_smart_resize_video(int t, int h, int w, int factor, int tfactor, long long min_px,
                                 long long max_px, int *oh, int *ow, mv_err *e);
 
-/* max_pixels with cap_pixels_per_frame=True: max(min(768*factor^2, max_px // t),
- * int(min_px * 1.05)) * t. */
-long long mv_video_capped_max_pixels(int t, int factor, long long min_px, long long max_px);
-
 #endif

@@ -27,7 +27,7 @@ if [ -z "${HF_PYTHON:-}" ]; then
     if [ -x /opt/torch/.venv/bin/python ]; then HF_PYTHON=/opt/torch/.venv/bin/python; else HF_PYTHON=python3; fi
 fi
 "$PYTHON" -c 'import numpy' 2>/dev/null || PYTHON="$HF_PYTHON" # the GPU machine: numpy in the venv
-BENCH="$ROOT/build/cpubench"
+BENCH="${CPUBENCH:-$ROOT/build/cpubench}" # CPUBENCH: a prebuilt one (the GPU machine's bundle)
 [ -x "$BENCH" ] || { echo "bench-cpu: $BENCH missing (run make)" >&2; exit 1; }
 mkdir -p "$WORK"
 [ -f "$MODEL/config.json" ] || "$PYTHON" "$ROOT/scripts/make_random_tower.py" "$MODEL" --config 27b --depth "$DEPTH" >&2

@@ -10,7 +10,9 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
           minimum row cosine. Checks (exit status 1 when one fails):
             NAME starting with f32: output rel L2 <= 2 x HF f32's own rel L2 (vs f64)
             NAME starting with bf16 and containing "hfres" (residual stream rounded to bf16 as HF
-              does, MV_CUDA_F32_RESIDUAL=0): output min row cosine >= 0.999 and rel L2 <= 1e-2
+              does, MV_CUDA_F32_RESIDUAL=0, kept for comparison): output min row cosine >= 0.999
+              and rel L2 <= 1.05 x HF bf16's own (it rounds where HF rounds, so it is as far from
+              f64 as HF's bf16 is; 1e-2 when HF bf16 is not in the reference)
             other NAME starting with bf16 (the default f32 residual stream, either attention):
               output min row cosine >= 0.9999 and rel L2 <= 5e-3
   bench   --model DIR --mvtower BIN [--sizes 64x448x448,...] [--iters 10] [--attention LIST]
@@ -108,9 +110,9 @@ def cmd_compare(a):
             msg = f"{n}: output rel L2 {err:.3e} <= 2 x HF f32 {lim / 2:.3e}"
         elif n.startswith("bf16"):
             cs = out.get(n + "_min_row_cos", float("nan"))
-            cmin, emax = (0.999, 1e-2) if "hfres" in n else (0.9999, 5e-3)
+            cmin, emax = (0.999, 1.05 * out.get("hf_bf16", 1e-2 / 1.05)) if "hfres" in n else (0.9999, 5e-3)
             ok = cs >= cmin and err <= emax
-            msg = f"{n}: output min row cos {cs:.6f} >= {cmin} and rel L2 {err:.3e} <= {emax:g}" + \
+            msg = f"{n}: output min row cos {cs:.6f} >= {cmin} and rel L2 {err:.3e} <= {emax:.3e}" + \
                 (f" (HF bf16 itself: rel L2 {out['hf_bf16']:.3e}, min row cos {out['hf_bf16_min_row_cos']:.6f})"
                  if "hf_bf16" in out else "")
         else:

@@ -4,7 +4,8 @@
 # (all xz-compressed; scripts/device-run.sh unpacks them)
 #   .device/bin/test_cuda_ops   kernel-vs-CPU-twin tests + whole-tower CUDA-vs-CPU tests (TAP)
 #   .device/bin/mvtower         tower driver: `run` (stage dumps for parity) and `bench` (timing)
-#   .device/bin/mvembed         the CLI, when src/main.c exists (built without FFmpeg)
+#   .device/bin/mvembed         the CLI, when src/main.c exists (static FFmpeg when built)
+#   .device/bin/cpubench        the CPU tower benchmark tool (scripts/bench-cpu.sh)
 #   .device/lib/*.xz            shared libraries the GPU machine's Ubuntu 24.04 image may lack
 # The archive is built with `make BUILD=build-dev` (separate build dir) and the static FFmpeg in
 # third_party/ffmpeg (scripts/build-ffmpeg-static.sh), or with NO_VIDEO=1 when that is missing;
@@ -46,6 +47,9 @@ if [ -f src/main.c ]; then
     g++ -o $OUTD/bin/mvembed $BUILD/main.o $BUILD/libmvembed.a -fopenmp -L$CUDA_HOME/lib64 \
         -lcublasLt -lcudart $LIBS
 fi
+# the CPU tower benchmark tool (scripts/bench-cpu.sh with CPUBENCH=/tmp/mv/bin/cpubench there)
+make -s BUILD=$BUILD $VIDEO $BUILD/cpubench
+cp $BUILD/cpubench $OUTD/bin/cpubench
 # Libraries: copy every resolved dependency except glibc, the C++ runtime and CUDA's own.
 rm -f $OUTD/lib/* $OUTD/bin/*.xz
 for b in $(ls $OUTD/bin/* | grep -v "\.xz$"); do

@@ -480,6 +480,9 @@ out:
     free(grid);
 }
 
+/* Writer threads at most (zstd + fsync of outputs of tens of MB: the slow CPU stage). */
+#define MAX_WRITERS 64
+
 /* Items a tower thread gathers at most before packing them into forwards. */
 #define TOWER_WINDOW 512
 
@@ -976,7 +979,9 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     int jobs = o->jobs > 0 ? o->jobs : mv_cpu_count();
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
-    int writers = jobs / 2 < 2 ? 2 : (jobs / 2 > 8 ? 8 : jobs / 2);
+    /* measured on 32 cores (bench/RESULTS.md): 8 writers made 18 files/s of 1900 x 5120 f32 and
+     * held back two GPUs; half the CPUs, at most MAX_WRITERS */
+    int writers = jobs / 2 < 2 ? 2 : (jobs / 2 > MAX_WRITERS ? MAX_WRITERS : jobs / 2);
     if (o->verbose)
         fprintf(stderr, "mvembed: pipeline: %d decode threads, %d tower thread%s, %d writers (%d CPUs in "
                 "this process's affinity mask)\n", jobs, n_be, n_be > 1 ? "s" : "", writers, mv_cpu_count());
@@ -1006,7 +1011,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             from_stdin |= !strcmp(o->paths[i], "-");
         counting = !from_stdin && !pthread_create(&counter, NULL, count_main, R);
     }
-    pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[8];
+    pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[MAX_WRITERS];
     tower_arg ta[64];
     dev_busy dbz[64];
     if (n_dev < 1 || n_dev > 64)

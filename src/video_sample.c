@@ -103,16 +103,3 @@ mv_status mv_smart_resize_video(int t, int h, int w, int factor, int tfactor, lo
     *ow = (int)w_bar;
     return MV_OK;
 }
-
-long long mv_video_capped_max_pixels(int t, int factor, long long min_px, long long max_px)
-{
-    if (t <= 0)
-        return max_px;
-    long long cap = 768LL * factor * factor;
-    long long share = max_px / t; /* Python // on non-negative ints */
-    long long ppf = cap < share ? cap : share;
-    long long floor_px = (long long)((double)min_px * 1.05); /* int(shortest * 1.05) */
-    if (floor_px > ppf)
-        ppf = floor_px;
-    return ppf * t;
-}

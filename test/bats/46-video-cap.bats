@@ -142,21 +142,22 @@ c["cap_pixels_per_frame"] = True
 c["max_video_tokens"] = int(sys.argv[2])
 json.dump(c, open(p, "w"), indent=1)' "$M" "$tokens"
     V=h264_192x128_24fps.mp4
+    cd "$ROOT/fixtures/media/videos" # a relative file argument: its stage dumps are under DIR/$V
     run "$MVEMBED" -v --device cpu --model "$M" --out "$BATS_TEST_TMPDIR/c" --dump-stages "$BATS_TEST_TMPDIR/cd" \
-        "$ROOT/fixtures/media/videos/$V"
+        "$V"
     [ "$status" -eq 0 ]
     echo "$output" | grep -q "per-frame cap on (video_preprocessor_config.json)"
     [ "$(npy_sha256 "$BATS_TEST_TMPDIR/cd/$V/pixel_values.npy")" = \
       "$(cat "$REF/videos_cap_bind_on/h264_192x128_24fps/pixel_values.sha256")" ]
     run "$MVEMBED" -v --device cpu --model "$M" --out "$BATS_TEST_TMPDIR/o" --dump-stages "$BATS_TEST_TMPDIR/od" \
-        --video-frame-cap off "$ROOT/fixtures/media/videos/$V"
+        --video-frame-cap off "$V"
     [ "$status" -eq 0 ]
     echo "$output" | grep -q "per-frame cap off (--video-frame-cap)"
     [ "$(npy_sha256 "$BATS_TEST_TMPDIR/od/$V/pixel_values.npy")" = \
       "$(cat "$REF/videos_cap_bind_off/h264_192x128_24fps/pixel_values.sha256")" ]
     # the config's max_video_tokens yields to the option: 768 does not bind on this clip
     run "$MVEMBED" -q --device cpu --model "$M" --out "$BATS_TEST_TMPDIR/t" --dump-stages "$BATS_TEST_TMPDIR/td" \
-        --max-video-tokens 768 "$ROOT/fixtures/media/videos/$V"
+        --max-video-tokens 768 "$V"
     [ "$status" -eq 0 ]
     [ "$(npy_sha256 "$BATS_TEST_TMPDIR/td/$V/pixel_values.npy")" = \
       "$(cat "$REF/videos_cap_on/h264_192x128_24fps/pixel_values.sha256")" ]

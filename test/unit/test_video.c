@@ -9,6 +9,7 @@
  * video_processing_qwen3_vl.smart_resize, copied verbatim).
  */
 #include "mv_video.h"
+#include "mv_preprocess.h"
 #include "unit.h"
 
 #include <stdio.h>
@@ -112,7 +113,16 @@ static void test_sampling(void)
                   sr_cases[c].w, sr_cases[c].mn, sr_cases[c].mx, oh, ow, sr_cases[c].oh, sr_cases[c].ow);
     }
     for (size_t c = 0; c < sizeof cap_cases / sizeof cap_cases[0]; c++) {
-        long long got = mv_video_capped_max_pixels(cap_cases[c].t, cap_cases[c].f, cap_cases[c].mn, cap_cases[c].mx);
+        /* the per-frame cap as the pipeline applies it (mv_video_max_pixels, max_video_tokens 768) */
+        mv_preproc_config pp;
+        mv_preproc_defaults(&pp);
+        pp.patch = cap_cases[c].f / 2;
+        pp.merge = 2;
+        pp.video_min_pixels = cap_cases[c].mn;
+        pp.video_max_pixels = cap_cases[c].mx;
+        pp.video_frame_cap = 1;
+        pp.max_video_tokens = 768;
+        long long got = mv_video_max_pixels(&pp, cap_cases[c].t);
         CHECK(got == cap_cases[c].want, "capped max_pixels(t=%d) = %lld (HF %lld)", cap_cases[c].t, got,
               cap_cases[c].want);
     }
