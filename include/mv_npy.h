@@ -31,6 +31,10 @@ void mv_array_free(mv_array *a);
 /* Encodes a complete NPY v1.0 file into a malloc'd buffer. */
 mv_status mv_npy_encode(mv_dtype t, int ndim, const int64_t *shape, const void *data,
                         uint8_t **buf, size_t *len, mv_err *e);
+/* The NPY v1.0 file of f32 data [rows, cols] stored as dt: MV_DT_F32 as is, MV_DT_F16 rounded to
+ * nearest even (what outputs are written as, in files and in tar shards). */
+mv_status mv_npy_encode_f32_as(mv_dtype dt, int64_t rows, int64_t cols, const float *data,
+                               uint8_t **buf, size_t *len, mv_err *e);
 /* Writes a plain .npy file (not atomic; used for --dump-stages and tools). */
 mv_status mv_npy_save(const char *path, mv_dtype t, int ndim, const int64_t *shape,
                       const void *data, mv_err *e);

@@ -350,3 +350,24 @@ float mv_bf16_to_f32(uint16_t b)
     memcpy(&f, &x, 4);
     return f;
 }
+
+mv_status mv_npy_encode_f32_as(mv_dtype dt, int64_t rows, int64_t cols, const float *data,
+                               uint8_t **buf, size_t *len, mv_err *e)
+{
+    if (dt != MV_DT_F32 && dt != MV_DT_F16)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "outputs are stored as f32 or f16");
+    size_t count = (size_t)rows * (size_t)cols;
+    uint16_t *half = NULL;
+    const void *payload = data;
+    if (dt == MV_DT_F16) {
+        if (!(half = malloc(count * sizeof *half + 1)))
+            return mv_fail(e, MV_ERR_NOMEM, "out of memory converting to f16");
+        for (size_t i = 0; i < count; i++)
+            half[i] = mv_f32_to_f16(data[i]);
+        payload = half;
+    }
+    int64_t shape[2] = {rows, cols};
+    mv_status st = mv_npy_encode(dt, 2, shape, payload, buf, len, e);
+    free(half);
+    return st;
+}

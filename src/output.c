@@ -231,22 +231,9 @@ static mv_status build_image(const char *fin, mv_dtype dt, int64_t rows, int64_t
                              mv_err *e)
 {
     *out = NULL;
-    size_t count = (size_t)rows * (size_t)cols;
-    uint16_t *half = NULL;
-    const void *payload = data;
-    if (dt == MV_DT_F16) {
-        half = mv_malloc(count * sizeof *half);
-        if (!half)
-            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", fin);
-        for (size_t i = 0; i < count; i++)
-            half[i] = mv_f32_to_f16(data[i]);
-        payload = half;
-    }
-    int64_t shape[2] = {rows, cols};
     uint8_t *npy = NULL;
     size_t npy_len = 0;
-    mv_status s = mv_npy_encode(dt, 2, shape, payload, &npy, &npy_len, e);
-    free(half);
+    mv_status s = mv_npy_encode_f32_as(dt, rows, cols, data, &npy, &npy_len, e);
     if (s != MV_OK)
         return mv_fail_prefix(e, s, "%s", fin);
 

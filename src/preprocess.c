@@ -303,6 +303,18 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
     }
 }
 
+/* The resized frames to the caller who asked for them (--dump-stages), else freed. */
+static void hand_over_resized(uint8_t *rs, int ow, int oh, uint8_t **resized, int *rw, int *rh)
+{
+    if (resized) {
+        *resized = rs;
+        if (rw) *rw = ow;
+        if (rh) *rh = oh;
+    } else {
+        free(rs);
+    }
+}
+
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e)
 {
@@ -333,13 +345,7 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
     const uint8_t *frames[1] = {rs};
     mv_patchify(frames, 1, oh, ow, pp, px, grid);
     *pixels = px;
-    if (resized) {
-        *resized = rs;
-        if (rw) *rw = ow;
-        if (rh) *rh = oh;
-    } else {
-        free(rs);
-    }
+    hand_over_resized(rs, ow, oh, resized, rw, rh);
     return MV_OK;
 }
 
@@ -422,12 +428,6 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
     mv_patchify(fp, n, oh, ow, pp, px, grid);
     free(fp);
     *pixels = px;
-    if (resized) {
-        *resized = rs;
-        if (rw) *rw = ow;
-        if (rh) *rh = oh;
-    } else {
-        free(rs);
-    }
+    hand_over_resized(rs, ow, oh, resized, rw, rh);
     return MV_OK;
 }

@@ -333,24 +333,12 @@ mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype d
 {
     if (dt != MV_DT_F32 && dt != MV_DT_F16)
         return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tar layout: dtype must be f32 or f16", r->input);
-    size_t count = (size_t)rows * (size_t)cols;
-    uint16_t *half = NULL;
-    const void *payload = data;
-    if (dt == MV_DT_F16) {
-        if (!(half = mv_malloc(count * sizeof *half + 1)))
-            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", r->input);
-        for (size_t i = 0; i < count; i++)
-            half[i] = mv_f32_to_f16(data[i]);
-        payload = half;
-    }
-    int64_t shape[2] = {rows, cols};
     uint8_t *npy = NULL;
     size_t npy_len = 0;
-    mv_status st = mv_npy_encode(dt, 2, shape, payload, &npy, &npy_len, e);
-    free(half);
+    mv_status st = mv_npy_encode_f32_as(dt, rows, cols, data, &npy, &npy_len, e);
     if (st)
         return mv_fail_prefix(e, st, "%s", r->input);
-    size_t npy_hdr = npy_len - count * mv_dtype_size(dt);
+    size_t npy_hdr = npy_len - (size_t)rows * (size_t)cols * mv_dtype_size(dt);
     char *line = NULL;
     size_t line_len = 0;
     /* complete a shard that this sample would take past the target (its .json counted as one
