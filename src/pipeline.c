@@ -1,6 +1,7 @@
-/* pipeline.c - the batch's threads and queues (see mv_pipeline.h for the picture): the walker
- * feeding jobs, the decode pool, one tower thread per backend packing ready inputs into forwards,
- * the writers, progress lines and -v's per-stage timeline.
+/* pipeline.c - the batch's threads and queues (see mv_pipeline.h for the picture): starting and
+ * draining the stages, the decode pool, one tower thread per backend packing ready inputs into
+ * forwards (output slabs, per-device busy time), progress lines and -v's per-stage timeline. The
+ * walker is in feed.c, the writer threads in writers.c (pipeline_int.h holds what they share).
  *
  * A bad input gets an error line and the batch goes on; fatal problems (device failure, a full or
  * read-only disk, the manifest) stop it. Memory stays bounded: paths are streamed and every queue
@@ -9,7 +10,7 @@
  * finish and are written. Test hook: MVEMBED_TEST_FILL_WINDOW=1 (see tower_main) makes packing
  * independent of timing.
  */
-#include "mv_pipeline.h"
+#include "pipeline_int.h"
 
 #include "mv_batch.h"
 #include "mv_item.h"
@@ -32,58 +33,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A set of 64-bit hashes (open addressing) of output names written in this run: 16 bytes per
- * input at most, so memory stays small even for millions of inputs. */
-typedef struct {
-    uint64_t *slots;
-    size_t cap, n;
-} hset;
-
-static int hset_add(hset *s, uint64_t h) /* 1 added, 0 present, -1 no memory */
-{
-    if (h == 0)
-        h = 1;
-    if ((s->n + 1) * 2 > s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 1024;
-        uint64_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return -1;
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i]) {
-                size_t j = s->slots[i] & (nc - 1);
-                while (ns[j])
-                    j = (j + 1) & (nc - 1);
-                ns[j] = s->slots[i];
-            }
-        free(s->slots);
-        s->slots = ns;
-        s->cap = nc;
-    }
-    size_t j = h & (s->cap - 1);
-    while (s->slots[j]) {
-        if (s->slots[j] == h)
-            return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slots[j] = h;
-    s->n++;
-    return 1;
-}
-
-/* ---- shared state ------------------------------------------------------------------------- */
-
-/* Busy and waiting time of each stage, summed over its threads, in nanoseconds (-v's timeline). */
-enum {
-    T_DECODE, T_PREPROCESS, T_DECODE_WAIT, /* decode pool */
-    T_STAGE_IN, T_FORWARD, T_STAGE_OUT, T_TOWER_WAIT, /* tower threads */
-    T_WRITE, T_MANIFEST, T_WRITE_WAIT, /* writers */
-    T_N
-};
 static const char *const t_names[T_N] = {
     "decode", "preprocess", "decode wait", "stage-in", "forward", "stage-out", "tower wait",
     "write (convert+compress+fsync)", "manifest", "writer wait"};
-
-typedef struct runner runner;
 
 /* Output slabs: a forward writes its outputs into a slab (page-locked when the backend offers it);
  * each input of the forward points into it and holds a reference until its writer is done, then
@@ -124,41 +76,12 @@ typedef struct {
     slab_pool out;
 } tower_arg;
 
-struct runner {
-    const mv_run_opts *o;
-    mv_model *m;
-    mv_item_ctx ictx;
-    mv_manifest *man;
-    pthread_mutex_t man_mu;
-    mv_queue jobs, ready, done;
-    /* fatal error: the first one wins; the pipeline drains without doing more work */
-    atomic_int fatal;
-    pthread_mutex_t err_mu;
-    mv_err err;
-    /* counters */
-    atomic_long n_ok, n_err, n_skip, n_decoded;
-    atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
-    int shard_k, shard_n;
-    atomic_llong tokens;
-    atomic_llong t_ns[T_N];
-    atomic_long n_forwards;
-    double t0, last_progress;
-    int progress; /* PROG_* */
-    int drawn;    /* a PROG_TTY line is on the screen (under prog_mu) */
-    int ticker_stop;
-    double every; /* PROG_LINES: seconds between lines */
-    pthread_cond_t ticker_cv;
-    pthread_mutex_t prog_mu;
-    mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
-    mv_pool_list *pooled;  /* --pool mean, files layout: inputs ok so far, for pooled.npy */
-};
-
-static int interrupted(const runner *R)
+int pl_interrupted(const runner *R)
 {
     return R->o->interrupt && *R->o->interrupt;
 }
 
-static void set_fatal(runner *R, const mv_err *e)
+void pl_set_fatal(runner *R, const mv_err *e)
 {
     pthread_mutex_lock(&R->err_mu);
     if (!atomic_load(&R->fatal)) {
@@ -168,17 +91,17 @@ static void set_fatal(runner *R, const mv_err *e)
     pthread_mutex_unlock(&R->err_mu);
 }
 
-static void t_add(runner *R, int k, double t0)
+void pl_t_add(runner *R, int k, double t0)
 {
     atomic_fetch_add(&R->t_ns[k], (long long)((mv_now() - t0) * 1e9));
 }
 
 /* mv_queue_pop, with the time spent waiting added to stage k */
-static void *pop_timed(runner *R, mv_queue *q, int k)
+void *pl_pop_timed(runner *R, mv_queue *q, int k)
 {
     double t = mv_now();
     void *p = mv_queue_pop(q);
-    t_add(R, k, t);
+    pl_t_add(R, k, t);
     return p;
 }
 
@@ -186,7 +109,6 @@ static void *pop_timed(runner *R, mv_queue *q, int k)
  * with per-file lines (say) printed above it; PROG_LINES one plain line every o->progress_every
  * seconds, for logs (default 30 s when stderr is not a terminal and -v is given or SLURM_JOB_ID is
  * set). A ticker thread draws it, so a long input still shows life. */
-enum { PROG_OFF = 0, PROG_TTY, PROG_LINES };
 
 static void fmt_dur(char *buf, size_t cap, double t)
 {
@@ -243,8 +165,8 @@ static void progress(runner *R, int final)
 }
 
 /* Prints one line to stderr, above the progress line when one is drawn. */
-static void say(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(runner *R, const char *fmt, ...)
+void pl_say(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pl_say(runner *R, const char *fmt, ...)
 {
     va_list ap;
     pthread_mutex_lock(&R->prog_mu);
@@ -277,13 +199,13 @@ static void *ticker_main(void *arg)
     return NULL;
 }
 
-static mv_status append_record(runner *R, const mv_record *r, mv_err *e)
+mv_status pl_append_record(runner *R, const mv_record *r, mv_err *e)
 {
     double t = mv_now();
     pthread_mutex_lock(&R->man_mu);
     mv_status st = mv_manifest_append(R->man, r, e);
     pthread_mutex_unlock(&R->man_mu);
-    t_add(R, T_MANIFEST, t);
+    pl_t_add(R, T_MANIFEST, t);
     return st;
 }
 
@@ -293,15 +215,15 @@ static void *decode_main(void *arg)
 {
     runner *R = arg;
     mv_item *it;
-    while ((it = pop_timed(R, &R->jobs, T_DECODE_WAIT))) {
-        if (interrupted(R) && !it->error) { /* not started: the next run does it */
+    while ((it = pl_pop_timed(R, &R->jobs, T_DECODE_WAIT))) {
+        if (pl_interrupted(R) && !it->error) { /* not started: the next run does it */
             mv_item_free(it);
             continue;
         }
         if (!atomic_load(&R->fatal) && !it->error) {
             mv_err e;
             if (mv_item_prepare(&R->ictx, it, &e))
-                set_fatal(R, &e);
+                pl_set_fatal(R, &e);
             atomic_fetch_add(&R->t_ns[T_DECODE], (long long)(it->t_decode * 1e9));
             atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
             if (!it->error)
@@ -419,7 +341,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     }
     if (!pix || !out) {
         mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
-        set_fatal(R, &e);
+        pl_set_fatal(R, &e);
         goto out;
     }
     int64_t off = 0;
@@ -433,7 +355,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     mv_dump_ctx dc;
     if (R->o->dump_dir) /* stages are dumped one input per forward */
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
-    t_add(R, T_STAGE_IN, t);
+    pl_t_add(R, T_STAGE_IN, t);
     t = mv_now();
     pthread_mutex_lock(&ta->dev->mu);
     if (ta->dev->active++ == 0)
@@ -444,10 +366,10 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     if (--ta->dev->active == 0)
         ta->dev->busy += mv_now() - ta->dev->since;
     pthread_mutex_unlock(&ta->dev->mu);
-    t_add(R, T_FORWARD, t);
+    pl_t_add(R, T_FORWARD, t);
     if (st) {
         if (st == MV_ERR_DEVICE || R->o->dump_dir) {
-            set_fatal(R, &e);
+            pl_set_fatal(R, &e);
         } else {
             for (int i = 0; i < n; i++) {
                 char msg[1200];
@@ -473,7 +395,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         items[i]->p.pixels = NULL;
         atomic_fetch_add(&R->tokens, mv_item_patches(items[i]));
     }
-    t_add(R, T_STAGE_OUT, t);
+    pl_t_add(R, T_STAGE_OUT, t);
 out:
     if (sb)
         slab_release(sb); /* the forward's own reference */
@@ -507,11 +429,11 @@ static void *tower_main(void *arg)
     for (;;) {
         int n = 0;
         int64_t wtok = 0;
-        mv_item *it = pop_timed(R, &R->ready, T_TOWER_WAIT);
+        mv_item *it = pl_pop_timed(R, &R->ready, T_TOWER_WAIT);
         if (!it)
             break; /* closed and drained */
         while (it) {
-            if (!it->error && interrupted(R)) { /* not started: the next run does it */
+            if (!it->error && pl_interrupted(R)) { /* not started: the next run does it */
                 mv_item_free(it);
             } else if (it->error || atomic_load(&R->fatal)) {
                 if (mv_queue_push(&R->done, it))
@@ -536,7 +458,7 @@ static void *tower_main(void *arg)
                 if (bin[i] == b)
                     fwd[k++] = win[i];
             /* after an interrupt only the forward already started (b == 0 was) completes */
-            int run = !atomic_load(&R->fatal) && !(interrupted(R) && b > 0);
+            int run = !atomic_load(&R->fatal) && !(pl_interrupted(R) && b > 0);
             if (run) {
                 tower_batch(ta, fwd, k);
                 atomic_fetch_add(&R->n_forwards, 1);
@@ -548,357 +470,6 @@ static void *tower_main(void *arg)
     }
     stage_release(ta);
     return NULL;
-}
-
-/* ---- writers ------------------------------------------------------------------------------ */
-
-static void write_item(runner *R, mv_item *it)
-{
-    const mv_run_opts *o = R->o;
-    const mv_vision_config *c = &R->m->cfg;
-    mv_err e;
-    char out_rel[4200];
-    snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
-    if (!it->error && !it->out)
-        return; /* discarded after a fatal error */
-    size_t bytes = 0;
-    if (!it->error) {
-        char final_path[8400];
-        double t = mv_now();
-        /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
-        mv_status st = mv_output_write(o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
-                                       it->out, o->zstd_level, final_path, sizeof final_path,
-                                       &bytes, &e);
-        t_add(R, T_WRITE, t);
-        if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
-            set_fatal(R, &e);
-            return;
-        }
-        if (st) /* this output only (its name or place, non-finite values): the batch goes on */
-            mv_item_fail(it, e.msg);
-    }
-    mv_record r;
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, &r);
-    if (!it->error) {
-        r.has_bytes = 1;
-        r.bytes = (int64_t)bytes;
-    }
-    if (append_record(R, &r, &e)) {
-        set_fatal(R, &e);
-        return;
-    }
-    /* paths are escaped: a file name cannot forge a line or send terminal escapes */
-    char esc[8192];
-    if (it->error) {
-        atomic_fetch_add(&R->n_err, 1);
-        say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
-    } else {
-        atomic_fetch_add(&R->n_ok, 1);
-        if (o->verbose) {
-            char esc2[8192];
-            say(R, "mvembed: %s -> %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
-                mv_escape(out_rel, esc2, sizeof esc2), (long long)it->rows, c->out_hidden, r.seconds);
-        }
-    }
-}
-
-/* ---- --pool mean and --layout tar (pool.c, tar_out.c) ---------------------------------------- */
-
-/* Replaces the item's token rows by their mean: [1, out_hidden]. */
-static void pool_item(runner *R, mv_item *it)
-{
-    int64_t cols = R->m->cfg.out_hidden;
-    float *p = malloc(cols * sizeof *p);
-    if (!p) {
-        mv_item_fail(it, "out of memory");
-        return;
-    }
-    mv_pool_mean(it->out, it->rows, cols, p);
-    mv_item_set_out(it, p, 1);
-}
-
-/* mv_tar_commit_fn: a completed shard's manifest lines, in one append */
-static mv_status tar_commit(void *ud, const char *text, size_t len, mv_err *e)
-{
-    runner *R = ud;
-    double t = mv_now();
-    pthread_mutex_lock(&R->man_mu);
-    mv_status st = mv_manifest_append_lines(R->man, text, len, e);
-    pthread_mutex_unlock(&R->man_mu);
-    t_add(R, T_MANIFEST, t);
-    return st;
-}
-
-/* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
- * line waits for the shard's completion (mv_tar_close). Failed inputs get their line at once. */
-static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
-{
-    const mv_run_opts *o = R->o;
-    const mv_vision_config *c = &R->m->cfg;
-    mv_err e;
-    if (!it->error && !it->out)
-        return; /* discarded after a fatal error */
-    mv_record r;
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
-    if (it->error) {
-        if (append_record(R, &r, &e)) {
-            set_fatal(R, &e);
-            return;
-        }
-        atomic_fetch_add(&R->n_err, 1);
-        if (R->progress)
-            fprintf(stderr, "\r\033[K");
-        fprintf(stderr, "mvembed: %s\n", it->error);
-        progress(R, 0);
-        return;
-    }
-    double t = mv_now();
-    mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
-    t_add(R, T_WRITE, t);
-    if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
-        mv_tar_abandon(*tar);
-        *tar = NULL;
-        set_fatal(R, &e);
-        return;
-    }
-    atomic_fetch_add(&R->n_ok, 1);
-    if (o->verbose)
-        fprintf(stderr, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", it->path, r.shard, r.key,
-                (long long)it->rows, c->out_hidden, r.seconds);
-    progress(R, 0);
-}
-
-static void *writer_main(void *arg)
-{
-    runner *R = arg;
-    mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
-    mv_item *it;
-    while ((it = pop_timed(R, &R->done, T_WRITE_WAIT))) {
-        if (!atomic_load(&R->fatal)) {
-            if (R->o->pool == MV_POOL_MEAN && !it->error && it->out)
-                pool_item(R, it);
-            if (R->tars) {
-                write_item_tar(R, it, &tar);
-            } else {
-                write_item(R, it);
-                char out_rel[4200];
-                snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
-                if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&
-                    mv_pool_list_add(R->pooled, it->path, out_rel))
-                    fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled.npy\n");
-            }
-        }
-        mv_item_free(it);
-    }
-    mv_err e;
-    if (tar && mv_tar_close(R->tars, tar, &e)) /* the open shard is complete: what it holds is kept */
-        set_fatal(R, &e);
-    return NULL;
-}
-
-/* ---- feeding ------------------------------------------------------------------------------ */
-
-/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
- * as the directory never walked into. */
-static mv_walk_opts walk_opts(const mv_run_opts *o)
-{
-    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden};
-    struct stat sb;
-    if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        wo.has_skip = 1;
-        wo.skip_dev = sb.st_dev;
-        wo.skip_ino = sb.st_ino;
-    }
-    return wo;
-}
-
-/* For the progress line's total and ETA: a second, cheap walk (names only) that counts this run's
- * share of the inputs. Not done when paths come from standard input (a stream). */
-static void *count_main(void *arg)
-{
-    runner *R = arg;
-    const mv_run_opts *o = R->o;
-    mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
-    wo.names_only = 1;
-    mv_err e;
-    if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
-        return NULL;
-    long n = 0;
-    mv_walk_item wi;
-    while (!interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
-        if (R->shard_n <= 1 || (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)R->shard_n) == R->shard_k)
-            n++;
-    mv_walk_close(w);
-    atomic_store(&R->total, n);
-    return NULL;
-}
-
-/* 1 when OUT/name (a shard name from the manifest) is a regular file inside OUT. */
-static int tar_shard_present(const char *out_real, const char *name)
-{
-    if (!name[0] || name[0] == '/' || strstr(name, "..") || strchr(name, '/'))
-        return 0;
-    char p[8400];
-    struct stat sb;
-    snprintf(p, sizeof p, "%s/%s", out_real, name);
-    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-/* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
- * Resume works on output names (mv_output_name): an input is skipped when OUT's manifest says
- * that this same input (mv_done_same_input) made its output name with this run's fingerprint and
- * the output is whole; it is redone when the settings differ or the output is missing or
- * damaged; it fails when another input holds the name (never overwritten, even with --force). */
-static mv_status feed(runner *R, mv_done *done, mv_err *e)
-{
-    const mv_run_opts *o = R->o;
-    int shard_k = R->shard_k, shard_n = R->shard_n;
-    mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
-    char *out_real = realpath(o->out_dir, NULL);
-    if (!out_real)
-        return mv_fail(e, MV_ERR_IO, "%s: cannot resolve the output directory: %s", o->out_dir,
-                       strerror(errno));
-    mv_status st = mv_walk_open(o->paths, o->n_paths, &wo, stdin, &w, e);
-    if (st) {
-        free(out_real);
-        return st;
-    }
-    const char *fp = R->m->fingerprint;
-    long n_stale = 0;
-    char stale_fp[17] = "";
-    hset rels = {0};
-    mv_walk_item wi;
-    int r = 0;
-    while (!interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
-        if (shard_n > 1 && (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)shard_n) != shard_k)
-            continue;
-        mv_item *it = mv_item_new(wi.path, wi.rel);
-        if (!it) {
-            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if (wi.fd >= 0 && (it->fd = dup(wi.fd)) < 0) { /* a tar member's bytes */
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi.path, strerror(errno));
-            mv_item_fail(it, msg);
-        }
-        char out_rel[4200];
-        snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);
-        mv_done_owner ow;
-        /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
-         * an input whose latest line is ok is done while its complete shard is there (only
-         * complete shards get manifest lines) */
-        const char *shard = R->tars && !wi.error && done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
-        if (shard) {
-            if (tar_shard_present(out_real, shard)) {
-                atomic_fetch_add(&R->n_skip, 1);
-                if (R->pooled)
-                    mv_pool_list_add(R->pooled, wi.path, shard);
-                mv_item_free(it);
-                continue;
-            }
-        }
-        int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
-        if (wi.error) {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
-            mv_item_fail(it, msg);
-        } else if (held && !mv_done_same_input(ow.input, wi.path)) {
-            char msg[8600];
-            snprintf(msg, sizeof msg,
-                     "%s: output name %s already holds the embedding of %s (OUT's manifest says so); "
-                     "not overwritten: use another --out, or remove that output and its manifest lines",
-                     wi.path, out_rel, ow.input);
-            mv_item_fail(it, msg);
-        } else {
-            if (held && ow.ok && !o->force) {
-                char why[1100];
-                if (strcmp(ow.model, fp) != 0) { /* other settings: redone */
-                    if (!n_stale++)
-                        snprintf(stale_fp, sizeof stale_fp, "%s", ow.model[0] ? ow.model : "none");
-                    if (o->verbose)
-                        fprintf(stderr, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
-                                wi.path, ow.model[0] ? ow.model : "(none)", fp);
-                } else if (mv_done_output_intact(out_real, out_rel, ow.bytes, why, sizeof why)) {
-                    atomic_fetch_add(&R->n_skip, 1);
-                    if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
-                        mv_pool_list_add(R->pooled, wi.path, out_rel);
-                    hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
-                    if (o->verbose) {
-                        char esc[8192];
-                        say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
-                            mv_escape(wi.path, esc, sizeof esc));
-                    }
-                    mv_item_free(it);
-                    continue;
-                } else if (!o->quiet) {
-                    fprintf(stderr, "%smvembed: %s: output %s is missing or damaged (%s); redoing it\n",
-                            R->progress ? "\r\033[K" : "", wi.path, out_rel, why);
-                }
-            }
-            int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
-            if (added < 0) {
-                mv_item_free(it);
-                st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-                break;
-            }
-            if (added == 0) {
-                char msg[8600];
-                snprintf(msg, sizeof msg, "%s: output name %s is already used by another input of this run",
-                         wi.path, out_rel);
-                mv_item_fail(it, msg);
-            }
-        }
-        if (mv_queue_push(&R->jobs, it)) {
-            mv_item_free(it);
-            break;
-        }
-    }
-    if (r < 0 && !st && !interrupted(R))
-        st = MV_ERR_IO; /* e was set by mv_walk_next */
-    if (n_stale && !o->quiet)
-        fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
-                "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
-                n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
-    mv_walk_close(w);
-    free(rels.slots);
-    free(out_real);
-    return st;
-}
-
-static void manifest_name(char *buf, size_t cap, const char *dir, int k, int n)
-{
-    if (n > 1)
-        snprintf(buf, cap, "%s/manifest-%05d-of-%05d.jsonl", dir, k, n);
-    else
-        snprintf(buf, cap, "%s/manifest.jsonl", dir);
-}
-
-/* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
-static mv_status load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
-{
-    char mpath[4200], merged[4200];
-    manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
-    manifest_name(merged, sizeof merged, o->out_dir, 0, 1);
-    mv_status st = mv_done_create(done, e);
-    for (int i = 0; !st && i < (shard_n > 1 ? 2 : 1); i++) {
-        const char *p = i ? merged : mpath;
-        if (access(p, F_OK) != 0)
-            continue;
-        size_t nl, nb;
-        if ((st = mv_manifest_load_done(p, *done, &nl, &nb, e)))
-            break;
-        if (o->verbose)
-            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s\n", p, nl, mv_done_count(*done),
-                    nb ? " (unreadable lines ignored)" : "");
-    }
-    if (st) {
-        mv_done_free(*done);
-        *done = NULL;
-    }
-    return st;
 }
 
 /* -v: where the time went, per stage (busy and waiting, summed over each stage's threads). */
@@ -956,16 +527,16 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     R->shard_k = shard_k;
     R->shard_n = shard_n;
     char mpath[4200];
-    manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    pl_manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_done *done = NULL;
-    if ((st = load_done(o, shard_k, shard_n, &done, e)))
+    if ((st = pl_load_done(o, shard_k, shard_n, &done, e)))
         goto out;
     if ((st = mv_manifest_open(mpath, &R->man, e))) {
         mv_done_free(done);
         goto out;
     }
     if (o->layout == MV_LAYOUT_TAR &&
-        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, tar_commit, R, &R->tars, e))) {
+        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, pl_tar_commit, R, &R->tars, e))) {
         mv_manifest_close(R->man, NULL);
         mv_done_free(done);
         goto out;
@@ -1009,7 +580,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         int from_stdin = 0;
         for (int i = 0; i < o->n_paths; i++)
             from_stdin |= !strcmp(o->paths[i], "-");
-        counting = !from_stdin && !pthread_create(&counter, NULL, count_main, R);
+        counting = !from_stdin && !pthread_create(&counter, NULL, pl_count_main, R);
     }
     pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[MAX_WRITERS];
     tower_arg ta[64];
@@ -1034,14 +605,14 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             break;
     }
     for (; dec && nw < writers; nw++)
-        if (pthread_create(&wr[nw], NULL, writer_main, R))
+        if (pthread_create(&wr[nw], NULL, pl_writer_main, R))
             break;
     mv_err fe;
-    st = (nd && nt && nw) ? feed(R, done, &fe)
+    st = (nd && nt && nw) ? pl_feed(R, done, &fe)
                           : dec ? mv_fail(&fe, MV_ERR_INTERNAL, "cannot start threads")
                                 : mv_fail(&fe, MV_ERR_NOMEM, "out of memory for the pipeline's queues");
     if (st)
-        set_fatal(R, &fe);
+        pl_set_fatal(R, &fe);
     /* drain: each stage closes the next queue once its own threads are finished */
     mv_queue_close(&R->jobs);
     for (int i = 0; i < nd; i++)

@@ -177,15 +177,23 @@ static void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
 
 /* Rows [r0, r1) of out[n, od] = x[n, in] . W[od, in]^T, one single-threaded sgemm call, then the
  * epilogue on those rows while they are in cache. */
-static void linear_range(float *out, const float *x, const float *W, const float *b, int64_t r0,
-                         int64_t r1, int in, int od, epilogue ep, float *res)
+static void linear_range_ld(float *out, int64_t ldo, const float *x, int64_t ldx, const float *W,
+                            const float *b, int64_t r0, int64_t r1, int in, int od, epilogue ep,
+                            float *res)
 {
     if (r0 >= r1)
         return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f, x + r0 * in,
-                in, W, in, 0.0f, out + r0 * od, od);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f, x + r0 * ldx,
+                (int)ldx, W, in, 0.0f, out + r0 * ldo, (int)ldo);
     for (int64_t i = r0; i < r1; i++)
-        epilogue_row(out + i * od, b, od, ep, res ? res + i * od : NULL);
+        epilogue_row(out + i * ldo, b, od, ep, res ? res + i * od : NULL);
+}
+
+/* The same with dense rows (leading dimensions in and od). */
+static void linear_range(float *out, const float *x, const float *W, const float *b, int64_t r0,
+                         int64_t r1, int in, int od, epilogue ep, float *res)
+{
+    linear_range_ld(out, od, x, in, W, b, r0, r1, in, od, ep, res);
 }
 
 /* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue; rows split by row_parts/row_range. */
@@ -571,6 +579,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
      * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
      * split] of block b + 1; attention, which needs every row of a segment, sits between. */
     int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
+    const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
     int P = row_parts(N, min_nk, T);
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
@@ -579,15 +588,18 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             int64_t r0, r1;
             row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
             if (B) { /* the rest of block b - 1; xn holds its attention output */
-                linear_range(big, xn, B->proj_w, B->proj_b, r0, r1, H, H, EPI_RES, x);
+                /* big is scratch for proj's and fc1's outputs: one row stride LB for both, so
+                 * each thread's rows of it stay its own (two strides would let one thread's fc1
+                 * rows overlap another's proj rows) */
+                linear_range_ld(big, LB, xn, H, B->proj_w, B->proj_b, r0, r1, H, H, EPI_RES, x);
                 for (int64_t i = r0; i < r1; i++)
                     layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
-                linear_range(big, xn, B->fc1_w, B->fc1_b, r0, r1, H, F,
+                linear_range_ld(big, LB, xn, H, B->fc1_w, B->fc1_b, r0, r1, H, F,
                              c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL);
                 if (c->act != MV_ACT_GELU_TANH)
                     for (int64_t i = r0; i < r1; i++)
-                        act_row(c->act, big + i * F, F);
-                linear_range(xn, big, B->fc2_w, B->fc2_b, r0, r1, F, H, EPI_RES, x);
+                        act_row(c->act, big + i * LB, F);
+                linear_range_ld(xn, H, big, LB, B->fc2_w, B->fc2_b, r0, r1, F, H, EPI_RES, x);
             }
             if (Bn) { /* the start of block b */
                 for (int64_t i = r0; i < r1; i++)

@@ -1,0 +1,266 @@
+/* feed.c - the pipeline's walker (the caller's thread): walks the PATH arguments, keeps this
+ * shard's inputs, checks resume (output names held in OUT's manifest, settings fingerprints,
+ * damaged outputs; per input and complete shard for --layout tar) and names used twice in one
+ * run, and queues the rest for the decode pool; plus the counting walk for the progress total
+ * and loading the resume state. Not here: the naming rule itself (walk.c), decoding.
+ */
+#include "pipeline_int.h"
+
+#include "mv_output.h"
+#include "mv_walk.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A set of 64-bit hashes (open addressing) of output names written in this run: 16 bytes per
+ * input at most, so memory stays small even for millions of inputs. */
+typedef struct {
+    uint64_t *slots;
+    size_t cap, n;
+} hset;
+
+static int hset_add(hset *s, uint64_t h) /* 1 added, 0 present, -1 no memory */
+{
+    if (h == 0)
+        h = 1;
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1024;
+        uint64_t *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return -1;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) {
+                size_t j = s->slots[i] & (nc - 1);
+                while (ns[j])
+                    j = (j + 1) & (nc - 1);
+                ns[j] = s->slots[i];
+            }
+        free(s->slots);
+        s->slots = ns;
+        s->cap = nc;
+    }
+    size_t j = h & (s->cap - 1);
+    while (s->slots[j]) {
+        if (s->slots[j] == h)
+            return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->slots[j] = h;
+    s->n++;
+    return 1;
+}
+
+/* ---- feeding ------------------------------------------------------------------------------ */
+
+/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
+ * as the directory never walked into. */
+static mv_walk_opts walk_opts(const mv_run_opts *o)
+{
+    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden};
+    struct stat sb;
+    if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        wo.has_skip = 1;
+        wo.skip_dev = sb.st_dev;
+        wo.skip_ino = sb.st_ino;
+    }
+    return wo;
+}
+
+/* For the progress line's total and ETA: a second, cheap walk (names only) that counts this run's
+ * share of the inputs. Not done when paths come from standard input (a stream). */
+void *pl_count_main(void *arg)
+{
+    runner *R = arg;
+    const mv_run_opts *o = R->o;
+    mv_walk *w;
+    mv_walk_opts wo = walk_opts(o);
+    wo.names_only = 1;
+    mv_err e;
+    if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
+        return NULL;
+    long n = 0;
+    mv_walk_item wi;
+    while (!pl_interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
+        if (R->shard_n <= 1 || (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)R->shard_n) == R->shard_k)
+            n++;
+    mv_walk_close(w);
+    atomic_store(&R->total, n);
+    return NULL;
+}
+
+/* 1 when OUT/name (a shard name from the manifest) is a regular file inside OUT. */
+static int tar_shard_present(const char *out_real, const char *name)
+{
+    if (!name[0] || name[0] == '/' || strstr(name, "..") || strchr(name, '/'))
+        return 0;
+    char p[8400];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", out_real, name);
+    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
+ * Resume works on output names (mv_output_name): an input is skipped when OUT's manifest says
+ * that this same input (mv_done_same_input) made its output name with this run's fingerprint and
+ * the output is whole; it is redone when the settings differ or the output is missing or
+ * damaged; it fails when another input holds the name (never overwritten, even with --force). */
+mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    int shard_k = R->shard_k, shard_n = R->shard_n;
+    mv_walk *w;
+    mv_walk_opts wo = walk_opts(o);
+    char *out_real = realpath(o->out_dir, NULL);
+    if (!out_real)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot resolve the output directory: %s", o->out_dir,
+                       strerror(errno));
+    mv_status st = mv_walk_open(o->paths, o->n_paths, &wo, stdin, &w, e);
+    if (st) {
+        free(out_real);
+        return st;
+    }
+    const char *fp = R->m->fingerprint;
+    long n_stale = 0;
+    char stale_fp[17] = "";
+    hset rels = {0};
+    mv_walk_item wi;
+    int r = 0;
+    while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
+        if (shard_n > 1 && (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)shard_n) != shard_k)
+            continue;
+        mv_item *it = mv_item_new(wi.path, wi.rel);
+        if (!it) {
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (wi.fd >= 0 && (it->fd = dup(wi.fd)) < 0) { /* a tar member's bytes */
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi.path, strerror(errno));
+            mv_item_fail(it, msg);
+        }
+        char out_rel[4200];
+        snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);
+        mv_done_owner ow;
+        /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
+         * an input whose latest line is ok is done while its complete shard is there (only
+         * complete shards get manifest lines) */
+        const char *shard = R->tars && !wi.error && done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
+        if (shard) {
+            if (tar_shard_present(out_real, shard)) {
+                atomic_fetch_add(&R->n_skip, 1);
+                if (R->pooled)
+                    mv_pool_list_add(R->pooled, wi.path, shard);
+                mv_item_free(it);
+                continue;
+            }
+        }
+        int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
+        if (wi.error) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
+            mv_item_fail(it, msg);
+        } else if (held && !mv_done_same_input(ow.input, wi.path)) {
+            char msg[8600];
+            snprintf(msg, sizeof msg,
+                     "%s: output name %s already holds the embedding of %s (OUT's manifest says so); "
+                     "not overwritten: use another --out, or remove that output and its manifest lines",
+                     wi.path, out_rel, ow.input);
+            mv_item_fail(it, msg);
+        } else {
+            if (held && ow.ok && !o->force) {
+                char why[1100];
+                if (strcmp(ow.model, fp) != 0) { /* other settings: redone */
+                    if (!n_stale++)
+                        snprintf(stale_fp, sizeof stale_fp, "%s", ow.model[0] ? ow.model : "none");
+                    if (o->verbose) {
+                        char esc[8192];
+                        pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                               mv_escape(wi.path, esc, sizeof esc), ow.model[0] ? ow.model : "(none)", fp);
+                    }
+                } else if (mv_done_output_intact(out_real, out_rel, ow.bytes, why, sizeof why)) {
+                    atomic_fetch_add(&R->n_skip, 1);
+                    if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
+                        mv_pool_list_add(R->pooled, wi.path, out_rel);
+                    hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+                    if (o->verbose) {
+                        char esc[8192];
+                        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
+                            mv_escape(wi.path, esc, sizeof esc));
+                    }
+                    mv_item_free(it);
+                    continue;
+                } else if (!o->quiet) {
+                    char esc[8192], esc2[8192];
+                    pl_say(R, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
+                           mv_escape(wi.path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
+                }
+            }
+            int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+            if (added < 0) {
+                mv_item_free(it);
+                st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (added == 0) {
+                char msg[8600];
+                snprintf(msg, sizeof msg, "%s: output name %s is already used by another input of this run",
+                         wi.path, out_rel);
+                mv_item_fail(it, msg);
+            }
+        }
+        if (mv_queue_push(&R->jobs, it)) {
+            mv_item_free(it);
+            break;
+        }
+    }
+    if (r < 0 && !st && !pl_interrupted(R))
+        st = MV_ERR_IO; /* e was set by mv_walk_next */
+    if (n_stale && !o->quiet)
+        fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
+                "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
+                n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
+    mv_walk_close(w);
+    free(rels.slots);
+    free(out_real);
+    return st;
+}
+
+void pl_manifest_name(char *buf, size_t cap, const char *dir, int k, int n)
+{
+    if (n > 1)
+        snprintf(buf, cap, "%s/manifest-%05d-of-%05d.jsonl", dir, k, n);
+    else
+        snprintf(buf, cap, "%s/manifest.jsonl", dir);
+}
+
+/* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
+mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
+{
+    char mpath[4200], merged[4200];
+    pl_manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    pl_manifest_name(merged, sizeof merged, o->out_dir, 0, 1);
+    mv_status st = mv_done_create(done, e);
+    for (int i = 0; !st && i < (shard_n > 1 ? 2 : 1); i++) {
+        const char *p = i ? merged : mpath;
+        if (access(p, F_OK) != 0)
+            continue;
+        size_t nl, nb;
+        if ((st = mv_manifest_load_done(p, *done, &nl, &nb, e)))
+            break;
+        if (o->verbose) {
+            char esc[8192];
+            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s\n", mv_escape(p, esc, sizeof esc), nl,
+                    mv_done_count(*done), nb ? " (unreadable lines ignored)" : "");
+        }
+    }
+    if (st) {
+        mv_done_free(*done);
+        *done = NULL;
+    }
+    return st;
+}
+

@@ -1,0 +1,163 @@
+/* writers.c - the pipeline's writer threads: each finished input becomes an output (an atomic
+ * OUT/<rel>.npy.zst, or a sample in the thread's own tar shard with --layout tar; a mean vector
+ * first with --pool mean) and a manifest line; failed inputs get their error line. Slow disks
+ * and compression hold the tower back through the bounded done queue. Not here: naming and
+ * resume (feed.c), the files' format (output.c, tar_out.c).
+ */
+#include "pipeline_int.h"
+
+#include "mv_output.h"
+#include "mv_walk.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- writers ------------------------------------------------------------------------------ */
+
+static void write_item(runner *R, mv_item *it)
+{
+    const mv_run_opts *o = R->o;
+    const mv_vision_config *c = &R->m->cfg;
+    mv_err e;
+    char out_rel[4200];
+    snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
+    if (!it->error && !it->out)
+        return; /* discarded after a fatal error */
+    size_t bytes = 0;
+    if (!it->error) {
+        char final_path[8400];
+        double t = mv_now();
+        /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
+        mv_status st = mv_output_write(o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
+                                       it->out, o->zstd_level, final_path, sizeof final_path,
+                                       &bytes, &e);
+        pl_t_add(R, T_WRITE, t);
+        if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
+            pl_set_fatal(R, &e);
+            return;
+        }
+        if (st) /* this output only (its name or place, non-finite values): the batch goes on */
+            mv_item_fail(it, e.msg);
+    }
+    mv_record r;
+    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, &r);
+    if (!it->error) {
+        r.has_bytes = 1;
+        r.bytes = (int64_t)bytes;
+    }
+    if (pl_append_record(R, &r, &e)) {
+        pl_set_fatal(R, &e);
+        return;
+    }
+    /* paths are escaped: a file name cannot forge a line or send terminal escapes */
+    char esc[8192];
+    if (it->error) {
+        atomic_fetch_add(&R->n_err, 1);
+        pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
+    } else {
+        atomic_fetch_add(&R->n_ok, 1);
+        if (o->verbose) {
+            char esc2[8192];
+            pl_say(R, "mvembed: %s -> %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
+                mv_escape(out_rel, esc2, sizeof esc2), (long long)it->rows, c->out_hidden, r.seconds);
+        }
+    }
+}
+
+/* ---- --pool mean and --layout tar (pool.c, tar_out.c) ---------------------------------------- */
+
+/* Replaces the item's token rows by their mean: [1, out_hidden]. */
+static void pool_item(runner *R, mv_item *it)
+{
+    int64_t cols = R->m->cfg.out_hidden;
+    float *p = malloc(cols * sizeof *p);
+    if (!p) {
+        mv_item_fail(it, "out of memory");
+        return;
+    }
+    mv_pool_mean(it->out, it->rows, cols, p);
+    mv_item_set_out(it, p, 1);
+}
+
+/* mv_tar_commit_fn: a completed shard's manifest lines, in one append */
+mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e)
+{
+    runner *R = ud;
+    double t = mv_now();
+    pthread_mutex_lock(&R->man_mu);
+    mv_status st = mv_manifest_append_lines(R->man, text, len, e);
+    pthread_mutex_unlock(&R->man_mu);
+    pl_t_add(R, T_MANIFEST, t);
+    return st;
+}
+
+/* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
+ * line waits for the shard's completion (mv_tar_close). Failed inputs get their line at once. */
+static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
+{
+    const mv_run_opts *o = R->o;
+    const mv_vision_config *c = &R->m->cfg;
+    mv_err e;
+    if (!it->error && !it->out)
+        return; /* discarded after a fatal error */
+    mv_record r;
+    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
+    if (it->error) {
+        if (pl_append_record(R, &r, &e)) {
+            pl_set_fatal(R, &e);
+            return;
+        }
+        atomic_fetch_add(&R->n_err, 1);
+        char esc[8192];
+        pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
+        return;
+    }
+    double t = mv_now();
+    mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
+    pl_t_add(R, T_WRITE, t);
+    if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
+        mv_tar_abandon(*tar);
+        *tar = NULL;
+        pl_set_fatal(R, &e);
+        return;
+    }
+    atomic_fetch_add(&R->n_ok, 1);
+    if (o->verbose) {
+        char esc[8192];
+        pl_say(R, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
+               r.shard, r.key, (long long)it->rows, c->out_hidden, r.seconds);
+    }
+}
+
+void *pl_writer_main(void *arg)
+{
+    runner *R = arg;
+    mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
+    mv_item *it;
+    while ((it = pl_pop_timed(R, &R->done, T_WRITE_WAIT))) {
+        if (!atomic_load(&R->fatal)) {
+            if (R->o->pool == MV_POOL_MEAN && !it->error && it->out)
+                pool_item(R, it);
+            if (R->tars) {
+                write_item_tar(R, it, &tar);
+            } else {
+                write_item(R, it);
+                char out_rel[4200];
+                snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
+                if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&
+                    mv_pool_list_add(R->pooled, it->path, out_rel))
+                    fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled.npy\n");
+            }
+        }
+        mv_item_free(it);
+    }
+    mv_err e;
+    if (tar && mv_tar_close(R->tars, tar, &e)) /* the open shard is complete: what it holds is kept */
+        pl_set_fatal(R, &e);
+    return NULL;
+}
+
