@@ -41,8 +41,10 @@
 #define ATT_QB 128
 
 /* The row loops below (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
- * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+ * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. Not
+ * under the sanitizers: their ifunc resolvers run before the sanitizer runtime (a crash at load). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MV_CLONES
