@@ -51,10 +51,7 @@ static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
         return mv_fail(e, MV_ERR_USAGE, "min pixels must not exceed max pixels");
     if (pp->min_frames > pp->max_frames)
         return mv_fail(e, MV_ERR_USAGE, "--min-frames must not exceed --max-frames");
-    /* the backend make_backends will pick (AUTO: CUDA when usable) */
-    int cuda = o->device == MV_DEV_CUDA || (o->device == MV_DEV_AUTO && mv_cuda_available());
-    fingerprint(o, m, cuda ? "cuda" : "cpu");
-    return MV_OK;
+    return MV_OK; /* the fingerprint follows once the backend is known (mv_run) */
 }
 
 static int parse_grid(const char *s, int32_t **grid, int *n)
@@ -253,20 +250,17 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     mv_status st = mv_model_load(o->model_dir, &m, e);
     if (st)
         return st;
-    if ((st = apply_overrides(o, m, e)))
+    tl = mv_now() - tl;
+    if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, e)))
         goto out;
-    if (o->verbose)
-        fprintf(stderr, "mvembed: model %s: depth %d hidden %d heads %d out %d (%.2fs), fingerprint %s\n",
-                o->model_dir, m->cfg.depth, m->cfg.hidden, m->cfg.heads, m->cfg.out_hidden,
-                mv_now() - tl, m->fingerprint);
+    fingerprint(o, m, be[0]->name); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->verbose) {
         char rule[512];
         mv_video_rule_describe(&m->pp, rule, sizeof rule);
-        fprintf(stderr, "mvembed: %s\n", rule);
+        fprintf(stderr, "mvembed: model %s: depth %d hidden %d heads %d out %d (%.2fs), fingerprint %s\n"
+                "mvembed: %s\n", o->model_dir, m->cfg.depth, m->cfg.hidden, m->cfg.heads,
+                m->cfg.out_hidden, tl, m->fingerprint, rule);
     }
-    if ((st = make_backends(o, m, &be, &n_be, e)))
-        goto out;
-    fingerprint(o, m, be[0]->name); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->pixels) {
         st = run_pixels(o, m, be[0], e);
         if (!st)
