@@ -138,6 +138,20 @@ template <typename T> cudaError_t mv_cuda_to_f32(float *y, const T *x, int64_t c
 /* act: 0 tanh GELU, 1 erf GELU, 2 SiLU (mv_act values); in place, f32 internals. */
 template <typename T> cudaError_t mv_cuda_act(T *x, int act, int64_t count, cudaStream_t st);
 
+/* ---- pool.cu (--pool mean on the device) ------------------------------------------------ */
+/* Rows [row0, row0 + rows) of a chunk's output [*, cols] belong to input `entry`. */
+typedef struct {
+    int64_t row0, rows;
+    int64_t entry;
+} mv_pool_span;
+/* acc[entry, c] += each span's rows in row order (f64; one span per entry per call). spans is a
+ * device array. CPU twin: mv_pool_mean's inner loop. */
+cudaError_t mv_cuda_pool_add(double *acc, const float *x, const mv_pool_span *spans, int n_spans, int cols,
+                             cudaStream_t st);
+/* out[e, c] = (float)(acc[e, c] / rows[e]) for e < n (rows: device array). */
+cudaError_t mv_cuda_pool_finish(float *out, const double *acc, const int64_t *rows, int n, int cols,
+                                cudaStream_t st);
+
 /* ---- gemm.cu (cuBLASLt) ---------------------------------------------------------------- */
 typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;
 typedef enum { MV_EPI_NONE = 0, MV_EPI_BIAS, MV_EPI_GELU_BIAS } mv_gemm_epi;

@@ -86,6 +86,14 @@ typedef struct {
     mv_attn_tile *h_tiles;
     int32_t *h_cu;
     int64_t h_cu_cap;
+    /* --pool mean on the device (forward_mean): f64 sums [pool_cap, L], rows per entry, the f32
+     * means [pool_cap, L]; spans of one chunk [pool_span_cap] (device and host staging) */
+    double *pool_acc;
+    int64_t *pool_rows;
+    float *pool_out;
+    int64_t pool_cap;
+    mv_pool_span *pool_spans, *h_spans;
+    int64_t pool_span_cap;
 } cuda_backend;
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -467,10 +475,63 @@ typedef struct {
     int64_t row0; /* first patch row */
     int32_t len;  /* h * w */
     int16_t h, w;
+    int32_t entry; /* the entry (input) it belongs to */
 } seg_info;
 
-static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
-                              float *out, mv_stage_fn fn, void *ud, mv_err *e)
+/* Device buffers for pooling n_entries inputs with chunks of at most nseg segments. */
+static mv_status pool_reserve(cuda_backend *b, int64_t n_entries, int64_t nseg, mv_err *e)
+{
+    const int64_t L = b->base.model->cfg.out_hidden;
+    if (b->pool_cap < n_entries) {
+        cudaFree(b->pool_acc);
+        cudaFree(b->pool_rows);
+        cudaFree(b->pool_out);
+        b->pool_acc = NULL;
+        b->pool_rows = NULL;
+        b->pool_out = NULL;
+        b->pool_cap = 0;
+        CK(cudaMalloc((void **)&b->pool_acc, (size_t)(n_entries * L) * sizeof(double)), "pool buffers");
+        CK(cudaMalloc((void **)&b->pool_rows, (size_t)n_entries * sizeof(int64_t)), "pool buffers");
+        CK(cudaMalloc((void **)&b->pool_out, (size_t)(n_entries * L) * sizeof(float)), "pool buffers");
+        b->pool_cap = n_entries;
+    }
+    if (b->pool_span_cap < nseg) {
+        cudaFree(b->pool_spans);
+        free(b->h_spans);
+        b->pool_spans = NULL;
+        b->h_spans = (mv_pool_span *)malloc((size_t)nseg * sizeof(mv_pool_span));
+        b->pool_span_cap = 0;
+        if (!b->h_spans) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %lld pool spans", (long long)nseg);
+        CK(cudaMalloc((void **)&b->pool_spans, (size_t)nseg * sizeof(mv_pool_span)), "pool buffers");
+        b->pool_span_cap = nseg;
+    }
+    return MV_OK;
+}
+
+/* The chunk's output rows (merged tokens, in b->pix[ch->buf]) added to their entries' sums on the
+ * compute stream: one span per entry (an entry's segments are consecutive rows). */
+static mv_status pool_chunk(cuda_backend *b, const chunk *ch, const seg_info *segs, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    const int64_t mm = c->merge * c->merge;
+    int n = 0;
+    for (int j = 0; j < ch->nseg; j++) {
+        const seg_info *sg = &segs[ch->seg0 + j];
+        int64_t r0 = (sg->row0 - ch->r0) / mm, rows = sg->len / mm;
+        if (n > 0 && b->h_spans[n - 1].entry == sg->entry) b->h_spans[n - 1].rows += rows;
+        else b->h_spans[n++] = (mv_pool_span){r0, rows, sg->entry};
+    }
+    CK(cudaMemcpyAsync(b->pool_spans, b->h_spans, (size_t)n * sizeof(mv_pool_span), cudaMemcpyHostToDevice,
+                       b->st),
+       "pool spans upload");
+    /* pageable source: the copy has been staged when cudaMemcpyAsync returns, h_spans is free */
+    CK(mv_cuda_pool_add(b->pool_acc, b->pix[ch->buf], b->pool_spans, n, c->out_hidden, b->st), "pool");
+    return MV_OK;
+}
+
+/* forward (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L] means). */
+static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
+                              float *out, mv_stage_fn fn, void *ud, int pool, mv_err *e)
 {
     cuda_backend *b = (cuda_backend *)be;
     const mv_vision_config *c = &be->model->cfg;
@@ -500,6 +561,7 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
             segs[s].len = h * w;
             segs[s].h = (int16_t)h;
             segs[s].w = (int16_t)w;
+            segs[s].entry = i;
             row += (int64_t)h * w;
             if (h * w > maxlen) maxlen = h * w;
         }
@@ -517,6 +579,25 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         if (!b->h_cu) {
             free(segs);
             return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+        }
+    }
+    if (st == MV_OK && pool) {
+        st = pool_reserve(b, n_entries, nseg, e);
+        int64_t *rows = st == MV_OK ? (int64_t *)malloc((size_t)n_entries * sizeof(int64_t)) : NULL;
+        if (st == MV_OK && !rows) st = mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+        for (int i = 0; st == MV_OK && i < n_entries; i++)
+            rows[i] = (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2] / mm;
+        cudaError_t r = cudaSuccess;
+        if (st == MV_OK)
+            r = cudaMemcpyAsync(b->pool_rows, rows, (size_t)n_entries * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                b->st);
+        if (st == MV_OK && r == cudaSuccess)
+            r = cudaMemsetAsync(b->pool_acc, 0, (size_t)n_entries * L * sizeof(double), b->st);
+        if (st == MV_OK && r != cudaSuccess) st = mv_cuda_check(r, e, "pool setup");
+        free(rows);
+        if (st != MV_OK) {
+            free(segs);
+            return st;
         }
     }
     if (fn && N > b->cap) {
@@ -602,6 +683,7 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
             st = b->prec != MV_PREC_BF16 ? run_chunk<float, float>(b, &ch, fn, ud, hp, e)
                  : b->f32res              ? run_chunk<bf16, float>(b, &ch, fn, ud, hp, e)
                                           : run_chunk<bf16, bf16>(b, &ch, fn, ud, hp, e);
+            if (st == MV_OK && pool) st = pool_chunk(b, &ch, segs, e);
             if (st != MV_OK) break;
             cudaError_t r2 = cudaEventRecord(b->ev_done[ch.buf], b->st);
             if (r2 != cudaSuccess) {
@@ -612,7 +694,7 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         if (have_prev) {
             int64_t M = prev.n / mm;
             cudaError_t r = cudaStreamWaitEvent(b->io, b->ev_done[prev.buf], 0);
-            if (r == cudaSuccess)
+            if (r == cudaSuccess && !pool) /* pooling: the chunk's sums are on the device */
                 r = cudaMemcpyAsync(out + (prev.r0 / mm) * L, b->pix[prev.buf],
                                     (size_t)(M * L) * sizeof(float), cudaMemcpyDeviceToHost, b->io);
             if (r == cudaSuccess) r = cudaStreamSynchronize(b->io);
@@ -626,6 +708,14 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         k++;
     }
     free(segs);
+    if (st == MV_OK && pool) {
+        cudaError_t r = mv_cuda_pool_finish(b->pool_out, b->pool_acc, b->pool_rows, n_entries, L, b->st);
+        if (r == cudaSuccess)
+            r = cudaMemcpyAsync(out, b->pool_out, (size_t)n_entries * L * sizeof(float), cudaMemcpyDeviceToHost,
+                                b->st);
+        if (r == cudaSuccess) r = cudaStreamSynchronize(b->st);
+        if (r != cudaSuccess) st = mv_cuda_check(r, e, "pooled output");
+    }
     if (st != MV_OK) {
         cudaStreamSynchronize(b->st);
         cudaStreamSynchronize(b->io);
@@ -636,6 +726,18 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
         ST(fn(ud, "output", out, N / mm, L, e));
     }
     return MV_OK;
+}
+
+static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
+                              float *out, mv_stage_fn fn, void *ud, mv_err *e)
+{
+    return forward_impl(be, pixels, grid, n_entries, out, fn, ud, 0, e);
+}
+
+static mv_status cuda_forward_mean(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
+                                   float *out, mv_err *e)
+{
+    return forward_impl(be, pixels, grid, n_entries, out, NULL, NULL, 1, e);
 }
 
 static void cuda_destroy(mv_backend *be)
@@ -657,6 +759,11 @@ static void cuda_destroy(mv_backend *be)
     if (b->io) cudaStreamDestroy(b->io);
     free(b->blocks);
     free(b->h_cu);
+    cudaFree(b->pool_acc);
+    cudaFree(b->pool_rows);
+    cudaFree(b->pool_out);
+    cudaFree(b->pool_spans);
+    free(b->h_spans);
     free(b);
 }
 
@@ -780,6 +887,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     if (!b) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
     b->base.name = "cuda";
     b->base.forward = cuda_forward;
+    b->base.forward_mean = cuda_forward_mean;
     b->base.destroy = cuda_destroy;
     b->base.host_alloc = cuda_host_alloc;
     b->base.host_free = cuda_host_free;

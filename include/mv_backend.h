@@ -29,6 +29,13 @@ struct mv_backend {
      * out: [n_patches / merge^2, out_hidden]. dump may be NULL. */
     mv_status (*forward)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
                          float *out, mv_stage_fn dump, void *ud, mv_err *e);
+    /* --pool mean on the device, or NULL (the caller pools the tokens on the host with
+     * mv_pool_mean): the same forward without stage dumps, but out receives one row per entry,
+     * the mean of that entry's output tokens (a video's over all its temporal groups), summed in
+     * f64 in row order and rounded once: bit-identical to mv_pool_mean of forward's output.
+     * out: [n_entries, out_hidden]. */
+    mv_status (*forward_mean)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
+                              float *out, mv_err *e);
     void (*destroy)(mv_backend *b);
     /* Host memory for a forward's pixels and output, or NULL to use malloc/free. The CUDA backend
      * hands out page-locked memory, so uploads and downloads run at full bus speed and the upload

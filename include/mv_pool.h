@@ -3,8 +3,11 @@
  * What it is: the mean over an input's token rows (a video's over all its frames' tokens),
  * accumulated in f64 and rounded once to f32; and the end-of-run assembly of the per-input pooled
  * outputs of the files layout into one [inputs, out_hidden] array with its row index.
- * What it is not: the pooling is done on the host (the writer thread), not on the device; it
- * does not decide which inputs belong to a run (the pipeline collects them, mv_pool_list).
+ * mv_pool_mean is the host path (the writer thread, CPU backend) and the CPU twin of the CUDA
+ * backend's forward_mean (cu/pool.cu), which pools on the device with the same f64 sums in the
+ * same order, bit-identical, so only [out_hidden] per input crosses PCIe.
+ * What it is not: it does not decide which inputs belong to a run (the pipeline collects them,
+ * mv_pool_list).
  */
 #ifndef MV_POOL_H
 #define MV_POOL_H

@@ -8,7 +8,8 @@
 #   5. the same with a folder of short videos (made with OpenCV; HF loads them with opencv)
 # Logs under $OUT. Sizes: E2E_PHOTOS (2000), E2E_HF (160), E2E_VIDEOS (120), E2E_HF_VIDEOS (24).
 # E2E_DEVICES: the --devices lists to run mvembed with (default "0"; "0 0,1" on two GPUs);
-# E2E_INFLIGHT: the --inflight values (default "2"); E2E_STEPS: which of 1-5 to run (default all);
+#   6. --pool mean on the GPU against numpy's mean of the GPU's token outputs (fixture media)
+# E2E_INFLIGHT: the --inflight values (default "2"); E2E_STEPS: which of 1-6 to run (default all);
 # E2E_TOWER=1 also times the tower alone on the photos' size (bench_tower.py, for "end to end vs
 # tower-only").
 set -u
@@ -26,7 +27,7 @@ log() { echo "$*" | tee -a "$OUT/e2e.log"; }
 : >"$OUT/e2e.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader | tee -a "$OUT/e2e.log"
 
-steps=${E2E_STEPS:-1 2 3 4 5}
+steps=${E2E_STEPS:-1 2 3 4 5 6}
 want() { [[ " $steps " == *" $1 "* ]]; }
 if want 1; then
 log "== 1. CLI on CUDA vs HF bf16 (fixture images, tiny model)"
@@ -106,5 +107,40 @@ timeout 150 python3 scripts/bench_e2e_hf.py --videos --model $W/m27 --files $W/v
 /usr/bin/time -v $MV -v --no-progress --model $W/m27 --out $W/o_videos $W/videos > $W/mv_videos.log 2>&1
 grep -E "using the|ok, .* failed|end to end|device busy|timeline|Maximum resident|Elapsed" $W/mv_videos.log | tee -a "$OUT/e2e.log"
 grep -m3 "mvembed: .*clip" $W/mv_videos.log | tee -a "$OUT/e2e.log"
+fi
+if want 6; then
+log "== 6. --pool mean on the GPU vs numpy on the GPU's tokens (fixture media, tiny model, tar layout)"
+rm -rf $W/pool_tok $W/pool_mean
+$MV -q --device cuda --model fixtures/model-tiny --layout tar --out $W/pool_tok fixtures/media >>"$OUT/e2e.log" 2>&1
+$MV -q --device cuda --model fixtures/model-tiny --layout tar --pool mean --out $W/pool_mean fixtures/media >>"$OUT/e2e.log" 2>&1
+python3 - "$W/pool_tok" "$W/pool_mean" >>"$OUT/e2e.log" 2>&1 <<'PY'
+import glob, io, json, sys, tarfile, numpy as np
+def load(d):
+    arrs = {}
+    for t in sorted(glob.glob(f"{d}/*.tar")):
+        with tarfile.open(t) as tf:
+            by = {}
+            for m in tf.getmembers():
+                k, ext = m.name.split(".", 1)
+                by.setdefault(k, {})[ext] = tf.extractfile(m).read()
+            for k, v in by.items():
+                arrs[json.loads(v["json"])["input"]] = np.load(io.BytesIO(v["npy"]))
+    return arrs
+tok, mean = load(sys.argv[1]), load(sys.argv[2])
+assert tok and set(tok) == set(mean), (len(tok), len(mean))
+worst, same = 0.0, 0
+for k in sorted(tok):
+    t = tok[k].astype(np.float64)
+    ref = t.mean(0)
+    got = mean[k].astype(np.float64)[0]
+    worst = max(worst, float(np.abs(got - ref).max() / np.abs(ref).max()))
+    acc = np.zeros(t.shape[1])
+    for row in t:  # the row-order f64 sum the device (and mv_pool_mean) does
+        acc += row
+    same += np.array_equal((acc / t.shape[0]).astype(np.float32), mean[k][0])
+print(f"pool mean on the GPU: {len(tok)} inputs, worst max-abs error / max-abs vs numpy f64 mean {worst:.2e}, "
+      f"bit-identical to the row-order f64 mean: {same}/{len(tok)}", "PASS" if worst <= 1e-6 and same == len(tok) else "FAIL")
+PY
+tail -1 "$OUT/e2e.log"
 fi
 tar -C $W -cJf "$OUT/e2e_logs.tar.xz" $(cd $W && ls mv_*.log 2>/dev/null) 2>/dev/null || true

@@ -326,6 +326,8 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     int64_t N = 0;
     for (int i = 0; i < n; i++)
         N += mv_item_patches(items[i]);
+    /* --pool mean where the backend pools on the device: one row per input comes back */
+    int dev_pool = R->o->pool == MV_POOL_MEAN && be->forward_mean && !R->o->dump_dir;
     double t = mv_now();
     /* one input on a backend without page-locked memory: its pixels are used where they are */
     int gather = n > 1 || be->host_alloc;
@@ -335,7 +337,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     slab *sb = NULL;
     if (grid && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned,
                                            (size_t)N * c->patch_dim * sizeof(float))) &&
-        (sb = slab_get(ta, (size_t)(N / mm) * c->out_hidden * sizeof(float)))) {
+        (sb = slab_get(ta, (size_t)(dev_pool ? n : N / mm) * c->out_hidden * sizeof(float)))) {
         pix = gather ? ta->pix : items[0]->p.pixels;
         out = sb->buf;
     }
@@ -361,7 +363,8 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     if (ta->dev->active++ == 0)
         ta->dev->since = mv_now();
     pthread_mutex_unlock(&ta->dev->mu);
-    mv_status st = be->forward(be, pix, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL, &dc, &e);
+    mv_status st = dev_pool ? be->forward_mean(be, pix, grid, n, out, &e)
+                            : be->forward(be, pix, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL, &dc, &e);
     pthread_mutex_lock(&ta->dev->mu);
     if (--ta->dev->active == 0)
         ta->dev->busy += mv_now() - ta->dev->since;
@@ -385,7 +388,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     sb->refs += n;
     pthread_mutex_unlock(&ta->out.mu);
     for (int i = 0; i < n; i++) {
-        int64_t rows = mv_item_patches(items[i]) / mm;
+        int64_t rows = dev_pool ? 1 : mv_item_patches(items[i]) / mm;
         items[i]->out = out + off * c->out_hidden;
         items[i]->out_release = slab_release;
         items[i]->out_owner = sb;

@@ -70,10 +70,13 @@ static void write_item(runner *R, mv_item *it)
 
 /* ---- --pool mean and --layout tar (pool.c, tar_out.c) ---------------------------------------- */
 
-/* Replaces the item's token rows by their mean: [1, out_hidden]. */
+/* Replaces the item's token rows by their mean: [1, out_hidden]. A single row is its own mean
+ * (and is what a backend that pools on the device, forward_mean, hands over). */
 static void pool_item(runner *R, mv_item *it)
 {
     int64_t cols = R->m->cfg.out_hidden;
+    if (it->rows == 1)
+        return;
     float *p = malloc(cols * sizeof *p);
     if (!p) {
         mv_item_fail(it, "out of memory");

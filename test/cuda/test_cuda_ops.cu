@@ -21,6 +21,7 @@ extern "C" {
 #include "mv_backend.h"
 #include "mv_npy.h"
 #include "mv_ops_cpu.h"
+#include "mv_pool.h"
 }
 #include "unit.h"
 
@@ -769,6 +770,54 @@ static void test_two_devices(mv_attn_impl attn)
     free(rm.m.blocks);
 }
 
+/* --pool mean on the device (cu/pool.cu via forward_mean) vs the CPU twin mv_pool_mean of the same
+ * backend's token output: bit for bit, with entries split across chunks (small workspaces) and
+ * videos whose temporal groups land in different chunks. */
+static void test_pool_mean(mv_precision prec, long long batch_tokens, const std::vector<int32_t> &grid)
+{
+    rmodel rm;
+    make_model(&rm, 1, 144, 2, 160, 48, 16);
+    const int L = rm.m.cfg.out_hidden;
+    int ne = (int)grid.size() / 3;
+    int64_t N = 0;
+    for (int i = 0; i < ne; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    std::vector<float> pix = round_bf16(randv((size_t)(N * 1536), 1.f));
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.precision = prec;
+    o.batch_tokens = batch_tokens;
+    mv_backend *be = NULL;
+    mv_err e;
+    mv_status s = mv_backend_cuda_create(&rm.m, &o, &be, &e);
+    CHECK(s == MV_OK && be->forward_mean, "pool mean: create backend: %s", s ? e.msg : "ok");
+    if (s) {
+        free(rm.m.blocks);
+        return;
+    }
+    std::vector<float> tok((size_t)(N / 4) * L, NAN), got((size_t)ne * L, NAN), want((size_t)ne * L, NAN);
+    s = be->forward(be, pix.data(), grid.data(), ne, tok.data(), NULL, NULL, &e);
+    mv_status s2 = s ? s : be->forward_mean(be, pix.data(), grid.data(), ne, got.data(), &e);
+    int64_t row = 0;
+    for (int i = 0; i < ne; i++) {
+        int64_t rows = (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2] / 4;
+        mv_pool_mean(tok.data() + row * L, rows, L, want.data() + (size_t)i * L);
+        row += rows;
+    }
+    long diff = 0;
+    for (size_t i = 0; i < got.size(); i++) diff += memcmp(&got[i], &want[i], 4) != 0;
+    CHECK(s == MV_OK && s2 == MV_OK && diff == 0,
+          "pool mean on the device (%s, workspace %lld, %d entries) equals mv_pool_mean of the tokens bit "
+          "for bit (%ld of %zu differ) %s",
+          prec == MV_PREC_BF16 ? "bf16" : "f32", batch_tokens, ne, diff, got.size(), (s || s2) ? e.msg : "");
+    /* twice in a row: the device sums start from zero every forward */
+    std::vector<float> again((size_t)ne * L, NAN);
+    s = be->forward_mean(be, pix.data(), grid.data(), ne, again.data(), &e);
+    CHECK(s == MV_OK && memcmp(again.data(), got.data(), got.size() * 4) == 0,
+          "pool mean: a second forward_mean gives the same bits %s", s ? e.msg : "");
+    be->destroy(be);
+    free(rm.m.blocks);
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick"); /* compute-sanitizer: small shapes only */
@@ -873,6 +922,12 @@ int main(int argc, char **argv)
     /* whole tower vs the CPU tower */
     test_tower(144, 2, {1, 4, 6, 2, 6, 4, 1, 2, 2, 1, 12, 10});
     test_tower(128, 2, {1, 8, 8, 3, 4, 2});
+    /* pooling: one forward; tiny workspaces split videos across chunks; one 1x2x2 image (1 token) */
+    std::vector<int32_t> gpool = {1, 4, 6, 3, 6, 4, 1, 2, 2, 2, 8, 10, 1, 12, 10};
+    test_pool_mean(MV_PREC_F32, 0, gpool);
+    test_pool_mean(MV_PREC_F32, 64, gpool);
+    test_pool_mean(MV_PREC_BF16, 0, gpool);
+    test_pool_mean(MV_PREC_BF16, 100, gpool);
     test_two_devices(MV_ATTN_BUILTIN);
     test_two_devices(MV_ATTN_CUDNN);
     if (!quick) test_oom();
