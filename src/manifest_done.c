@@ -1,0 +1,453 @@
+/* manifest_done.c - the manifest's resume reader: reads the lines of a manifest back (jansson's
+ * parser) into a set keyed by input and by output name, answers "is this input done, and does it
+ * still own that name", and checks that a recorded output is still whole (size, zstd frame).
+ * Not here: writing lines (manifest.c), choosing output names (walk.c), merging manifests
+ * (manifest_merge.c).
+ */
+#include "mv_manifest.h"
+#include "mv_walk.h" /* mv_hash64 */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* --- resume set --------------------------------------------------------------------------- */
+
+/* One entry per input that had an ok line; two open-addressing indexes point into the entries:
+ * by input, and by output name (whose slots own the name strings; an entry's output points at
+ * its slot's key, so "does this input still hold that name" is a pointer comparison). */
+typedef struct {
+    char *input;
+    const char *output; /* a key owned by the output index; NULL = ok without a usable output */
+    char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
+    char model[17];
+    int64_t bytes;      /* -1 = not recorded */
+    int ok;             /* latest line ok */
+} done_ent;
+
+typedef struct {
+    uint64_t h;
+    size_t idx1; /* entry index + 1; 0 = empty slot */
+} in_slot;
+
+typedef struct {
+    uint64_t h;
+    char *key;
+    size_t idx1;
+} out_slot;
+
+struct mv_done {
+    done_ent *ents;
+    size_t n_ents, ents_cap, n_ok;
+    in_slot *in;
+    out_slot *out;
+    size_t in_cap, out_cap, out_used;
+};
+
+mv_status mv_done_create(mv_done **out, mv_err *e)
+{
+    mv_done *d = mv_calloc(1, sizeof *d);
+    if (d) {
+        d->in_cap = d->out_cap = 1024;
+        d->in = mv_calloc(d->in_cap, sizeof *d->in);
+        d->out = mv_calloc(d->out_cap, sizeof *d->out);
+    }
+    if (!d || !d->in || !d->out) {
+        if (d) {
+            free(d->in);
+            free(d->out);
+        }
+        free(d);
+        *out = NULL;
+        return mv_fail(e, MV_ERR_NOMEM, "resume set: out of memory");
+    }
+    *out = d;
+    return MV_OK;
+}
+
+void mv_done_free(mv_done *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n_ents; i++) {
+        free(d->ents[i].input);
+        free(d->ents[i].odd_output);
+    }
+    for (size_t i = 0; i < d->out_cap; i++)
+        free(d->out[i].key);
+    free(d->ents);
+    free(d->in);
+    free(d->out);
+    free(d);
+}
+
+static in_slot *in_find(const mv_done *d, in_slot *slots, size_t cap, const char *key, uint64_t h)
+{
+    size_t i = (size_t)h & (cap - 1);
+    for (;;) {
+        in_slot *s = &slots[i];
+        if (!s->idx1 || (s->h == h && strcmp(d->ents[s->idx1 - 1].input, key) == 0))
+            return s;
+        i = (i + 1) & (cap - 1);
+    }
+}
+
+static out_slot *out_find(out_slot *slots, size_t cap, const char *key, uint64_t h)
+{
+    size_t i = (size_t)h & (cap - 1);
+    for (;;) {
+        out_slot *s = &slots[i];
+        if (!s->key || (s->h == h && strcmp(s->key, key) == 0))
+            return s;
+        i = (i + 1) & (cap - 1);
+    }
+}
+
+static int grow_in(mv_done *d)
+{
+    size_t nc = d->in_cap * 2;
+    in_slot *ns = mv_calloc(nc, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < d->in_cap; i++)
+        if (d->in[i].idx1) {
+            size_t j = (size_t)d->in[i].h & (nc - 1);
+            while (ns[j].idx1)
+                j = (j + 1) & (nc - 1);
+            ns[j] = d->in[i];
+        }
+    free(d->in);
+    d->in = ns;
+    d->in_cap = nc;
+    return 0;
+}
+
+static int grow_out(mv_done *d)
+{
+    size_t nc = d->out_cap * 2;
+    out_slot *ns = mv_calloc(nc, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < d->out_cap; i++)
+        if (d->out[i].key)
+            *out_find(ns, nc, d->out[i].key, d->out[i].h) = d->out[i];
+    free(d->out);
+    d->out = ns;
+    d->out_cap = nc;
+    return 0;
+}
+
+static int canonical_name(const char *name);
+
+/* Records one line: input's latest status is ok (with output, which may be NULL, model and
+ * bytes) or not. Returns 0, or -1 when out of memory. */
+static int done_set(mv_done *d, const char *input, int ok, const char *output, const char *model,
+                    int64_t bytes)
+{
+    uint64_t h = mv_hash64(input, strlen(input));
+    in_slot *is = in_find(d, d->in, d->in_cap, input, h);
+    done_ent *en;
+    if (is->idx1) {
+        en = &d->ents[is->idx1 - 1];
+    } else {
+        if (!ok)
+            return 0; /* never ok: nothing to remember */
+        if ((d->n_ents + 1) * 2 > d->in_cap) {
+            if (grow_in(d))
+                return -1;
+            is = in_find(d, d->in, d->in_cap, input, h);
+        }
+        if (d->n_ents == d->ents_cap) {
+            size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
+            done_ent *ne = realloc(d->ents, nc * sizeof *ne);
+            if (!ne)
+                return -1;
+            d->ents = ne;
+            d->ents_cap = nc;
+        }
+        en = &d->ents[d->n_ents];
+        memset(en, 0, sizeof *en);
+        if (!(en->input = strdup(input)))
+            return -1;
+        is->h = h;
+        is->idx1 = ++d->n_ents;
+    }
+    if (!ok) { /* a later error: the name stays held (its file is still that input's) */
+        if (en->ok)
+            d->n_ok--;
+        en->ok = 0;
+        return 0;
+    }
+    if (!en->ok)
+        d->n_ok++;
+    en->ok = 1;
+    snprintf(en->model, sizeof en->model, "%s", model);
+    en->bytes = bytes;
+    en->output = NULL;
+    free(en->odd_output);
+    en->odd_output = NULL;
+    if (!output)
+        return 0;
+    if (!canonical_name(output)) /* kept for mv_done_lookup, never held nor followed */
+        return (en->odd_output = strdup(output)) ? 0 : -1;
+    uint64_t oh = mv_hash64(output, strlen(output));
+    out_slot *os = out_find(d->out, d->out_cap, output, oh);
+    if (!os->key) {
+        if ((d->out_used + 1) * 2 > d->out_cap) {
+            if (grow_out(d))
+                return -1;
+            os = out_find(d->out, d->out_cap, output, oh);
+        }
+        if (!(os->key = strdup(output)))
+            return -1;
+        os->h = oh;
+        d->out_used++;
+    }
+    os->idx1 = (size_t)(en - d->ents) + 1;
+    en->output = os->key;
+    return 0;
+}
+
+const char *mv_done_lookup(const mv_done *d, const char *input)
+{
+    uint64_t h = mv_hash64(input, strlen(input));
+    const in_slot *s = in_find(d, d->in, d->in_cap, input, h);
+    if (!s->idx1 || !d->ents[s->idx1 - 1].ok)
+        return NULL;
+    const done_ent *en = &d->ents[s->idx1 - 1];
+    return en->output ? en->output : en->odd_output ? en->odd_output : "";
+}
+
+size_t mv_done_count(const mv_done *d) { return d->n_ok; }
+
+int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
+{
+    uint64_t h = mv_hash64(output, strlen(output));
+    const out_slot *s = out_find(d->out, d->out_cap, output, h);
+    if (!s->key || !s->idx1)
+        return 0;
+    const done_ent *en = &d->ents[s->idx1 - 1];
+    if (en->output != s->key) /* that input's latest ok line named another output */
+        return 0;
+    w->input = en->input;
+    w->model = en->model;
+    w->bytes = en->bytes;
+    w->ok = en->ok;
+    return 1;
+}
+
+int mv_done_same_input(const char *recorded, const char *path)
+{
+    if (strcmp(recorded, path) == 0)
+        return 1;
+    int same = 0;
+    if ((recorded[0] == '/') == (path[0] == '/')) {
+        char *a = mv_malloc(mv_output_name_cap(strlen(recorded)));
+        char *b = mv_malloc(mv_output_name_cap(strlen(path)));
+        if (a && b) {
+            mv_output_name(recorded, a);
+            mv_output_name(path, b);
+            same = strcmp(a, b) == 0;
+        }
+        free(a);
+        free(b);
+        if (same)
+            return 1;
+    }
+    struct stat sa, sb;
+    if (stat(recorded, &sa) != 0 || stat(path, &sb) != 0)
+        return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* 1 when the zstd frame in fd (size bytes) ends exactly at the end of the file. */
+static int zstd_frame_whole(int fd, int64_t size, char *why, size_t cap)
+{
+    unsigned char h[14];
+    if (size < 9 || pread(fd, h, sizeof h < (size_t)size ? sizeof h : (size_t)size, 0) < 9 ||
+        h[0] != 0x28 || h[1] != 0xb5 || h[2] != 0x2f || h[3] != 0xfd) {
+        snprintf(why, cap, "not a zstd frame");
+        return 0;
+    }
+    unsigned fhd = h[4];
+    int single = (fhd >> 5) & 1, checksum = (fhd >> 2) & 1;
+    static const int dict_bytes[4] = {0, 1, 2, 4}, fcs_bytes[4] = {0, 2, 4, 8};
+    int64_t off = 5 + (single ? 0 : 1) + dict_bytes[fhd & 3] +
+                  ((fhd >> 6) == 0 ? single : fcs_bytes[fhd >> 6]);
+    for (;;) {
+        unsigned char b[3];
+        if (off + 3 > size || pread(fd, b, 3, off) != 3) {
+            snprintf(why, cap, "truncated (the zstd frame ends past the file's %lld bytes)",
+                     (long long)size);
+            return 0;
+        }
+        uint32_t bh = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
+        unsigned type = (bh >> 1) & 3;
+        if (type == 3) {
+            snprintf(why, cap, "corrupt zstd block header at byte %lld", (long long)off);
+            return 0;
+        }
+        off += 3 + (type == 1 ? 1 : (int64_t)(bh >> 3));
+        if (bh & 1)
+            break;
+    }
+    off += checksum ? 4 : 0;
+    if (off != size) {
+        snprintf(why, cap, "%s (the zstd frame is %lld bytes, the file %lld)",
+                 off > size ? "truncated" : "trailing bytes", (long long)off, (long long)size);
+        return 0;
+    }
+    return 1;
+}
+
+int mv_done_output_intact(const char *out_real, const char *output, int64_t bytes, char *why,
+                          size_t cap)
+{
+    size_t ol = strlen(out_real);
+    char *full = mv_malloc(ol + strlen(output) + 2);
+    if (!full) {
+        snprintf(why, cap, "out of memory");
+        return 0;
+    }
+    sprintf(full, "%s/%s", out_real, output);
+    char *real = realpath(full, NULL);
+    free(full);
+    if (!real) {
+        snprintf(why, cap, "%s", strerror(errno));
+        return 0;
+    }
+    int ok = 0;
+    struct stat sb;
+    int inside = strncmp(real, out_real, ol) == 0 &&
+                 (real[ol] == '/' || (ol == 1 && out_real[0] == '/'));
+    if (!inside)
+        snprintf(why, cap, "it leads outside the output directory (to %.900s)", real);
+    else if (stat(real, &sb) != 0)
+        snprintf(why, cap, "%s", strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        snprintf(why, cap, "not a regular file");
+    else if (bytes >= 0 && sb.st_size != bytes)
+        snprintf(why, cap, "%lld bytes, the manifest says %lld", (long long)sb.st_size,
+                 (long long)bytes);
+    else if (bytes >= 0)
+        ok = 1;
+    else {
+        int fd = open(real, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            snprintf(why, cap, "%s", strerror(errno));
+        else {
+            ok = zstd_frame_whole(fd, (int64_t)sb.st_size, why, cap);
+            close(fd);
+        }
+    }
+    free(real);
+    return ok;
+}
+
+/* 1 when name is relative with no "", "." or ".." component (what mv_output_name makes). */
+static int canonical_name(const char *name)
+{
+    if (!name[0])
+        return 0;
+    for (const char *c = name;;) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return 0;
+        if (!end)
+            return 1;
+        c = end + 1;
+    }
+}
+
+/* The raw path of field (from "<field>_b64" when present, else the string); malloc'd, or NULL
+ * when absent or malformed. */
+static char *record_path(json_t *o, const char *field)
+{
+    char k64[64];
+    snprintf(k64, sizeof k64, "%s_b64", field);
+    json_t *b = json_object_get(o, k64);
+    if (json_is_string(b)) {
+        size_t n;
+        uint8_t *raw = mv_base64_decode(json_string_value(b), &n);
+        if (!raw || n == 0 || memchr(raw, 0, n)) {
+            free(raw);
+            return NULL;
+        }
+        return (char *)raw;
+    }
+    json_t *s = json_object_get(o, field);
+    if (!json_is_string(s))
+        return NULL;
+    return strdup(json_string_value(s));
+}
+
+mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
+                                mv_err *e)
+{
+    size_t lines = 0, bad = 0;
+    if (n_lines)
+        *n_lines = 0;
+    if (n_bad)
+        *n_bad = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return MV_OK;
+        return mv_fail(e, MV_ERR_IO, "%s: cannot read manifest: %s", path, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    mv_status s = MV_OK;
+    for (;;) {
+        errno = 0;
+        ssize_t n = getline(&line, &cap, f);
+        if (n < 0) {
+            if (ferror(f))
+                s = mv_fail(e, MV_ERR_IO, "%s: read: %s", path, strerror(errno ? errno : EIO));
+            break;
+        }
+        if (n == 1 && line[0] == '\n')
+            continue; /* the empty line that ends a torn one */
+        lines++;
+        json_error_t jerr;
+        json_t *o = json_loadb(line, (size_t)n, 0, &jerr);
+        char *input = json_is_object(o) ? record_path(o, "input") : NULL;
+        json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
+        if (!input || !json_is_string(st)) {
+            bad++;
+            free(input);
+            json_decref(o);
+            continue;
+        }
+        int ok = strcmp(json_string_value(st), "ok") == 0;
+        char *output = ok ? record_path(o, "output") : NULL;
+        json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
+        const char *model = json_is_string(jm) ? json_string_value(jm) : "";
+        int64_t bytes = json_is_integer(jb) && json_integer_value(jb) >= 0
+                            ? (int64_t)json_integer_value(jb) : -1;
+        int r = done_set(d, input, ok, output, model, bytes);
+        free(output);
+        free(input);
+        json_decref(o);
+        if (r) {
+            s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for the resume set", path);
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    if (n_lines)
+        *n_lines = lines;
+    if (n_bad)
+        *n_bad = bad;
+    return s;
+}
