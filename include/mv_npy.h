@@ -28,6 +28,10 @@ mv_status mv_npy_load(const char *path, mv_array *a, mv_err *e);
 mv_status mv_npy_load_f32(const char *path, mv_array *a, mv_err *e);
 void mv_array_free(mv_array *a);
 
+/* The NPY v1.0 header (magic, version, length, dict padded so the data starts 64-byte aligned)
+ * for an array of t with ndim <= 8 dimensions; returns its length (at most MV_NPY_HEADER_MAX). */
+#define MV_NPY_HEADER_MAX 384
+size_t mv_npy_header(mv_dtype t, int ndim, const int64_t *shape, uint8_t hdr[MV_NPY_HEADER_MAX]);
 /* Encodes a complete NPY v1.0 file into a malloc'd buffer. */
 mv_status mv_npy_encode(mv_dtype t, int ndim, const int64_t *shape, const void *data,
                         uint8_t **buf, size_t *len, mv_err *e);

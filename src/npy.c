@@ -220,37 +220,44 @@ void mv_array_free(mv_array *a)
     }
 }
 
-mv_status mv_npy_encode(mv_dtype t, int ndim, const int64_t *shape, const void *data,
-                        uint8_t **out, size_t *outlen, mv_err *e)
+size_t mv_npy_header(mv_dtype t, int ndim, const int64_t *shape, uint8_t hdr[MV_NPY_HEADER_MAX])
 {
-    char hdr[256];
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     mv_dtype_descr(t));
-    int64_t count = 1;
-    for (int i = 0; i < ndim; i++) {
-        n += snprintf(hdr + n, sizeof hdr - n, "%lld%s", (long long)shape[i],
+    char d[256];
+    int n = snprintf(d, sizeof d, "{'descr': '%s', 'fortran_order': False, 'shape': (", mv_dtype_descr(t));
+    for (int i = 0; i < ndim; i++)
+        n += snprintf(d + n, sizeof d - n, "%lld%s", (long long)shape[i],
                       ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
-        count *= shape[i];
-    }
-    n += snprintf(hdr + n, sizeof hdr - n, "), }");
+    n += snprintf(d + n, sizeof d - n, "), }");
     /* pad with spaces so that 10 + header length (incl. '\n') is a multiple of 64 */
     size_t total_hdr = 10 + (size_t)n + 1;
     size_t pad = (64 - total_hdr % 64) % 64;
     size_t hlen = (size_t)n + pad + 1;
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    hdr[8] = hlen & 0xff;
+    hdr[9] = (hlen >> 8) & 0xff;
+    memcpy(hdr + 10, d, n);
+    memset(hdr + 10 + n, ' ', pad);
+    hdr[10 + hlen - 1] = '\n';
+    return 10 + hlen;
+}
+
+mv_status mv_npy_encode(mv_dtype t, int ndim, const int64_t *shape, const void *data,
+                        uint8_t **out, size_t *outlen, mv_err *e)
+{
+    uint8_t hdr[MV_NPY_HEADER_MAX];
+    size_t hl = mv_npy_header(t, ndim, shape, hdr);
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        count *= shape[i];
     size_t payload = (size_t)count * mv_dtype_size(t);
-    uint8_t *buf = malloc(10 + hlen + payload);
+    uint8_t *buf = malloc(hl + payload);
     if (!buf)
         return mv_fail(e, MV_ERR_NOMEM, "npy: out of memory for %zu bytes", payload);
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = hlen & 0xff;
-    buf[9] = (hlen >> 8) & 0xff;
-    memcpy(buf + 10, hdr, n);
-    memset(buf + 10 + n, ' ', pad);
-    buf[10 + hlen - 1] = '\n';
+    memcpy(buf, hdr, hl);
     if (payload)
-        memcpy(buf + 10 + hlen, data, payload);
+        memcpy(buf + hl, data, payload);
     *out = buf;
-    *outlen = 10 + hlen + payload;
+    *outlen = hl + payload;
     return MV_OK;
 }
 
