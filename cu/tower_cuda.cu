@@ -11,8 +11,8 @@
  * Weights are uploaded once per backend (bf16 in bf16 mode; LayerNorm parameters, the position
  * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
  * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
- * 0 sizes it from free memory); chunks are pipelined: the host uploads chunk k+1's pixels and
- * downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
+ * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
+ * src/plan.c); chunks are pipelined: the host uploads chunk k+1's pixels and downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
  * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
  * failing with a message. Not thread-safe: one forward at a time per backend; backends on
@@ -137,6 +137,8 @@ static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count,
         return mv_fail(e, MV_ERR_MODEL, "cuda: model tensor %s is missing", name);
     const void *hsrc = src;
     if (as_t == 1 && b->esz == 2) {
+        if (bytes > a->host_size)
+            return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
         uint16_t *h = (uint16_t *)a->host;
         for (int64_t i = 0; i < count; i++) h[i] = f32_to_bf16_bits(src[i]);
         hsrc = h;
@@ -514,7 +516,8 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
             int bm = b->prec == MV_PREC_BF16 ? MV_ATTN_BM_BF16 : MV_ATTN_BM_F32;
             st = mv_plan_rowinfo(&plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
             if (st == MV_OK) st = mv_plan_cu_seqlens(&plan, ch.seg0, ch.nseg, b->h_cu, e);
-            if (st == MV_OK) st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
+            if (st == MV_OK)
+                st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
             if (st != MV_OK) {
                 mv_fail_prefix(e, st, "cuda");
                 break;
