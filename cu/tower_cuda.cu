@@ -12,8 +12,9 @@
  * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
  * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
  * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
- * src/plan.c); chunks are pipelined: the host uploads chunk k+1's pixels and downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
- * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
+ * src/plan.c); chunks are pipelined: the host uploads chunk k+1's pixels and downloads chunk
+ * k-1's output on a second stream while chunk k computes. Inside a chunk there are no host
+ * round trips, except the stage dumps (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
  * failing with a message. Not thread-safe: one forward at a time per backend; backends on
  * different devices (or several on one) run concurrently from their own threads: all state
