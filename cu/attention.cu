@@ -438,28 +438,6 @@ cudaError_t mv_cuda_attention_f32(mv_attn_state *s, float *out, const float *qkv
     }
 }
 
-/* ---- tile lists (host) ---------------------------------------------------------------- */
-int mv_attn_tile_count(const int32_t *cu, int n_seg, int bm)
-{
-    int n = 0;
-    for (int s = 0; s < n_seg; s++) n += (cu[s + 1] - cu[s] + bm - 1) / bm;
-    return n;
-}
-
-int mv_attn_tiles(mv_attn_tile *tiles, const int32_t *cu, int n_seg, int bm)
-{
-    /* longest segments first (their tiles run longest), ties in input order; the comparison
-     * reads cu through the lambda's capture, so concurrent backends share nothing */
-    std::vector<int> order((size_t)(n_seg > 0 ? n_seg : 0));
-    for (int s = 0; s < n_seg; s++) order[(size_t)s] = s;
-    std::stable_sort(order.begin(), order.end(),
-                     [cu](int a, int b) { return cu[a + 1] - cu[a] > cu[b + 1] - cu[b]; });
-    int n = 0;
-    for (int s : order)
-        for (int q = cu[s]; q < cu[s + 1]; q += bm) tiles[n++] = {q, cu[s], cu[s + 1], 0};
-    return n;
-}
-
 /* ---- residency ------------------------------------------------------------------------ */
 mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e)
 {

@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "mv_common.h"
+#include "mv_plan.h"
 }
 
 typedef __nv_bfloat16 bf16;
@@ -33,15 +34,8 @@ template <typename T> static __device__ __forceinline__ float mv_round_t(float x
     return mv_to_f(mv_from_f<T>(x));
 }
 
-/* Per patch row: position in patches inside its entry and the entry's grid (h, w). */
-typedef struct {
-    int16_t row, col, h, w;
-} mv_rowinfo;
-
-/* One query tile of the attention: rows [q0, min(q0 + BM, kv_end)) attend to [kv_start, kv_end). */
-typedef struct {
-    int32_t q0, kv_start, kv_end, pad;
-} mv_attn_tile;
+/* mv_rowinfo (row, col, h, w per patch row) and mv_attn_tile (one query tile: rows
+ * [q0, min(q0 + BM, kv_end)) attend to [kv_start, kv_end)) come from include/mv_plan.h. */
 
 /* Query rows per attention tile (bf16 tensor-core kernel and f32 kernel). Host code builds the
  * tile list with these. */
@@ -102,10 +96,7 @@ cudaError_t mv_cuda_attention_bf16(mv_attn_state *s, bf16 *out, const bf16 *qkv,
 cudaError_t mv_cuda_attention_f32(mv_attn_state *s, float *out, const float *qkv, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_attn_supported(int D);
-/* Host: fills tiles (capacity from mv_attn_tile_count) for segments cu[n_seg + 1] (row offsets
- * relative to the packed batch), longest segments first. Returns the tile count. Reentrant. */
-int mv_attn_tile_count(const int32_t *cu, int n_seg, int bm);
-int mv_attn_tiles(mv_attn_tile *tiles, const int32_t *cu, int n_seg, int bm);
+/* The tile lists (mv_attn_tile_count, mv_attn_tiles) are built on the host by src/plan.c. */
 
 /* Residency: MV_OK when the calling thread's current device is `device` and p (when not NULL) is
  * host memory or device memory of `device`; else MV_ERR_DEVICE naming `what`. */

@@ -11,9 +11,10 @@
  * Weights are uploaded once per backend (bf16 in bf16 mode; LayerNorm parameters, the position
  * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
  * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
- * 0 sizes it from free memory); chunks are pipelined: the host uploads chunk k+1's pixels and
- * downloads chunk k-1's output on a second stream while chunk k computes. Inside a chunk there
- * are no host round trips, except the stage dumps (--dump-stages), which need the batch in one
+ * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
+ * src/plan.c); chunks are pipelined: the host uploads chunk k+1's pixels and downloads chunk
+ * k-1's output on a second stream while chunk k computes. Inside a chunk there are no host
+ * round trips, except the stage dumps (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
  * failing with a message. Not thread-safe: one forward at a time per backend; backends on
  * different devices (or several on one) run concurrently from their own threads: all state
@@ -73,11 +74,10 @@ typedef struct {
     dblock *blocks;
     /* workspace, sized for `cap` patches per chunk */
     int64_t cap, cap_max;
-    float *pix[2];          /* [cap, pix_cols] f32: pixels in, f32 output / dump scratch out */
-    int64_t pix_cols;
-    void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, qkv_cols] [cap, H] [cap, mlp_cols]
-                                     * (x is f32 with f32res) */
-    int64_t qkv_cols, mlp_cols;
+    mv_tower_sizes sz;      /* byte sizes of the weight buffers and workspace rows (src/plan.c) */
+    float *pix[2];          /* [cap, sz.pix_cols] f32: pixels in, f32 output / dump scratch out */
+    void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, sz.qkv_cols] [cap, H]
+                                     * [cap, sz.mlp_cols] (x is f32 with f32res) */
     mv_rowinfo *ri[2];      /* [cap] */
     mv_attn_tile *tiles[2]; /* [tiles_cap] */
     float2 *rope_cs;        /* [cap, D/2] rope (cos, sin) of the chunk being computed */
@@ -128,20 +128,26 @@ typedef struct {
 } arena;
 
 /* Places count f32 values from src in the arena: as_t 0 as f32, 1 as T, 2 as f32 holding the
- * values T would hold (bf16-rounded in bf16 mode: the biases of the f32-residual GEMMs). */
-static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count, int as_t, void **dst,
-                     const char *name, mv_err *e)
+ * values T would hold (bf16-rounded in bf16 mode: the biases of the f32-residual GEMMs).
+ * table: the buffer's bytes in the size table (b->sz), which sized the arena. */
+static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count, int as_t, size_t table,
+                     void **dst, const char *name, mv_err *e)
 {
     size_t esz = as_t == 1 ? b->esz : 4;
     size_t bytes = (size_t)count * esz;
+    if (bytes != table)
+        return mv_fail(e, MV_ERR_INTERNAL, "cuda: %s: %zu bytes, the size table says %zu", name, bytes,
+                       table);
     if (a->off + bytes > a->size)
         return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight arena overflow at %s", name);
     void *d = a->base + a->off;
-    a->off += (size_t)round_up((int64_t)bytes, 256);
+    a->off += (size_t)round_up((int64_t)bytes, MV_ARENA_ALIGN);
     if (!src)
         return mv_fail(e, MV_ERR_MODEL, "cuda: model tensor %s is missing", name);
     const void *hsrc = src;
     if (as_t == 1 && b->esz == 2) {
+        if (bytes > a->host_size)
+            return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
         uint16_t *h = (uint16_t *)a->host;
         for (int64_t i = 0; i < count; i++) h[i] = f32_to_bf16_bits(src[i]);
         hsrc = h;
@@ -166,58 +172,45 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
     const mv_model *m = b->base.model;
     const mv_vision_config *c = &m->cfg;
     int64_t H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim, mm = c->merge * c->merge;
-    int64_t tcount[] = {H * P, H, 3 * H * H, 3 * H, H * H, H, I * H, I, H * I, H,
-                        mm * H * mm * H, mm * H, L * mm * H, L};
-    int64_t fcount[] = {(int64_t)c->num_pos * H, 4 * H, 2 * H, 256};
-    size_t total = 0, biggest = 0;
-    for (int i = 0; i < 14; i++) {
-        int64_t n = tcount[i] * (i >= 2 && i < 10 ? c->depth : 1);
-        /* f32res: the biases of the GEMMs writing x (patch, proj, fc2) are f32 */
-        int64_t sz = b->f32res && (i == 1 || i == 5 || i == 9) ? 4 : (int64_t)b->esz;
-        total += (size_t)round_up(n * sz, 256) + 256 * (size_t)(i >= 2 && i < 10 ? c->depth : 1);
-        if ((size_t)tcount[i] > biggest) biggest = (size_t)tcount[i];
-    }
-    for (int i = 0; i < 4; i++) {
-        int64_t n = fcount[i] * (i == 1 ? c->depth : 1);
-        total += (size_t)round_up(n * 4, 256) + 256 * (size_t)(i == 1 ? 4 * c->depth : 4);
-    }
+    /* the arena holds every buffer of the size table, each rounded up to MV_ARENA_ALIGN (put) */
+    size_t total = b->sz.weights_total;
     cudaError_t r = cudaMalloc(&b->arena, total);
     if (r != cudaSuccess)
         return mv_fail(e, r == cudaErrorMemoryAllocation ? MV_ERR_NOMEM : MV_ERR_DEVICE,
                        "cuda: cannot allocate %.1f MiB for the weights: %s", total / 1048576.0,
                        cudaGetErrorString(r));
-    arena a = {(char *)b->arena, 0, total, malloc(biggest * 2), biggest * 2};
+    arena a = {(char *)b->arena, 0, total, malloc(b->sz.staging), b->sz.staging};
     if (!a.host) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory staging weights");
     b->blocks = (dblock *)calloc((size_t)c->depth, sizeof(dblock));
     mv_status st = b->blocks ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
-#define PUT(src, n, ast, dst, name)                                                                \
-    if (st == MV_OK) st = put(b, &a, src, n, ast, (void **)(dst), name, e)
-    PUT(m->patch_w, H * P, 1, &b->patch_w, "patch_embed.proj.weight");
+#define PUT(src, n, ast, tb, dst, name)                                                            \
+    if (st == MV_OK) st = put(b, &a, src, n, ast, b->sz.tb, (void **)(dst), name, e)
+    PUT(m->patch_w, H * P, 1, patch_w, &b->patch_w, "patch_embed.proj.weight");
     const int xb = b->f32res ? 2 : 1; /* biases of the GEMMs writing x */
-    PUT(m->patch_b, H, xb, &b->patch_b, "patch_embed.proj.bias");
-    PUT(m->pos_embed, (int64_t)c->num_pos * H, 0, &b->pos, "pos_embed.weight");
+    PUT(m->patch_b, H, xb, patch_b, &b->patch_b, "patch_embed.proj.bias");
+    PUT(m->pos_embed, (int64_t)c->num_pos * H, 0, pos_embed, &b->pos, "pos_embed.weight");
     for (int i = 0; st == MV_OK && i < c->depth; i++) {
         const mv_block *B = &m->blocks[i];
         dblock *d = &b->blocks[i];
-        PUT(B->norm1_w, H, 0, &d->n1w, "norm1.weight");
-        PUT(B->norm1_b, H, 0, &d->n1b, "norm1.bias");
-        PUT(B->norm2_w, H, 0, &d->n2w, "norm2.weight");
-        PUT(B->norm2_b, H, 0, &d->n2b, "norm2.bias");
-        PUT(B->qkv_w, 3 * H * H, 1, &d->qkv_w, "attn.qkv.weight");
-        PUT(B->qkv_b, 3 * H, 1, &d->qkv_b, "attn.qkv.bias");
-        PUT(B->proj_w, H * H, 1, &d->proj_w, "attn.proj.weight");
-        PUT(B->proj_b, H, xb, &d->proj_b, "attn.proj.bias");
-        PUT(B->fc1_w, I * H, 1, &d->fc1_w, "mlp.linear_fc1.weight");
-        PUT(B->fc1_b, I, 1, &d->fc1_b, "mlp.linear_fc1.bias");
-        PUT(B->fc2_w, H * I, 1, &d->fc2_w, "mlp.linear_fc2.weight");
-        PUT(B->fc2_b, H, xb, &d->fc2_b, "mlp.linear_fc2.bias");
+        PUT(B->norm1_w, H, 0, norm, &d->n1w, "norm1.weight");
+        PUT(B->norm1_b, H, 0, norm, &d->n1b, "norm1.bias");
+        PUT(B->norm2_w, H, 0, norm, &d->n2w, "norm2.weight");
+        PUT(B->norm2_b, H, 0, norm, &d->n2b, "norm2.bias");
+        PUT(B->qkv_w, 3 * H * H, 1, qkv_w, &d->qkv_w, "attn.qkv.weight");
+        PUT(B->qkv_b, 3 * H, 1, qkv_b, &d->qkv_b, "attn.qkv.bias");
+        PUT(B->proj_w, H * H, 1, proj_w, &d->proj_w, "attn.proj.weight");
+        PUT(B->proj_b, H, xb, proj_b, &d->proj_b, "attn.proj.bias");
+        PUT(B->fc1_w, I * H, 1, fc1_w, &d->fc1_w, "mlp.linear_fc1.weight");
+        PUT(B->fc1_b, I, 1, fc1_b, &d->fc1_b, "mlp.linear_fc1.bias");
+        PUT(B->fc2_w, H * I, 1, fc2_w, &d->fc2_w, "mlp.linear_fc2.weight");
+        PUT(B->fc2_b, H, xb, fc2_b, &d->fc2_b, "mlp.linear_fc2.bias");
     }
-    PUT(m->mnorm_w, H, 0, &b->mnw, "merger.norm.weight");
-    PUT(m->mnorm_b, H, 0, &b->mnb, "merger.norm.bias");
-    PUT(m->mfc1_w, mm * H * mm * H, 1, &b->m1w, "merger.linear_fc1.weight");
-    PUT(m->mfc1_b, mm * H, 1, &b->m1b, "merger.linear_fc1.bias");
-    PUT(m->mfc2_w, L * mm * H, 1, &b->m2w, "merger.linear_fc2.weight");
-    PUT(m->mfc2_b, L, 1, &b->m2b, "merger.linear_fc2.bias");
+    PUT(m->mnorm_w, H, 0, mnorm, &b->mnw, "merger.norm.weight");
+    PUT(m->mnorm_b, H, 0, mnorm, &b->mnb, "merger.norm.bias");
+    PUT(m->mfc1_w, mm * H * mm * H, 1, m1_w, &b->m1w, "merger.linear_fc1.weight");
+    PUT(m->mfc1_b, mm * H, 1, m1_b, &b->m1b, "merger.linear_fc1.bias");
+    PUT(m->mfc2_w, L * mm * H, 1, m2_w, &b->m2w, "merger.linear_fc2.weight");
+    PUT(m->mfc2_b, L, 1, m2_b, &b->m2b, "merger.linear_fc2.bias");
     if (st == MV_OK) {
         /* HF: inv_freq = 1 / theta^(arange(0, D/2, 2) / (D/2)), fp32 (as mv_rope_tables_cpu) */
         float inv[256];
@@ -226,7 +219,7 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
             float ex = (float)(2 * j) / (float)half;
             inv[j] = 1.0f / (float)pow(c->rope_theta, (double)ex);
         }
-        PUT(inv, Q, 0, &b->inv_freq, "rope inv_freq");
+        PUT(inv, Q, 0, inv_freq, &b->inv_freq, "rope inv_freq");
     }
 #undef PUT
     free(a.host);
@@ -234,17 +227,6 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
 }
 
 /* ---- workspace -------------------------------------------------------------------------- */
-static size_t bytes_per_token(const cuda_backend *b)
-{
-    const mv_vision_config *c = &b->base.model->cfg;
-    int64_t H = c->hidden;
-    return (size_t)((2 * H + b->qkv_cols + b->mlp_cols) * (int64_t)b->esz + H * (int64_t)b->xsz +
-                    2 * b->pix_cols * 4 +
-                    2 * (int64_t)sizeof(mv_rowinfo) + 2 * (int64_t)sizeof(mv_attn_tile) +
-                    (int64_t)(c->head_dim / 2) * (int64_t)sizeof(float2) +
-                    (int64_t)sizeof(mv_rowinfo) + 16);
-}
-
 static void free_workspace(cuda_backend *b)
 {
     void **p[] = {(void **)&b->pix[0], (void **)&b->pix[1], &b->x, &b->xn, &b->qkv, &b->att, &b->mlp,
@@ -264,22 +246,23 @@ static void free_workspace(cuda_backend *b)
 static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
 {
     const mv_vision_config *c = &b->base.model->cfg;
-    int64_t H = c->hidden;
-    int64_t tiles = cap / 16 + 1024; /* >= tiles of any segment mix of cap rows, BM >= 64 */
+    const mv_tower_sizes *z = &b->sz;
+    /* >= the tiles of any chunk of cap rows (segments of >= merge^2 rows, BM >= MV_ATTN_BM_F32) */
+    int64_t tiles = mv_plan_tiles_cap(cap, c->merge, MV_ATTN_BM_F32);
     cudaError_t r = cudaSuccess;
 #define AL(ptr, bytes)                                                                             \
     if (r == cudaSuccess) r = cudaMalloc((void **)&(ptr), (size_t)(bytes))
     for (int i = 0; i < 2; i++) {
-        AL(b->pix[i], cap * b->pix_cols * 4);
-        AL(b->ri[i], cap * (int64_t)sizeof(mv_rowinfo));
+        AL(b->pix[i], cap * (int64_t)z->row_pix);
+        AL(b->ri[i], cap * (int64_t)z->row_ri);
         AL(b->tiles[i], tiles * (int64_t)sizeof(mv_attn_tile));
     }
-    AL(b->x, cap * H * (int64_t)b->xsz);
-    AL(b->xn, cap * H * b->esz);
-    AL(b->att, cap * H * b->esz);
-    AL(b->qkv, cap * b->qkv_cols * b->esz);
-    AL(b->mlp, cap * b->mlp_cols * b->esz);
-    AL(b->rope_cs, cap * (c->head_dim / 2) * (int64_t)sizeof(float2));
+    AL(b->x, cap * (int64_t)z->row_x);
+    AL(b->xn, cap * (int64_t)z->row_xn);
+    AL(b->att, cap * (int64_t)z->row_att);
+    AL(b->qkv, cap * (int64_t)z->row_qkv);
+    AL(b->mlp, cap * (int64_t)z->row_mlp);
+    AL(b->rope_cs, cap * (int64_t)z->row_rope);
 #undef AL
     if (r == cudaSuccess) {
         b->h_ri = (mv_rowinfo *)malloc((size_t)cap * sizeof(mv_rowinfo));
@@ -314,7 +297,7 @@ static mv_status ensure_workspace(cuda_backend *b, int64_t want, int64_t need, m
             return mv_fail(e, MV_ERR_NOMEM,
                            "cuda: out of GPU memory: a segment of %lld patches needs a %.1f GiB "
                            "workspace, %.1f GiB free",
-                           (long long)need, (double)cap * bytes_per_token(b) / 1073741824.0,
+                           (long long)need, (double)cap * b->sz.per_token / 1073741824.0,
                            fr / 1073741824.0);
         }
         cap = cap / 2 > need ? cap / 2 : need;
@@ -471,13 +454,6 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
 }
 
 /* ---- forward -------------------------------------------------------------------------- */
-typedef struct {
-    int64_t row0; /* first patch row */
-    int32_t len;  /* h * w */
-    int16_t h, w;
-    int32_t entry; /* the entry (input) it belongs to */
-} seg_info;
-
 /* Device buffers for pooling n_entries inputs with chunks of at most nseg segments. */
 static mv_status pool_reserve(cuda_backend *b, int64_t n_entries, int64_t nseg, mv_err *e)
 {
@@ -510,13 +486,13 @@ static mv_status pool_reserve(cuda_backend *b, int64_t n_entries, int64_t nseg, 
 
 /* The chunk's output rows (merged tokens, in b->pix[ch->buf]) added to their entries' sums on the
  * compute stream: one span per entry (an entry's segments are consecutive rows). */
-static mv_status pool_chunk(cuda_backend *b, const chunk *ch, const seg_info *segs, mv_err *e)
+static mv_status pool_chunk(cuda_backend *b, const chunk *ch, const mv_segment *segs, mv_err *e)
 {
     const mv_vision_config *c = &b->base.model->cfg;
     const int64_t mm = c->merge * c->merge;
     int n = 0;
     for (int j = 0; j < ch->nseg; j++) {
-        const seg_info *sg = &segs[ch->seg0 + j];
+        const mv_segment *sg = &segs[ch->seg0 + j];
         int64_t r0 = (sg->row0 - ch->r0) / mm, rows = sg->len / mm;
         if (n > 0 && b->h_spans[n - 1].entry == sg->entry) b->h_spans[n - 1].rows += rows;
         else b->h_spans[n++] = (mv_pool_span){r0, rows, sg->entry};
@@ -535,41 +511,37 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
 {
     cuda_backend *b = (cuda_backend *)be;
     const mv_vision_config *c = &be->model->cfg;
-    int64_t N;
-    ST(mv_grid_check(c, grid, n_entries, &N, e));
-    if (N == 0) return MV_OK;
+    /* segments (src/plan.c): one per temporal group of each entry; h, w fit mv_rowinfo */
+    mv_plan plan;
+    mv_status st = mv_plan_segments(&plan, c, grid, n_entries, MV_ROWINFO_MAX_SIDE, e);
+    if (st != MV_OK) {
+        mv_plan_free(&plan);
+        return st == MV_ERR_LIMIT ? mv_fail_prefix(e, st, "cuda") : st;
+    }
+    const int64_t N = plan.n_patches, maxlen = plan.max_len;
+    const int nseg = plan.nseg;
+    if (N == 0) {
+        mv_plan_free(&plan);
+        return MV_OK;
+    }
     const int P = c->patch_dim, L = c->out_hidden, mm = c->merge * c->merge;
-    for (int i = 0; i < n_entries; i++)
-        if (grid[3 * i + 1] > 32767 || grid[3 * i + 2] > 32767)
-            return mv_fail(e, MV_ERR_LIMIT, "cuda: grid %d,%d,%d: h and w must be < 32768 patches",
-                           grid[3 * i], grid[3 * i + 1], grid[3 * i + 2]);
     /* residency: this thread works on the backend's device; buffers of another GPU are refused */
-    CK(cudaSetDevice(b->device), "cudaSetDevice");
-    ST(mv_cuda_check_resident(pixels, b->device, "forward pixels", e));
-    ST(mv_cuda_check_resident(out, b->device, "forward output", e));
+    cudaError_t rd = cudaSetDevice(b->device);
+    st = rd != cudaSuccess ? mv_cuda_check(rd, e, "cudaSetDevice")
+                           : mv_cuda_check_resident(pixels, b->device, "forward pixels", e);
+    if (st == MV_OK) st = mv_cuda_check_resident(out, b->device, "forward output", e);
+    if (st != MV_OK) {
+        mv_plan_free(&plan);
+        return st;
+    }
 
-    /* segments: one per temporal group of each entry */
-    int nseg = 0;
-    for (int i = 0; i < n_entries; i++) nseg += grid[3 * i];
-    seg_info *segs = (seg_info *)malloc(sizeof(seg_info) * (size_t)nseg);
-    if (!segs) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", nseg);
-    int64_t row = 0, maxlen = 0;
-    for (int i = 0, s = 0; i < n_entries; i++)
-        for (int g = 0; g < grid[3 * i]; g++, s++) {
-            int h = grid[3 * i + 1], w = grid[3 * i + 2];
-            segs[s].row0 = row;
-            segs[s].len = h * w;
-            segs[s].h = (int16_t)h;
-            segs[s].w = (int16_t)w;
-            segs[s].entry = i;
-            row += (int64_t)h * w;
-            if (h * w > maxlen) maxlen = h * w;
-        }
     int64_t want = N < b->cap_max ? N : b->cap_max;
     if (want < maxlen) want = maxlen;
-    mv_status st = ensure_workspace(b, want, maxlen, e);
+    st = ensure_workspace(b, want, maxlen, e);
+    /* the chunk plan for this workspace (the rule: mv_plan_chunks in include/mv_plan.h) */
+    if (st == MV_OK && !(fn && N > b->cap)) st = mv_plan_chunks(&plan, b->cap, fn != NULL, e);
     if (st != MV_OK) {
-        free(segs);
+        mv_plan_free(&plan);
         return st;
     }
     if (b->h_cu_cap < nseg + 1) {
@@ -577,7 +549,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
         b->h_cu = (int32_t *)malloc(sizeof(int32_t) * (size_t)(nseg + 1));
         b->h_cu_cap = b->h_cu ? nseg + 1 : 0;
         if (!b->h_cu) {
-            free(segs);
+            mv_plan_free(&plan);
             return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
         }
     }
@@ -596,12 +568,12 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
         if (st == MV_OK && r != cudaSuccess) st = mv_cuda_check(r, e, "pool setup");
         free(rows);
         if (st != MV_OK) {
-            free(segs);
+            mv_plan_free(&plan);
             return st;
         }
     }
     if (fn && N > b->cap) {
-        free(segs);
+        mv_plan_free(&plan);
         return mv_fail(e, MV_ERR_LIMIT,
                        "cuda: stage dumps need the whole batch in one forward: %lld patches > "
                        "workspace of %lld (raise --batch-tokens)",
@@ -611,45 +583,25 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
     chunk prev = {0, 0, 0, 0, 0, 0, 0};
     int have_prev = 0, k = 0;
-    int s = 0;
-    while (st == MV_OK && (s < nseg || have_prev)) {
+    while (st == MV_OK && (k < plan.nchunk || have_prev)) {
         chunk ch = {0, 0, 0, 0, k & 1, 0, 0};
-        int have_cur = s < nseg;
+        int have_cur = k < plan.nchunk;
         if (have_cur) {
-            ch.seg0 = s;
-            ch.r0 = segs[s].row0;
-            /* the first chunk's upload and the last chunk's download are not overlapped with
-             * compute: keep both small (about a quarter of the workspace) */
-            int64_t limit = b->cap, left = N - ch.r0;
-            if (!fn && k == 0 && left > b->cap / 4) limit = b->cap / 4;
-            else if (!fn && left <= b->cap && left > b->cap / 2) limit = left - b->cap / 4;
-            while (s < nseg && (ch.n == 0 || ch.n + segs[s].len <= limit)) ch.n += segs[s++].len;
-            ch.nseg = s - ch.seg0;
-            /* metadata: rowinfo per patch, attention tiles */
-            int64_t q = 0;
-            b->h_cu[0] = 0;
-            for (int j = 0; j < ch.nseg; j++) {
-                const seg_info *sg = &segs[ch.seg0 + j];
-                for (int64_t i = 0; i < sg->len; i++, q++) {
-                    int rr, cc;
-                    int bw = sg->w / c->merge;
-                    int64_t blk = i / mm;
-                    int in = (int)(i % mm);
-                    rr = (int)(blk / bw) * c->merge + in / c->merge;
-                    cc = (int)(blk % bw) * c->merge + in % c->merge;
-                    b->h_ri[q].row = (int16_t)rr;
-                    b->h_ri[q].col = (int16_t)cc;
-                    b->h_ri[q].h = sg->h;
-                    b->h_ri[q].w = sg->w;
-                }
-                b->h_cu[j + 1] = (int32_t)q;
-            }
+            const mv_chunk *pc = &plan.chunk[k];
+            ch.r0 = pc->r0;
+            ch.n = pc->n;
+            ch.seg0 = pc->seg0;
+            ch.nseg = pc->nseg;
+            /* metadata: rowinfo per patch, cu_seqlens, attention tiles */
             int bm = b->prec == MV_PREC_BF16 ? MV_ATTN_BM_BF16 : MV_ATTN_BM_F32;
-            if (mv_attn_tile_count(b->h_cu, ch.nseg, bm) > b->tiles_cap) {
-                st = mv_fail(e, MV_ERR_INTERNAL, "cuda: attention tile list overflow");
+            st = mv_plan_rowinfo(&plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
+            if (st == MV_OK) st = mv_plan_cu_seqlens(&plan, ch.seg0, ch.nseg, b->h_cu, e);
+            if (st == MV_OK)
+                st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
+            if (st != MV_OK) {
+                mv_fail_prefix(e, st, "cuda");
                 break;
             }
-            ch.n_tiles = mv_attn_tiles(b->h_tiles, b->h_cu, ch.nseg, bm);
             if (b->dnn) {
                 mv_err pe;
                 mv_status ps = mv_cudnn_attn_prepare(b->dnn, ch.buf, b->h_cu, ch.nseg, b->io, &pe);
@@ -683,7 +635,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
             st = b->prec != MV_PREC_BF16 ? run_chunk<float, float>(b, &ch, fn, ud, hp, e)
                  : b->f32res              ? run_chunk<bf16, float>(b, &ch, fn, ud, hp, e)
                                           : run_chunk<bf16, bf16>(b, &ch, fn, ud, hp, e);
-            if (st == MV_OK && pool) st = pool_chunk(b, &ch, segs, e);
+            if (st == MV_OK && pool) st = pool_chunk(b, &ch, plan.seg, e);
             if (st != MV_OK) break;
             cudaError_t r2 = cudaEventRecord(b->ev_done[ch.buf], b->st);
             if (r2 != cudaSuccess) {
@@ -707,7 +659,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
         have_prev = have_cur;
         k++;
     }
-    free(segs);
+    mv_plan_free(&plan);
     if (st == MV_OK && pool) {
         cudaError_t r = mv_cuda_pool_finish(b->pool_out, b->pool_acc, b->pool_rows, n_entries, L, b->st);
         if (r == cudaSuccess)
@@ -904,16 +856,12 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
      * rounding, not for f32 parity work, which uses the accurate kernel */
     b->fuse_gelu = prec == MV_PREC_BF16 && !(nf && *nf && strcmp(nf, "0") != 0);
-    int64_t H = c->hidden, mm = c->merge * c->merge;
-    b->qkv_cols = 3 * H > c->patch_dim ? 3 * H : c->patch_dim;
-    b->mlp_cols = c->inter > (c->out_hidden + mm - 1) / mm ? c->inter : (c->out_hidden + mm - 1) / mm;
-    b->pix_cols = c->patch_dim;
-    if (b->pix_cols < H) b->pix_cols = H;
-    if (b->pix_cols < (c->out_hidden + mm - 1) / mm) b->pix_cols = (c->out_hidden + mm - 1) / mm;
-    mv_status st = MV_OK;
-    r = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);
-    if (r == cudaSuccess) r = cudaStreamCreateWithFlags(&b->io, cudaStreamNonBlocking);
-    if (r != cudaSuccess) st = mv_cuda_check(r, e, "stream creation");
+    mv_status st = mv_tower_sizes_compute(c, prec, b->f32res, &b->sz, e);
+    if (st == MV_OK) {
+        r = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);
+        if (r == cudaSuccess) r = cudaStreamCreateWithFlags(&b->io, cudaStreamNonBlocking);
+        if (r != cudaSuccess) st = mv_cuda_check(r, e, "stream creation");
+    }
     for (int i = 0; st == MV_OK && i < 2; i++) {
         r = cudaEventCreateWithFlags(&b->ev_up[i], cudaEventDisableTiming);
         if (r == cudaSuccess) r = cudaEventCreateWithFlags(&b->ev_done[i], cudaEventDisableTiming);
@@ -934,7 +882,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
             if (r != cudaSuccess) {
                 st = mv_cuda_check(r, e, "cudaMemGetInfo");
             } else {
-                int64_t fit = (int64_t)((double)fr * 0.8 / (double)bytes_per_token(b));
+                int64_t fit = (int64_t)((double)fr * 0.8 / (double)b->sz.per_token);
                 bt = fit < DEFAULT_BATCH_TOKENS ? fit : DEFAULT_BATCH_TOKENS;
                 if (bt < 1024) bt = 1024;
             }

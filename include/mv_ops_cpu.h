@@ -6,6 +6,7 @@
 
 #include "mv_common.h"
 #include "mv_model.h"
+#include "mv_plan.h" /* mv_mb_decode: the merge-block order */
 
 /* out[n, dim] = LayerNorm(x[n, dim]) * w + b  (biased variance, eps inside sqrt). out may be x. */
 void mv_layernorm_cpu(float *out, const float *x, const float *w, const float *b, int64_t n,
@@ -18,16 +19,6 @@ void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, i
 void mv_gelu_tanh_cpu(float *x, int64_t count); /* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) */
 void mv_gelu_erf_cpu(float *x, int64_t count);  /* 0.5x(1+erf(x/sqrt 2)) */
 void mv_act_cpu(mv_act act, float *x, int64_t count);
-
-/* Merge-block order decode: local index q in [0, h*w) -> (row, col) in patches. */
-static inline void mv_mb_decode(int64_t q, int w, int merge, int *row, int *col)
-{
-    int bw = w / merge, mm = merge * merge;
-    int64_t blk = q / mm;
-    int in = (int)(q % mm);
-    *row = (int)(blk / bw) * merge + in / merge;
-    *col = (int)(blk % bw) * merge + in % merge;
-}
 
 /* Bilinear align_corners position-table interpolation for one entry, HF's exact fp32 weights.
  * out[t*h*w, H] += interpolated table rows, rows in merge-block order (repeated per group). */
@@ -46,9 +37,5 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
  * per (segment, head, 128 queries); softmax in f32. */
 void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                       int heads, int D);
-
-/* cu_seqlens for a grid list: each temporal group of each entry is one segment of h*w rows.
- * Returns the number of segments; cu must hold (sum t) + 1 entries. */
-int mv_cu_seqlens(const int32_t *grid, int n_entries, int32_t *cu);
 
 #endif

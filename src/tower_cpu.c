@@ -16,6 +16,7 @@
  * thread in a fixed order. It is not a bf16 model of the GPU path. */
 #include "mv_backend.h"
 #include "mv_ops_cpu.h"
+#include "mv_plan.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -354,18 +355,6 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
     }
 }
 
-int mv_cu_seqlens(const int32_t *grid, int n_entries, int32_t *cu)
-{
-    int s = 0;
-    cu[0] = 0;
-    for (int en = 0; en < n_entries; en++)
-        for (int g = 0; g < grid[3 * en]; g++) {
-            cu[s + 1] = cu[s] + grid[3 * en + 1] * grid[3 * en + 2];
-            s++;
-        }
-    return s;
-}
-
 /* si[L] <- e^(si - max si); returns 1 / sum. One row, one thread, a fixed order. */
 MV_CLONES static float softmax_numerators(float *si, int L)
 {
@@ -537,15 +526,15 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     if (st)
         return st;
     int H = c->hidden, F = c->inter, D = c->head_dim, mm = c->merge * c->merge;
-    int64_t nseg_max = 0;
-    for (int i = 0; i < n_entries; i++)
-        nseg_max += grid[3 * i];
+    mv_plan plan; /* segments and cu_seqlens: src/plan.c, as the CUDA backend plans them */
+    if ((st = mv_plan_segments(&plan, c, grid, n_entries, 0, e)))
+        return st;
     float *x = malloc(N * H * sizeof(float));
     float *xn = malloc(N * H * sizeof(float));
     float *qkv = malloc(N * 3 * H * sizeof(float));
     float *big = malloc(N * (F > H * mm ? F : H * mm) * sizeof(float));
     float *cos_t = malloc(N * D * sizeof(float)), *sin_t = malloc(N * D * sizeof(float));
-    int32_t *cu = malloc((nseg_max + 1) * sizeof(int32_t));
+    int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
     float *scratch = NULL, *hm = NULL;
     omp_set_num_threads(*(int *)be->impl); /* this thread's parallel regions (the tower thread) */
     int T = omp_get_max_threads();
@@ -567,8 +556,10 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     if ((st = dump(fn, ud, "embed", x, N, H, e)))
         goto out;
     mv_rope_tables_cpu(cos_t, sin_t, grid, n_entries, D, c->rope_theta, c->merge);
-    int nseg = mv_cu_seqlens(grid, n_entries, cu);
-    int64_t max_len = max_seg_len(cu, nseg);
+    int nseg = plan.nseg;
+    int64_t max_len = plan.max_len;
+    if ((st = mv_plan_cu_seqlens(&plan, 0, nseg, cu, e)))
+        goto out;
     scratch = malloc((size_t)T * ATT_QB * max_len * sizeof(float));
     hm = malloc(N * 3 * H * sizeof(float));
     if (!scratch || !hm) {
@@ -640,6 +631,7 @@ out:
     free(cu);
     free(scratch);
     free(hm);
+    mv_plan_free(&plan);
     return st;
 }
 
