@@ -9,7 +9,9 @@
 # Logs under $OUT. Sizes: E2E_PHOTOS (2000), E2E_HF (160), E2E_VIDEOS (120), E2E_HF_VIDEOS (24).
 # E2E_DEVICES: the --devices lists to run mvembed with (default "0"; "0 0,1" on two GPUs);
 #   6. --pool mean on the GPU against numpy's mean of the GPU's token outputs (fixture media)
-# E2E_INFLIGHT: the --inflight values (default "2"); E2E_STEPS: which of 1-6 to run (default all);
+#   7. E2E_REPEAT (10) runs of --devices 0,1 on E2E_REPEAT_FILES (300) photos: exit 0, every
+#      input ok, outputs identical across runs
+# E2E_INFLIGHT: the --inflight values (default "2"); E2E_STEPS: which of 1-7 to run (default all);
 # E2E_TOWER=1 also times the tower alone on the photos' size (bench_tower.py, for "end to end vs
 # tower-only").
 set -u
@@ -27,7 +29,7 @@ log() { echo "$*" | tee -a "$OUT/e2e.log"; }
 : >"$OUT/e2e.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader | tee -a "$OUT/e2e.log"
 
-steps=${E2E_STEPS:-1 2 3 4 5 6}
+steps=${E2E_STEPS:-1 2 3 4 5 6 7}
 want() { [[ " $steps " == *" $1 "* ]]; }
 if want 1; then
 log "== 1. CLI on CUDA vs HF bf16 (fixture images, tiny model)"
@@ -88,18 +90,25 @@ if want 5; then
 log "== 5. videos"
 python3 - $W/videos ${E2E_VIDEOS:-120} <<'PY' 2>&1 | tail -1 | tee -a "$OUT/e2e.log"
 import os, sys, cv2, numpy as np
+from multiprocessing import Pool
 out, n = sys.argv[1], int(sys.argv[2])
 os.makedirs(out, exist_ok=True)
-rng = np.random.default_rng(0)
-base = cv2.imread("fixtures/media/images/png_rgb_320x256.png")
-for i in range(n):
-    w = cv2.VideoWriter(f"{out}/clip_{i:04d}.mp4", cv2.VideoWriter_fourcc(*"mp4v"), 30, (640, 480))
+def clip(i):
+    p = f"{out}/clip_{i:04d}.mp4"
+    if os.path.exists(p):
+        return
+    rng = np.random.default_rng(i)
+    base = cv2.imread("fixtures/media/images/png_rgb_320x256.png")
+    w = cv2.VideoWriter(p + ".tmp.mp4", cv2.VideoWriter_fourcc(*"mp4v"), 30, (640, 480))
     img = cv2.resize(base, (700, 540))
     for f in range(150):  # 5 s at 30 fps
         x, y = (f * 2 + i) % 60, (f + 3 * i) % 60
         fr = img[y:y + 480, x:x + 640].astype(np.int16) + rng.integers(-8, 8, (480, 640, 3), dtype=np.int16)
         w.write(np.clip(fr, 0, 255).astype(np.uint8))
     w.release()
+    os.rename(p + ".tmp.mp4", p)
+with Pool(os.cpu_count()) as pool:
+    pool.map(clip, range(n))
 print(f"videos: {n} clips of 5 s, 640x480, 30 fps, mp4v")
 PY
 find $W/videos -name '*.mp4' | sort > $W/videos.txt
@@ -142,5 +151,21 @@ print(f"pool mean on the GPU: {len(tok)} inputs, worst max-abs error / max-abs v
       f"bit-identical to the row-order f64 mean: {same}/{len(tok)}", "PASS" if worst <= 1e-6 and same == len(tok) else "FAIL")
 PY
 tail -1 "$OUT/e2e.log"
+fi
+if want 7; then
+n7=${E2E_REPEAT_FILES:-300}
+log "== 7. ${E2E_REPEAT:-10} runs of --devices 0,1 on $n7 photos (no failure, same outputs every run)"
+head -n "$n7" $W/photos.txt > $W/photos7.txt
+fails=0
+for r in $(seq 1 ${E2E_REPEAT:-10}); do
+    rm -rf $W/o_rep
+    $MV -q --devices 0,1 --model $W/m27 --out $W/o_rep - < $W/photos7.txt > $W/mv_rep_$r.log 2>&1
+    rc=$?
+    nok=$(grep -c '"status":"ok"' $W/o_rep/manifest.jsonl 2>/dev/null || echo 0)
+    sum=$(cd $W/o_rep 2>/dev/null && find . -name '*.npy.zst' -print0 | sort -z | xargs -0 cat | md5sum | cut -c1-12)
+    log "run $r: exit $rc, $nok ok lines, outputs md5 $sum"
+    [ "$rc" = 0 ] && [ "$nok" = "$n7" ] || { fails=$((fails + 1)); tail -3 $W/mv_rep_$r.log | tee -a "$OUT/e2e.log"; }
+done
+log "--devices 0,1 repeated: $fails failed runs of ${E2E_REPEAT:-10}"
 fi
 tar -C $W -cJf "$OUT/e2e_logs.tar.xz" $(cd $W && ls mv_*.log 2>/dev/null) 2>/dev/null || true
