@@ -15,6 +15,8 @@
 #   bench      scripts/bench_tower.py bench on the 27b layout, our tower with builtin and
 #              cuDNN attention beside HF                                         -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
+#   profile    GPU time by kernel family for one forward (nsys, else ncu durations) at
+#              PROFILE_SIZES (default 64 x 448² and one 2048²)                 -> profile.log
 # cuDNN: libcudnn.so.9 of the torch venv (nvidia/cudnn/lib) goes on LD_LIBRARY_PATH and in
 # MV_CUDNN_LIB. Each step's exit status is logged; the script exits 1 when any step failed.
 # Example (device tool): scripts/device-run.sh tests attn parity bench
@@ -118,6 +120,30 @@ for step in "$@"; do
             --section LaunchStats "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy --grid "$G448" \
             --iters 1 --warmup 0 >"$OUT/ncu.log" 2>&1
         grep -E "attn_bf16|gemm|sm90|nvjet|layernorm|rope|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy" "$OUT/ncu.log" | head -80
+        ;;
+    profile)
+        # where one forward's GPU time goes, by kernel family: nsys when installed, else ncu with one
+        # metric (kernel durations; ncu serialises kernels, so the sum is GPU time, not wall time)
+        m=$(ensure_model 27b)
+        for sz in ${PROFILE_SIZES:-64x28x28 1x128x128}; do
+            IFS=x read -r cnt gh gw <<< "$sz"
+            G=$(python3 -c "print(';'.join(['1,$gh,$gw']*$cnt))")
+            python3 scripts/bench_tower.py pixels --grid "$G" --out /tmp/mv/prof.npy
+            NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+            if [ -n "$NSYS" ]; then
+                timeout 200 "$NSYS" profile -o /tmp/mv/prof_$sz --force-overwrite true --stats=false \
+                    "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/prof.npy --grid "$G" --iters 2 --warmup 1 \
+                    >"$OUT/profile_$sz.log" 2>&1
+                timeout 120 "$NSYS" stats --report cuda_gpu_kern_sum --format csv /tmp/mv/prof_$sz.nsys-rep \
+                    >"$OUT/profile_$sz.csv" 2>>"$OUT/profile_$sz.log"
+            else
+                NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+                timeout 300 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+                    "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/prof.npy --grid "$G" --iters 1 --warmup 0 \
+                    >"$OUT/profile_$sz.csv" 2>"$OUT/profile_$sz.log"
+            fi
+            python3 scripts/profile_summary.py "$OUT/profile_$sz.csv" "$sz" | tee -a "$OUT/profile.log"
+        done
         ;;
     *)
         echo "device-run: unknown step $step" >&2
