@@ -12,6 +12,9 @@
  *   tensor, as the frontend's CompositeSoftmaxNode does when no stats are requested; cuDNN's SDPA
  *   pattern matcher expects them) -> P (bf16) -> O = P V. seq_len_q and seq_len_kv are two tensors
  *   (as the frontend's) bound to the same device array.
+ * A chunk of two or more segments of one length takes a simpler graph (cudnn-frontend's plain
+ * BSHD SDPA: no ragged offsets, no seq_len tensors, no mask), run in power-of-two batches over
+ * consecutive rows; MV_CUDNN_DENSE=0 turns it off (every chunk then takes the ragged graph below).
  * Every segment (one image, one temporal group of a video) is one batch entry of the graph, with
  * ragged (THD) offsets into the packed buffers: Q, K, V are strided views of qkv[n, 3*heads*D]
  * (row stride 3*heads*D, head stride D; K and V start heads*D and 2*heads*D elements in), O is
@@ -134,6 +137,7 @@ static void load_cudnn(void)
 
 typedef struct {
     int64_t B, S;
+    int dense; /* 1: the dense graph (equal segments, no ragged offsets, no mask) */
     cudnnBackendDescriptor_t plan;
     int64_t ws; /* workspace bytes */
 } dnn_plan;
@@ -143,6 +147,7 @@ typedef struct {
     int64_t cap;          /* B capacity */
     int64_t B, S, n;      /* the prepared chunk: bucketed batch and length, rows */
     int nseg;
+    int dense;            /* nseg >= 2 segments of one length S = that length, B = nseg */
 } dnn_meta;
 
 struct mv_cudnn_attn {
@@ -157,6 +162,7 @@ struct mv_cudnn_attn {
     int32_t *host; /* staging for one slot's metadata */
     int64_t host_cap;
     float scale, neg_inf; /* by-value scalars: host memory the variant pack points to */
+    int dense_ok;         /* equal-length chunks may take the dense graph (MV_CUDNN_DENSE != 0) */
     char desc[600];
 };
 
@@ -199,6 +205,8 @@ mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D
     a->st = st;
     a->scale = (float)(1.0 / sqrt((double)D));
     a->neg_inf = g_dnn.GetVersion() < 91000 ? -3.40282347e38f : -INFINITY; /* as the frontend */
+    const char *dv = getenv("MV_CUDNN_DENSE");
+    a->dense_ok = !(dv && !strcmp(dv, "0"));
     cudnnStatus_t s = g_dnn.Create(&a->h);
     if (s == CUDNN_STATUS_SUCCESS) s = g_dnn.SetStream(a->h, st);
     if (s != CUDNN_STATUS_SUCCESS) {
@@ -256,8 +264,20 @@ mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, in
         return mv_fail(e, MV_ERR_UNSUPPORTED,
                        "cuDNN attention: %lld rows x %lld columns exceed its int32 offsets", (long long)n,
                        (long long)(3 * H));
-    for (int i = 0; i < nseg; i++)
+    int same = nseg >= 2;
+    for (int i = 0; i < nseg; i++) {
         if (cu[i + 1] - cu[i] > maxlen) maxlen = cu[i + 1] - cu[i];
+        same = same && cu[i + 1] - cu[i] == cu[1] - cu[0];
+    }
+    if (same && a->dense_ok) { /* the dense graph needs no metadata on the device */
+        m->B = nseg;
+        m->S = maxlen;
+        m->n = n;
+        m->nseg = nseg;
+        m->dense = 1;
+        return MV_OK;
+    }
+    m->dense = 0;
     int64_t B = bucket_b(nseg), S = bucket_s(maxlen);
     if (B > m->cap) {
         if (m->dev) cudaFree(m->dev); /* synchronizes: the slot's previous chunk is done */
@@ -412,8 +432,11 @@ static cudnnBackendDescriptor_t matmul(dset *g, cudnnBackendDescriptor_t A, cudn
 }
 
 /* Builds and finalizes the plan for (B, S); the first engine configuration of heuristic mode A
- * that finalizes wins. */
-static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *out, mv_err *e)
+ * that finalizes wins. dense: B segments of exactly S rows each, consecutive in the packed
+ * buffers (batch stride S rows): no ragged offsets, no seq_len tensors, no padding mask - the
+ * graph cudnn-frontend builds for plain BSHD SDPA; cuDNN runs it ~10 % faster than the ragged
+ * one on equal segments (bench/RESULTS.md). */
+static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, int dense, dnn_plan *out, mv_err *e)
 {
     dset g;
     memset(&g, 0, sizeof g);
@@ -429,18 +452,21 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
     const int64_t d_r[4] = {B, h, S, 1}, s_r[4] = {h * S, S, 1, 1};
     int64_t uid = 100;
 
-    cudnnBackendDescriptor_t sq = tensor(&g, U_SEQ_Q, I32, d_seq, one, false, false, NULL, "seq_len_q tensor");
-    cudnnBackendDescriptor_t skv = tensor(&g, U_SEQ_KV, I32, d_seq, one, false, false, NULL, "seq_len_kv tensor");
-    cudnnBackendDescriptor_t rq = tensor(&g, U_RQ, I32, d_rag, one, false, false, NULL, "ragged offsets");
-    cudnnBackendDescriptor_t rk = tensor(&g, U_RK, I32, d_rag, one, false, false, NULL, "ragged offsets");
-    cudnnBackendDescriptor_t rv = tensor(&g, U_RV, I32, d_rag, one, false, false, NULL, "ragged offsets");
-    cudnnBackendDescriptor_t ro = tensor(&g, U_RO, I32, d_rag, one, false, false, NULL, "ragged offsets");
+    cudnnBackendDescriptor_t sq = NULL, skv = NULL, rq = NULL, rk = NULL, rv = NULL, ro = NULL;
+    if (!dense) {
+        sq = tensor(&g, U_SEQ_Q, I32, d_seq, one, false, false, NULL, "seq_len_q tensor");
+        skv = tensor(&g, U_SEQ_KV, I32, d_seq, one, false, false, NULL, "seq_len_kv tensor");
+        rq = tensor(&g, U_RQ, I32, d_rag, one, false, false, NULL, "ragged offsets");
+        rk = tensor(&g, U_RK, I32, d_rag, one, false, false, NULL, "ragged offsets");
+        rv = tensor(&g, U_RV, I32, d_rag, one, false, false, NULL, "ragged offsets");
+        ro = tensor(&g, U_RO, I32, d_rag, one, false, false, NULL, "ragged offsets");
+    }
     cudnnBackendDescriptor_t Q = tensor(&g, U_Q, BF, d_q, s_q, false, false, rq, "Q tensor");
     cudnnBackendDescriptor_t KT = tensor(&g, U_K, BF, d_kt, s_kt, false, false, rk, "K tensor");
     cudnnBackendDescriptor_t V = tensor(&g, U_V, BF, d_q, s_q, false, false, rv, "V tensor");
     cudnnBackendDescriptor_t O = tensor(&g, U_O, BF, d_q, s_o, false, false, ro, "O tensor");
     cudnnBackendDescriptor_t scale = tensor(&g, U_SCALE, F, one, one, false, true, NULL, "scale");
-    cudnnBackendDescriptor_t ninf = tensor(&g, U_NEGINF, F, one, one, false, true, NULL, "-inf");
+    cudnnBackendDescriptor_t ninf = dense ? NULL : tensor(&g, U_NEGINF, F, one, one, false, true, NULL, "-inf");
 #define VT(dt, dim, str) tensor(&g, uid++, dt, dim, str, true, false, NULL, "virtual tensor")
     cudnnBackendDescriptor_t s1 = VT(F, d_s, s_s), s2 = VT(F, d_s, s_s), row = VT(I32, d_s, s_s),
                              col = VT(I32, d_s, s_s), rm = VT(BO, d_s, s_s), cm = VT(BO, d_s, s_s),
@@ -451,13 +477,17 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
     cudnnBackendDescriptor_t ops[20];
     int no = 0;
     ops[no++] = matmul(&g, Q, KT, s1, sq, skv, NULL, "Q K^T");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_MUL, F, s1, scale, NULL, s2, -1, "scale");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, row, 2, "row index");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, col, 3, "column index");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, row, sq, NULL, rm, -1, "row mask");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, col, skv, NULL, cm, -1, "column mask");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_LOGICAL_AND, BO, rm, cm, NULL, mask, -1, "mask");
-    ops[no++] = pointwise(&g, CUDNN_POINTWISE_BINARY_SELECT, F, s2, ninf, mask, s3, -1, "padding select");
+    if (dense) { /* no padding: the scaled scores go straight to the softmax */
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_MUL, F, s1, scale, NULL, s3, -1, "scale");
+    } else {
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_MUL, F, s1, scale, NULL, s2, -1, "scale");
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, row, 2, "row index");
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_GEN_INDEX, I32, s2, NULL, NULL, col, 3, "column index");
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, row, sq, NULL, rm, -1, "row mask");
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_CMP_LT, BO, col, skv, NULL, cm, -1, "column mask");
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_LOGICAL_AND, BO, rm, cm, NULL, mask, -1, "mask");
+        ops[no++] = pointwise(&g, CUDNN_POINTWISE_BINARY_SELECT, F, s2, ninf, mask, s3, -1, "padding select");
+    }
     ops[no++] = reduction(&g, CUDNN_REDUCE_TENSOR_MAX, s3, mx, "row max");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_SUB, F, s3, mx, NULL, s4, -1, "sub max");
     ops[no++] = pointwise(&g, CUDNN_POINTWISE_EXP, F, s4, NULL, NULL, s5, -1, "exp");
@@ -520,6 +550,7 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
         } else {
             out->B = B;
             out->S = S;
+            out->dense = dense;
             out->plan = plan;
             out->ws = ws;
         }
@@ -528,20 +559,16 @@ static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, dnn_plan *ou
     return rs;
 }
 
-mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qkv, mv_err *e)
+/* The cached plan for (B, S, dense), built on first use. */
+static mv_status get_plan(mv_cudnn_attn *a, int64_t B, int64_t S, int dense, dnn_plan **out, mv_err *e)
 {
-    const dnn_meta *m = &a->meta[buf & 1];
-    if (m->nseg <= 0) return MV_OK;
-    mv_status st = mv_cuda_check_resident(qkv, a->device, "cuDNN attention qkv", e);
-    if (st == MV_OK) st = mv_cuda_check_resident(out, a->device, "cuDNN attention output", e);
-    if (st != MV_OK) return st;
     dnn_plan *p = NULL;
     for (int i = 0; i < a->n_plans && !p; i++)
-        if (a->plans[i].B == m->B && a->plans[i].S == m->S) p = &a->plans[i];
+        if (a->plans[i].B == B && a->plans[i].S == S && a->plans[i].dense == dense) p = &a->plans[i];
     if (!p) {
         dnn_plan np;
         memset(&np, 0, sizeof np);
-        st = build_plan(a, m->B, m->S, &np, e);
+        mv_status st = build_plan(a, B, S, dense, &np, e);
         if (st != MV_OK) return st;
         if (a->n_plans < PLAN_CACHE) {
             p = &a->plans[a->n_plans++];
@@ -560,26 +587,62 @@ mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qk
         if (r != cudaSuccess) return mv_cuda_check(r, e, "cuDNN attention workspace");
         a->ws_size = p->ws;
     }
-    const int64_t H = (int64_t)a->heads * a->D, B = m->B;
-    int64_t uids[] = {U_Q, U_K, U_V, U_O, U_SEQ_Q, U_SEQ_KV, U_RQ, U_RK, U_RV, U_RO, U_SCALE, U_NEGINF};
-    void *ptrs[] = {(void *)qkv,  (void *)(qkv + H), (void *)(qkv + 2 * H), (void *)out,
-                    m->dev,       m->dev,            m->dev + B,            m->dev + B,
-                    m->dev + B,   m->dev + 2 * B + 1, &a->scale,            &a->neg_inf};
-    enum { NVP = (int)(sizeof uids / sizeof uids[0]) };
+    *out = p;
+    return MV_OK;
+}
+
+/* Executes plan p with the variant pack (uids, ptrs)[n]. */
+static mv_status execute(mv_cudnn_attn *a, const dnn_plan *p, const int64_t *uids, void **ptrs, int n, mv_err *e)
+{
     dset g;
     memset(&g, 0, sizeof g);
     cudnnBackendDescriptor_t vp = mk(&g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
-    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, NVP, uids, "variant pack");
-    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, NVP, ptrs, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids, "variant pack");
+    set(&g, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs, "variant pack");
     set(&g, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &a->ws, "variant pack");
     fin(&g, vp, "variant pack");
     if (g.s == CUDNN_STATUS_SUCCESS) {
         g.s = g_dnn.BackendExecute(a->h, p->plan, vp);
         if (g.s != CUDNN_STATUS_SUCCESS) g.what = "execute";
     }
+    mv_status st = MV_OK;
     if (g.s != CUDNN_STATUS_SUCCESS) st = dnn_fail(e, g.s, g.what ? g.what : "variant pack");
     for (int i = g.n - 1; i >= 0; i--) g_dnn.BackendDestroyDescriptor(g.d[i]);
     return st;
+}
+
+mv_status mv_cudnn_attn_run(mv_cudnn_attn *a, int buf, bf16 *out, const bf16 *qkv, mv_err *e)
+{
+    const dnn_meta *m = &a->meta[buf & 1];
+    if (m->nseg <= 0) return MV_OK;
+    mv_status st = mv_cuda_check_resident(qkv, a->device, "cuDNN attention qkv", e);
+    if (st == MV_OK) st = mv_cuda_check_resident(out, a->device, "cuDNN attention output", e);
+    if (st != MV_OK) return st;
+    const int64_t H = (int64_t)a->heads * a->D, B = m->B;
+    dnn_plan *p = NULL;
+    if (m->dense) {
+        /* batches of a power of two (few plans: log2 of the batch sizes seen per length), each
+         * on its own consecutive rows */
+        for (int64_t done = 0; st == MV_OK && done < B;) {
+            int64_t b = 1;
+            while (b * 2 <= B - done) b *= 2;
+            st = get_plan(a, b, m->S, 1, &p, e);
+            const bf16 *q = qkv + done * m->S * 3 * H;
+            int64_t uids[] = {U_Q, U_K, U_V, U_O, U_SCALE};
+            void *ptrs[] = {(void *)q, (void *)(q + H), (void *)(q + 2 * H), (void *)(out + done * m->S * H),
+                            &a->scale};
+            if (st == MV_OK) st = execute(a, p, uids, ptrs, 5, e);
+            done += b;
+        }
+        return st;
+    }
+    st = get_plan(a, B, m->S, 0, &p, e);
+    if (st != MV_OK) return st;
+    int64_t uids[] = {U_Q, U_K, U_V, U_O, U_SEQ_Q, U_SEQ_KV, U_RQ, U_RK, U_RV, U_RO, U_SCALE, U_NEGINF};
+    void *ptrs[] = {(void *)qkv,  (void *)(qkv + H), (void *)(qkv + 2 * H), (void *)out,
+                    m->dev,       m->dev,            m->dev + B,            m->dev + B,
+                    m->dev + B,   m->dev + 2 * B + 1, &a->scale,            &a->neg_inf};
+    return execute(a, p, uids, ptrs, (int)(sizeof uids / sizeof uids[0]), e);
 }
 
 #else /* built without cuDNN (make NO_CUDNN=1, or no cudnn.h) */

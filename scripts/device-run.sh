@@ -98,6 +98,9 @@ for step in "$@"; do
     attn)
         timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} >"$OUT/attn.jsonl" 2>"$OUT/attn.log" || rc=1
         timeout 240 python3 scripts/bench_attn_torch.py --iters ${ATTN_ITERS:-20} >>"$OUT/attn.jsonl" 2>>"$OUT/attn.log" || rc=1
+        # the same shapes through the ragged graph only (the bench's segments are all equal)
+        MV_CUDNN_DENSE=0 timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} 2>>"$OUT/attn.log" |
+            grep '"cudnn"' | sed 's/"impl": "cudnn"/"impl": "cudnn_ragged"/' >>"$OUT/attn.jsonl" || rc=1
         grep -v '^{' "$OUT/attn.jsonl"
         grep -E '"attn_agree"|"error"' "$OUT/attn.jsonl" | head -20
         tail -5 "$OUT/attn.log"
@@ -106,9 +109,14 @@ for step in "$@"; do
         m=$(ensure_model 27b)
         python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters ${BENCH_ITERS:-10} \
             ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
-        echo "== attention kernel variant 1 (8 warps x 16 rows), mvembed only" | tee -a "$OUT/bench.log"
-        MV_ATTN_VARIANT=1 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention builtin \
-            --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -4
+        echo "== cuDNN attention through the ragged graph only (MV_CUDNN_DENSE=0), mvembed only" | tee -a "$OUT/bench.log"
+        MV_CUDNN_DENSE=0 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention cudnn \
+            --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -6
+        if [ "${BENCH_VARIANT1:-0}" = 1 ]; then
+            echo "== attention kernel variant 1 (8 warps x 16 rows), mvembed only" | tee -a "$OUT/bench.log"
+            MV_ATTN_VARIANT=1 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention builtin \
+                --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -4
+        fi
         ;;
     ncu)
         m=$(ensure_model 27b)

@@ -892,7 +892,16 @@ int main(int argc, char **argv)
         test_attention_cudnn(mx, 3, 64, 2.f);
     }
     test_attention_cudnn({300, 65}, 2, 72, 6.f); /* near one-hot softmax rows */
+    /* equal segments: the dense graph, in power-of-two batches (20 = 16 + 4, 5 = 4 + 1, 3 = 2 + 1) */
+    test_attention_cudnn(std::vector<int>(20, 784), 2, 72, 2.f);
+    test_attention_cudnn(std::vector<int>(5, 130), 3, 64, 2.f);
+    test_attention_cudnn({1, 1, 1}, 2, 72, 2.f);
+    test_attention_cudnn({64, 64}, 2, 72, 6.f);
+    setenv("MV_CUDNN_DENSE", "0", 1); /* the same through the ragged graph */
+    test_attention_cudnn(std::vector<int>(5, 130), 3, 64, 2.f);
+    unsetenv("MV_CUDNN_DENSE");
     if (!quick) {
+        test_attention_cudnn({4096, 4096, 4096}, 2, 72, 2.f);
         test_attention_cudnn({8160}, 2, 72, 2.f);
         test_attention_cudnn({8160, 784, 129, 1}, 2, 64, 2.f);
         std::vector<int> many(64, 784); /* 64 images of 448x448: B bucket 64 */
