@@ -313,6 +313,33 @@ uint16_t mv_f32_to_f16(float f)
     return (uint16_t)half;
 }
 
+/* F16C's conversion rounds to nearest even and handles subnormals, overflow and infinities as
+ * mv_f32_to_f16 does (NaN payloads may differ: outputs never hold NaN). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void f16_n_f16c(const float *x, uint16_t *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++)
+        y[i] = mv_f32_to_f16(x[i]);
+}
+#endif
+
+void mv_f32_to_f16_n(const float *x, uint16_t *y, size_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("f16c") && !getenv("MV_NO_F16C")) {
+        f16_n_f16c(x, y, n);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++)
+        y[i] = mv_f32_to_f16(x[i]);
+}
+
 float mv_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
@@ -369,8 +396,7 @@ mv_status mv_npy_encode_f32_as(mv_dtype dt, int64_t rows, int64_t cols, const fl
     if (dt == MV_DT_F16) {
         if (!(half = malloc(count * sizeof *half + 1)))
             return mv_fail(e, MV_ERR_NOMEM, "out of memory converting to f16");
-        for (size_t i = 0; i < count; i++)
-            half[i] = mv_f32_to_f16(data[i]);
+        mv_f32_to_f16_n(data, half, count);
         payload = half;
     }
     int64_t shape[2] = {rows, cols};

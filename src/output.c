@@ -339,8 +339,7 @@ static mv_status write_image(int fd, const char *fin, mv_dtype dt, int64_t rows,
     } else {
         for (size_t off = 0; rc == 0 && off < count; off += HALF) {
             size_t m = count - off < HALF ? count - off : HALF;
-            for (size_t i = 0; i < m; i++)
-                z->half[i] = mv_f32_to_f16(data[off + i]);
+            mv_f32_to_f16_n(data + off, z->half, m);
             rc = z_feed(z, fd, z->half, m * sizeof *z->half, ZSTD_e_continue, written, &r);
         }
     }
