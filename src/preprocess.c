@@ -328,7 +328,9 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
 {
     if (pixels) *pixels = NULL;
     if (resized) *resized = NULL;
-    if ((!pixels && !resized) || !img || !img->rgb || img->width <= 0 || img->height <= 0)
+    if (!pixels && !resized)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
+    if (!img || !img->rgb || img->width <= 0 || img->height <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: empty image");
     if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
@@ -399,7 +401,9 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
 {
     if (pixels) *pixels = NULL;
     if (resized) *resized = NULL;
-    if ((!pixels && !resized) || !read || n < 1 || w <= 0 || h <= 0)
+    if (!pixels && !resized)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
+    if (!read || n < 1 || w <= 0 || h <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video");
     if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
