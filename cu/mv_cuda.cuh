@@ -1,6 +1,6 @@
 /* mv_cuda.cuh - shared internals of the CUDA backend: error checks, bf16/f32 element helpers and
  * the launchers of every op family in cu/ (layernorm, rope, posembed, attention, elementwise,
- * gemm). The tower driver (cu/tower_cuda.cu) and the kernel-vs-CPU-twin tests (test/cuda/)
+ * patchify, gemm). The tower driver (cu/tower_cuda.cu) and the kernel-vs-CPU-twin tests (test/cuda/)
  * include it. Not a public header: the public interface is include/mv_backend.h.
  *
  * Activations are templated on T = float (f32/tf32 precision) or __nv_bfloat16 (bf16 precision).
@@ -142,6 +142,22 @@ cudaError_t mv_cuda_pool_add(double *acc, const float *x, const mv_pool_span *sp
 /* out[e, c] = (float)(acc[e, c] / rows[e]) for e < n (rows: device array). */
 cudaError_t mv_cuda_pool_finish(float *out, const double *acc, const int64_t *rows, int n, int cols,
                                 cudaStream_t st);
+
+/* ---- patchify.cu ---------------------------------------------------------------------- */
+/* One attention segment (a temporal group of one entry) of a chunk of uint8 frames. */
+typedef struct {
+    int64_t src;    /* byte offset of the segment's first frame in the chunk's frame buffer */
+    int64_t row0;   /* its first patch row, relative to the chunk (ascending over segments) */
+    int32_t nf;     /* its frames, 1..temporal (fewer than temporal: the last one repeats) */
+    int32_t gh, gw; /* its entry's grid h, w in patches; a frame is [gh * patch][gw * patch][3] */
+    int32_t pad;
+} mv_patch_seg;
+/* out[n_rows, 3 * temporal * patch^2] (f32) = lut[c * 256 + v] of frames' uint8 values, rows in
+ * merge-block order per segment, columns (c, t, ph, pw): mv_patchify's result for the rows of
+ * segs[nseg]. lut[3 * 256] (device, mv_norm_lut). */
+cudaError_t mv_cuda_patchify(float *out, const uint8_t *frames, const mv_patch_seg *segs, int nseg,
+                             int64_t n_rows, const float *lut, int patch, int merge, int temporal,
+                             cudaStream_t st);
 
 /* ---- gemm.cu (cuBLASLt) ---------------------------------------------------------------- */
 typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;

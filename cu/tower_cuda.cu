@@ -12,9 +12,12 @@
  * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
  * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
  * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
- * src/plan.c); chunks are pipelined: the host uploads chunk k+1's pixels and downloads chunk
- * k-1's output on a second stream while chunk k computes. Inside a chunk there are no host
- * round trips, except the stage dumps (--dump-stages), which need the batch in one
+ * src/plan.c); chunks are pipelined: the host uploads chunk k+1's input and downloads chunk k-1's
+ * output on a second stream while chunk k computes. The input is f32 pixel_values (forward) or,
+ * from the pipeline, the resized uint8 frames (forward_u8: 8x fewer bytes over the bus), which
+ * cu/patchify.cu normalises and patchifies on the GPU first, bit for bit as the CPU's
+ * mv_patchify. Inside a chunk there are no host round trips, except the stage dumps
+ * (--dump-stages), which need the batch in one
  * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
  * failing with a message. Not thread-safe: one forward at a time per backend; backends on
  * different devices (or several on one) run concurrently from their own threads: all state
@@ -42,6 +45,7 @@
 extern "C" {
 #include "mv_backend.h"
 #include "mv_model.h"
+#include "mv_preprocess.h"
 }
 
 #define DEFAULT_BATCH_TOKENS 16384
@@ -76,6 +80,10 @@ typedef struct {
     int64_t cap, cap_max;
     mv_tower_sizes sz;      /* byte sizes of the weight buffers and workspace rows (src/plan.c) */
     float *pix[2];          /* [cap, sz.pix_cols] f32: pixels in, f32 output / dump scratch out */
+    uint8_t *u8[2];         /* [cap * patch_dim] bytes: a chunk's uint8 frames (forward_u8), at
+                             * most temporal * patch^2 * 3 = patch_dim bytes per patch row */
+    mv_patch_seg *pseg[2];  /* [cap / merge^2 + 1]: the chunk's segments for the patchify */
+    float *lut;             /* [3 * 256] mv_norm_lut of the model's preprocessing */
     void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, sz.qkv_cols] [cap, H]
                                      * [cap, sz.mlp_cols] (x is f32 with f32res) */
     mv_rowinfo *ri[2];      /* [cap] */
@@ -229,7 +237,8 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
 /* ---- workspace -------------------------------------------------------------------------- */
 static void free_workspace(cuda_backend *b)
 {
-    void **p[] = {(void **)&b->pix[0], (void **)&b->pix[1], &b->x, &b->xn, &b->qkv, &b->att, &b->mlp,
+    void **p[] = {(void **)&b->pix[0], (void **)&b->pix[1], (void **)&b->u8[0], (void **)&b->u8[1],
+                  (void **)&b->pseg[0], (void **)&b->pseg[1], &b->x, &b->xn, &b->qkv, &b->att, &b->mlp,
                   (void **)&b->rope_cs,
                   (void **)&b->ri[0], (void **)&b->ri[1], (void **)&b->tiles[0], (void **)&b->tiles[1]};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) {
@@ -254,6 +263,8 @@ static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
     if (r == cudaSuccess) r = cudaMalloc((void **)&(ptr), (size_t)(bytes))
     for (int i = 0; i < 2; i++) {
         AL(b->pix[i], cap * (int64_t)z->row_pix);
+        AL(b->u8[i], cap * (int64_t)c->patch_dim);
+        AL(b->pseg[i], (cap / (c->merge * c->merge) + 1) * (int64_t)sizeof(mv_patch_seg));
         AL(b->ri[i], cap * (int64_t)z->row_ri);
         AL(b->tiles[i], tiles * (int64_t)sizeof(mv_attn_tile));
     }
@@ -334,6 +345,20 @@ static mv_status dump_t(cuda_backend *b, mv_stage_fn fn, void *ud, const char *s
     return st;
 }
 
+/* Stage dump of the f32 pixel_values the patchify kernel wrote: the GPU's own result. */
+static mv_status dump_pixels(cuda_backend *b, mv_stage_fn fn, void *ud, const float *pix, int64_t rows,
+                             int64_t cols, mv_err *e)
+{
+    if (!fn) return MV_OK;
+    float *h = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+    if (!h) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory dumping pixel_values");
+    cudaError_t r = cudaMemcpyAsync(h, pix, (size_t)(rows * cols) * sizeof(float), cudaMemcpyDeviceToHost, b->st);
+    if (r == cudaSuccess) r = cudaStreamSynchronize(b->st);
+    mv_status st = r == cudaSuccess ? fn(ud, "pixel_values", h, rows, cols, e) : mv_cuda_check(r, e, "dump copy");
+    free(h);
+    return st;
+}
+
 template <typename T>
 static mv_status act_fallback(cuda_backend *b, T *y, int act, int64_t count, mv_err *e)
 {
@@ -385,7 +410,9 @@ static cudaError_t ln_x(bf16 *y, const float *x, const float *w, const float *bi
     return mv_cuda_layernorm_f32_bf16(y, x, w, bias, n, dim, eps, st);
 }
 
-/* Enqueues the whole tower for one chunk on b->st; its pixels are in pix[ch->buf] (f32), its
+/* Enqueues the whole tower for one chunk on b->st; its pixels are in pix[ch->buf] (f32), or, with
+ * host_pixels NULL (forward_u8), its uint8 frames are in u8[ch->buf] with its segments in
+ * pseg[ch->buf] and the patchify kernel writes pix[ch->buf] first; its
  * output goes to pix[ch->buf] as f32 [n / mm, L]. T: activations; TX: the residual stream x
  * (T, or f32 in bf16 mode with f32res). */
 template <typename T, typename TX>
@@ -404,7 +431,14 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     const mv_rowinfo *ri = b->ri[ch->buf];
     const mv_attn_tile *tiles = b->tiles[ch->buf];
 
-    if (fn) ST(fn(ud, "pixel_values", host_pixels, n, P, e));
+    if (!host_pixels) {
+        CK(mv_cuda_patchify(pix, b->u8[ch->buf], b->pseg[ch->buf], ch->nseg, n, b->lut, c->patch, c->merge,
+                            c->temporal, st),
+           "patchify");
+        ST(dump_pixels(b, fn, ud, pix, n, P, e));
+    } else if (fn) {
+        ST(fn(ud, "pixel_values", host_pixels, n, P, e));
+    }
     /* pixels -> T (bf16: rounded at tower entry, as HF casts pixel_values) */
     const T *px;
     if (sizeof(T) == 2) {
@@ -505,12 +539,64 @@ static mv_status pool_chunk(cuda_backend *b, const chunk *ch, const mv_segment *
     return MV_OK;
 }
 
-/* forward (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L] means). */
-static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
-                              float *out, mv_stage_fn fn, void *ud, int pool, mv_err *e)
+/* forward_u8: every segment's frames and rows in the packed input, offsets absolute (upload_u8
+ * makes a chunk's relative). Segment g of an entry of n frames has frames [g*T, min(g*T + T, n)),
+ * as mv_patchify groups them. NULL when out of memory. */
+static mv_patch_seg *u8_segments(const mv_vision_config *c, const int32_t *n_frames, const int32_t *grid,
+                                 int n_entries, int nseg)
+{
+    mv_patch_seg *ps = (mv_patch_seg *)malloc(sizeof(mv_patch_seg) * (size_t)nseg);
+    if (!ps) return NULL;
+    int64_t src = 0, row = 0;
+    for (int i = 0, s = 0; i < n_entries; i++) {
+        int h = grid[3 * i + 1], w = grid[3 * i + 2];
+        int64_t fb = (int64_t)h * w * c->patch * c->patch * 3;
+        for (int g = 0; g < grid[3 * i]; g++, s++) {
+            int nf = n_frames[i] - g * c->temporal;
+            if (nf > c->temporal) nf = c->temporal;
+            ps[s] = mv_patch_seg{src, row, nf, h, w, 0};
+            src += nf * fb;
+            row += (int64_t)h * w;
+        }
+    }
+    return ps;
+}
+
+/* Enqueues on b->io the upload of a chunk's uint8 frames (one contiguous byte range: its segments
+ * are consecutive) into u8[ch->buf] and of its segment table, made chunk-relative in place, into
+ * pseg[ch->buf]. */
+static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *frames, mv_patch_seg *ps)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    mv_patch_seg *s0 = ps + ch->seg0, *sl = ps + ch->seg0 + ch->nseg - 1;
+    int64_t base = s0->src;
+    int64_t end = sl->src + (int64_t)sl->nf * sl->gh * sl->gw * c->patch * c->patch * 3;
+    if (end - base > b->cap * (int64_t)c->patch_dim || ch->nseg > b->cap / (c->merge * c->merge) + 1)
+        return cudaErrorInvalidValue; /* cannot happen: at most patch_dim bytes a row, mm rows a segment */
+    for (int j = 0; j < ch->nseg; j++) {
+        s0[j].src -= base;
+        s0[j].row0 -= ch->r0;
+    }
+    cudaError_t r = cudaMemcpyAsync(b->u8[ch->buf], frames + base, (size_t)(end - base),
+                                    cudaMemcpyHostToDevice, b->io);
+    if (r == cudaSuccess)
+        r = cudaMemcpyAsync(b->pseg[ch->buf], s0, sizeof(mv_patch_seg) * (size_t)ch->nseg,
+                            cudaMemcpyHostToDevice, b->io);
+    return r;
+}
+
+/* forward / forward_u8 (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L]
+ * means). The input is f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
+static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t *frames,
+                              const int32_t *n_frames, const int32_t *grid, int n_entries, float *out,
+                              mv_stage_fn fn, void *ud, int pool, mv_err *e)
 {
     cuda_backend *b = (cuda_backend *)be;
     const mv_vision_config *c = &be->model->cfg;
+    if (frames) {
+        int64_t NF;
+        ST(mv_frames_check(c, n_frames, grid, n_entries, &NF, NULL, e));
+    }
     /* segments (src/plan.c): one per temporal group of each entry; h, w fit mv_rowinfo */
     mv_plan plan;
     mv_status st = mv_plan_segments(&plan, c, grid, n_entries, MV_ROWINFO_MAX_SIDE, e);
@@ -528,6 +614,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
     /* residency: this thread works on the backend's device; buffers of another GPU are refused */
     cudaError_t rd = cudaSetDevice(b->device);
     st = rd != cudaSuccess ? mv_cuda_check(rd, e, "cudaSetDevice")
+         : frames          ? mv_cuda_check_resident(frames, b->device, "forward frames", e)
                            : mv_cuda_check_resident(pixels, b->device, "forward pixels", e);
     if (st == MV_OK) st = mv_cuda_check_resident(out, b->device, "forward output", e);
     if (st != MV_OK) {
@@ -580,6 +667,12 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
                        (long long)N, (long long)b->cap);
     }
 
+    mv_patch_seg *psegs = frames ? u8_segments(c, n_frames, grid, n_entries, nseg) : NULL;
+    if (frames && !psegs) {
+        mv_plan_free(&plan);
+        return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", nseg);
+    }
+
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
     chunk prev = {0, 0, 0, 0, 0, 0, 0};
     int have_prev = 0, k = 0;
@@ -615,9 +708,11 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
                     fprintf(stderr, "mvembed: cuda: device %d: this chunk runs the builtin attention: %s\n",
                             b->device, pe.msg);
             }
-            cudaError_t r = cudaMemcpyAsync(b->pix[ch.buf], pixels + ch.r0 * P,
-                                            (size_t)(ch.n * P) * sizeof(float),
-                                            cudaMemcpyHostToDevice, b->io);
+            /* uint8 frames (8x fewer bytes than pixel_values; the kernel patchifies) or f32 rows */
+            cudaError_t r = frames ? upload_u8(b, &ch, frames, psegs)
+                                   : cudaMemcpyAsync(b->pix[ch.buf], pixels + ch.r0 * P,
+                                                     (size_t)(ch.n * P) * sizeof(float),
+                                                     cudaMemcpyHostToDevice, b->io);
             if (r == cudaSuccess)
                 r = cudaMemcpyAsync(b->ri[ch.buf], b->h_ri, (size_t)ch.n * sizeof(mv_rowinfo),
                                     cudaMemcpyHostToDevice, b->io);
@@ -631,7 +726,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
                 st = mv_cuda_check(r, e, "upload");
                 break;
             }
-            const float *hp = pixels + ch.r0 * P;
+            const float *hp = frames ? NULL : pixels + ch.r0 * P;
             st = b->prec != MV_PREC_BF16 ? run_chunk<float, float>(b, &ch, fn, ud, hp, e)
                  : b->f32res              ? run_chunk<bf16, float>(b, &ch, fn, ud, hp, e)
                                           : run_chunk<bf16, bf16>(b, &ch, fn, ud, hp, e);
@@ -660,6 +755,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
         k++;
     }
     mv_plan_free(&plan);
+    free(psegs);
     if (st == MV_OK && pool) {
         cudaError_t r = mv_cuda_pool_finish(b->pool_out, b->pool_acc, b->pool_rows, n_entries, L, b->st);
         if (r == cudaSuccess)
@@ -683,13 +779,34 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const int32_t
 static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
                               float *out, mv_stage_fn fn, void *ud, mv_err *e)
 {
-    return forward_impl(be, pixels, grid, n_entries, out, fn, ud, 0, e);
+    return forward_impl(be, pixels, NULL, NULL, grid, n_entries, out, fn, ud, 0, e);
 }
 
-static mv_status cuda_forward_mean(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
-                                   float *out, mv_err *e)
+/* forward_u8 and forward_mean take uint8 frames: the preprocessing's patch geometry must be the
+ * tower's */
+static mv_status u8_geometry(const mv_model *m, const uint8_t *frames, mv_err *e)
 {
-    return forward_impl(be, pixels, grid, n_entries, out, NULL, NULL, 1, e);
+    if (m->pp.patch != m->cfg.patch || m->pp.merge != m->cfg.merge || m->pp.temporal != m->cfg.temporal)
+        return mv_fail(e, MV_ERR_MODEL, "patch/merge/temporal %d/%d/%d of the preprocessing disagree "
+                       "with the tower's %d/%d/%d", m->pp.patch, m->pp.merge, m->pp.temporal,
+                       m->cfg.patch, m->cfg.merge, m->cfg.temporal);
+    if (!frames) return mv_fail(e, MV_ERR_USAGE, "cuda: forward_u8 without frames");
+    return MV_OK;
+}
+
+static mv_status cuda_forward_u8(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
+                                 const int32_t *grid, int n_entries, float *out, mv_stage_fn fn, void *ud,
+                                 mv_err *e)
+{
+    ST(u8_geometry(be->model, frames, e));
+    return forward_impl(be, NULL, frames, n_frames, grid, n_entries, out, fn, ud, 0, e);
+}
+
+static mv_status cuda_forward_mean(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
+                                   const int32_t *grid, int n_entries, float *out, mv_err *e)
+{
+    ST(u8_geometry(be->model, frames, e));
+    return forward_impl(be, NULL, frames, n_frames, grid, n_entries, out, NULL, NULL, 1, e);
 }
 
 static void cuda_destroy(mv_backend *be)
@@ -703,6 +820,7 @@ static void cuda_destroy(mv_backend *be)
     mv_cudnn_attn_destroy(b->dnn);
     mv_gemm_destroy(b->gemm);
     if (b->arena) cudaFree(b->arena);
+    if (b->lut) cudaFree(b->lut);
     for (int i = 0; i < 2; i++) {
         if (b->ev_up[i]) cudaEventDestroy(b->ev_up[i]);
         if (b->ev_done[i]) cudaEventDestroy(b->ev_done[i]);
@@ -840,6 +958,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.name = "cuda";
     b->base.forward = cuda_forward;
     b->base.forward_mean = cuda_forward_mean;
+    b->base.forward_u8 = cuda_forward_u8;
     b->base.destroy = cuda_destroy;
     b->base.host_alloc = cuda_host_alloc;
     b->base.host_free = cuda_host_free;
@@ -873,6 +992,13 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
                                                              : MV_GEMM_F32,
                             b->st, e);
     if (st == MV_OK) st = upload_weights(b, e);
+    if (st == MV_OK) { /* forward_u8's normalisation table, the CPU's own (mv_norm_lut) */
+        float lut[3][256];
+        mv_norm_lut(&m->pp, lut);
+        r = cudaMalloc((void **)&b->lut, sizeof lut);
+        if (r == cudaSuccess) r = cudaMemcpy(b->lut, lut, sizeof lut, cudaMemcpyHostToDevice);
+        if (r != cudaSuccess) st = mv_cuda_check(r, e, "normalisation table upload");
+    }
     if (st == MV_OK) st = choose_attention(b, o, e);
     if (st == MV_OK) {
         long long bt = o ? o->batch_tokens : 0;

@@ -1,9 +1,11 @@
 /* mv_backend.h - the narrow interface between the pipeline and a tower implementation.
  *
- * A forward takes packed pixel_values for n entries (images, or videos with t temporal groups),
- * rows in HF merge-block order, and returns the merger output. Each temporal group of each entry
- * is its own attention segment (cu_seqlens = cumsum of h*w repeated t times), exactly as
- * HF Qwen3_5VisionModel.forward does.
+ * A forward takes n entries (images, or videos with t temporal groups) and returns the merger
+ * output. Its input is either the packed pixel_values (forward: f32 rows in HF merge-block order)
+ * or the resized uint8 frames they come from (forward_u8: the backend normalises and patchifies
+ * them itself, bit for bit as mv_patchify, so 8x fewer bytes cross the bus; the pipeline uses
+ * this one). Each temporal group of each entry is its own attention segment (cu_seqlens = cumsum
+ * of h*w repeated t times), exactly as HF Qwen3_5VisionModel.forward does.
  *
  * Implementations: CPU (src/tower_cpu.c, f32, OpenBLAS) and CUDA (cu/, bf16 tensor cores).
  */
@@ -30,14 +32,25 @@ struct mv_backend {
     mv_status (*forward)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
                          float *out, mv_stage_fn dump, void *ud, mv_err *e);
     /* --pool mean on the device, or NULL (the caller pools the tokens on the host with
-     * mv_pool_mean): the same forward without stage dumps, but out receives one row per entry,
+     * mv_pool_mean): forward_u8 without stage dumps, but out receives one row per entry,
      * the mean of that entry's output tokens (a video's over all its temporal groups), summed in
      * f64 in row order and rounded once: bit-identical to mv_pool_mean of forward's output.
      * out: [n_entries, out_hidden]. */
-    mv_status (*forward_mean)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
-                              float *out, mv_err *e);
+    mv_status (*forward_mean)(mv_backend *b, const uint8_t *frames, const int32_t *n_frames,
+                              const int32_t *grid, int n_entries, float *out, mv_err *e);
+    /* The same forward from the resized uint8 frames (HWC RGB) instead of pixel_values.
+     * frames: the entries' frames back to back, entry i being [n_frames[i]][h_i * patch]
+     * [w_i * patch][3] with {t_i, h_i, w_i} = grid[3i..3i+2] and t_i = ceil(n_frames[i] /
+     * temporal) (mv_frames_check): an image is 1 frame (duplicated to temporal), a video its
+     * sampled frames in temporal groups, the last frame repeated when the count is not a multiple
+     * of temporal. The backend normalises with mv_norm_lut's table and patchifies in
+     * merge-block order, columns (c, t, ph, pw), bit for bit as mv_patchify; the "pixel_values"
+     * stage dump is that patchified result as the backend made it. Needs in_ch 3. */
+    mv_status (*forward_u8)(mv_backend *b, const uint8_t *frames, const int32_t *n_frames,
+                            const int32_t *grid, int n_entries, float *out, mv_stage_fn dump,
+                            void *ud, mv_err *e);
     void (*destroy)(mv_backend *b);
-    /* Host memory for a forward's pixels and output, or NULL to use malloc/free. The CUDA backend
+    /* Host memory for a forward's pixels (or frames) and output, or NULL to use malloc/free. The CUDA backend
      * hands out page-locked memory, so uploads and downloads run at full bus speed and the upload
      * of the next chunk really overlaps the compute of this one. host_alloc may return NULL (no
      * page-locked memory left): callers then fall back to malloc. */
@@ -75,5 +88,11 @@ int mv_cuda_device_count(void); /* usable CUDA devices (0 without CUDA) */
 /* Validates a grid list (h, w even and >= 2, t >= 1) and counts patches. */
 mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
                         mv_err *e);
+
+/* Validates forward_u8's input: the grid (mv_grid_check), in_ch 3, n_frames[i] >= 1 with
+ * grid t = ceil(n_frames[i] / temporal). Counts patches and the frames' bytes
+ * (sum of n_frames[i] * h_i * w_i * patch^2 * 3); either pointer may be NULL. */
+mv_status mv_frames_check(const mv_vision_config *c, const int32_t *n_frames, const int32_t *grid,
+                          int n, int64_t *n_patches, int64_t *bytes, mv_err *e);
 
 #endif

@@ -1,7 +1,7 @@
 /* mv_item.h - one input from sniff to manifest record, knowing nothing of threads or queues.
  *
  * An mv_item is what travels through the pipeline (mv_pipeline.h): its path and output name,
- * the preprocessed pixel_values once decoded, the tower's output once run, or an error. Every
+ * the resized uint8 frames once decoded, the tower's output once run, or an error. Every
  * function here works on one item; the pipeline decides which thread calls what and when.
  * Not here: output naming rules (mv_walk.h), writing files (mv_output.h), the manifest file
  * (mv_manifest.h).
@@ -14,12 +14,15 @@
 #include "mv_model.h"
 #include "mv_npy.h"
 
-/* What decoding + preprocessing produced for one input. */
+/* What decoding + preprocessing produced for one input: the resized frames, the tower's input
+ * (mv_backend.forward_u8 normalises and patchifies them; 3 bytes a pixel instead of the 24 of
+ * f32 pixel_values with the temporal duplicate) and what --dump-stages writes as input.png. */
 typedef struct {
-    float *pixels;    /* [patches, patch_dim] */
+    uint8_t *frames;  /* [n_frames][rh][rw][3] uint8 HWC, rh = grid h * patch, rw = grid w * patch;
+                       * freed once the forward ran */
+    int n_frames;     /* images 1; videos the sampled frames (grid t = ceil(n_frames / temporal)) */
+    int rw, rh;
     int32_t grid[3];  /* t, h, w in patches */
-    uint8_t *resized; /* [n_frames][rh][rw][3], for input.png (--dump-stages only) */
-    int n_frames, rw, rh;
     const char *kind; /* "image" / "video" */
     int width, height;
     int64_t *frame_idx; /* videos: sampled frame indices [n_idx] and timestamps */
@@ -66,10 +69,11 @@ void mv_item_free(mv_item *it);
 void mv_item_set_out(mv_item *it, float *out, int64_t rows);
 
 /* Marks the item failed with msg (copied; "out of memory" if even that fails) and drops its
- * pixels. */
+ * frames. */
 void mv_item_fail(mv_item *it, const char *msg);
 
-/* Sniffs, decodes and preprocesses the item exactly like HF. A bad input sets it->error and
+/* Sniffs, decodes, resizes exactly like HF (the frames, not yet normalised: the backend does that
+ * and the patchify) and, with dump_dir, writes the input PNGs. A bad input sets it->error and
  * returns MV_OK; a non-OK return is fatal for the run (the --dump-stages directory cannot be
  * written), with e set. */
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *e);

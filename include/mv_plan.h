@@ -142,8 +142,11 @@ typedef struct {
     size_t row_ri;             /* mv_rowinfo, two buffers */
     size_t row_tiles;          /* budget of one mv_attn_tile per row, two buffers */
     size_t row_host;           /* host staging: one mv_rowinfo + 16 */
+    size_t row_u8;             /* a chunk's uint8 frames (forward_u8): at most patch_dim bytes per
+                                * patch row (temporal x patch^2 x 3), two buffers; plus its
+                                * patchify segment table, one 32-byte entry per merge^2 rows */
     size_t per_token;          /* 2 row_pix + row_x + row_xn + row_att + row_qkv + row_mlp +
-                                * row_rope + 2 row_ri + 2 row_tiles + row_host */
+                                * row_rope + 2 row_ri + 2 row_tiles + row_host + 2 row_u8 */
 } mv_tower_sizes;
 
 /* Fills s for config c and precision prec (f32res: bf16 with the residual stream in f32; ignored

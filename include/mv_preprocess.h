@@ -41,14 +41,17 @@ long long mv_patchify_rows(int n_frames, int h, int w, const mv_preproc_config *
 /* Normalizes and patchifies n_frames frames [h][w][3] (h, w multiples of patch * merge) into
  * out [grid_t * gh * gw, 3 * temporal * patch * patch] (fp32), grid = {grid_t, gh, gw}.
  * A frame count that is not a multiple of temporal repeats the last frame (a single image is
- * duplicated). Rows are t-major then in merge-block order; columns are (c, t, ph, pw). */
+ * duplicated). Rows are t-major then in merge-block order; columns are (c, t, ph, pw).
+ * The CPU backend's forward_u8 runs it; cu/patchify.cu is its CUDA twin. */
 void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
                  const mv_preproc_config *pp, float *out, int32_t grid[3]);
 
 /* The whole image path: smart_resize(img) with factor = patch * merge and pp's min/max pixels,
  * resize, patchify. *pixels (malloc'd, [gh*gw, patch_dim]) and grid = {1, gh, gw}. If resized
  * is non-NULL it receives the resized HWC uint8 image (malloc'd) and *rw, *rh its size
- * (rw/rh may be NULL when resized is NULL). Errors name img->format's file only through the
+ * (rw/rh may be NULL when resized is NULL). pixels NULL skips the patchify (the pipeline hands
+ * the resized frame to mv_backend.forward_u8, which patchifies); grid is set all the same and
+ * resized must then be non-NULL. Errors name img->format's file only through the
  * caller: prefix the message with the file name (mv_fail_prefix). */
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e);
@@ -77,6 +80,7 @@ typedef mv_status (*mv_frame_reader)(void *ud, int first, int count, uint8_t **f
  * (mv_video_max_pixels: the per-frame cap when on), the same resize per frame, patchify in
  * temporal groups. *pixels (malloc'd, [ceil(n/temporal)*gh*gw, patch_dim]) and grid =
  * {ceil(n/temporal), gh, gw}; resized (may be NULL) receives the resized frames [n][rh][rw][3].
+ * As for images, pixels NULL skips the patchify (resized then non-NULL; grid still set).
  * Callers prefix errors with the file. */
 mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, int w, int h,
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],

@@ -17,6 +17,9 @@
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
 #   profile    GPU time by kernel family for one forward (nsys, else ncu durations) at
 #              PROFILE_SIZES (default 64 x 448² and one 2048²)                 -> profile.log
+#   u8dump     the CLI on every fixture (tiny model) with --device cuda and --device cpu and
+#              --dump-stages: the GPU-patchified pixel_values (forward_u8, cu/patchify.cu) equal
+#              the CPU's and HF's (fixtures/ref sha256) bit for bit                -> u8dump.log
 # cuDNN: libcudnn.so.9 of the torch venv (nvidia/cudnn/lib) goes on LD_LIBRARY_PATH and in
 # MV_CUDNN_LIB. Each step's exit status is logged; the script exits 1 when any step failed.
 # Example (device tool): scripts/device-run.sh tests attn parity bench
@@ -152,6 +155,37 @@ for step in "$@"; do
             fi
             python3 scripts/profile_summary.py "$OUT/profile_$sz.csv" "$sz" | tee -a "$OUT/profile.log"
         done
+        ;;
+    u8dump)
+        rm -rf /tmp/mv/u8 && mkdir -p /tmp/mv/u8 && : >"$OUT/u8dump.log"
+        for dev in cuda cpu; do
+            "$BIN/mvembed" -q --device $dev --model fixtures/model-tiny --out /tmp/mv/u8/out_$dev \
+                --dump-stages /tmp/mv/u8/dump_$dev fixtures/media >>"$OUT/u8dump.log" 2>&1 || true
+        done
+        python3 - /tmp/mv/u8 fixtures/ref >>"$OUT/u8dump.log" 2>&1 <<'PY' || rc=1
+import hashlib, json, os, sys
+import numpy as np
+w, ref = sys.argv[1:3]
+ok = lambda dev: {json.loads(l)["output"][:-8]: json.loads(l) for l in open(f"{w}/out_{dev}/manifest.jsonl")
+                  if json.loads(l)["status"] == "ok"}
+cuda, cpu = ok("cuda"), ok("cpu")
+bad = n_hf = 0
+for rel in sorted(cpu):
+    a = np.load(f"{w}/dump_cpu/{rel}/pixel_values.npy")
+    b = np.load(f"{w}/dump_cuda/{rel}/pixel_values.npy") if rel in cuda else None
+    same = b is not None and a.shape == b.shape and a.tobytes() == b.tobytes()
+    h = f"{ref}/{rel.split('/')[0]}/{os.path.splitext(os.path.basename(rel))[0] if rel.startswith('videos/') else os.path.basename(rel)}/pixel_values.sha256"
+    hf = None
+    if os.path.exists(h) and b is not None and not rel.endswith("png_gray16_96x64.png"):
+        hf = hashlib.sha256(np.ascontiguousarray(b, dtype="<f4").tobytes()).hexdigest() == open(h).read().strip()
+        n_hf += 1
+    print(f"{rel}: cuda == cpu {same}, == HF {hf}")
+    bad += (not same) + (hf is False)
+print(f"u8dump: {len(cpu)} inputs ok on cpu, {len(cuda)} on cuda, {n_hf} with HF refs: "
+      + ("PASS" if bad == 0 and len(cuda) == len(cpu) and len(cpu) > 0 else f"FAIL ({bad} mismatches)"))
+sys.exit(0 if bad == 0 and len(cuda) == len(cpu) and len(cpu) > 0 else 1)
+PY
+        tail -1 "$OUT/u8dump.log"
         ;;
     *)
         echo "device-run: unknown step $step" >&2

@@ -1,7 +1,8 @@
 /* item.c - one input from sniff to manifest record: stat + sniff, decode (mv_image.h /
- * mv_video.h), preprocess exactly like HF (mv_preprocess.h), --dump-stages input images, and the
- * manifest record of the result. Knows nothing of threads, queues or backends: the pipeline
- * (pipeline.c) calls these on whichever thread it likes, one item at a time.
+ * mv_video.h), resize exactly like HF (mv_preprocess.h; the backend normalises and patchifies the
+ * resized frames), --dump-stages input images, and the manifest record of the result. Knows
+ * nothing of threads, queues or backends: the pipeline (pipeline.c) calls these on whichever
+ * thread it likes, one item at a time.
  */
 #include "mv_item.h"
 
@@ -21,8 +22,7 @@ static char oom_msg[] = "out of memory"; /* an item's error when even its messag
 
 static void prepared_free(mv_prepared *p)
 {
-    free(p->pixels);
-    free(p->resized);
+    free(p->frames);
     free(p->frame_idx);
     free(p->ts);
     memset(p, 0, sizeof *p);
@@ -102,10 +102,10 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *sr
     p->width = img.width;
     p->height = img.height;
     t = mv_now();
-    st = mv_preprocess_image(&img, &c->m->pp, &p->pixels, p->grid, c->dump_dir ? &p->resized : NULL,
-                             &p->rw, &p->rh, e);
+    /* no pixel_values here: the backend normalises and patchifies the frame (forward_u8) */
+    st = mv_preprocess_image(&img, &c->m->pp, NULL, p->grid, &p->frames, &p->rw, &p->rh, e);
     it->t_preprocess = mv_now() - t;
-    if (!st && c->dump_dir)
+    if (!st)
         p->n_frames = 1;
     mv_image_free(&img);
     if (st)
@@ -172,16 +172,14 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *sr
     t = mv_now();
     /* decoding happens inside, chunk by chunk: its time counts as preprocessing here */
     st = mv_preprocess_video(read_frames, &vr, mv_video_frames_per_read(v), n, info.width, info.height,
-                             pp, &p->pixels, p->grid, c->dump_dir ? &p->resized : NULL, &p->rw,
-                             &p->rh, e);
+                             pp, NULL, p->grid, &p->frames, &p->rw, &p->rh, e);
     mv_video_close(v);
     it->t_preprocess = mv_now() - t;
     if (st && strncmp(e->msg, path, strlen(path))) /* decoding errors name the file already */
         return mv_fail_prefix(e, st, "%s", path);
     if (st)
         return st;
-    if (c->dump_dir)
-        p->n_frames = n;
+    p->n_frames = n;
     return MV_OK;
 }
 
@@ -193,7 +191,7 @@ static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
             snprintf(path, sizeof path, "%s/input.png", dir);
         else
             snprintf(path, sizeof path, "%s/input_%03d.png", dir, i);
-        mv_status st = mv_png_write_rgb(path, p->resized + (size_t)i * p->rw * p->rh * 3, p->rw, p->rh, e);
+        mv_status st = mv_png_write_rgb(path, p->frames + (size_t)i * p->rw * p->rh * 3, p->rw, p->rh, e);
         if (st)
             return st;
     }

@@ -69,8 +69,9 @@ typedef struct {
     runner *R;
     mv_backend *be;
     dev_busy *dev; /* the device this backend runs on */
-    /* pixel staging for one forward, kept between forwards (page-locked when the backend offers it) */
-    float *pix;
+    /* staging of one forward's uint8 frames (mv_backend.forward_u8), kept between forwards
+     * (page-locked when the backend offers it) */
+    void *pix;
     size_t pix_cap; /* bytes */
     int pix_pinned;
     slab_pool out;
@@ -237,7 +238,7 @@ static void *decode_main(void *arg)
 
 /* ---- tower -------------------------------------------------------------------------------- */
 
-static void stage_free(mv_backend *be, float *buf, int pinned)
+static void stage_free(mv_backend *be, void *buf, int pinned)
 {
     if (pinned)
         be->host_free(be, buf);
@@ -247,7 +248,7 @@ static void stage_free(mv_backend *be, float *buf, int pinned)
 
 /* Grows one of a tower thread's staging buffers to at least `bytes`, page-locked when the backend
  * can (CUDA), else with malloc. Returns 0, or -1 when out of memory. */
-static int stage_reserve(mv_backend *be, float **buf, size_t *cap, int *pinned, size_t bytes)
+static int stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes)
 {
     if (*cap >= bytes)
         return 0;
@@ -292,7 +293,10 @@ static slab *slab_get(tower_arg *ta, size_t bytes)
     }
     sb->refs = 1;
     pthread_mutex_unlock(&p->mu);
-    if (stage_reserve(ta->be, &sb->buf, &sb->cap, &sb->pinned, bytes)) {
+    void *buf = sb->buf;
+    int fail = stage_reserve(ta->be, &buf, &sb->cap, &sb->pinned, bytes);
+    sb->buf = buf;
+    if (fail) {
         slab_release(sb);
         return NULL;
     }
@@ -316,7 +320,8 @@ static void stage_release(tower_arg *ta)
     pthread_cond_destroy(&p->freed);
 }
 
-/* Runs one forward over items[0..n) (all prepared without error). */
+/* Runs one forward over items[0..n) (all prepared without error): their resized uint8 frames,
+ * packed back to back into the staging buffer, go to forward_u8, which patchifies them. */
 static void tower_batch(tower_arg *ta, mv_item **items, int n)
 {
     runner *R = ta->R;
@@ -324,35 +329,40 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     const mv_vision_config *c = &R->m->cfg;
     int mm = c->merge * c->merge;
     int64_t N = 0;
-    for (int i = 0; i < n; i++)
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
         N += mv_item_patches(items[i]);
+        bytes += (size_t)items[i]->p.n_frames * items[i]->p.rw * items[i]->p.rh * 3;
+    }
     /* --pool mean where the backend pools on the device: one row per input comes back */
     int dev_pool = R->o->pool == MV_POOL_MEAN && be->forward_mean && !R->o->dump_dir;
     double t = mv_now();
-    /* one input on a backend without page-locked memory: its pixels are used where they are */
+    /* one input on a backend without page-locked memory: its frames are used where they are */
     int gather = n > 1 || be->host_alloc;
-    int32_t *grid = malloc(3 * n * sizeof *grid);
+    int32_t *grid = malloc(3 * n * sizeof *grid), *nfr = malloc(n * sizeof *nfr);
     mv_err e;
-    float *pix = NULL, *out = NULL;
+    uint8_t *frames = NULL;
+    float *out = NULL;
     slab *sb = NULL;
-    if (grid && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned,
-                                           (size_t)N * c->patch_dim * sizeof(float))) &&
+    if (grid && nfr && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bytes)) &&
         (sb = slab_get(ta, (size_t)(dev_pool ? n : N / mm) * c->out_hidden * sizeof(float)))) {
-        pix = gather ? ta->pix : items[0]->p.pixels;
+        frames = gather ? ta->pix : items[0]->p.frames;
         out = sb->buf;
     }
-    if (!pix || !out) {
+    if (!frames || !out) {
         mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
         pl_set_fatal(R, &e);
         goto out;
     }
-    int64_t off = 0;
+    size_t off = 0;
     for (int i = 0; i < n; i++) {
-        memcpy(grid + 3 * i, items[i]->p.grid, sizeof items[i]->p.grid);
+        const mv_prepared *p = &items[i]->p;
+        memcpy(grid + 3 * i, p->grid, sizeof p->grid);
+        nfr[i] = p->n_frames;
+        size_t fb = (size_t)p->n_frames * p->rw * p->rh * 3;
         if (gather)
-            memcpy(pix + off * c->patch_dim, items[i]->p.pixels,
-                   mv_item_patches(items[i]) * c->patch_dim * sizeof(float));
-        off += mv_item_patches(items[i]);
+            memcpy(frames + off, p->frames, fb);
+        off += fb;
     }
     mv_dump_ctx dc;
     if (R->o->dump_dir) /* stages are dumped one input per forward */
@@ -363,8 +373,9 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     if (ta->dev->active++ == 0)
         ta->dev->since = mv_now();
     pthread_mutex_unlock(&ta->dev->mu);
-    mv_status st = dev_pool ? be->forward_mean(be, pix, grid, n, out, &e)
-                            : be->forward(be, pix, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL, &dc, &e);
+    mv_status st = dev_pool ? be->forward_mean(be, frames, nfr, grid, n, out, &e)
+                            : be->forward_u8(be, frames, nfr, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL,
+                                             &dc, &e);
     pthread_mutex_lock(&ta->dev->mu);
     if (--ta->dev->active == 0)
         ta->dev->busy += mv_now() - ta->dev->since;
@@ -383,19 +394,19 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         goto out;
     }
     t = mv_now();
-    off = 0;
+    int64_t orow = 0;
     pthread_mutex_lock(&ta->out.mu);
     sb->refs += n;
     pthread_mutex_unlock(&ta->out.mu);
     for (int i = 0; i < n; i++) {
         int64_t rows = dev_pool ? 1 : mv_item_patches(items[i]) / mm;
-        items[i]->out = out + off * c->out_hidden;
+        items[i]->out = out + orow * c->out_hidden;
         items[i]->out_release = slab_release;
         items[i]->out_owner = sb;
         items[i]->rows = rows;
-        off += rows;
-        free(items[i]->p.pixels);
-        items[i]->p.pixels = NULL;
+        orow += rows;
+        free(items[i]->p.frames);
+        items[i]->p.frames = NULL;
         atomic_fetch_add(&R->tokens, mv_item_patches(items[i]));
     }
     pl_t_add(R, T_STAGE_OUT, t);
@@ -403,6 +414,7 @@ out:
     if (sb)
         slab_release(sb); /* the forward's own reference */
     free(grid);
+    free(nfr);
 }
 
 /* Writer threads at most (zstd + fsync of outputs of tens of MB: the slow CPU stage). */

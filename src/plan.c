@@ -254,7 +254,8 @@ mv_status mv_tower_sizes_compute(const mv_vision_config *c, mv_precision prec, i
     s->row_ri = sizeof(mv_rowinfo);
     s->row_tiles = sizeof(mv_attn_tile);
     s->row_host = sizeof(mv_rowinfo) + 16;
+    s->row_u8 = (size_t)P + (32 + (size_t)mm - 1) / (size_t)mm;
     s->per_token = 2 * s->row_pix + s->row_x + s->row_xn + s->row_att + s->row_qkv + s->row_mlp +
-                   s->row_rope + 2 * s->row_ri + 2 * s->row_tiles + s->row_host;
+                   s->row_rope + 2 * s->row_ri + 2 * s->row_tiles + s->row_host + 2 * s->row_u8;
     return MV_OK;
 }

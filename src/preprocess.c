@@ -303,7 +303,15 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
     }
 }
 
-/* The resized frames to the caller who asked for them (--dump-stages), else freed. */
+/* grid = {ceil(n_frames / temporal), h / patch, w / patch}: what mv_patchify sets. */
+static void patch_grid(int n_frames, int h, int w, const mv_preproc_config *pp, int32_t grid[3])
+{
+    grid[0] = (n_frames + pp->temporal - 1) / pp->temporal;
+    grid[1] = h / pp->patch;
+    grid[2] = w / pp->patch;
+}
+
+/* The resized frames to the caller who asked for them, else freed. */
 static void hand_over_resized(uint8_t *rs, int ow, int oh, uint8_t **resized, int *rw, int *rh)
 {
     if (resized) {
@@ -318,8 +326,10 @@ static void hand_over_resized(uint8_t *rs, int ow, int oh, uint8_t **resized, in
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e)
 {
-    *pixels = NULL;
+    if (pixels) *pixels = NULL;
     if (resized) *resized = NULL;
+    if (!pixels && !resized)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
     if (!img || !img->rgb || img->width <= 0 || img->height <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: empty image");
     if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
@@ -334,6 +344,11 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
     if (mv_resize_bicubic_aa_u8(img->rgb, img->width, img->height, rs, ow, oh) != MV_OK) {
         free(rs);
         return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory resizing to %dx%d", ow, oh);
+    }
+    if (!pixels) { /* the frame is the result: the backend patchifies */
+        patch_grid(1, oh, ow, pp, grid);
+        hand_over_resized(rs, ow, oh, resized, rw, rh);
+        return MV_OK;
     }
     long long rows = mv_patchify_rows(1, oh, ow, pp);
     size_t cols = (size_t)3 * pp->temporal * pp->patch * pp->patch;
@@ -384,8 +399,10 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],
                               uint8_t **resized, int *rw, int *rh, mv_err *e)
 {
-    *pixels = NULL;
+    if (pixels) *pixels = NULL;
     if (resized) *resized = NULL;
+    if (!pixels && !resized)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
     if (!read || n < 1 || w <= 0 || h <= 0)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video");
     if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
@@ -401,8 +418,8 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
     const uint8_t **fp = malloc(n * sizeof *fp);
     long long rows = mv_patchify_rows(n, oh, ow, pp);
     size_t cols = (size_t)3 * pp->temporal * pp->patch * pp->patch;
-    float *px = rs && fp ? malloc(sizeof(float) * (size_t)rows * cols) : NULL;
-    if (!px) {
+    float *px = rs && fp && pixels ? malloc(sizeof(float) * (size_t)rows * cols) : NULL;
+    if (!rs || !fp || (pixels && !px)) {
         free(rs);
         free(fp);
         return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory for %d frames of %dx%d", n, ow, oh);
@@ -425,9 +442,13 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
         free(px);
         return st;
     }
-    mv_patchify(fp, n, oh, ow, pp, px, grid);
+    if (pixels) {
+        mv_patchify(fp, n, oh, ow, pp, px, grid);
+        *pixels = px;
+    } else {
+        patch_grid(n, oh, ow, pp, grid);
+    }
     free(fp);
-    *pixels = px;
     hand_over_resized(rs, ow, oh, resized, rw, rh);
     return MV_OK;
 }

@@ -17,6 +17,7 @@
 #include "mv_backend.h"
 #include "mv_ops_cpu.h"
 #include "mv_plan.h"
+#include "mv_preprocess.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -508,6 +509,31 @@ mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, i
     return MV_OK;
 }
 
+mv_status mv_frames_check(const mv_vision_config *c, const int32_t *n_frames, const int32_t *grid,
+                          int n, int64_t *n_patches, int64_t *bytes, mv_err *e)
+{
+    int64_t np;
+    mv_status st = mv_grid_check(c, grid, n, &np, e);
+    if (st)
+        return st;
+    if (c->in_ch != 3)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "uint8 frames need 3 input channels, the model has %d",
+                       c->in_ch);
+    int64_t tot = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t nf = n_frames[i], t = grid[3 * i];
+        if (nf < 1 || (nf + c->temporal - 1) / c->temporal != t)
+            return mv_fail(e, MV_ERR_USAGE, "entry %d: %d frames do not make %d temporal groups of %d",
+                           i, nf, t, c->temporal);
+        tot += (int64_t)nf * grid[3 * i + 1] * grid[3 * i + 2] * c->patch * c->patch * 3;
+    }
+    if (n_patches)
+        *n_patches = np;
+    if (bytes)
+        *bytes = tot;
+    return MV_OK;
+}
+
 /* ---- the backend ------------------------------------------------------------------------ */
 
 static mv_status dump(mv_stage_fn fn, void *ud, const char *stage, const float *x, int64_t rows,
@@ -635,6 +661,53 @@ out:
     return st;
 }
 
+/* forward_u8: mv_patchify (the CPU twin of cu/patchify.cu) of every entry's frames into one
+ * pixel_values tensor [N, patch_dim], then the f32 forward. */
+static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
+                                const int32_t *grid, int n_entries, float *out, mv_stage_fn fn,
+                                void *ud, mv_err *e)
+{
+    const mv_model *m = be->model;
+    const mv_vision_config *c = &m->cfg;
+    const mv_preproc_config *pp = &m->pp;
+    int64_t N;
+    mv_status st = mv_frames_check(c, n_frames, grid, n_entries, &N, NULL, e);
+    if (st)
+        return st;
+    if (pp->patch != c->patch || pp->merge != c->merge || pp->temporal != c->temporal)
+        return mv_fail(e, MV_ERR_MODEL, "patch/merge/temporal %d/%d/%d of the preprocessing disagree "
+                       "with the tower's %d/%d/%d", pp->patch, pp->merge, pp->temporal, c->patch,
+                       c->merge, c->temporal);
+    int max_nf = 0;
+    for (int i = 0; i < n_entries; i++)
+        max_nf = n_frames[i] > max_nf ? n_frames[i] : max_nf;
+    float *pix = malloc((size_t)N * c->patch_dim * sizeof(float));
+    const uint8_t **fp = malloc((size_t)(max_nf ? max_nf : 1) * sizeof *fp);
+    if (!pix || !fp) {
+        free(pix);
+        free(fp);
+        return mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld x %d pixel values",
+                       (long long)N, c->patch_dim);
+    }
+    omp_set_num_threads(*(int *)be->impl); /* mv_patchify's loop runs on this backend's threads */
+    const uint8_t *src = frames;
+    int64_t row = 0;
+    for (int i = 0; i < n_entries; i++) {
+        int h = grid[3 * i + 1] * c->patch, w = grid[3 * i + 2] * c->patch;
+        size_t fsz = (size_t)h * w * 3;
+        for (int f = 0; f < n_frames[i]; f++)
+            fp[f] = src + fsz * f;
+        int32_t g[3];
+        mv_patchify(fp, n_frames[i], h, w, pp, pix + row * c->patch_dim, g);
+        src += fsz * n_frames[i];
+        row += (int64_t)g[0] * g[1] * g[2];
+    }
+    free(fp);
+    st = cpu_forward(be, pix, grid, n_entries, out, fn, ud, e);
+    free(pix);
+    return st;
+}
+
 static void cpu_destroy(mv_backend *b)
 {
     free(b->impl);
@@ -657,6 +730,7 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     b->impl = threads;
     b->name = "cpu";
     b->forward = cpu_forward;
+    b->forward_u8 = cpu_forward_u8;
     b->destroy = cpu_destroy;
     b->model = m;
     *out = b;

@@ -3,7 +3,8 @@
  * f32 residual stream), on awkward shapes and several segment mixes; then the whole CUDA tower
  * against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked, with stage
  * dumps, with MV_CUDA_F32_RESIDUAL=1 (which must beat the default bf16 path), and under memory
- * pressure; cuDNN's fused attention (cu/attention_cudnn.cu) against the same twin and in the whole
+ * pressure; the patchify kernel (uint8 frames -> pixel_values) bit for bit against mv_patchify and
+ * forward_u8 against forward of the same pixel_values; cuDNN's fused attention (cu/attention_cudnn.cu) against the same twin and in the whole
  * tower (--attention cudnn); two backends on two GPUs (or two threads on one) bit for bit against
  * solo runs. `--big` runs only the 47376-row single-segment cuDNN case (minutes of CPU twin).
  * Outputs are poisoned (NaN) before each run, so unwritten elements fail.
@@ -22,6 +23,7 @@ extern "C" {
 #include "mv_npy.h"
 #include "mv_ops_cpu.h"
 #include "mv_pool.h"
+#include "mv_preprocess.h"
 }
 #include "unit.h"
 
@@ -470,6 +472,95 @@ static void test_convert(size_t n)
     cudaFree(d);
 }
 
+/* ---- patchify ------------------------------------------------------------------------- */
+static uint8_t u8rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint8_t)(rng >> 56);
+}
+
+/* Entries {n_frames, gh, gw} (grid in patches) of random uint8 frames packed back to back, as
+ * forward_u8 takes them; ref = mv_patchify of each entry, rows concatenated. */
+typedef struct {
+    std::vector<uint8_t> frames;
+    std::vector<float> ref;
+    std::vector<mv_patch_seg> segs; /* absolute offsets */
+    int64_t rows;
+} pf_case;
+static pf_case pf_make(const std::vector<int> &ent, const mv_preproc_config *pp)
+{
+    pf_case k;
+    k.rows = 0;
+    const int P = pp->patch, T = pp->temporal, cols = 3 * T * P * P;
+    for (size_t i = 0; i + 2 < ent.size(); i += 3) {
+        int nf = ent[i], gh = ent[i + 1], gw = ent[i + 2];
+        size_t fb = (size_t)gh * P * gw * P * 3, base = k.frames.size();
+        for (size_t b = 0; b < fb * nf; b++) k.frames.push_back(u8rand());
+        std::vector<const uint8_t *> fp(nf);
+        for (int f = 0; f < nf; f++) fp[f] = k.frames.data() + base + fb * f; /* no growth below */
+        int32_t g[3];
+        long long rows = mv_patchify_rows(nf, gh * P, gw * P, pp);
+        std::vector<float> out((size_t)rows * cols);
+        mv_patchify(fp.data(), nf, gh * P, gw * P, pp, out.data(), g);
+        k.ref.insert(k.ref.end(), out.begin(), out.end());
+        for (int t = 0; t < g[0]; t++) {
+            int n = nf - t * T < T ? nf - t * T : T;
+            k.segs.push_back(mv_patch_seg{(int64_t)(base + (size_t)t * T * fb), k.rows, n, gh, gw, 0});
+            k.rows += (int64_t)gh * gw;
+        }
+    }
+    return k;
+}
+
+/* mv_cuda_patchify vs mv_patchify, bit for bit: the whole packed input as one chunk, then split
+ * into chunks of whole segments (offsets made chunk-relative as tower_cuda.cu's upload does). */
+static void test_patchify(const std::vector<int> &ent, const mv_preproc_config *pp, const char *what)
+{
+    pf_case k = pf_make(ent, pp);
+    const int cols = 3 * pp->temporal * pp->patch * pp->patch;
+    float lut[3][256];
+    mv_norm_lut(pp, lut);
+    float *dlut, *dout;
+    uint8_t *dfr;
+    mv_patch_seg *dseg;
+    CU(cudaMalloc(&dlut, sizeof lut));
+    CU(cudaMemcpy(dlut, lut, sizeof lut, cudaMemcpyHostToDevice));
+    CU(cudaMalloc(&dfr, k.frames.size()));
+    CU(cudaMalloc(&dout, (size_t)k.rows * cols * 4));
+    CU(cudaMalloc(&dseg, k.segs.size() * sizeof(mv_patch_seg)));
+    std::vector<float> got((size_t)k.rows * cols);
+    for (int split = 1; split <= 3; split++) { /* 1 chunk; 2 or 3 chunks of whole segments */
+        int nseg = (int)k.segs.size();
+        if (split > nseg) break;
+        poison(dout, (size_t)k.rows * cols);
+        for (int part = 0; part < split; part++) {
+            int s0 = nseg * part / split, s1 = nseg * (part + 1) / split;
+            std::vector<mv_patch_seg> cs(k.segs.begin() + s0, k.segs.begin() + s1);
+            int64_t base = cs[0].src, r0 = cs[0].row0;
+            int64_t end = s1 < nseg ? k.segs[s1].src : (int64_t)k.frames.size();
+            int64_t r1 = s1 < nseg ? k.segs[s1].row0 : k.rows;
+            for (auto &sg : cs) { sg.src -= base; sg.row0 -= r0; }
+            CU(cudaMemset(dfr, 0, k.frames.size()));
+            CU(cudaMemcpy(dfr, k.frames.data() + base, (size_t)(end - base), cudaMemcpyHostToDevice));
+            CU(cudaMemcpy(dseg, cs.data(), cs.size() * sizeof(mv_patch_seg), cudaMemcpyHostToDevice));
+            CU(mv_cuda_patchify(dout + r0 * cols, dfr, dseg, (int)cs.size(), r1 - r0, dlut, pp->patch,
+                                pp->merge, pp->temporal, 0));
+        }
+        CU(cudaDeviceSynchronize());
+        CU(cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost));
+        size_t diff = 0;
+        for (size_t i = 0; i < got.size(); i++) diff += memcmp(&got[i], &k.ref[i], 4) != 0;
+        CHECK(diff == 0, "patchify %s (%lld rows, %zu segments, %d chunk%s): %zu of %zu values differ from mv_patchify",
+              what, (long long)k.rows, k.segs.size(), split, split > 1 ? "s" : "", diff, got.size());
+    }
+    cudaFree(dlut);
+    cudaFree(dfr);
+    cudaFree(dout);
+    cudaFree(dseg);
+}
+
 /* ---- whole tower ---------------------------------------------------------------------- */
 typedef struct {
     mv_model m;
@@ -493,6 +584,7 @@ static void make_model(rmodel *r, int depth, int H, int heads, int I, int L, int
     c->out_hidden = L; c->patch = 16; c->merge = 2; c->temporal = 2; c->in_ch = 3;
     c->num_pos = side * side; c->pos_side = side; c->act = MV_ACT_GELU_TANH; c->rope_theta = 10000.0;
     c->ln_eps = 1e-6f; c->patch_dim = 1536;
+    mv_preproc_defaults(&r->m.pp); /* patch 16, merge 2, temporal 2: forward_u8's normalisation */
     mv_model *m = &r->m;
     int P = 1536;
     float sH = 1.f / sqrtf((float)H), sI = 1.f / sqrtf((float)I), sP = 1.f / sqrtf((float)P);
@@ -651,6 +743,95 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     free(rm.m.blocks);
 }
 
+static mv_status keep_pixels(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
+                             mv_err *e)
+{
+    (void)e;
+    if (!strcmp(stage, "pixel_values")) ((std::vector<float> *)ud)->assign(data, data + rows * cols);
+    return MV_OK;
+}
+
+/* forward_u8 (uint8 frames in, patchified on the device) against forward of mv_patchify's
+ * pixel_values on the same backend: the same output bits, chunked or not, from pageable or
+ * page-locked frames; the "pixel_values" dump (the kernel's result, downloaded) equals
+ * mv_patchify's bit for bit; the CPU backend's forward_u8 likewise. ent: {n_frames, gh, gw}... */
+static void test_tower_u8(const std::vector<int> &ent)
+{
+    rmodel rm;
+    make_model(&rm, 2, 144, 2, 160, 48, 16);
+    const mv_vision_config *c = &rm.m.cfg;
+    pf_case k = pf_make(ent, &rm.m.pp);
+    std::vector<int32_t> grid, nfr;
+    for (size_t i = 0; i + 2 < ent.size(); i += 3) {
+        nfr.push_back(ent[i]);
+        grid.push_back((ent[i] + 1) / 2);
+        grid.push_back(ent[i + 1]);
+        grid.push_back(ent[i + 2]);
+    }
+    int ne = (int)nfr.size();
+    int64_t M = k.rows / 4;
+    std::vector<float> ref((size_t)(M * c->out_hidden), NAN), cpix;
+    mv_backend *cpu = NULL;
+    mv_err e;
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    if (mv_backend_cpu_create(&rm.m, &o, &cpu, &e) != MV_OK) {
+        CHECK(0, "cpu backend: %s", e.msg);
+        return;
+    }
+    mv_status s = cpu->forward_u8(cpu, k.frames.data(), nfr.data(), grid.data(), ne, ref.data(), keep_pixels,
+                                  &cpix, &e);
+    cpu->destroy(cpu);
+    CHECK(s == MV_OK && cpix.size() == k.ref.size() && memcmp(cpix.data(), k.ref.data(), cpix.size() * 4) == 0,
+          "cpu forward_u8: its pixel_values are mv_patchify's (%lld rows) %s", (long long)k.rows, s ? e.msg : "");
+    struct {
+        mv_precision p;
+        long long bt;
+        const char *name;
+    } runs[] = {{MV_PREC_F32, 0, "f32"}, {MV_PREC_BF16, 0, "bf16"}, {MV_PREC_BF16, 100, "bf16 chunked (100-patch workspace)"},
+                {MV_PREC_F32, 64, "f32 chunked (64-patch workspace)"}};
+    for (auto &run : runs) {
+        o.precision = run.p;
+        o.batch_tokens = run.bt;
+        o.attention = MV_ATTN_BUILTIN;
+        mv_backend *cb = NULL;
+        s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+        CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
+        if (s) continue;
+        std::vector<float> of(ref.size(), NAN), ou(ref.size(), NAN), gpix;
+        mv_status s1 = cb->forward(cb, k.ref.data(), grid.data(), ne, of.data(), NULL, NULL, &e);
+        uint8_t *hf = (uint8_t *)cb->host_alloc(cb, k.frames.size());
+        mv_status s2 = MV_ERR_NOMEM;
+        if (hf) {
+            memcpy(hf, k.frames.data(), k.frames.size());
+            s2 = cb->forward_u8(cb, hf, nfr.data(), grid.data(), ne, ou.data(), NULL, NULL, &e);
+        }
+        cb->host_free(cb, hf);
+        cmp_t cm = compare(ou.data(), ref.data(), ou.size());
+        CHECK(s1 == MV_OK && s2 == MV_OK && memcmp(of.data(), ou.data(), of.size() * 4) == 0 && cm.nonfinite == 0,
+              "tower %s: forward_u8 of %d entries (page-locked frames) equals forward of mv_patchify's "
+              "pixel_values bit for bit (rel_l2 vs cpu %.2e) %s", run.name, ne, cm.rel_l2, (s1 || s2) ? e.msg : "");
+        if (run.p == MV_PREC_F32 && run.bt == 0)
+            CHECK(s2 == MV_OK && cm.rel_l2 < 2e-5, "tower f32 forward_u8 vs cpu forward_u8: rel_l2 %.2e", cm.rel_l2);
+        if (run.bt == 0) { /* dumps need one chunk */
+            std::vector<float> ou2(ref.size(), NAN);
+            s = cb->forward_u8(cb, k.frames.data(), nfr.data(), grid.data(), ne, ou2.data(), keep_pixels, &gpix, &e);
+            CHECK(s == MV_OK && gpix.size() == k.ref.size() && memcmp(gpix.data(), k.ref.data(), gpix.size() * 4) == 0 &&
+                      memcmp(ou2.data(), ou.data(), ou.size() * 4) == 0,
+                  "tower %s: the pixel_values dump of forward_u8 (the kernel's output) is mv_patchify's bit for bit %s",
+                  run.name, s ? e.msg : "");
+        }
+        /* a frame count that does not make the grid's t is refused, not read past */
+        std::vector<int32_t> bad = nfr;
+        bad[0] += 2;
+        s = cb->forward_u8(cb, k.frames.data(), bad.data(), grid.data(), ne, ou.data(), NULL, NULL, &e);
+        CHECK(s == MV_ERR_USAGE, "tower %s: forward_u8 refuses %d frames for grid t %d: %s", run.name, bad[0],
+              grid[0], e.msg);
+        cb->destroy(cb);
+    }
+    free(rm.m.blocks);
+}
+
 /* workspace sizing under memory pressure: a smaller batch, or a clear error, never a crash */
 static void test_oom(void)
 {
@@ -771,17 +952,23 @@ static void test_two_devices(mv_attn_impl attn)
 }
 
 /* --pool mean on the device (cu/pool.cu via forward_mean) vs the CPU twin mv_pool_mean of the same
- * backend's token output: bit for bit, with entries split across chunks (small workspaces) and
- * videos whose temporal groups land in different chunks. */
-static void test_pool_mean(mv_precision prec, long long batch_tokens, const std::vector<int32_t> &grid)
+ * backend's token output (forward_u8 of the same frames): bit for bit, with entries split across
+ * chunks (small workspaces) and videos whose temporal groups land in different chunks.
+ * ent: {n_frames, gh, gw} per entry. */
+static void test_pool_mean(mv_precision prec, long long batch_tokens, const std::vector<int> &ent)
 {
     rmodel rm;
     make_model(&rm, 1, 144, 2, 160, 48, 16);
     const int L = rm.m.cfg.out_hidden;
-    int ne = (int)grid.size() / 3;
-    int64_t N = 0;
-    for (int i = 0; i < ne; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
-    std::vector<float> pix = round_bf16(randv((size_t)(N * 1536), 1.f));
+    pf_case k = pf_make(ent, &rm.m.pp);
+    std::vector<int32_t> grid, nfr;
+    for (size_t i = 0; i + 2 < ent.size(); i += 3) {
+        nfr.push_back(ent[i]);
+        grid.push_back((ent[i] + 1) / 2);
+        grid.push_back(ent[i + 1]);
+        grid.push_back(ent[i + 2]);
+    }
+    int ne = (int)nfr.size();
     mv_backend_opts o;
     memset(&o, 0, sizeof o);
     o.precision = prec;
@@ -794,9 +981,9 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
         free(rm.m.blocks);
         return;
     }
-    std::vector<float> tok((size_t)(N / 4) * L, NAN), got((size_t)ne * L, NAN), want((size_t)ne * L, NAN);
-    s = be->forward(be, pix.data(), grid.data(), ne, tok.data(), NULL, NULL, &e);
-    mv_status s2 = s ? s : be->forward_mean(be, pix.data(), grid.data(), ne, got.data(), &e);
+    std::vector<float> tok((size_t)(k.rows / 4) * L, NAN), got((size_t)ne * L, NAN), want((size_t)ne * L, NAN);
+    s = be->forward_u8(be, k.frames.data(), nfr.data(), grid.data(), ne, tok.data(), NULL, NULL, &e);
+    mv_status s2 = s ? s : be->forward_mean(be, k.frames.data(), nfr.data(), grid.data(), ne, got.data(), &e);
     int64_t row = 0;
     for (int i = 0; i < ne; i++) {
         int64_t rows = (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2] / 4;
@@ -811,7 +998,7 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
           prec == MV_PREC_BF16 ? "bf16" : "f32", batch_tokens, ne, diff, got.size(), (s || s2) ? e.msg : "");
     /* twice in a row: the device sums start from zero every forward */
     std::vector<float> again((size_t)ne * L, NAN);
-    s = be->forward_mean(be, pix.data(), grid.data(), ne, again.data(), &e);
+    s = be->forward_mean(be, k.frames.data(), nfr.data(), grid.data(), ne, again.data(), &e);
     CHECK(s == MV_OK && memcmp(again.data(), got.data(), got.size() * 4) == 0,
           "pool mean: a second forward_mean gives the same bits %s", s ? e.msg : "");
     be->destroy(be);
@@ -928,15 +1115,38 @@ int main(int argc, char **argv)
         test_act<bf16>(act, 10007);
     }
     test_convert(100003);
+    /* patchify (forward_u8's kernel) vs mv_patchify: images, odd frame counts, packed entries,
+     * thin grids; the CLIP normalisation, temporal 3, patch 14 */
+    {
+        mv_preproc_config pp, clip, t3, p14;
+        mv_preproc_defaults(&pp);
+        clip = pp;
+        const float cm[3] = {0.48145466f, 0.4578275f, 0.40821073f}, cs[3] = {0.26862954f, 0.26130258f, 0.27577711f};
+        for (int i = 0; i < 3; i++) { clip.mean[i] = cm[i]; clip.std[i] = cs[i]; }
+        t3 = clip;
+        t3.temporal = 3;
+        p14 = clip;
+        p14.patch = 14;
+        test_patchify({1, 2, 2}, &pp, "image 2x2");
+        test_patchify({1, 2, 130}, &clip, "image 2x130");
+        test_patchify({1, 64, 2}, &clip, "image 64x2");
+        test_patchify({3, 4, 6}, &clip, "video 3 frames 4x6");
+        test_patchify({5, 2, 2}, &pp, "video 5 frames 2x2");
+        test_patchify({1, 12, 10, 3, 4, 6, 2, 6, 4, 1, 64, 2, 5, 2, 130, 1, 2, 2}, &clip, "6 entries packed");
+        test_patchify({4, 4, 6, 1, 2, 2, 2, 2, 4}, &t3, "temporal 3: 4, 1, 2 frames");
+        test_patchify({1, 6, 4, 3, 2, 8}, &p14, "patch 14");
+        if (!quick) test_patchify({1, 76, 100, 9, 34, 44}, &clip, "a 1600x1216 photo and a 9-frame video");
+    }
     /* whole tower vs the CPU tower */
     test_tower(144, 2, {1, 4, 6, 2, 6, 4, 1, 2, 2, 1, 12, 10});
     test_tower(128, 2, {1, 8, 8, 3, 4, 2});
     /* pooling: one forward; tiny workspaces split videos across chunks; one 1x2x2 image (1 token) */
-    std::vector<int32_t> gpool = {1, 4, 6, 3, 6, 4, 1, 2, 2, 2, 8, 10, 1, 12, 10};
+    std::vector<int> gpool = {1, 4, 6, 6, 6, 4, 1, 2, 2, 3, 8, 10, 1, 12, 10}; /* {frames, gh, gw} */
     test_pool_mean(MV_PREC_F32, 0, gpool);
     test_pool_mean(MV_PREC_F32, 64, gpool);
     test_pool_mean(MV_PREC_BF16, 0, gpool);
     test_pool_mean(MV_PREC_BF16, 100, gpool);
+    test_tower_u8({1, 8, 8, 3, 4, 6, 5, 2, 2, 1, 2, 30, 2, 6, 4});
     test_two_devices(MV_ATTN_BUILTIN);
     test_two_devices(MV_ATTN_CUDNN);
     if (!quick) test_oom();

@@ -352,7 +352,8 @@ static void check_sizes(void)
               (long long)s.pix_cols, (long long)s.qkv_cols, (long long)s.mlp_cols);
         size_t xs = modes[mi].prec == MV_PREC_BF16 && modes[mi].f32res ? 4 : T;
         size_t per = 2 * (size_t)pix * 4 + (size_t)H * xs + 2 * (size_t)H * T +
-                     (size_t)(s.qkv_cols + s.mlp_cols) * T + (size_t)(D / 2) * 8 + 2 * 8 + 2 * 16 + 8 + 16;
+                     (size_t)(s.qkv_cols + s.mlp_cols) * T + (size_t)(D / 2) * 8 + 2 * 8 + 2 * 16 + 8 + 16 +
+                     2 * ((size_t)patch_cols + (32 + mm - 1) / mm); /* uint8 frames + patchify segments */
         CHECK(s.per_token == per, "%s: workspace bytes per patch row (%zu == %zu)", modes[mi].name,
               s.per_token, per);
     }
