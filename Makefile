@@ -2,6 +2,7 @@
 #   make            build ./mvembed (+ CUDA backend when nvcc is found)
 #   make NO_CUDA=1  CPU-only build
 #   make NO_CUDNN=1 CUDA build without the cuDNN attention path
+#   make NO_DNNL=1  CPU tower GEMMs on OpenBLAS instead of oneDNN (libdnnl-dev)
 #   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
 #   make demo       install deps, build, embed fixtures/media into out/
 #   make install    PREFIX=/usr/local DESTDIR= : bin/mvembed, share/man/man1/mvembed.1 and
@@ -46,6 +47,19 @@ OPENBLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
 OPENBLAS_LIB := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 override CFLAGS += $(OPENBLAS_INC)
 LDLIBS  += $(OPENBLAS_LIB)
+# oneDNN for the CPU tower's GEMMs (src/gemm_cpu.c) when its headers are there; NO_DNNL=1 keeps
+# them on OpenBLAS. DNNL_PREFIX=DIR: a oneDNN installed under DIR instead of /usr.
+ifeq ($(NO_DNNL),)
+DNNL_PREFIX ?= /usr
+DNNL_H := $(wildcard $(DNNL_PREFIX)/include/oneapi/dnnl/dnnl.h)
+endif
+ifneq ($(DNNL_H),)
+override CFLAGS += -DMV_HAVE_DNNL=1 $(if $(filter /usr,$(DNNL_PREFIX)),,-I$(DNNL_PREFIX)/include)
+LDLIBS  += $(if $(filter /usr,$(DNNL_PREFIX)),,-L$(DNNL_PREFIX)/lib) -ldnnl
+CPU_GEMM := onednn
+else
+CPU_GEMM := openblas
+endif
 
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 ifneq ($(NO_CUDA),)
@@ -107,7 +121,7 @@ TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 all: info $(BIN) $(TOOL_BINS)
 
 info:
-	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
+	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
 $(BIN): $(BUILD)/main.o $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
