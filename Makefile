@@ -114,10 +114,10 @@ LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRCS)) $(CU_OBJS)
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
-TOOL_SRCS := $(wildcard test/tools/*.c)
+TOOL_SRCS := $(filter-out test/tools/gemmprobe.c,$(wildcard test/tools/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: bench-cpu all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
+.PHONY: bench-cpu gemmprobe all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
 all: info $(BIN) $(TOOL_BINS)
 
 info:
@@ -208,6 +208,17 @@ test-slurm: deps
 # not a test. THREADS, SIZES, DEPTH, ITERS: see scripts/bench-cpu.sh.
 bench-cpu: all
 	@scripts/bench-cpu.sh
+
+# GEMM library probe (test/tools/gemmprobe.c): one binary per library on the tower block's four
+# Linear shapes; build/gemmprobe-blis only when BLIS is installed. Run: build/gemmprobe-dnnl M H I T ITERS
+gemmprobe: $(BUILD)/gemmprobe-openblas $(if $(DNNL_H),$(BUILD)/gemmprobe-dnnl) \
+	$(if $(wildcard /usr/include/blis/cblas.h),$(BUILD)/gemmprobe-blis)
+$(BUILD)/gemmprobe-openblas: test/tools/gemmprobe.c | $(BUILD)
+	$(CC) -O2 -g -fopenmp -DPROBE_OPENBLAS -o $@ $< $(OPENBLAS_LIB) -lm
+$(BUILD)/gemmprobe-dnnl: test/tools/gemmprobe.c | $(BUILD)
+	$(CC) -O2 -g -fopenmp -DPROBE_DNNL -o $@ $< -ldnnl -lm
+$(BUILD)/gemmprobe-blis: test/tools/gemmprobe.c | $(BUILD)
+	$(CC) -O2 -g -fopenmp -DPROBE_BLIS -o $@ $< -lblis -lm
 
 # fuzzing targets (make fuzz) live beside their harnesses
 -include test/fuzz/fuzz.mk

@@ -67,6 +67,7 @@ struct mv_gemm_w {
 #if MV_HAVE_DNNL
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
+    char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
 #endif
 };
 
@@ -158,6 +159,15 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
     }
     if ((st = make_pd(g, m, w->in, w->od, ldx, ldo, &w->md, &pd, e)))
         goto out;
+    /* another implementation (a strided destination gets oneDNN's reference one) would be
+     * slow, and its bytes unchecked: refuse it */
+    if (strcmp(pd_impl(pd), w->impl)) {
+        st = mv_fail(e, MV_ERR_INTERNAL,
+                     "oneDNN: matmul %lld x %d . %d x %d (row strides %lld, %lld) runs %s, not %s",
+                     (long long)m, w->in, w->in, w->od, (long long)ldx, (long long)ldo, pd_impl(pd),
+                     w->impl);
+        goto out;
+    }
     *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .in = w->in, .od = w->od, .wmd = w->md};
     p->src = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     p->dst = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -268,6 +278,7 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     if ((st = make_pd(g, MB, in, od, in, od, NULL, &pd, e)))
         goto out;
     w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    snprintf(w->impl, sizeof w->impl, "%s", pd_impl(pd));
     pthread_mutex_lock(&g->mu);
     if (!strchr(g->name, '('))
         snprintf(g->name + strlen(g->name), sizeof g->name - strlen(g->name), " (%s)", pd_impl(pd));

@@ -206,31 +206,31 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
     }
 }
 
-/* Rows [r0, r1) of out[n, od] = x[n, in] . W[od, in]^T, one single-threaded GEMM on the calling
- * thread (slot omp_get_thread_num() of ws, weights w packed), then the epilogue on those rows
- * while they are in cache. */
-static mv_status linear_range_ld(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, int64_t ldo,
-                                 const float *x, int64_t ldx, const float *b, int64_t r0,
-                                 int64_t r1, int in, int od, epilogue ep, float *res, mv_err *e)
+/* Rows [r0, r1) of x . W^T (weights w packed), one single-threaded GEMM on the calling thread
+ * (slot omp_get_thread_num() of ws), then the epilogue on those rows while they are in cache.
+ * o: row r0's output, row stride ldo; xi: row r0's input, row stride ldx; res (EPI_RES) is
+ * indexed by the global row, stride od. Keep outputs dense (ldo = od): oneDNN's brgemm matmul
+ * takes strided sources but not strided destinations (it falls back to a slow reference). */
+static mv_status linear_block(mv_gemm_ws *ws, const mv_gemm_w *w, float *o, int64_t ldo,
+                              const float *xi, int64_t ldx, const float *b, int64_t r0, int64_t r1,
+                              int od, epilogue ep, float *res, mv_err *e)
 {
-    (void)in;
     if (r0 >= r1)
         return MV_OK;
-    mv_status st = mv_gemm_rows(ws, omp_get_thread_num(), w, out + r0 * ldo, ldo, x + r0 * ldx,
-                                ldx, r1 - r0, e);
+    mv_status st = mv_gemm_rows(ws, omp_get_thread_num(), w, o, ldo, xi, ldx, r1 - r0, e);
     if (st)
         return st;
-    for (int64_t i = r0; i < r1; i++)
-        epilogue_row(out + i * ldo, b, od, ep, res ? res + i * od : NULL);
+    for (int64_t i = 0; i < r1 - r0; i++)
+        epilogue_row(o + i * ldo, b, od, ep, res ? res + (r0 + i) * od : NULL);
     return MV_OK;
 }
 
-/* The same with dense rows (leading dimensions in and od). */
+/* The same on dense matrices out[n, od], x[n, in]. */
 static mv_status linear_range(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, const float *x,
                               const float *b, int64_t r0, int64_t r1, int in, int od, epilogue ep,
                               float *res, mv_err *e)
 {
-    return linear_range_ld(ws, w, out, od, x, in, b, r0, r1, in, od, ep, res, e);
+    return linear_block(ws, w, out + r0 * od, od, x + r0 * in, in, b, r0, r1, od, ep, res, e);
 }
 
 /* out[n, od] = x[n, in] . W^T + b (w packed); rows split by row_parts/row_range. */
@@ -670,22 +670,23 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             mv_status ts = MV_OK;
             row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
             if (B) { /* the rest of block b - 1; xn holds its attention output */
-                /* big is scratch for proj's and fc1's outputs: one row stride LB for both, so
-                 * each thread's rows of it stay its own (two strides would let one thread's fc1
-                 * rows overlap another's proj rows) */
-                ts = linear_range_ld(ws, WB[W_PROJ], big, LB, xn, H, B->proj_b, r0, r1, H, H,
-                                     EPI_RES, x, &te);
+                /* big is scratch for proj's and fc1's outputs: this thread owns its rows
+                 * [r0, r1) at row stride LB, bt, and uses them densely (proj's [r1 - r0, H],
+                 * then fc1's [r1 - r0, F]), so no thread's rows overlap another's */
+                float *bt = big + r0 * LB;
+                ts = linear_block(ws, WB[W_PROJ], bt, H, xn + r0 * H, H, B->proj_b, r0, r1, H,
+                                  EPI_RES, x, &te);
                 for (int64_t i = r0; !ts && i < r1; i++)
                     layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
                 if (!ts)
-                    ts = linear_range_ld(ws, WB[W_FC1], big, LB, xn, H, B->fc1_b, r0, r1, H, F,
-                                         c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL, &te);
+                    ts = linear_block(ws, WB[W_FC1], bt, F, xn + r0 * H, H, B->fc1_b, r0, r1, F,
+                                      c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL, &te);
                 if (!ts && c->act != MV_ACT_GELU_TANH)
-                    for (int64_t i = r0; i < r1; i++)
-                        act_row(c->act, big + i * LB, F);
+                    for (int64_t i = 0; i < r1 - r0; i++)
+                        act_row(c->act, bt + i * F, F);
                 if (!ts)
-                    ts = linear_range_ld(ws, WB[W_FC2], xn, H, big, LB, B->fc2_b, r0, r1, F, H,
-                                         EPI_RES, x, &te);
+                    ts = linear_block(ws, WB[W_FC2], xn + r0 * H, H, bt, F, B->fc2_b, r0, r1, H,
+                                      EPI_RES, x, &te);
             }
             if (Bn && !ts) { /* the start of block b */
                 for (int64_t i = r0; i < r1; i++)
