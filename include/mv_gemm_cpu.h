@@ -12,6 +12,10 @@
 
 #include "mv_common.h"
 
+#ifndef MV_HAVE_DNNL
+#define MV_HAVE_DNNL 0 /* the Makefile sets 1 when it links oneDNN */
+#endif
+
 #if MV_HAVE_DNNL
 /* oneDNN's brgemm matmul gives a row the same bytes in any call (25-cpu-threads.bats checks it
  * on blocks of every size); 16-row cuts balance 16 threads on 3136 rows to 94 % (64: 77 %). */

@@ -812,8 +812,9 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
         return st;
     }
     if (o && o->verbose)
-        fprintf(stderr, "mvembed: CPU tower: %d threads, GEMMs through %s (weights packed in %.2fs)\n",
-                ci->threads, mv_gemm_cpu_name(ci->g), mv_now() - t0);
+        fprintf(stderr, "mvembed: CPU tower: %d threads, GEMMs through %s (%s %.2fs)\n",
+                ci->threads, mv_gemm_cpu_name(ci->g),
+                MV_HAVE_DNNL ? "weights packed in" : "set up in", mv_now() - t0);
     b->impl = ci;
     b->name = "cpu";
     b->forward = cpu_forward;
