@@ -2,6 +2,7 @@
 #   make            build ./mvembed (+ CUDA backend when nvcc is found)
 #   make NO_CUDA=1  CPU-only build
 #   make NO_CUDNN=1 CUDA build without the cuDNN attention path
+#   make NO_DNNL=1  CPU tower GEMMs on OpenBLAS instead of oneDNN (libdnnl-dev)
 #   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
 #   make demo       install deps, build, embed fixtures/media into out/
 #   make install    PREFIX=/usr/local DESTDIR= : bin/mvembed, share/man/man1/mvembed.1 and
@@ -46,6 +47,19 @@ OPENBLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
 OPENBLAS_LIB := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 override CFLAGS += $(OPENBLAS_INC)
 LDLIBS  += $(OPENBLAS_LIB)
+# oneDNN for the CPU tower's GEMMs (src/gemm_cpu.c) when its headers are there; NO_DNNL=1 keeps
+# them on OpenBLAS. DNNL_PREFIX=DIR: a oneDNN installed under DIR instead of /usr.
+ifeq ($(NO_DNNL),)
+DNNL_PREFIX ?= /usr
+DNNL_H := $(wildcard $(DNNL_PREFIX)/include/oneapi/dnnl/dnnl.h)
+endif
+ifneq ($(DNNL_H),)
+override CFLAGS += -DMV_HAVE_DNNL=1 $(if $(filter /usr,$(DNNL_PREFIX)),,-I$(DNNL_PREFIX)/include)
+LDLIBS  += $(if $(filter /usr,$(DNNL_PREFIX)),,-L$(DNNL_PREFIX)/lib) -ldnnl
+CPU_GEMM := onednn
+else
+CPU_GEMM := openblas
+endif
 
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 ifneq ($(NO_CUDA),)
@@ -100,14 +114,14 @@ LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRCS)) $(CU_OBJS)
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
-TOOL_SRCS := $(wildcard test/tools/*.c)
+TOOL_SRCS := $(filter-out test/tools/gemmprobe.c,$(wildcard test/tools/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: bench-cpu all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
+.PHONY: bench-cpu gemmprobe all test test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
 all: info $(BIN) $(TOOL_BINS)
 
 info:
-	@echo "mvembed: backends: $(BACKENDS)$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
+	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
 $(BIN): $(BUILD)/main.o $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
@@ -194,6 +208,17 @@ test-slurm: deps
 # not a test. THREADS, SIZES, DEPTH, ITERS: see scripts/bench-cpu.sh.
 bench-cpu: all
 	@scripts/bench-cpu.sh
+
+# GEMM library probe (test/tools/gemmprobe.c): one binary per library on the tower block's four
+# Linear shapes; build/gemmprobe-blis only when BLIS is installed. Run: build/gemmprobe-dnnl M H I T ITERS
+gemmprobe: $(BUILD)/gemmprobe-openblas $(if $(DNNL_H),$(BUILD)/gemmprobe-dnnl) \
+	$(if $(wildcard /usr/include/blis/cblas.h),$(BUILD)/gemmprobe-blis)
+$(BUILD)/gemmprobe-openblas: test/tools/gemmprobe.c | $(BUILD)
+	$(CC) -O2 -g -fopenmp -DPROBE_OPENBLAS -o $@ $< $(OPENBLAS_LIB) -lm
+$(BUILD)/gemmprobe-dnnl: test/tools/gemmprobe.c | $(BUILD)
+	$(CC) -O2 -g -fopenmp -DPROBE_DNNL -o $@ $< -ldnnl -lm
+$(BUILD)/gemmprobe-blis: test/tools/gemmprobe.c | $(BUILD)
+	$(CC) -O2 -g -fopenmp -DPROBE_BLIS -o $@ $< -lblis -lm
 
 # fuzzing targets (make fuzz) live beside their harnesses
 -include test/fuzz/fuzz.mk

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-cpu.sh - the CPU tower benchmark (a benchmark, not a test): mvembed's CPU tower alone
 # (model load excluded; build/cpubench) beside the time of its Linear GEMMs alone (the same
-# shapes and weights through plain cblas_sgemm, OpenBLAS's own threads, same thread count), and
+# shapes and weights through the tower's own GEMM path - oneDNN against packed weights, or
+# OpenBLAS in a NO_DNNL build - same thread count), and
 # HF transformers' Qwen3_5VisionModel (f32, sdpa, torch.set_num_threads) on the same pixels when
 # `import torch, transformers` works. Random 27B-layout tower written by scripts/make_random_tower.py.
 #   scripts/bench-cpu.sh                      (or: make bench-cpu)
@@ -13,6 +14,8 @@
 #   MODEL     tower directory (made under WORK if absent)   WORK  scratch dir (/tmp/mvembed-bench-cpu)
 #   PYTHON    python with numpy (/usr/bin/python3)        HF_PYTHON python with torch + transformers
 #             (/opt/torch/.venv/bin/python when present, else python3)
+#   BLAS      1: also time the GEMMs through OpenBLAS's own threads (cblas_sgemm on the whole
+#             matrices, as numpy runs them), for reference (0)
 #   OUT       also write the table to $OUT/bench-cpu.md
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,6 +23,7 @@ THREADS="${THREADS:-$(nproc)}"
 SIZES="${SIZES:-4x448x448;1x1024x1024}"
 DEPTH="${DEPTH:-27}"
 ITERS="${ITERS:-3}"
+BLAS="${BLAS:-0}"
 WORK="${WORK:-/tmp/mvembed-bench-cpu}"
 MODEL="${MODEL:-$WORK/tower-27b-d$DEPTH}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
@@ -35,8 +39,9 @@ HF=0
 if "$HF_PYTHON" -c 'import torch, transformers' 2>/dev/null; then HF=1; fi
 
 val() { sed -n "s/^$1 //p" <<< "$2"; }
-table="| input | patches | threads | mvembed tower s | GEMMs alone s | tower/GEMMs | HF s | HF/mvembed |
-|---|---|---|---|---|---|---|---|"
+table="| input | patches | threads | mvembed tower s | GEMMs alone s | tower/GEMMs | OpenBLAS own threads s | HF s | HF/mvembed |
+|---|---|---|---|---|---|---|---|---|"
+lib=""
 IFS=';' read -ra sizes <<< "$SIZES"
 for sz in "${sizes[@]}"; do
     IFS=x read -r cnt hh ww <<< "$sz"
@@ -45,10 +50,12 @@ for sz in "${sizes[@]}"; do
     for ((i = 1; i < cnt; i++)); do grid="$grid;$g"; done
     pix="$WORK/pixels-$sz.npy"
     "$PYTHON" "$ROOT/scripts/bench_cpu_hf.py" pixels --grid "$grid" --seed 0 --out "$pix"
-    r=$("$BENCH" --model "$MODEL" --grid "$grid" --pixels "$pix" -j "$THREADS" --iters "$ITERS" --what both)
+    r=$("$BENCH" --model "$MODEL" --grid "$grid" --pixels "$pix" -j "$THREADS" --iters "$ITERS" --what both --blas "$BLAS")
     echo "$r" >&2
     tw=$(val tower_min "$r")
     tg=$(val gemm_min "$r")
+    tb=$(val gemm_blas_min "$r")
+    lib=$(val gemm_lib "$r")
     hf="-" ratio="-"
     if [ "$HF" = 1 ]; then
         h=$(OMP_NUM_THREADS="$THREADS" "$HF_PYTHON" "$ROOT/scripts/bench_cpu_hf.py" hf --model "$MODEL" \
@@ -59,11 +66,11 @@ for sz in "${sizes[@]}"; do
     fi
     np=$((cnt * (hh / 16) * (ww / 16)))
     table="$table
-| $sz | $np | $THREADS | $tw | $tg | $(awk -v a="$tw" -v b="$tg" 'BEGIN { printf "%.2f", a / b }') | $hf | $ratio |"
+| $sz | $np | $THREADS | $tw | $tg | $(awk -v a="$tw" -v b="$tg" 'BEGIN { printf "%.2f", a / b }') | ${tb:--} | $hf | $ratio |"
 done
-echo "bench-cpu: depth $DEPTH, fastest of $ITERS runs each, model load excluded; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "bench-cpu: depth $DEPTH, fastest of $ITERS runs each, model load excluded; GEMMs: $lib; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "$table"
 if [ -n "${OUT:-}" ]; then
     mkdir -p "$OUT"
-    { echo "bench-cpu: depth $DEPTH, $THREADS threads"; echo "$table"; } > "$OUT/bench-cpu.md"
+    { echo "bench-cpu: depth $DEPTH, $THREADS threads, GEMMs: $lib"; echo "$table"; } > "$OUT/bench-cpu.md"
 fi

@@ -7,6 +7,8 @@
 #   .device/bin/mvembed         the CLI, when src/main.c exists (static FFmpeg when built)
 #   .device/bin/cpubench        the CPU tower benchmark tool (scripts/bench-cpu.sh)
 #   .device/lib/*.xz            shared libraries the GPU machine's Ubuntu 24.04 image may lack
+#                               (libdnnl.so.2 and its libOpenCL.so.1 among them: the CPU tower's
+#                               GEMMs, unless NO_DNNL=1 is set here)
 # The archive is built with `make BUILD=build-dev` (separate build dir) and the static FFmpeg in
 # third_party/ffmpeg (scripts/build-ffmpeg-static.sh), or with NO_VIDEO=1 when that is missing;
 # CUDA's own libraries (cudart, cublasLt) are not carried: the device image has them.
@@ -32,8 +34,11 @@ fi
 [ "${BUNDLE_CLEAN:-1}" = 1 ] && rm -rf $BUILD
 make -s BUILD=$BUILD $VIDEO $BUILD/libmvembed.a
 mkdir -p $OUTD/bin $OUTD/lib
+# oneDNN: the Makefile links it when its header is there and NO_DNNL is unset (same test here)
+DNNL=""
+[ -z "${NO_DNNL:-}" ] && [ -f /usr/include/oneapi/dnnl/dnnl.h ] && DNNL="-ldnnl"
 LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp libarchive openblas 2>/dev/null ||
-        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -larchive -lopenblas) $FFLIBS -lgomp -lm -lpthread"
+        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -larchive -lopenblas) $DNNL $FFLIBS -lgomp -lm -lpthread"
 NVFLAGS="-std=c++17 -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Icu -Itest/unit
          -Xcompiler -Wall,-Wextra"
 for src in test/cuda/*.cu; do

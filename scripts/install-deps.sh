@@ -2,7 +2,7 @@
 # install-deps.sh - installs the Debian packages mvembed builds and tests with (needs root or sudo).
 # Does nothing when everything is already installed.
 set -eu
-PKGS="build-essential pkg-config libopenblas-dev libjansson-dev libzstd-dev zstd libpng-dev
+PKGS="build-essential pkg-config libopenblas-dev libdnnl-dev libjansson-dev libzstd-dev zstd libpng-dev
 libjpeg62-turbo-dev libwebp-dev libarchive-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
 ffmpeg bats python3 python3-numpy python3-zstandard valgrind clang libclang-rt-14-dev file"
 missing=""

@@ -1,5 +1,6 @@
-/* tower_cpu.c - the Qwen3.5 vision tower in plain C, f32 throughout (OpenBLAS sgemm for the
- * Linear layers and for attention's two products, OpenMP loops elsewhere). This is the readable
+/* tower_cpu.c - the Qwen3.5 vision tower in plain C, f32 throughout (the Linear layers and
+ * attention's two products through gemm_cpu.c: oneDNN against weights packed at backend creation,
+ * or OpenBLAS in a NO_DNNL build; OpenMP loops elsewhere). This is the readable
  * reference: each function below is the CPU twin of a CUDA kernel in cu/, and
  * mv_backend_cpu_create composes them exactly as HF's Qwen3_5VisionModel.forward does
  * (QWEN35_VISION.md section 3):
@@ -7,14 +8,15 @@
  *   (attention with 2D rope per segment, tanh-GELU MLP) -> merger (LN, 2x2 concat, fc1, erf-GELU, fc2).
  * It does not round to bf16 anywhere: it is compared against HF run in f32/f64.
  *
- * Threads: one pool. OpenBLAS runs single-threaded (openblas_set_num_threads(1)); every parallel
- * loop is ours (OpenMP), and each sgemm call is made by one thread on a block of rows, so the two
+ * Threads: one pool. The GEMM libraries run single-threaded (mv_gemm_cpu.h); every parallel
+ * loop is ours (OpenMP), and each GEMM call is made by one thread on a block of rows, so two
  * pools never fight over the cores. Results do not depend on the thread count: no reduction is
  * ever split across threads. A GEMM's rows are split at multiples of MV_ROW_ATOM, each row's dot
- * products are summed by one single-threaded sgemm whose K blocking depends on K alone; attention
+ * products are summed by one single-threaded call whose K blocking depends on K alone; attention
  * works on fixed (segment, head, ATT_QB-query) items; LayerNorm and softmax reduce one row in one
  * thread in a fixed order. It is not a bf16 model of the GPU path. */
 #include "mv_backend.h"
+#include "mv_gemm_cpu.h"
 #include "mv_ops_cpu.h"
 #include "mv_plan.h"
 #include "mv_preprocess.h"
@@ -33,12 +35,14 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-/* GEMM rows are split between threads at multiples of this (see the file comment). */
-#define MV_ROW_ATOM 64
-/* No sgemm call of a split GEMM is smaller than this (rows x cols x K): OpenBLAS switches small
- * calls (M*N*K <= 1e6 on SkylakeX) to another kernel that sums in another order, so a short row
- * block would not give the bytes of the same rows computed inside one big call. */
-#define MV_MIN_CALL_MNK (1LL << 23)
+/* GEMM rows are split between threads at multiples of this, and no call of a split GEMM has
+ * fewer multiply-adds (rows x cols x K) than MV_MIN_CALL_MNK: what the GEMM library needs for a
+ * row's bytes not to depend on the call (mv_gemm_cpu.h). mv_linear_cpu, the twin that always
+ * calls OpenBLAS, splits with OpenBLAS's values. */
+#define MV_ROW_ATOM MV_GEMM_ROW_ATOM
+#define MV_MIN_CALL_MNK MV_GEMM_MIN_CALL_MNK
+#define BLAS_ROW_ATOM 64
+#define BLAS_MIN_CALL_MNK (1LL << 23)
 /* Attention work item: this many query rows of one head of one segment. */
 #define ATT_QB 128
 
@@ -157,69 +161,122 @@ MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, i
 }
 
 /* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue. Rows go to threads in contiguous
- * ranges cut at multiples of MV_ROW_ATOM; each thread makes one single-threaded sgemm call. */
+ * ranges cut at multiples of a row atom; each thread makes one single-threaded GEMM call. */
 /* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms, where a call of
- * one atom less than that still has more than MV_MIN_CALL_MNK multiply-adds for every shape in
+ * one atom less than that still has more than min_mnk multiply-adds for every shape in
  * (min_nk = the smallest od * in). Depends on n and the shapes, never on T beyond the cap. */
-static int row_parts(int64_t n, int64_t min_nk, int T)
+static int row_parts_a(int64_t n, int64_t min_nk, int T, int atom, int64_t min_mnk)
 {
-    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
-    int64_t atoms_min = MV_MIN_CALL_MNK / ((int64_t)MV_ROW_ATOM * min_nk) + 2;
+    int64_t atoms = (n + atom - 1) / atom;
+    int64_t atoms_min = min_mnk / ((int64_t)atom * min_nk) + 2;
     int64_t P = atoms / atoms_min;
     return P < 1 ? 1 : (P > T ? T : (int)P);
 }
 
-/* Rows [r0, r1) of part t of P: cuts at multiples of MV_ROW_ATOM. */
-static void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
+/* Rows [r0, r1) of part t of P: cuts at multiples of atom. */
+static void row_range_a(int64_t n, int t, int P, int atom, int64_t *r0, int64_t *r1)
 {
-    int64_t atoms = (n + MV_ROW_ATOM - 1) / MV_ROW_ATOM;
-    *r0 = atoms * t / P * MV_ROW_ATOM;
-    *r1 = atoms * (t + 1) / P * MV_ROW_ATOM;
+    int64_t atoms = (n + atom - 1) / atom;
+    *r0 = atoms * t / P * atom;
+    *r1 = atoms * (t + 1) / P * atom;
     *r0 = *r0 < n ? *r0 : n;
     *r1 = *r1 < n ? *r1 : n;
 }
 
-/* Rows [r0, r1) of out[n, od] = x[n, in] . W[od, in]^T, one single-threaded sgemm call, then the
- * epilogue on those rows while they are in cache. */
-static void linear_range_ld(float *out, int64_t ldo, const float *x, int64_t ldx, const float *W,
-                            const float *b, int64_t r0, int64_t r1, int in, int od, epilogue ep,
-                            float *res)
+static int row_parts(int64_t n, int64_t min_nk, int T)
+{
+    return row_parts_a(n, min_nk, T, MV_ROW_ATOM, MV_MIN_CALL_MNK);
+}
+
+static void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
+{
+    row_range_a(n, t, P, MV_ROW_ATOM, r0, r1);
+}
+
+/* A failure inside a parallel region: the first one is kept. */
+typedef struct {
+    mv_status st;
+    mv_err e;
+} par_err;
+
+static void par_fail(par_err *pe, mv_status st, const mv_err *e)
+{
+#pragma omp critical(mv_tower_cpu_err)
+    if (!pe->st) {
+        pe->st = st;
+        pe->e = *e;
+    }
+}
+
+/* Rows [r0, r1) of x . W^T (weights w packed), one single-threaded GEMM on the calling thread
+ * (slot omp_get_thread_num() of ws), then the epilogue on those rows while they are in cache.
+ * o: row r0's output, row stride ldo; xi: row r0's input, row stride ldx; res (EPI_RES) is
+ * indexed by the global row, stride od. Keep outputs dense (ldo = od): oneDNN's brgemm matmul
+ * takes strided sources but not strided destinations (it falls back to a slow reference). */
+static mv_status linear_block(mv_gemm_ws *ws, const mv_gemm_w *w, float *o, int64_t ldo,
+                              const float *xi, int64_t ldx, const float *b, int64_t r0, int64_t r1,
+                              int od, epilogue ep, float *res, mv_err *e)
 {
     if (r0 >= r1)
-        return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), od, in, 1.0f, x + r0 * ldx,
-                (int)ldx, W, in, 0.0f, out + r0 * ldo, (int)ldo);
-    for (int64_t i = r0; i < r1; i++)
-        epilogue_row(out + i * ldo, b, od, ep, res ? res + i * od : NULL);
+        return MV_OK;
+    mv_status st = mv_gemm_rows(ws, omp_get_thread_num(), w, o, ldo, xi, ldx, r1 - r0, e);
+    if (st)
+        return st;
+    for (int64_t i = 0; i < r1 - r0; i++)
+        epilogue_row(o + i * ldo, b, od, ep, res ? res + (r0 + i) * od : NULL);
+    return MV_OK;
 }
 
-/* The same with dense rows (leading dimensions in and od). */
-static void linear_range(float *out, const float *x, const float *W, const float *b, int64_t r0,
-                         int64_t r1, int in, int od, epilogue ep, float *res)
+/* The same on dense matrices out[n, od], x[n, in]. */
+static mv_status linear_range(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, const float *x,
+                              const float *b, int64_t r0, int64_t r1, int in, int od, epilogue ep,
+                              float *res, mv_err *e)
 {
-    linear_range_ld(out, od, x, in, W, b, r0, r1, in, od, ep, res);
+    return linear_block(ws, w, out + r0 * od, od, x + r0 * in, in, b, r0, r1, od, ep, res, e);
 }
 
-/* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue; rows split by row_parts/row_range. */
-static void linear_rows(float *out, const float *x, const float *W, const float *b, int64_t n,
-                        int in, int od, epilogue ep, float *res)
+/* out[n, od] = x[n, in] . W^T + b (w packed); rows split by row_parts/row_range. */
+static mv_status linear_rows(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, const float *x,
+                             const float *b, int64_t n, int in, int od, mv_err *e)
 {
     if (n <= 0)
-        return;
-    pthread_once(&blas_once, blas_single);
+        return MV_OK;
+    par_err pe = {0};
     int P = row_parts(n, (int64_t)od * in, omp_get_max_threads());
 #pragma omp parallel num_threads(P)
     {
         int64_t r0, r1;
+        mv_err te;
         row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-        linear_range(out, x, W, b, r0, r1, in, od, ep, res);
+        mv_status st = linear_range(ws, w, out, x, b, r0, r1, in, od, EPI_BIAS, NULL, &te);
+        if (st)
+            par_fail(&pe, st, &te);
     }
+    if (pe.st)
+        *e = pe.e;
+    return pe.st;
 }
 
+/* The twin (CUDA tests' reference): W as stored, through OpenBLAS single-threaded per row block
+ * (OpenBLAS's row atom and call floor), in every build. */
 void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, int64_t n, int in,
                    int out_dim)
 {
-    linear_rows(out, x, W, b, n, in, out_dim, EPI_BIAS, NULL);
+    if (n <= 0)
+        return;
+    pthread_once(&blas_once, blas_single);
+    int P = row_parts_a(n, (int64_t)out_dim * in, omp_get_max_threads(), BLAS_ROW_ATOM,
+                        BLAS_MIN_CALL_MNK);
+#pragma omp parallel num_threads(P)
+    {
+        int64_t r0, r1;
+        row_range_a(n, omp_get_thread_num(), omp_get_num_threads(), BLAS_ROW_ATOM, &r0, &r1);
+        if (r0 < r1)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), out_dim, in, 1.0f,
+                        x + r0 * in, in, W, in, 0.0f, out + r0 * out_dim, out_dim);
+        for (int64_t i = r0; i < r1; i++)
+            epilogue_row(out + i * out_dim, b, out_dim, EPI_BIAS, NULL);
+    }
 }
 
 void mv_gelu_tanh_cpu(float *x, int64_t count)
@@ -416,9 +473,11 @@ static void split_heads(float *hm, const float *qkv, const float *cos_t, const f
 }
 
 /* Attention through BLAS on head-major hm[3][heads][n][D] (split_heads), out[n, H]. One work
- * item = ATT_QB query rows of one head of one segment, done by one thread: S[m, L] = scale * Q K^T (sgemm), row softmax numerators e^(S - max) and their sum
- * (f32, as torch's CPU softmax), O[m, D] = P V (sgemm), then O /= sum. scratch: n_threads x ATT_QB x max_len floats. */
-static void attention_blas(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg,
+ * item = ATT_QB query rows of one head of one segment, done by one thread: S[m, L] = scale * Q K^T
+ * (mv_sgemm_1t), row softmax numerators e^(S - max) and their sum (f32, as torch's CPU softmax),
+ * O[m, D] = P V (mv_sgemm_1t), then O /= sum. scratch: n_threads x ATT_QB x max_len floats.
+ * Returns 0, or -1 when the GEMM library failed (out is then incomplete). */
+static int attention_blas(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg,
                            int heads, int D, float *scratch, int64_t max_len)
 {
     int H = heads * D;
@@ -427,7 +486,8 @@ static void attention_blas(float *out, const float *hm, int64_t n, const int32_t
     for (int sg = 0; sg < n_seg; sg++)
         n_items += (int64_t)heads * ((cu[sg + 1] - cu[sg] + ATT_QB - 1) / ATT_QB);
     pthread_once(&blas_once, blas_single);
-#pragma omp parallel
+    int bad = 0;
+#pragma omp parallel reduction(| : bad)
     {
         float *S = scratch + (int64_t)omp_get_thread_num() * ATT_QB * max_len;
         float rinv[ATT_QB];
@@ -453,18 +513,17 @@ static void attention_blas(float *out, const float *hm, int64_t n, const int32_t
             const float *Q = hm + ((int64_t)hd * n + q0) * D;
             const float *K = hm + ((int64_t)(heads + hd) * n + s0) * D;
             const float *V = hm + ((int64_t)(2 * heads + hd) * n + s0) * D;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, L, D, scale, Q, D, K, D, 0.0f,
-                        S, L);
+            bad |= mv_sgemm_1t(1, m, L, D, scale, Q, D, K, D, S, L) != 0;
             for (int i = 0; i < m; i++)
                 rinv[i] = softmax_numerators(S + (int64_t)i * L, L);
             float *O = out + q0 * H + hd * D;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, D, L, 1.0f, S, L, V, D, 0.0f,
-                        O, H);
+            bad |= mv_sgemm_1t(0, m, D, L, 1.0f, S, L, V, D, O, H) != 0;
             for (int i = 0; i < m; i++)
                 for (int d = 0; d < D; d++)
                     O[(int64_t)i * H + d] *= rinv[i];
         }
     }
+    return bad ? -1 : 0;
 }
 
 static int64_t max_seg_len(const int32_t *cu, int n_seg)
@@ -481,12 +540,13 @@ void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, i
     int64_t mx = max_seg_len(cu_seqlens, n_seg), n = cu_seqlens[n_seg];
     float *scratch = malloc((size_t)omp_get_max_threads() * ATT_QB * (mx > 0 ? mx : 1) * sizeof(float));
     float *hm = malloc((size_t)(n > 0 ? n : 1) * 3 * heads * D * sizeof(float));
-    if (!scratch || !hm) { /* a twin for tests: poison the output so that the comparison fails */
+    if (scratch && hm)
+        split_heads(hm, qkv, NULL, NULL, n, heads, D);
+    if (!scratch || !hm ||
+        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch, mx)) {
+        /* a twin for tests: poison the output so that the comparison fails */
         for (int64_t k = 0; k < n * heads * D; k++)
             out[k] = NAN;
-    } else {
-        split_heads(hm, qkv, NULL, NULL, n, heads, D);
-        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch, mx);
     }
     free(scratch);
     free(hm);
@@ -542,6 +602,16 @@ static mv_status dump(mv_stage_fn fn, void *ud, const char *stage, const float *
     return fn ? fn(ud, stage, x, rows, cols, e) : MV_OK;
 }
 
+/* The backend's state: the thread count and every Linear layer's packed weights. */
+typedef struct {
+    int threads;
+    mv_gemm_cpu *g;
+    mv_gemm_w *patch, *mfc1, *mfc2;
+    mv_gemm_w **blk; /* depth x {qkv, proj, fc1, fc2} */
+} cpu_impl;
+
+enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_PER_BLOCK };
+
 static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t *grid,
                              int n_entries, float *out, mv_stage_fn fn, void *ud, mv_err *e)
 {
@@ -562,15 +632,21 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     float *cos_t = malloc(N * D * sizeof(float)), *sin_t = malloc(N * D * sizeof(float));
     int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
     float *scratch = NULL, *hm = NULL;
-    omp_set_num_threads(*(int *)be->impl); /* this thread's parallel regions (the tower thread) */
+    const cpu_impl *ci = be->impl;
+    omp_set_num_threads(ci->threads); /* this thread's parallel regions (the tower thread) */
     int T = omp_get_max_threads();
+    mv_gemm_ws *ws = NULL;
+    par_err pe = {0};
     if (!x || !xn || !qkv || !big || !cos_t || !sin_t || !cu) {
         st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
         goto out;
     }
+    if ((st = mv_gemm_ws_create(ci->g, T, &ws, e)))
+        goto out;
     if ((st = dump(fn, ud, "pixel_values", pixels, N, c->patch_dim, e)))
         goto out;
-    mv_linear_cpu(x, pixels, m->patch_w, m->patch_b, N, c->patch_dim, H);
+    if ((st = linear_rows(ws, ci->patch, x, pixels, m->patch_b, N, c->patch_dim, H, e)))
+        goto out;
     if ((st = dump(fn, ud, "patch_embed", x, N, H, e)))
         goto out;
     int64_t base = 0;
@@ -602,30 +678,48 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     int P = row_parts(N, min_nk, T);
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
+        mv_gemm_w *const *WB = B ? ci->blk + (size_t)(b - 1) * W_PER_BLOCK : NULL;
+        mv_gemm_w *const *WBn = Bn ? ci->blk + (size_t)b * W_PER_BLOCK : NULL;
 #pragma omp parallel num_threads(P)
         {
             int64_t r0, r1;
+            mv_err te;
+            mv_status ts = MV_OK;
             row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
             if (B) { /* the rest of block b - 1; xn holds its attention output */
-                /* big is scratch for proj's and fc1's outputs: one row stride LB for both, so
-                 * each thread's rows of it stay its own (two strides would let one thread's fc1
-                 * rows overlap another's proj rows) */
-                linear_range_ld(big, LB, xn, H, B->proj_w, B->proj_b, r0, r1, H, H, EPI_RES, x);
-                for (int64_t i = r0; i < r1; i++)
+                /* big is scratch for proj's and fc1's outputs: this thread owns its rows
+                 * [r0, r1) at row stride LB, bt, and uses them densely (proj's [r1 - r0, H],
+                 * then fc1's [r1 - r0, F]), so no thread's rows overlap another's */
+                float *bt = big + r0 * LB;
+                ts = linear_block(ws, WB[W_PROJ], bt, H, xn + r0 * H, H, B->proj_b, r0, r1, H,
+                                  EPI_RES, x, &te);
+                for (int64_t i = r0; !ts && i < r1; i++)
                     layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
-                linear_range_ld(big, LB, xn, H, B->fc1_w, B->fc1_b, r0, r1, H, F,
-                             c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL);
-                if (c->act != MV_ACT_GELU_TANH)
-                    for (int64_t i = r0; i < r1; i++)
-                        act_row(c->act, big + i * LB, F);
-                linear_range_ld(xn, H, big, LB, B->fc2_w, B->fc2_b, r0, r1, F, H, EPI_RES, x);
+                if (!ts)
+                    ts = linear_block(ws, WB[W_FC1], bt, F, xn + r0 * H, H, B->fc1_b, r0, r1, F,
+                                      c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL, &te);
+                if (!ts && c->act != MV_ACT_GELU_TANH)
+                    for (int64_t i = 0; i < r1 - r0; i++)
+                        act_row(c->act, bt + i * F, F);
+                if (!ts)
+                    ts = linear_block(ws, WB[W_FC2], xn + r0 * H, H, bt, F, B->fc2_b, r0, r1, H,
+                                      EPI_RES, x, &te);
             }
-            if (Bn) { /* the start of block b */
+            if (Bn && !ts) { /* the start of block b */
                 for (int64_t i = r0; i < r1; i++)
                     layernorm_row(xn + i * H, x + i * H, Bn->norm1_w, Bn->norm1_b, H, c->ln_eps);
-                linear_range(qkv, xn, Bn->qkv_w, Bn->qkv_b, r0, r1, H, 3 * H, EPI_BIAS, NULL);
-                split_heads_range(hm, qkv, cos_t, sin_t, N, r0, r1, c->heads, D);
+                ts = linear_range(ws, WBn[W_QKV], qkv, xn, Bn->qkv_b, r0, r1, H, 3 * H, EPI_BIAS,
+                                  NULL, &te);
+                if (!ts)
+                    split_heads_range(hm, qkv, cos_t, sin_t, N, r0, r1, c->heads, D);
             }
+            if (ts)
+                par_fail(&pe, ts, &te);
+        }
+        if (pe.st) {
+            *e = pe.e;
+            st = pe.st;
+            goto out;
         }
         if (B) {
             char name[32];
@@ -633,21 +727,27 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             if ((st = dump(fn, ud, name, x, N, H, e)))
                 goto out;
         }
-        if (Bn)
-            attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len);
+        if (Bn && attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len)) {
+            st = mv_fail(e, MV_ERR_INTERNAL, "cpu tower: %s failed in attention of block %d",
+                         mv_gemm_cpu_name(ci->g), b);
+            goto out;
+        }
     }
     /* merger: LN per patch row, then 4 consecutive rows (one 2x2 block) form one 4H row */
     mv_layernorm_cpu(xn, x, m->mnorm_w, m->mnorm_b, N, H, c->ln_eps);
     if ((st = dump(fn, ud, "merger_norm", xn, N, H, e)))
         goto out;
     int64_t M = N / mm;
-    mv_linear_cpu(big, xn, m->mfc1_w, m->mfc1_b, M, H * mm, H * mm);
+    if ((st = linear_rows(ws, ci->mfc1, big, xn, m->mfc1_b, M, H * mm, H * mm, e)))
+        goto out;
     if ((st = dump(fn, ud, "merger_fc1", big, M, H * mm, e)))
         goto out;
     mv_gelu_erf_cpu(big, M * H * mm);
-    mv_linear_cpu(out, big, m->mfc2_w, m->mfc2_b, M, H * mm, c->out_hidden);
+    if ((st = linear_rows(ws, ci->mfc2, out, big, m->mfc2_b, M, H * mm, c->out_hidden, e)))
+        goto out;
     st = dump(fn, ud, "output", out, M, c->out_hidden, e);
 out:
+    mv_gemm_ws_destroy(ws);
     free(x);
     free(xn);
     free(qkv);
@@ -708,26 +808,79 @@ static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int
     return st;
 }
 
+static void cpu_impl_free(cpu_impl *ci, int depth)
+{
+    if (!ci)
+        return;
+    mv_gemm_w_free(ci->patch);
+    mv_gemm_w_free(ci->mfc1);
+    mv_gemm_w_free(ci->mfc2);
+    for (int k = 0; ci->blk && k < depth * W_PER_BLOCK; k++)
+        mv_gemm_w_free(ci->blk[k]);
+    free(ci->blk);
+    mv_gemm_cpu_destroy(ci->g);
+    free(ci);
+}
+
 static void cpu_destroy(mv_backend *b)
 {
-    free(b->impl);
+    cpu_impl_free(b->impl, b->model->cfg.depth);
     free(b);
+}
+
+/* Packs every Linear layer's weights once (shared read-only by the tower's threads). */
+static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
+{
+    const mv_vision_config *c = &m->cfg;
+    int H = c->hidden, F = c->inter, mm = c->merge * c->merge;
+    mv_status st;
+    if ((st = mv_gemm_pack(ci->g, m->patch_w, c->patch_dim, H, "patch_embed", &ci->patch, e)) ||
+        (st = mv_gemm_pack(ci->g, m->mfc1_w, H * mm, H * mm, "merger fc1", &ci->mfc1, e)) ||
+        (st = mv_gemm_pack(ci->g, m->mfc2_w, H * mm, c->out_hidden, "merger fc2", &ci->mfc2, e)))
+        return st;
+    if (!(ci->blk = calloc((size_t)c->depth * W_PER_BLOCK, sizeof *ci->blk)))
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < c->depth; b++) {
+        const mv_block *B = &m->blocks[b];
+        mv_gemm_w **w = ci->blk + (size_t)b * W_PER_BLOCK;
+        char name[64];
+        snprintf(name, sizeof name, "block %d", b);
+        if ((st = mv_gemm_pack(ci->g, B->qkv_w, H, 3 * H, name, &w[W_QKV], e)) ||
+            (st = mv_gemm_pack(ci->g, B->proj_w, H, H, name, &w[W_PROJ], e)) ||
+            (st = mv_gemm_pack(ci->g, B->fc1_w, H, F, name, &w[W_FC1], e)) ||
+            (st = mv_gemm_pack(ci->g, B->fc2_w, F, H, name, &w[W_FC2], e)))
+            return st;
+    }
+    return MV_OK;
 }
 
 mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
                                 mv_err *e)
 {
     mv_backend *b = calloc(1, sizeof *b);
-    int *threads = malloc(sizeof *threads);
-    if (!b || !threads) {
+    cpu_impl *ci = calloc(1, sizeof *ci);
+    if (!b || !ci) {
         free(b);
-        free(threads);
+        free(ci);
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
     }
-    /* -j N, else every CPU of the affinity mask; OpenBLAS itself stays single-threaded */
-    *threads = o && o->threads > 0 ? o->threads : mv_cpu_count();
+    /* -j N, else every CPU of the affinity mask; the GEMM libraries stay single-threaded */
+    ci->threads = o && o->threads > 0 ? o->threads : mv_cpu_count();
     pthread_once(&blas_once, blas_single);
-    b->impl = threads;
+    double t0 = mv_now();
+    mv_status st = mv_gemm_cpu_create(o && o->verbose, &ci->g, e);
+    if (!st)
+        st = pack_all(m, ci, e);
+    if (st) {
+        cpu_impl_free(ci, m->cfg.depth);
+        free(b);
+        return st;
+    }
+    if (o && o->verbose)
+        fprintf(stderr, "mvembed: CPU tower: %d threads, GEMMs through %s (%s %.2fs)\n",
+                ci->threads, mv_gemm_cpu_name(ci->g),
+                MV_HAVE_DNNL ? "weights packed in" : "set up in", mv_now() - t0);
+    b->impl = ci;
     b->name = "cpu";
     b->forward = cpu_forward;
     b->forward_u8 = cpu_forward_u8;

@@ -2,13 +2,20 @@
 # The CPU tower's results do not depend on the thread count: the same inputs embedded with -j 1,
 # -j 2 and -j 3 give byte-identical outputs (the oracle is cmp). The wide tower below has an MLP
 # of 4304 (the 27B layout's), the reduction length at which OpenBLAS's own threads once changed
-# the last bits; the fixture tower covers the other shapes.
+# the last bits; the fixture tower covers the other shapes. The two generated images (728 and
+# 784 patches, under the fixture preprocessor's pixel cap) give each thread several GEMM calls (oneDNN's: 256 rows at most) and row blocks
+# of many sizes, with and without a tail of fewer than 16 rows, at -j 1, 2, 5 and 7.
 load test_helper
 
 setup_file() {
     export WIDE="$BATS_FILE_TMPDIR/wide"
     "$PY" "$ROOT/scripts/make_random_tower.py" "$WIDE" --config 2x128x2x4304x64 --seed 1 >/dev/null
     cp "$MODEL"/preprocessor_config.json "$MODEL"/video_preprocessor_config.json "$WIDE/"
+    export BIG="$BATS_FILE_TMPDIR/big"
+    mkdir -p "$BIG"
+    # 448x416 -> 28x26 patches (728 rows: 45 row atoms of 16 + 8), 448x448 -> 28x28 (784 rows)
+    ffmpeg -v error -f lavfi -i testsrc2=size=448x416 -frames:v 1 "$BIG/a_448x416.png"
+    ffmpeg -v error -f lavfi -i mandelbrot=size=448x448 -frames:v 1 "$BIG/b_448x448.png"
 }
 
 # same_bytes DIR_A DIR_B: the same .npy.zst files in both, byte for byte
@@ -39,4 +46,18 @@ same_bytes() {
         [ "$status" -eq 0 ]
     done
     same_bytes "$T/j1" "$T/j3"
+}
+
+@test "-j 1, 2, 5, 7: byte-identical outputs for images of 728 and 784 patches (wide MLP tower)" {
+    T="$BATS_TEST_TMPDIR"
+    for j in 1 2 5 7; do
+        run mvembed -q --device cpu --model "$WIDE" -j "$j" --out "$T/j$j" "$BIG"
+        [ "$status" -eq 0 ]
+    done
+    # the patch counts the comment above relies on
+    run "$PY" -c "import json,sys; print(sorted(json.loads(l)['grid_thw'][1] * json.loads(l)['grid_thw'][2] for l in open(sys.argv[1])))" "$T/j1/manifest.jsonl"
+    [ "$output" = "[728, 784]" ]
+    same_bytes "$T/j1" "$T/j2"
+    same_bytes "$T/j1" "$T/j5"
+    same_bytes "$T/j1" "$T/j7"
 }

@@ -1,18 +1,23 @@
 /* cpubench - times the CPU tower alone (model load excluded) and, beside it, the tower's Linear
- * GEMMs alone: the same shapes and weights through plain cblas_sgemm with OpenBLAS's own thread
- * pool at the same thread count, the way numpy would run them. Not a test; scripts/bench-cpu.sh
- * runs it.
+ * GEMMs alone: the same shapes and weights through the tower's own GEMM path (mv_gemm_cpu.h:
+ * oneDNN against packed weights, or OpenBLAS in a NO_DNNL build; N threads, each multiplying its
+ * own block of rows cut as the tower cuts them), and with --blas also plain cblas_sgemm with
+ * OpenBLAS's own thread pool at the same thread count (the way numpy would run them; slow where
+ * OpenBLAS runs generic kernels). Not a test; scripts/bench-cpu.sh runs it.
  *   cpubench --model DIR --grid "t,h,w[;t,h,w...]" [--pixels P.npy] [-j N] [--iters K]
- *            [--what tower|gemm|both] [--out OUT.npy]
+ *            [--what tower|gemm|both] [--blas 1] [--out OUT.npy]
  * Pixels: P.npy [n_patches, patch_dim] f32, or (without --pixels) uniform [-1, 1) from a fixed
  * LCG. One warm-up run, then K runs; with --what both the tower and the GEMMs alternate, so that
- * both see the same load. Prints "tower S" / "gemm S" (median, seconds), "tower_min S" /
- * "gemm_min S" (fastest run) and the GEMMs' TFLOP. --out saves the tower's output [tokens, L]. */
+ * both see the same load. Prints "tower S" / "gemm S" / "gemm_blas S" (median, seconds),
+ * "tower_min S" / "gemm_min S" / "gemm_blas_min S" (fastest run), the GEMM library and the GEMMs'
+ * TFLOP. --out saves the tower's output [tokens, L] (to compare -j runs byte for byte). */
 #include "mv_backend.h"
 #include "mv_common.h"
+#include "mv_gemm_cpu.h"
 #include "mv_npy.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,24 +41,55 @@ static double median(double *t, int n)
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-/* One Linear of the tower: out[n, o] = x[n, i] . W[o, i]^T. */
+/* One Linear of the tower: out[n, o] = x[n, i] . W[o, i]^T (pw: W packed). */
 typedef struct {
     int64_t n;
     int in, out;
     const float *W;
+    mv_gemm_w *pw;
 } gemm_shape;
 
-static void run_gemms(const gemm_shape *g, int ng, float *a, float *c)
+/* OpenBLAS's own threads on the whole matrix */
+static void run_gemms_blas(const gemm_shape *g, int ng, float *a, float *c)
 {
     for (int k = 0; k < ng; k++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g[k].n, g[k].out, g[k].in, 1.0f,
                     a, g[k].in, g[k].W, g[k].in, 0.0f, c, g[k].out);
 }
 
+/* The tower's path: T threads, thread t multiplies rows [r0, r1), cut at multiples of
+ * MV_GEMM_ROW_ATOM with calls of at least MV_GEMM_MIN_CALL_MNK multiply-adds (tower_cpu.c's
+ * row_parts / row_range). */
+static int run_gemms_tower(const gemm_shape *g, int ng, float *a, float *c, mv_gemm_ws *ws, int T,
+                           mv_err *e)
+{
+    int bad = 0;
+    for (int k = 0; k < ng && !bad; k++) {
+        int64_t n = g[k].n, atom = MV_GEMM_ROW_ATOM, atoms = (n + atom - 1) / atom;
+        int64_t amin = MV_GEMM_MIN_CALL_MNK / (atom * g[k].in * g[k].out) + 2, P = atoms / amin;
+        P = P < 1 ? 1 : (P > T ? T : P);
+#pragma omp parallel num_threads((int)P) reduction(| : bad)
+        {
+            int t = omp_get_thread_num(), np = omp_get_num_threads();
+            int64_t r0 = atoms * t / np * atom, r1 = atoms * (t + 1) / np * atom;
+            r0 = r0 < n ? r0 : n;
+            r1 = r1 < n ? r1 : n;
+            mv_err te;
+            if (mv_gemm_rows(ws, t, g[k].pw, c + r0 * g[k].out, g[k].out, a + r0 * g[k].in, g[k].in,
+                             r1 - r0, &te)) {
+#pragma omp critical
+                *e = te;
+                bad = 1;
+            }
+        }
+    }
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *mdir = NULL, *gs = NULL, *pix_path = NULL, *what = "both", *out_path = NULL;
-    int threads = 0, iters = 3;
+    int threads = 0, iters = 3, blas = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -72,13 +108,15 @@ int main(int argc, char **argv)
             what = v;
         else if (!strcmp(a, "--out"))
             out_path = v;
+        else if (!strcmp(a, "--blas"))
+            blas = atoi(v);
         else
             return die(a, "unknown option");
         i++;
     }
     if (!mdir || !gs || iters < 1 || iters > 1000)
         return die("usage", "cpubench --model DIR --grid \"t,h,w;...\" [--pixels P.npy] [-j N] "
-                            "[--iters K] [--what tower|gemm|both] [--out OUT.npy]");
+                            "[--iters K] [--what tower|gemm|both] [--blas 1] [--out OUT.npy]");
     if (threads <= 0)
         threads = mv_cpu_count();
     int32_t grid[3 * 256];
@@ -137,16 +175,16 @@ int main(int argc, char **argv)
     gemm_shape *g = malloc((4 * c->depth + 3) * sizeof *g);
     if (!out || !g)
         return die("setup", "out of memory");
-    g[ng++] = (gemm_shape){N, c->patch_dim, H, m->patch_w};
+    g[ng++] = (gemm_shape){N, c->patch_dim, H, m->patch_w, NULL};
     for (int b = 0; b < c->depth; b++) {
         const mv_block *B = &m->blocks[b];
-        g[ng++] = (gemm_shape){N, H, 3 * H, B->qkv_w};
-        g[ng++] = (gemm_shape){N, H, H, B->proj_w};
-        g[ng++] = (gemm_shape){N, H, F, B->fc1_w};
-        g[ng++] = (gemm_shape){N, F, H, B->fc2_w};
+        g[ng++] = (gemm_shape){N, H, 3 * H, B->qkv_w, NULL};
+        g[ng++] = (gemm_shape){N, H, H, B->proj_w, NULL};
+        g[ng++] = (gemm_shape){N, H, F, B->fc1_w, NULL};
+        g[ng++] = (gemm_shape){N, F, H, B->fc2_w, NULL};
     }
-    g[ng++] = (gemm_shape){M, H * mm, H * mm, m->mfc1_w};
-    g[ng++] = (gemm_shape){M, H * mm, c->out_hidden, m->mfc2_w};
+    g[ng++] = (gemm_shape){M, H * mm, H * mm, m->mfc1_w, NULL};
+    g[ng++] = (gemm_shape){M, H * mm, c->out_hidden, m->mfc2_w, NULL};
     double flop = 0;
     int64_t amax = 0, cmax = 0;
     for (int k = 0; k < ng; k++) {
@@ -157,8 +195,20 @@ int main(int argc, char **argv)
     float *a = do_gemm ? malloc(amax * sizeof(float)) : NULL;
     float *cc = do_gemm ? malloc(cmax * sizeof(float)) : NULL;
     double *tt = malloc((iters + 1) * sizeof(double)), *tg = malloc((iters + 1) * sizeof(double));
-    if ((do_gemm && (!a || !cc)) || !tt || !tg)
+    double *tb = malloc((iters + 1) * sizeof(double));
+    if ((do_gemm && (!a || !cc)) || !tt || !tg || !tb)
         return die("setup", "out of memory");
+    /* the tower's GEMM path: its own packed copy of every weight, one work-space slot per thread */
+    mv_gemm_cpu *gc = NULL;
+    mv_gemm_ws *ws = NULL;
+    if (do_gemm) {
+        if (mv_gemm_cpu_create(0, &gc, &e) || mv_gemm_ws_create(gc, threads, &ws, &e))
+            return die("gemm", e.msg);
+        for (int k = 0; k < ng; k++)
+            if (mv_gemm_pack(gc, g[k].W, g[k].in, g[k].out, "weights", &g[k].pw, &e))
+                return die("gemm", e.msg);
+        printf("gemm_lib %s\n", mv_gemm_cpu_name(gc));
+    }
     for (int64_t k = 0; do_gemm && k < amax; k++)
         a[k] = pixels[k % (N * c->patch_dim)];
     /* tower and GEMMs alternate, so that both see the same load on a shared machine */
@@ -170,10 +220,17 @@ int main(int argc, char **argv)
             tt[it] = mv_now() - t0;
         }
         if (do_gemm) {
+            omp_set_num_threads(threads);
+            double t0 = mv_now();
+            if (run_gemms_tower(g, ng, a, cc, ws, threads, &e))
+                return die("gemm", e.msg);
+            tg[it] = mv_now() - t0;
+        }
+        if (do_gemm && blas) {
             openblas_set_num_threads(threads); /* OpenBLAS's own pool, as numpy runs it */
             double t0 = mv_now();
-            run_gemms(g, ng, a, cc);
-            tg[it] = mv_now() - t0;
+            run_gemms_blas(g, ng, a, cc);
+            tb[it] = mv_now() - t0;
             openblas_set_num_threads(1);
         }
     }
@@ -185,6 +242,10 @@ int main(int argc, char **argv)
         double med = median(tg + 1, iters);
         printf("gemm %.4f\ngemm_min %.4f\n", med, tg[1]);
     }
+    if (do_gemm && blas) {
+        double med = median(tb + 1, iters);
+        printf("gemm_blas %.4f\ngemm_blas_min %.4f\n", med, tb[1]);
+    }
     printf("gemm_tflop %.4f\n", flop * 1e-12);
     if (out_path && do_tower) {
         int64_t shape[2] = {M, c->out_hidden};
@@ -192,6 +253,11 @@ int main(int argc, char **argv)
             return die(out_path, e.msg);
     }
     free(out);
+    for (int k = 0; do_gemm && k < ng; k++)
+        mv_gemm_w_free(g[k].pw);
+    mv_gemm_ws_destroy(ws);
+    mv_gemm_cpu_destroy(gc);
+    free(tb);
     free(g);
     free(a);
     free(cc);

@@ -1,0 +1,62 @@
+/* mv_gemm_cpu.h - the CPU tower's f32 matrix products: each Linear layer's weights packed once
+ * for the GEMM library (oneDNN's matmul primitive; OpenBLAS in a `make NO_DNNL=1` build, which
+ * packs nothing), row blocks multiplied against them on the calling thread alone, and
+ * attention's two small products. Not here: the tower's threading and epilogues (tower_cpu.c).
+ *
+ * Determinism: a row's result depends on the row and the weights only, never on how many rows
+ * the call had or where the row sat in it, as long as calls start at multiples of
+ * MV_GEMM_ROW_ATOM rows and (OpenBLAS) have more than MV_GEMM_MIN_CALL_MNK multiply-adds. Every
+ * call is single-threaded, whatever -j is. */
+#ifndef MV_GEMM_CPU_H
+#define MV_GEMM_CPU_H
+
+#include "mv_common.h"
+
+#ifndef MV_HAVE_DNNL
+#define MV_HAVE_DNNL 0 /* the Makefile sets 1 when it links oneDNN */
+#endif
+
+#if MV_HAVE_DNNL
+/* oneDNN's brgemm matmul gives a row the same bytes in any call (25-cpu-threads.bats checks it
+ * on blocks of every size); 16-row cuts balance 16 threads on 3136 rows to 94 % (64: 77 %). */
+#define MV_GEMM_ROW_ATOM 16
+#define MV_GEMM_MIN_CALL_MNK 0LL
+#else
+/* OpenBLAS: its tail kernel and its "small matrix" kernel (M*N*K <= 1e6 on SkylakeX) sum in
+ * another order, so calls start at multiples of 64 rows and are not small (bench/NOTES.md). */
+#define MV_GEMM_ROW_ATOM 64
+#define MV_GEMM_MIN_CALL_MNK (1LL << 23)
+#endif
+
+typedef struct mv_gemm_cpu mv_gemm_cpu; /* the library's state and primitive cache */
+typedef struct mv_gemm_w mv_gemm_w;     /* one Linear layer's weights, packed */
+typedef struct mv_gemm_ws mv_gemm_ws;   /* per-forward work space: one slot per thread */
+
+/* verbose: say once on stderr which GEMM library runs (and, for OpenBLAS, when it runs generic
+ * kernels on a CPU it does not know, how to fix that). */
+mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e);
+void mv_gemm_cpu_destroy(mv_gemm_cpu *g);
+/* "oneDNN 2.6.3" or "OpenBLAS (core SkylakeX)" */
+const char *mv_gemm_cpu_name(const mv_gemm_cpu *g);
+
+/* Packs W[od, in] (row-major, as the model stores a Linear's weight) for y = x . W^T. W must stay
+ * alive as long as the packed copy (the OpenBLAS build keeps a pointer to it). name: for errors. */
+mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const char *name,
+                       mv_gemm_w **out, mv_err *e);
+void mv_gemm_w_free(mv_gemm_w *w);
+
+/* A work space for `slots` threads (thread t of a parallel region uses slot t). */
+mv_status mv_gemm_ws_create(mv_gemm_cpu *g, int slots, mv_gemm_ws **out, mv_err *e);
+void mv_gemm_ws_destroy(mv_gemm_ws *ws);
+
+/* out[m, od] (row stride ldo) = x[m, in] (row stride ldx) . W^T, on the calling thread alone,
+ * which uses slot `slot` of ws. Thread-safe for distinct slots. m may be 0. */
+mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out, int64_t ldo,
+                       const float *x, int64_t ldx, int64_t m, mv_err *e);
+
+/* Row-major C[m, n] = alpha . A[m, k] . op(B) (op(B) = B[k, n], or B[n, k]^T when tb), beta 0,
+ * on the calling thread alone (attention's products). Returns 0, or -1 on a library error. */
+int mv_sgemm_1t(int tb, int m, int n, int k, float alpha, const float *A, int lda, const float *B,
+                int ldb, float *C, int ldc);
+
+#endif

@@ -1,0 +1,452 @@
+/* gemm_cpu.c - the CPU tower's f32 GEMMs (mv_gemm_cpu.h): oneDNN's matmul primitive against
+ * weights reordered once, at backend creation, into the layout the primitive picks; OpenBLAS's
+ * cblas_sgemm on the weights as stored in a `make NO_DNNL=1` build. Not here: which rows each
+ * thread takes, and what is done to them afterwards (tower_cpu.c).
+ *
+ * Why oneDNN, and why one single-threaded matmul per tower thread (bench/NOTES.md, "oneDNN"):
+ * Debian's OpenBLAS 0.3.21 runs its generic Prescott kernels on CPUs newer than it knows (the
+ * 16-core Sapphire Rapids of the GPU machine: 0.19 TFLOP/s on 16 cores), and each of our threads'
+ * calls packs the whole weight matrix again. oneDNN 2.6's brgemm matmul (avx512_core there) made
+ * 0.125 TFLOP/s on one core for a 784-row block against pre-packed weights, 1.23 TFLOP/s with
+ * its own 16 threads on the whole matrix: the tower threads each running one matmul on their own
+ * rows keep the fused block loop (no barrier between a block's GEMMs) and use every core alike.
+ *
+ * Determinism. Primitives are created with OpenMP's thread count set to 1 on the creating
+ * thread, so their blocking depends on the shapes alone (never on -j), and they execute on the
+ * calling thread alone (oneDNN runs its parallel() inline for a 1-thread primitive). The brgemm
+ * kernels sum a row's K products in an order that does not depend on M or on the row's place in
+ * the call: every block of rows gives the bytes of the whole product (measured for blocks of 1,
+ * 7, 16, 48, 64, 192 and 333 rows on the tower's shapes; 25-cpu-threads.bats checks -j 1..7).
+ * A thread's rows are multiplied in calls of at most MB rows, so that the primitive cache holds
+ * at most MB entries per weight shape, however many image sizes go by.
+ * Attention's products go through dnnl_sgemm, with the thread count set to 1 around the call
+ * (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
+ * and its sgemm's bytes depend on its thread count). */
+#include "mv_gemm_cpu.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if MV_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* Rows per matmul call (see the file comment). */
+#define MB 256
+
+#if MV_HAVE_DNNL
+/* one matmul primitive: m rows of x (row stride ldx) times packed weights [in, od] (layout wmd),
+ * into out (row stride ldo) */
+typedef struct prim {
+    int64_t m, ldx, ldo;
+    int in, od;
+    dnnl_memory_desc_t wmd, src, dst, scr;
+    size_t scr_bytes;
+    dnnl_primitive_t p;
+    struct prim *next;
+} prim;
+#endif
+
+struct mv_gemm_cpu {
+    char name[128];
+#if MV_HAVE_DNNL
+    dnnl_engine_t eng;
+    pthread_mutex_t mu; /* guards cache and name */
+    prim *cache;
+#endif
+};
+
+struct mv_gemm_w {
+    mv_gemm_cpu *g;
+    int in, od;
+    const float *W; /* OpenBLAS: the weights as stored */
+#if MV_HAVE_DNNL
+    dnnl_memory_desc_t md; /* the packed layout */
+    void *packed;
+    char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
+#endif
+};
+
+typedef struct {
+#if MV_HAVE_DNNL
+    dnnl_stream_t st;
+#endif
+    void *scr;
+    size_t scr_cap;
+} slot_t;
+
+struct mv_gemm_ws {
+    mv_gemm_cpu *g;
+    int n;
+    slot_t *s;
+};
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void) { openblas_set_num_threads(1); }
+
+#if MV_HAVE_DNNL
+#define DNNL_TRY(call, what)                                                                   \
+    do {                                                                                       \
+        dnnl_status_t s_ = (call);                                                             \
+        if (s_ != dnnl_success) {                                                              \
+            st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: %s: status %d", what, (int)s_);         \
+            goto out;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* A matmul primitive descriptor for m rows; wmd NULL: the layout oneDNN prefers. Created with
+ * OpenMP's thread count at 1 on this thread, so that its blocking does not depend on -j. */
+static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int in, int od, int64_t ldx, int64_t ldo,
+                         const dnnl_memory_desc_t *wmd, dnnl_primitive_desc_t *pd, mv_err *e)
+{
+    mv_status st = MV_OK;
+    dnnl_memory_desc_t dx, dw, dy;
+    dnnl_dims_t sx = {m, in}, sw = {in, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
+    dnnl_primitive_attr_t at = NULL;
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dnnl_f32, tx), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dy, 2, sy, dnnl_f32, ty), "destination descriptor");
+    if (wmd)
+        dw = *wmd;
+    else
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dnnl_f32, dnnl_format_tag_any),
+                 "weights descriptor");
+    dnnl_matmul_desc_t md;
+    DNNL_TRY(dnnl_matmul_desc_init(&md, &dx, &dw, NULL, &dy), "matmul descriptor");
+    DNNL_TRY(dnnl_primitive_attr_create(&at), "attributes");
+    /* our scratch per thread slot, not the library's */
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(at, dnnl_scratchpad_mode_user), "scratchpad");
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, &md, at, g->eng, NULL);
+    if (s != dnnl_success)
+        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no f32 matmul for %lld x %d . %d x %d (status %d)",
+                     (long long)m, in, in, od, (int)s);
+out:
+    if (at)
+        dnnl_primitive_attr_destroy(at);
+    omp_set_num_threads(nt);
+    return st;
+}
+
+static const char *pd_impl(const_dnnl_primitive_desc_t pd)
+{
+    const char *s = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s)
+        return "?";
+    return s;
+}
+
+/* The cached primitive for (w's shape, m, ldx, ldo), made on first use. */
+static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t ldx, int64_t ldo,
+                          prim **out, mv_err *e)
+{
+    mv_status st = MV_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    pthread_mutex_lock(&g->mu);
+    prim *p;
+    for (p = g->cache; p; p = p->next)
+        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->in == w->in && p->od == w->od &&
+            dnnl_memory_desc_equal(&p->wmd, &w->md))
+            goto out;
+    p = calloc(1, sizeof *p);
+    if (!p) {
+        st = mv_fail(e, MV_ERR_NOMEM, "out of memory for a oneDNN primitive");
+        goto out;
+    }
+    if ((st = make_pd(g, m, w->in, w->od, ldx, ldo, &w->md, &pd, e)))
+        goto out;
+    /* another implementation (a strided destination gets oneDNN's reference one) would be
+     * slow, and its bytes unchecked: refuse it */
+    if (strcmp(pd_impl(pd), w->impl)) {
+        st = mv_fail(e, MV_ERR_INTERNAL,
+                     "oneDNN: matmul %lld x %d . %d x %d (row strides %lld, %lld) runs %s, not %s",
+                     (long long)m, w->in, w->in, w->od, (long long)ldx, (long long)ldo, pd_impl(pd),
+                     w->impl);
+        goto out;
+    }
+    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .in = w->in, .od = w->od, .wmd = w->md};
+    p->src = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    p->dst = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    p->scr = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p->scr_bytes = dnnl_memory_desc_get_size(&p->scr);
+    dnnl_status_t s = dnnl_primitive_create(&p->p, pd);
+    if (s != dnnl_success) {
+        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %d . %d x %d: status %d",
+                     (long long)m, w->in, w->in, w->od, (int)s);
+        goto out;
+    }
+    p->next = g->cache;
+    g->cache = p;
+out:
+    if (st) {
+        free(p);
+        p = NULL;
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    pthread_mutex_unlock(&g->mu);
+    *out = p;
+    return st;
+}
+#endif
+
+/* OpenBLAS cores whose kernels use AVX2 or AVX-512 (anything else is a generic one) */
+static int blas_core_is_modern(const char *c)
+{
+    static const char *const modern[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                         "SapphireRapids", "Excavator", "Steamroller"};
+    for (size_t i = 0; i < sizeof modern / sizeof *modern; i++)
+        if (!strcmp(c, modern[i]))
+            return 1;
+    return 0;
+}
+
+mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
+{
+    pthread_once(&blas_once, blas_single); /* OpenBLAS (what stays on it) single-threaded */
+    mv_gemm_cpu *g = calloc(1, sizeof *g);
+    if (!g)
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    const char *core = openblas_get_corename();
+#if MV_HAVE_DNNL
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    pthread_mutex_init(&g->mu, NULL);
+    dnnl_status_t s = dnnl_engine_create(&g->eng, dnnl_cpu, 0);
+    if (s != dnnl_success) {
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+        return mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no CPU engine (status %d)", (int)s);
+    }
+    (void)core;
+#else
+    snprintf(g->name, sizeof g->name, "OpenBLAS (core %s)", core ? core : "?");
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE is read then, not later); on a
+     * CPU newer than it knows it falls back to generic SSE3 kernels, several times slower */
+    if (verbose && core && !blas_core_is_modern(core) &&
+        (__builtin_cpu_supports("avx512f") || __builtin_cpu_supports("avx2")))
+        fprintf(stderr,
+                "mvembed: OpenBLAS does not know this CPU and runs its generic %s kernels; set "
+                "OPENBLAS_CORETYPE=%s before starting mvembed for several times the CPU speed\n",
+                core, __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+#endif
+#endif
+    (void)blas_core_is_modern;
+    (void)verbose;
+    *out = g;
+    return MV_OK;
+}
+
+void mv_gemm_cpu_destroy(mv_gemm_cpu *g)
+{
+    if (!g)
+        return;
+#if MV_HAVE_DNNL
+    while (g->cache) {
+        prim *p = g->cache;
+        g->cache = p->next;
+        dnnl_primitive_destroy(p->p);
+        free(p);
+    }
+    dnnl_engine_destroy(g->eng);
+    pthread_mutex_destroy(&g->mu);
+#endif
+    free(g);
+}
+
+const char *mv_gemm_cpu_name(const mv_gemm_cpu *g) { return g->name; }
+
+mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const char *name,
+                       mv_gemm_w **out, mv_err *e)
+{
+    mv_gemm_w *w = calloc(1, sizeof *w);
+    if (!w)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
+    *w = (mv_gemm_w){.g = g, .in = in, .od = od, .W = W};
+    mv_status st = MV_OK;
+#if MV_HAVE_DNNL
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_memory_t mu = NULL, mp = NULL;
+    dnnl_stream_t s = NULL;
+    /* the layout the primitive picks for a full MB-row call: every other call takes it as is */
+    if ((st = make_pd(g, MB, in, od, in, od, NULL, &pd, e)))
+        goto out;
+    w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    snprintf(w->impl, sizeof w->impl, "%s", pd_impl(pd));
+    pthread_mutex_lock(&g->mu);
+    if (!strchr(g->name, '('))
+        snprintf(g->name + strlen(g->name), sizeof g->name - strlen(g->name), " (%s)", pd_impl(pd));
+    pthread_mutex_unlock(&g->mu);
+    size_t bytes = dnnl_memory_desc_get_size(&w->md);
+    w->packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!w->packed) {
+        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for packed weights (%zu bytes)", name, bytes);
+        goto out;
+    }
+    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od] with strides (1, in) */
+    dnnl_dims_t sw = {in, od};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba), "weights descriptor");
+    DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, (void *)W), "weights memory");
+    DNNL_TRY(dnnl_memory_create(&mp, &w->md, g->eng, w->packed), "packed weights memory");
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &du, g->eng, &w->md, g->eng, NULL), "reorder");
+    DNNL_TRY(dnnl_primitive_create(&r, rpd), "reorder primitive");
+    DNNL_TRY(dnnl_stream_create(&s, g->eng, dnnl_stream_default_flags), "stream");
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mu}, {DNNL_ARG_TO, mp}};
+    DNNL_TRY(dnnl_primitive_execute(r, s, 2, a), "reorder");
+    DNNL_TRY(dnnl_stream_wait(s), "reorder");
+out:
+    if (st)
+        st = mv_fail_prefix(e, st, "%s", name);
+    if (s)
+        dnnl_stream_destroy(s);
+    if (r)
+        dnnl_primitive_destroy(r);
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (mu)
+        dnnl_memory_destroy(mu);
+    if (mp)
+        dnnl_memory_destroy(mp);
+#else
+    (void)g;
+#endif
+    if (st) {
+        mv_gemm_w_free(w);
+        return st;
+    }
+    *out = w;
+    return MV_OK;
+}
+
+void mv_gemm_w_free(mv_gemm_w *w)
+{
+    if (!w)
+        return;
+#if MV_HAVE_DNNL
+    free(w->packed);
+#endif
+    free(w);
+}
+
+mv_status mv_gemm_ws_create(mv_gemm_cpu *g, int slots, mv_gemm_ws **out, mv_err *e)
+{
+    mv_gemm_ws *ws = calloc(1, sizeof *ws);
+    if (ws)
+        ws->s = calloc(slots > 0 ? slots : 1, sizeof *ws->s);
+    if (!ws || !ws->s) {
+        free(ws);
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    }
+    ws->g = g;
+    ws->n = slots;
+#if MV_HAVE_DNNL
+    for (int i = 0; i < slots; i++) {
+        dnnl_status_t s = dnnl_stream_create(&ws->s[i].st, g->eng, dnnl_stream_default_flags);
+        if (s != dnnl_success) {
+            mv_gemm_ws_destroy(ws);
+            return mv_fail(e, MV_ERR_INTERNAL, "oneDNN: stream: status %d", (int)s);
+        }
+    }
+#endif
+    *out = ws;
+    return MV_OK;
+}
+
+void mv_gemm_ws_destroy(mv_gemm_ws *ws)
+{
+    if (!ws)
+        return;
+    for (int i = 0; i < ws->n; i++) {
+#if MV_HAVE_DNNL
+        if (ws->s[i].st)
+            dnnl_stream_destroy(ws->s[i].st);
+#endif
+        free(ws->s[i].scr);
+    }
+    free(ws->s);
+    free(ws);
+}
+
+#if MV_HAVE_DNNL
+/* one call of at most MB rows */
+static mv_status gemm_call(mv_gemm_ws *ws, slot_t *sl, const mv_gemm_w *w, float *out, int64_t ldo,
+                           const float *x, int64_t ldx, int64_t m, mv_err *e)
+{
+    prim *p;
+    mv_status st = get_prim(ws->g, w, m, ldx, ldo, &p, e);
+    if (st)
+        return st;
+    if (p->scr_bytes > sl->scr_cap) {
+        free(sl->scr);
+        sl->scr_cap = 0;
+        if (!(sl->scr = aligned_alloc(64, (p->scr_bytes + 63) / 64 * 64)))
+            return mv_fail(e, MV_ERR_NOMEM, "out of memory for oneDNN's scratchpad");
+        sl->scr_cap = p->scr_bytes;
+    }
+    dnnl_memory_t mx = NULL, mw = NULL, my = NULL, ms = NULL;
+    dnnl_engine_t eng = ws->g->eng;
+    DNNL_TRY(dnnl_memory_create(&mx, &p->src, eng, (void *)x), "source memory");
+    DNNL_TRY(dnnl_memory_create(&mw, &w->md, eng, w->packed), "weights memory");
+    DNNL_TRY(dnnl_memory_create(&my, &p->dst, eng, out), "destination memory");
+    DNNL_TRY(dnnl_memory_create(&ms, &p->scr, eng, sl->scr), "scratchpad memory");
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my},
+                            {DNNL_ARG_SCRATCHPAD, ms}};
+    DNNL_TRY(dnnl_primitive_execute(p->p, sl->st, 4, a), "matmul");
+    DNNL_TRY(dnnl_stream_wait(sl->st), "matmul");
+out:
+    if (mx)
+        dnnl_memory_destroy(mx);
+    if (mw)
+        dnnl_memory_destroy(mw);
+    if (my)
+        dnnl_memory_destroy(my);
+    if (ms)
+        dnnl_memory_destroy(ms);
+    return st;
+}
+#endif
+
+mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out, int64_t ldo,
+                       const float *x, int64_t ldx, int64_t m, mv_err *e)
+{
+    if (m <= 0)
+        return MV_OK;
+    if (slot < 0 || slot >= ws->n)
+        return mv_fail(e, MV_ERR_INTERNAL, "gemm: thread slot %d of %d", slot, ws->n);
+#if MV_HAVE_DNNL
+    for (int64_t r = 0; r < m; r += MB) {
+        mv_status st = gemm_call(ws, &ws->s[slot], w, out + r * ldo, ldo, x + r * ldx, ldx,
+                                 m - r < MB ? m - r : MB, e);
+        if (st)
+            return st;
+    }
+#else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, w->od, w->in, 1.0f, x, (int)ldx,
+                w->W, w->in, 0.0f, out, (int)ldo);
+#endif
+    return MV_OK;
+}
+
+int mv_sgemm_1t(int tb, int m, int n, int k, float alpha, const float *A, int lda, const float *B,
+                int ldb, float *C, int ldc)
+{
+#if MV_HAVE_DNNL
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    dnnl_status_t s = dnnl_sgemm('N', tb ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+    omp_set_num_threads(nt);
+    return s == dnnl_success ? 0 : -1;
+#else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
+                lda, B, ldb, 0.0f, C, ldc);
+    return 0;
+#endif
+}
