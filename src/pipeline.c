@@ -565,9 +565,11 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     int jobs = o->jobs > 0 ? o->jobs : mv_cpu_count();
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
-    /* measured on 32 cores (bench/RESULTS.md): 8 writers made 18 files/s of 1900 x 5120 f32 and
-     * held back two GPUs; half the CPUs, at most MAX_WRITERS */
-    int writers = jobs / 2 < 2 ? 2 : (jobs / 2 > MAX_WRITERS ? MAX_WRITERS : jobs / 2);
+    /* measured on 32 cores (bench/RESULTS.md): 16 writers (half the CPUs) made 35 files/s of
+     * 1900 x 5120 f32 (~0.46 s of a thread each) and held back two GPUs that make ~54; writers
+     * sleep when there is nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
+    int writers = jobs - jobs / 8;
+    writers = writers < 2 ? 2 : (writers > MAX_WRITERS ? MAX_WRITERS : writers);
     if (o->verbose)
         fprintf(stderr, "mvembed: pipeline: %d decode threads, %d tower thread%s, %d writers (%d CPUs in "
                 "this process's affinity mask)\n", jobs, n_be, n_be > 1 ? "s" : "", writers, mv_cpu_count());

@@ -714,8 +714,16 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
             CHECK(s == MV_OK && lg.names.size() == (size_t)(3 + c->depth + 3) &&
                       all == "pixel_values patch_embed embed block_00 block_01 merger_norm merger_fc1 output ",
                   "stage dumps: %s", all.c_str());
-            CHECK(s == MV_OK && memcmp(got.data(), got2.data(), got.size() * 4) == 0,
-                  "%s forward is deterministic (with and without dumps)", run.name);
+            /* a dump forward is one chunk; the plain one may split its first chunk (a quarter of
+             * the workspace, sized to this batch): other GEMM row counts and, with cuDNN, the dense
+             * graph for a chunk of equal segments - the same function, not always the same bits */
+            cmp_t cd = compare(got2.data(), got.data(), got.size());
+            CHECK(s == MV_OK && cd.nonfinite == 0 && cd.rel_l2 < 2e-3,
+                  "%s forward with dumps computes the forward: rel_l2 %.2e", run.name, cd.rel_l2);
+            std::vector<float> got3(ref.size(), NAN);
+            s = cb->forward(cb, pix.data(), grid.data(), n_entries, got3.data(), NULL, NULL, &e);
+            CHECK(s == MV_OK && memcmp(got.data(), got3.data(), got.size() * 4) == 0,
+                  "%s forward is deterministic (the same forward twice, bit for bit)", run.name);
             /* page-locked staging (what the pipeline uses): same bits as pageable buffers */
             float *hp = (float *)cb->host_alloc(cb, pix.size() * 4);
             float *ho = (float *)cb->host_alloc(cb, got.size() * 4);
@@ -816,10 +824,14 @@ static void test_tower_u8(const std::vector<int> &ent)
         if (run.bt == 0) { /* dumps need one chunk */
             std::vector<float> ou2(ref.size(), NAN);
             s = cb->forward_u8(cb, k.frames.data(), nfr.data(), grid.data(), ne, ou2.data(), keep_pixels, &gpix, &e);
-            CHECK(s == MV_OK && gpix.size() == k.ref.size() && memcmp(gpix.data(), k.ref.data(), gpix.size() * 4) == 0 &&
-                      memcmp(ou2.data(), ou.data(), ou.size() * 4) == 0,
+            CHECK(s == MV_OK && gpix.size() == k.ref.size() && memcmp(gpix.data(), k.ref.data(), gpix.size() * 4) == 0,
                   "tower %s: the pixel_values dump of forward_u8 (the kernel's output) is mv_patchify's bit for bit %s",
                   run.name, s ? e.msg : "");
+            /* the dump forward is one chunk, the plain one may split (see test_tower): close, not
+             * necessarily the same bits */
+            cmp_t cd = compare(ou2.data(), ou.data(), ou.size());
+            CHECK(s == MV_OK && cd.nonfinite == 0 && cd.rel_l2 < (run.p == MV_PREC_F32 ? 1e-5 : 2e-3),
+                  "tower %s: forward_u8 with dumps computes the forward: rel_l2 %.2e", run.name, cd.rel_l2);
         }
         /* a frame count that does not make the grid's t is refused, not read past */
         std::vector<int32_t> bad = nfr;
