@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 static const char *const t_names[T_N] = {
-    "decode", "preprocess", "decode wait", "stage-in", "forward", "stage-out", "tower wait",
+    "decode", "preprocess", "decode wait", "stage-in", "output-slab wait", "forward", "stage-out", "tower wait",
     "write (convert+compress+fsync)", "manifest", "writer wait"};
 
 /* Output slabs: a forward writes its outputs into a slab (page-locked when the backend offers it);
@@ -277,11 +277,13 @@ static void slab_release(void *owner)
 }
 
 /* A free slab of at least `bytes` (waits for the writers to release one), or NULL when out of
- * memory. The caller owns it (refs = 1) until it hands references to the inputs. */
-static slab *slab_get(tower_arg *ta, size_t bytes)
+ * memory. The caller owns it (refs = 1) until it hands references to the inputs. *waited: the
+ * seconds spent waiting for a free slab (the timeline's "output-slab wait"). */
+static slab *slab_get(tower_arg *ta, size_t bytes, double *waited)
 {
     slab_pool *p = &ta->out;
     slab *sb = NULL;
+    double t0 = mv_now();
     pthread_mutex_lock(&p->mu);
     for (;;) {
         for (int i = 0; i < OUT_SLABS && !sb; i++)
@@ -293,6 +295,7 @@ static slab *slab_get(tower_arg *ta, size_t bytes)
     }
     sb->refs = 1;
     pthread_mutex_unlock(&p->mu);
+    *waited = mv_now() - t0;
     void *buf = sb->buf;
     int fail = stage_reserve(ta->be, &buf, &sb->cap, &sb->pinned, bytes);
     sb->buf = buf;
@@ -344,8 +347,9 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     uint8_t *frames = NULL;
     float *out = NULL;
     slab *sb = NULL;
+    double slab_wait = 0;
     if (grid && nfr && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bytes)) &&
-        (sb = slab_get(ta, (size_t)(dev_pool ? n : N / mm) * c->out_hidden * sizeof(float)))) {
+        (sb = slab_get(ta, (size_t)(dev_pool ? n : N / mm) * c->out_hidden * sizeof(float), &slab_wait))) {
         frames = gather ? ta->pix : items[0]->p.frames;
         out = sb->buf;
     }
@@ -367,7 +371,9 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     mv_dump_ctx dc;
     if (R->o->dump_dir) /* stages are dumped one input per forward */
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
-    pl_t_add(R, T_STAGE_IN, t);
+    /* stage-in without the wait for a free output slab (writers' backpressure), counted apart */
+    pl_t_add(R, T_STAGE_IN, t + slab_wait);
+    atomic_fetch_add(&R->t_ns[T_SLAB_WAIT], (long long)(slab_wait * 1e9));
     t = mv_now();
     pthread_mutex_lock(&ta->dev->mu);
     if (ta->dev->active++ == 0)
@@ -508,7 +514,7 @@ static void print_timeline(runner *R, double wall, int jobs, int n_tower, int wr
             fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", dev[d].busy, 100 * dev[d].busy / wall);
         fputc('\n', stderr);
     }
-    const int threads[T_N] = {jobs, jobs, jobs, n_tower, n_tower, n_tower, n_tower,
+    const int threads[T_N] = {jobs, jobs, jobs, n_tower, n_tower, n_tower, n_tower, n_tower,
                               writers, writers, writers};
     fprintf(stderr, "mvembed: timeline (seconds summed over threads; %% of the stage's thread-time):");
     for (int k = 0; k < T_N; k++) {

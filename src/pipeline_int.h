@@ -21,7 +21,7 @@
 /* Busy and waiting time of each stage, summed over its threads, in nanoseconds (-v's timeline). */
 enum {
     T_DECODE, T_PREPROCESS, T_DECODE_WAIT, /* decode pool */
-    T_STAGE_IN, T_FORWARD, T_STAGE_OUT, T_TOWER_WAIT, /* tower threads */
+    T_STAGE_IN, T_SLAB_WAIT, T_FORWARD, T_STAGE_OUT, T_TOWER_WAIT, /* tower threads */
     T_WRITE, T_MANIFEST, T_WRITE_WAIT, /* writers */
     T_N
 };

@@ -82,7 +82,7 @@ PY
     run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$T/o" "$IMG"
     [ "$status" -eq 0 ]
     [[ "$output" =~ "mvembed: timeline (seconds summed over threads" ]]
-    for s in decode preprocess stage-in forward stage-out "write (convert+compress+fsync)" manifest; do
+    for s in decode preprocess stage-in "output-slab wait" forward stage-out "write (convert+compress+fsync)" manifest; do
         [[ "$output" =~ " $s "[0-9]+\.[0-9]{2}s ]] || { echo "missing stage $s"; false; }
     done
 }

@@ -489,6 +489,18 @@ typedef struct {
     std::vector<mv_patch_seg> segs; /* absolute offsets */
     int64_t rows;
 } pf_case;
+/* ent {n_frames, gh, gw} per entry -> the forward's grid {t = ceil(n_frames / 2), gh, gw} and frame
+ * counts (temporal 2, as make_model's preprocessing) */
+static void ent_grid(const std::vector<int> &ent, std::vector<int32_t> *grid, std::vector<int32_t> *nfr)
+{
+    for (size_t i = 0; i + 2 < ent.size(); i += 3) {
+        nfr->push_back(ent[i]);
+        grid->push_back((ent[i] + 1) / 2);
+        grid->push_back(ent[i + 1]);
+        grid->push_back(ent[i + 2]);
+    }
+}
+
 static pf_case pf_make(const std::vector<int> &ent, const mv_preproc_config *pp)
 {
     pf_case k;
@@ -770,12 +782,7 @@ static void test_tower_u8(const std::vector<int> &ent)
     const mv_vision_config *c = &rm.m.cfg;
     pf_case k = pf_make(ent, &rm.m.pp);
     std::vector<int32_t> grid, nfr;
-    for (size_t i = 0; i + 2 < ent.size(); i += 3) {
-        nfr.push_back(ent[i]);
-        grid.push_back((ent[i] + 1) / 2);
-        grid.push_back(ent[i + 1]);
-        grid.push_back(ent[i + 2]);
-    }
+    ent_grid(ent, &grid, &nfr);
     int ne = (int)nfr.size();
     int64_t M = k.rows / 4;
     std::vector<float> ref((size_t)(M * c->out_hidden), NAN), cpix;
@@ -974,12 +981,7 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
     const int L = rm.m.cfg.out_hidden;
     pf_case k = pf_make(ent, &rm.m.pp);
     std::vector<int32_t> grid, nfr;
-    for (size_t i = 0; i + 2 < ent.size(); i += 3) {
-        nfr.push_back(ent[i]);
-        grid.push_back((ent[i] + 1) / 2);
-        grid.push_back(ent[i + 1]);
-        grid.push_back(ent[i + 2]);
-    }
+    ent_grid(ent, &grid, &nfr);
     int ne = (int)nfr.size();
     mv_backend_opts o;
     memset(&o, 0, sizeof o);
