@@ -328,10 +328,21 @@ __attribute__((target("avx,f16c"))) static void f16_n_f16c(const float *x, uint1
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+/* F16C (CPUID.1:ECX bit 29) with the OS saving AVX state (what __builtin_cpu_supports("avx")
+ * checks); clang's __builtin_cpu_supports has no "f16c" */
+static int have_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 void mv_f32_to_f16_n(const float *x, uint16_t *y, size_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("f16c") && !getenv("MV_NO_F16C")) {
+    if (have_f16c() && !getenv("MV_NO_F16C")) {
         f16_n_f16c(x, y, n);
         return;
     }
