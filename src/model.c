@@ -132,7 +132,9 @@ static mv_status parse_config(const char *dir, mv_vision_config *c, mv_err *e)
     else if (!strcmp(act, "silu"))
         c->act = MV_ACT_SILU;
     else {
-        mv_status s = mv_fail(e, MV_ERR_MODEL, "%s: unsupported hidden_act \"%s\"", path, act);
+        char esc[256]; /* the value comes from the file: no raw control bytes in the message */
+        mv_status s = mv_fail(e, MV_ERR_MODEL, "%s: unsupported hidden_act \"%s\"", path,
+                              mv_escape(act, esc, sizeof esc));
         json_decref(root);
         return s;
     }
@@ -348,7 +350,9 @@ static mv_status list_shards(const char *dir, char ***files, int *n, mv_err *e)
                     free(list[i]);
                 free(list);
                 json_decref(j);
-                return mv_fail(e, MV_ERR_MODEL, "%s: shard name '%s' must be a plain file name", path, fn);
+                char esc[256];
+                return mv_fail(e, MV_ERR_MODEL, "%s: shard name '%s' must be a plain file name", path,
+                               mv_escape(fn, esc, sizeof esc));
             }
             int seen = 0;
             for (int i = 0; i < cnt && !seen; i++)

@@ -85,19 +85,21 @@ mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
     json_object_foreach(root, key, val) {
         if (!strcmp(key, "__metadata__"))
             continue;
+        char kesc[256], desc[64]; /* names from the file, escaped for messages */
+        mv_escape(key, kesc, sizeof kesc);
         mv_st_tensor *t = &f->tensors[f->n_tensors];
         json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
                *jo = json_object_get(val, "data_offsets");
         if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
             json_array_size(jo) != 2 || json_array_size(js) > 8) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': malformed header entry", path, key);
+            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': malformed header entry", path, kesc);
             goto fail;
         }
         size_t esize;
         snprintf(t->dtype_name, sizeof t->dtype_name, "%s", json_string_value(jd));
         if (dtype_of(t->dtype_name, &t->dtype, &esize)) {
-            st = mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tensor '%s': unknown dtype '%s'", path, key,
-                         t->dtype_name);
+            st = mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tensor '%s': unknown dtype '%s'", path, kesc,
+                         mv_escape(t->dtype_name, desc, sizeof desc));
             goto fail;
         }
         uint64_t count = 1;
@@ -106,19 +108,19 @@ mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
             json_t *d = json_array_get(js, i);
             if (!json_is_integer(d) || json_integer_value(d) < 0 ||
                 json_integer_value(d) > (1LL << 40)) {
-                st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad shape", path, key);
+                st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad shape", path, kesc);
                 goto fail;
             }
             t->shape[i] = json_integer_value(d);
             count *= (uint64_t)t->shape[i];
             if (count > (1ULL << 40)) {
-                st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': shape too large", path, key);
+                st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': shape too large", path, kesc);
                 goto fail;
             }
         }
         json_t *b0 = json_array_get(jo, 0), *b1 = json_array_get(jo, 1);
         if (!json_is_integer(b0) || !json_is_integer(b1)) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad data_offsets", path, key);
+            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad data_offsets", path, kesc);
             goto fail;
         }
         json_int_t o0 = json_integer_value(b0), o1 = json_integer_value(b1);
@@ -126,12 +128,12 @@ mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
             st = mv_fail(e, MV_ERR_FORMAT,
                          "%s: tensor '%s': data offsets [%lld, %lld] outside the file's %zu data "
                          "bytes (truncated file?)",
-                         path, key, (long long)o0, (long long)o1, data_len);
+                         path, kesc, (long long)o0, (long long)o1, data_len);
             goto fail;
         }
         if ((uint64_t)(o1 - o0) != count * esize) {
             st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': %lld data bytes for a shape of %llu %s elements",
-                         path, key, (long long)(o1 - o0), (unsigned long long)count, t->dtype_name);
+                         path, kesc, (long long)(o1 - o0), (unsigned long long)count, t->dtype_name);
             goto fail;
         }
         t->data = base + o0;

@@ -108,6 +108,22 @@ PYEOF
     [[ "$output" =~ ^"mvembed: $T/m/config.json: bad JSON at line ".*"invalid escape near '\"arc\\\\?'"$ ]]
 }
 
+@test "values from the files are escaped in messages: a hidden_act or dtype holding a newline" {
+    # (hidden_act found by fuzz_config: test/fuzz/crashes/config-hidden-act-newline)
+    "$PY" -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["vision_config"]["hidden_act"]="gelu\nx"; json.dump(c, open(p, "w"))' "$T/m/config.json"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    # the message says \n; stderr then shows that backslash doubled, as every backslash
+    [ "$output" = "mvembed: $T/m/config.json: unsupported hidden_act \"gelu\\\\nx\"" ]
+    cp "$MODEL/config.json" "$T/m/config.json"
+    "$PY" "$ROOT/test/bats/st_tool.py" dtype "$ST" "$T/x" model.visual.merger.norm.bias $'Q\n4' && mv "$T/x" "$ST"
+    run embed "$T/m" "$T/o"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [ "$output" = "mvembed: $ST: tensor 'model.visual.merger.norm.bias': unknown dtype 'Q\\\\n4'" ]
+}
+
 @test "unknown and unsupported dtypes" {
     "$PY" "$ROOT/test/bats/st_tool.py" dtype "$ST" "$T/x" model.visual.merger.norm.bias Q4 && mv "$T/x" "$ST"
     run embed "$T/m" "$T/o"
