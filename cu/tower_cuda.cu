@@ -345,20 +345,6 @@ static mv_status dump_t(cuda_backend *b, mv_stage_fn fn, void *ud, const char *s
     return st;
 }
 
-/* Stage dump of the f32 pixel_values the patchify kernel wrote: the GPU's own result. */
-static mv_status dump_pixels(cuda_backend *b, mv_stage_fn fn, void *ud, const float *pix, int64_t rows,
-                             int64_t cols, mv_err *e)
-{
-    if (!fn) return MV_OK;
-    float *h = (float *)malloc((size_t)(rows * cols) * sizeof(float));
-    if (!h) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory dumping pixel_values");
-    cudaError_t r = cudaMemcpyAsync(h, pix, (size_t)(rows * cols) * sizeof(float), cudaMemcpyDeviceToHost, b->st);
-    if (r == cudaSuccess) r = cudaStreamSynchronize(b->st);
-    mv_status st = r == cudaSuccess ? fn(ud, "pixel_values", h, rows, cols, e) : mv_cuda_check(r, e, "dump copy");
-    free(h);
-    return st;
-}
-
 template <typename T>
 static mv_status act_fallback(cuda_backend *b, T *y, int act, int64_t count, mv_err *e)
 {
@@ -435,7 +421,8 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         CK(mv_cuda_patchify(pix, b->u8[ch->buf], b->pseg[ch->buf], ch->nseg, n, b->lut, c->patch, c->merge,
                             c->temporal, st),
            "patchify");
-        ST(dump_pixels(b, fn, ud, pix, n, P, e));
+        /* the dump is the kernel's own output (f32, its own scratch: an in-place copy) */
+        ST(dump_t(b, fn, ud, "pixel_values", pix, n, P, pix, 1, e));
     } else if (fn) {
         ST(fn(ud, "pixel_values", host_pixels, n, P, e));
     }
@@ -539,25 +526,21 @@ static mv_status pool_chunk(cuda_backend *b, const chunk *ch, const mv_segment *
     return MV_OK;
 }
 
-/* forward_u8: every segment's frames and rows in the packed input, offsets absolute (upload_u8
- * makes a chunk's relative). Segment g of an entry of n frames has frames [g*T, min(g*T + T, n)),
- * as mv_patchify groups them. NULL when out of memory. */
-static mv_patch_seg *u8_segments(const mv_vision_config *c, const int32_t *n_frames, const int32_t *grid,
-                                 int n_entries, int nseg)
+/* forward_u8: the plan's segments with their frames in the packed input, offsets absolute
+ * (upload_u8 makes a chunk's relative). Segment g of an entry of n frames has frames
+ * [g*T, min(g*T + T, n)), as mv_patchify groups them. NULL when out of memory. */
+static mv_patch_seg *u8_segments(const mv_vision_config *c, const int32_t *n_frames, const mv_plan *plan)
 {
-    mv_patch_seg *ps = (mv_patch_seg *)malloc(sizeof(mv_patch_seg) * (size_t)nseg);
+    mv_patch_seg *ps = (mv_patch_seg *)malloc(sizeof(mv_patch_seg) * (size_t)plan->nseg);
     if (!ps) return NULL;
-    int64_t src = 0, row = 0;
-    for (int i = 0, s = 0; i < n_entries; i++) {
-        int h = grid[3 * i + 1], w = grid[3 * i + 2];
-        int64_t fb = (int64_t)h * w * c->patch * c->patch * 3;
-        for (int g = 0; g < grid[3 * i]; g++, s++) {
-            int nf = n_frames[i] - g * c->temporal;
-            if (nf > c->temporal) nf = c->temporal;
-            ps[s] = mv_patch_seg{src, row, nf, h, w, 0};
-            src += nf * fb;
-            row += (int64_t)h * w;
-        }
+    int64_t src = 0;
+    for (int s = 0, g = 0; s < plan->nseg; s++) {
+        const mv_segment *sg = &plan->seg[s];
+        g = s > 0 && plan->seg[s - 1].entry == sg->entry ? g + 1 : 0; /* temporal group in its entry */
+        int nf = n_frames[sg->entry] - g * c->temporal;
+        if (nf > c->temporal) nf = c->temporal;
+        ps[s] = mv_patch_seg{src, sg->row0, nf, sg->h, sg->w, 0};
+        src += nf * (int64_t)sg->len * c->patch * c->patch * 3;
     }
     return ps;
 }
@@ -595,7 +578,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     const mv_vision_config *c = &be->model->cfg;
     if (frames) {
         int64_t NF;
-        ST(mv_frames_check(c, n_frames, grid, n_entries, &NF, NULL, e));
+        ST(mv_frames_check(be->model, n_frames, grid, n_entries, &NF, NULL, e));
     }
     /* segments (src/plan.c): one per temporal group of each entry; h, w fit mv_rowinfo */
     mv_plan plan;
@@ -667,7 +650,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                        (long long)N, (long long)b->cap);
     }
 
-    mv_patch_seg *psegs = frames ? u8_segments(c, n_frames, grid, n_entries, nseg) : NULL;
+    mv_patch_seg *psegs = frames ? u8_segments(c, n_frames, &plan) : NULL;
     if (frames && !psegs) {
         mv_plan_free(&plan);
         return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", nseg);
@@ -782,30 +765,18 @@ static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t
     return forward_impl(be, pixels, NULL, NULL, grid, n_entries, out, fn, ud, 0, e);
 }
 
-/* forward_u8 and forward_mean take uint8 frames: the preprocessing's patch geometry must be the
- * tower's */
-static mv_status u8_geometry(const mv_model *m, const uint8_t *frames, mv_err *e)
-{
-    if (m->pp.patch != m->cfg.patch || m->pp.merge != m->cfg.merge || m->pp.temporal != m->cfg.temporal)
-        return mv_fail(e, MV_ERR_MODEL, "patch/merge/temporal %d/%d/%d of the preprocessing disagree "
-                       "with the tower's %d/%d/%d", m->pp.patch, m->pp.merge, m->pp.temporal,
-                       m->cfg.patch, m->cfg.merge, m->cfg.temporal);
-    if (!frames) return mv_fail(e, MV_ERR_USAGE, "cuda: forward_u8 without frames");
-    return MV_OK;
-}
-
 static mv_status cuda_forward_u8(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
                                  const int32_t *grid, int n_entries, float *out, mv_stage_fn fn, void *ud,
                                  mv_err *e)
 {
-    ST(u8_geometry(be->model, frames, e));
+    if (!frames) return mv_fail(e, MV_ERR_USAGE, "cuda: forward_u8 without frames");
     return forward_impl(be, NULL, frames, n_frames, grid, n_entries, out, fn, ud, 0, e);
 }
 
 static mv_status cuda_forward_mean(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
                                    const int32_t *grid, int n_entries, float *out, mv_err *e)
 {
-    ST(u8_geometry(be->model, frames, e));
+    if (!frames) return mv_fail(e, MV_ERR_USAGE, "cuda: forward_mean without frames");
     return forward_impl(be, NULL, frames, n_frames, grid, n_entries, out, NULL, NULL, 1, e);
 }
 

@@ -19,6 +19,7 @@
  * multiply-add would round differently from torch's separate operations.
  */
 #include "mv_preprocess.h"
+#include "mv_plan.h" /* mv_mb_decode: HF's merge-block order */
 #include "mv_video.h"
 
 #include <limits.h>
@@ -264,28 +265,30 @@ long long mv_patchify_rows(int n_frames, int h, int w, const mv_preproc_config *
     return gt * (h / pp->patch) * (long long)(w / pp->patch);
 }
 
+/* grid = {ceil(n_frames / temporal), h / patch, w / patch}: the grid of n_frames frames of h x w. */
+static void patch_grid(int n_frames, int h, int w, const mv_preproc_config *pp, int32_t grid[3])
+{
+    grid[0] = (n_frames + pp->temporal - 1) / pp->temporal;
+    grid[1] = h / pp->patch;
+    grid[2] = w / pp->patch;
+}
+
 void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
                  const mv_preproc_config *pp, float *out, int32_t grid[3])
 {
     const int P = pp->patch, M = pp->merge, T = pp->temporal;
-    const int gh = h / P, gw = w / P, gt = (n_frames + T - 1) / T;
-    const int bw = gw / M;
     const size_t cols = (size_t)3 * T * P * P;
     float lut[3][256];
     mv_norm_lut(pp, lut);
-    grid[0] = gt;
-    grid[1] = gh;
-    grid[2] = gw;
-    const long long rows_per_t = (long long)gh * gw;
+    patch_grid(n_frames, h, w, pp, grid);
+    const int gt = grid[0], gw = grid[2];
+    const long long rows_per_t = (long long)grid[1] * gw;
     #pragma omp parallel for collapse(2) schedule(static) if (rows_per_t * gt > 256)
     for (int g = 0; g < gt; g++) {
         for (long long q = 0; q < rows_per_t; q++) {
             /* merge-block order: q = ((brow * bw + bcol) * M + in_row) * M + in_col */
-            int in_col = (int)(q % M);
-            int in_row = (int)((q / M) % M);
-            long long blk = q / (M * M);
-            int bcol = (int)(blk % bw), brow = (int)(blk / bw);
-            int prow = brow * M + in_row, pcol = bcol * M + in_col;
+            int prow, pcol;
+            mv_mb_decode(q, gw, M, &prow, &pcol);
             float *o = out + ((size_t)g * rows_per_t + (size_t)q) * cols;
             for (int c = 0; c < 3; c++) {
                 for (int t = 0; t < T; t++) {
@@ -301,14 +304,6 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
             }
         }
     }
-}
-
-/* grid = {ceil(n_frames / temporal), h / patch, w / patch}: what mv_patchify sets. */
-static void patch_grid(int n_frames, int h, int w, const mv_preproc_config *pp, int32_t grid[3])
-{
-    grid[0] = (n_frames + pp->temporal - 1) / pp->temporal;
-    grid[1] = h / pp->patch;
-    grid[2] = w / pp->patch;
 }
 
 /* The resized frames to the caller who asked for them, else freed. */

@@ -569,9 +569,15 @@ mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, i
     return MV_OK;
 }
 
-mv_status mv_frames_check(const mv_vision_config *c, const int32_t *n_frames, const int32_t *grid,
-                          int n, int64_t *n_patches, int64_t *bytes, mv_err *e)
+mv_status mv_frames_check(const mv_model *m, const int32_t *n_frames, const int32_t *grid, int n,
+                          int64_t *n_patches, int64_t *bytes, mv_err *e)
 {
+    const mv_vision_config *c = &m->cfg;
+    const mv_preproc_config *pp = &m->pp;
+    if (pp->patch != c->patch || pp->merge != c->merge || pp->temporal != c->temporal)
+        return mv_fail(e, MV_ERR_MODEL, "patch/merge/temporal %d/%d/%d of the preprocessing disagree "
+                       "with the tower's %d/%d/%d", pp->patch, pp->merge, pp->temporal, c->patch,
+                       c->merge, c->temporal);
     int64_t np;
     mv_status st = mv_grid_check(c, grid, n, &np, e);
     if (st)
@@ -771,13 +777,9 @@ static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int
     const mv_vision_config *c = &m->cfg;
     const mv_preproc_config *pp = &m->pp;
     int64_t N;
-    mv_status st = mv_frames_check(c, n_frames, grid, n_entries, &N, NULL, e);
+    mv_status st = mv_frames_check(m, n_frames, grid, n_entries, &N, NULL, e);
     if (st)
         return st;
-    if (pp->patch != c->patch || pp->merge != c->merge || pp->temporal != c->temporal)
-        return mv_fail(e, MV_ERR_MODEL, "patch/merge/temporal %d/%d/%d of the preprocessing disagree "
-                       "with the tower's %d/%d/%d", pp->patch, pp->merge, pp->temporal, c->patch,
-                       c->merge, c->temporal);
     int max_nf = 0;
     for (int i = 0; i < n_entries; i++)
         max_nf = n_frames[i] > max_nf ? n_frames[i] : max_nf;
