@@ -65,6 +65,15 @@ typedef struct {
     size_t xsz; /* bytes per element of x: esz, or 4 with f32res */
     cudaStream_t st, io;
     cudaEvent_t ev_up[2], ev_done[2];
+    /* device-time of each forward's kernels (base.gpu_t0/t1): ev_ref was recorded at creation and
+     * synchronised at host time ref_host; ev_f0 / ev_f1 bracket a forward's compute on st */
+    cudaEvent_t ev_ref, ev_f0, ev_f1;
+    double ref_host;
+    /* waits of the forward's host thread (block_on): an event made with cudaEventBlockingSync,
+     * so the thread sleeps instead of spinning a core for the length of a chunk (the process's
+     * default, cudaDeviceScheduleAuto, spins while there are fewer contexts than CPUs, and the
+     * writers need those CPUs) */
+    cudaEvent_t ev_wait;
     mv_gemm *gemm;
     mv_attn_state attn; /* this device's attention launcher state */
     mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
@@ -570,6 +579,13 @@ static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *fr
 
 /* forward / forward_u8 (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L]
  * means). The input is f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
+/* Waits, asleep, until the work queued so far on stream s is done. */
+static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
+{
+    cudaError_t r = cudaEventRecord(b->ev_wait, s);
+    return r == cudaSuccess ? cudaEventSynchronize(b->ev_wait) : r;
+}
+
 static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t *frames,
                               const int32_t *n_frames, const int32_t *grid, int n_entries, float *out,
                               mv_stage_fn fn, void *ud, int pool, mv_err *e)
@@ -705,6 +721,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                                     b->io);
             if (r == cudaSuccess) r = cudaEventRecord(b->ev_up[ch.buf], b->io);
             if (r == cudaSuccess) r = cudaStreamWaitEvent(b->st, b->ev_up[ch.buf], 0);
+            if (r == cudaSuccess && k == 0) r = cudaEventRecord(b->ev_f0, b->st); /* first kernel */
             if (r != cudaSuccess) {
                 st = mv_cuda_check(r, e, "upload");
                 break;
@@ -716,6 +733,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
             if (st == MV_OK && pool) st = pool_chunk(b, &ch, plan.seg, e);
             if (st != MV_OK) break;
             cudaError_t r2 = cudaEventRecord(b->ev_done[ch.buf], b->st);
+            if (r2 == cudaSuccess) r2 = cudaEventRecord(b->ev_f1, b->st); /* the last one wins */
             if (r2 != cudaSuccess) {
                 st = mv_cuda_check(r2, e, "event");
                 break;
@@ -727,7 +745,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
             if (r == cudaSuccess && !pool) /* pooling: the chunk's sums are on the device */
                 r = cudaMemcpyAsync(out + (prev.r0 / mm) * L, b->pix[prev.buf],
                                     (size_t)(M * L) * sizeof(float), cudaMemcpyDeviceToHost, b->io);
-            if (r == cudaSuccess) r = cudaStreamSynchronize(b->io);
+            if (r == cudaSuccess) r = block_on(b, b->io);
             if (r != cudaSuccess) {
                 st = mv_cuda_check(r, e, "forward");
                 break;
@@ -744,7 +762,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         if (r == cudaSuccess)
             r = cudaMemcpyAsync(out, b->pool_out, (size_t)n_entries * L * sizeof(float), cudaMemcpyDeviceToHost,
                                 b->st);
-        if (r == cudaSuccess) r = cudaStreamSynchronize(b->st);
+        if (r == cudaSuccess) r = block_on(b, b->st);
         if (r != cudaSuccess) st = mv_cuda_check(r, e, "pooled output");
     }
     if (st != MV_OK) {
@@ -752,6 +770,14 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         cudaStreamSynchronize(b->io);
         return st;
     }
+    /* when the device ran this forward's kernels, on the host's clock */
+    float ms0 = 0, ms1 = 0;
+    cudaError_t rt = cudaEventSynchronize(b->ev_f1);
+    if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms0, b->ev_ref, b->ev_f0);
+    if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms1, b->ev_ref, b->ev_f1);
+    if (rt != cudaSuccess) return mv_cuda_check(rt, e, "forward timing");
+    b->base.gpu_t0 = b->ref_host + ms0 * 1e-3;
+    b->base.gpu_t1 = b->ref_host + ms1 * 1e-3;
     if (fn) {
         /* the output stage, already in host memory */
         ST(fn(ud, "output", out, N / mm, L, e));
@@ -796,6 +822,10 @@ static void cuda_destroy(mv_backend *be)
         if (b->ev_up[i]) cudaEventDestroy(b->ev_up[i]);
         if (b->ev_done[i]) cudaEventDestroy(b->ev_done[i]);
     }
+    if (b->ev_ref) cudaEventDestroy(b->ev_ref);
+    if (b->ev_f0) cudaEventDestroy(b->ev_f0);
+    if (b->ev_f1) cudaEventDestroy(b->ev_f1);
+    if (b->ev_wait) cudaEventDestroy(b->ev_wait);
     if (b->st) cudaStreamDestroy(b->st);
     if (b->io) cudaStreamDestroy(b->io);
     free(b->blocks);
@@ -956,6 +986,16 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
         r = cudaEventCreateWithFlags(&b->ev_up[i], cudaEventDisableTiming);
         if (r == cudaSuccess) r = cudaEventCreateWithFlags(&b->ev_done[i], cudaEventDisableTiming);
         if (r != cudaSuccess) st = mv_cuda_check(r, e, "event creation");
+    }
+    if (st == MV_OK) {
+        r = cudaEventCreate(&b->ev_ref);
+        if (r == cudaSuccess) r = cudaEventCreate(&b->ev_f0);
+        if (r == cudaSuccess) r = cudaEventCreate(&b->ev_f1);
+        if (r == cudaSuccess) r = cudaEventCreateWithFlags(&b->ev_wait, cudaEventBlockingSync | cudaEventDisableTiming);
+        if (r == cudaSuccess) r = cudaEventRecord(b->ev_ref, b->st);
+        if (r == cudaSuccess) r = cudaEventSynchronize(b->ev_ref);
+        b->ref_host = mv_now();
+        if (r != cudaSuccess) st = mv_cuda_check(r, e, "timing event creation");
     }
     if (st == MV_OK)
         st = mv_gemm_create(&b->gemm, prec == MV_PREC_BF16   ? MV_GEMM_BF16

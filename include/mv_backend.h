@@ -60,6 +60,11 @@ struct mv_backend {
     /* Patches the pipeline may pack into one forward: 0 = one input per forward (CPU: keeps
      * results independent of batching). The CUDA backend sets its workspace size. */
     int64_t max_batch_tokens;
+    /* Set by each successful forward of a backend that times its device work (CUDA: events), else
+     * left 0: when the device ran that forward's kernels, in mv_now() seconds, from the start of
+     * its first kernel to the end of its last. The pipeline's "GPU executing" time is the union of
+     * these intervals per device (two forwards in flight overlap). */
+    double gpu_t0, gpu_t1;
     void *impl;
 };
 

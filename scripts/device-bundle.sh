@@ -6,6 +6,7 @@
 #   .device/bin/mvtower         tower driver: `run` (stage dumps for parity) and `bench` (timing)
 #   .device/bin/mvembed         the CLI, when src/main.c exists (static FFmpeg when built)
 #   .device/bin/cpubench        the CPU tower benchmark tool (scripts/bench-cpu.sh)
+#   .device/bin/writebench      the writer stage alone (NPY + zstd + fsync) on given data
 #   .device/lib/*.xz            shared libraries the GPU machine's Ubuntu 24.04 image may lack
 #                               (libdnnl.so.2 and its libOpenCL.so.1 among them: the CPU tower's
 #                               GEMMs, unless NO_DNNL=1 is set here)
@@ -53,8 +54,9 @@ if [ -f src/main.c ]; then
         -lcublasLt -lcudart $LIBS
 fi
 # the CPU tower benchmark tool (scripts/bench-cpu.sh with CPUBENCH=/tmp/mv/bin/cpubench there)
-make -s BUILD=$BUILD $VIDEO $BUILD/cpubench
-cp $BUILD/cpubench $OUTD/bin/cpubench
+# and the writer-stage benchmark (writebench: zstd levels on real outputs)
+make -s BUILD=$BUILD $VIDEO $BUILD/cpubench $BUILD/writebench
+cp $BUILD/cpubench $BUILD/writebench $OUTD/bin/
 # Libraries: copy every resolved dependency except glibc, the C++ runtime and CUDA's own.
 rm -f $OUTD/lib/* $OUTD/bin/*.xz
 for b in $(ls $OUTD/bin/* | grep -v "\.xz$"); do

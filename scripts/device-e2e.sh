@@ -84,7 +84,7 @@ for dv in ${E2E_DEVICES:-0}; do
         /usr/bin/time -v $MV -v --no-progress --devices $dv --inflight $inf --model $W/m27 --out $O \
             $W/photos > $W/mv_photos_${dv/,/_}_$inf.log 2>&1
         rm -rf $O
-        grep -E "using the|ok, .* failed|end to end|device busy|timeline|Maximum resident|Elapsed|Minor" \
+        grep -E "using the|ok, .* failed|end to end|device busy|executing|timeline|Maximum resident|Elapsed|Minor" \
             $W/mv_photos_${dv/,/_}_$inf.log | tee -a "$OUT/e2e.log"
     done
 done
@@ -118,7 +118,7 @@ PY
 find $W/videos -name '*.mp4' | sort > $W/videos.txt
 timeout 150 python3 scripts/bench_e2e_hf.py --videos --model $W/m27 --files $W/videos.txt --limit ${E2E_HF_VIDEOS:-24} --batch 4 2>&1 | grep -v Warning | tail -2 | tee -a "$OUT/e2e.log"
 /usr/bin/time -v $MV -v --no-progress --model $W/m27 --out $W/o_videos $W/videos > $W/mv_videos.log 2>&1
-grep -E "using the|ok, .* failed|end to end|device busy|timeline|Maximum resident|Elapsed" $W/mv_videos.log | tee -a "$OUT/e2e.log"
+grep -E "using the|ok, .* failed|end to end|device busy|executing|timeline|Maximum resident|Elapsed" $W/mv_videos.log | tee -a "$OUT/e2e.log"
 grep -m3 "mvembed: .*clip" $W/mv_videos.log | tee -a "$OUT/e2e.log"
 fi
 if want 6; then

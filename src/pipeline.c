@@ -57,13 +57,74 @@ struct slab_pool {
     slab s[OUT_SLABS];
 };
 
-/* Per device: how long at least one forward was running on it (the union over its tower
- * threads' forward() calls, host-timed: forwards are synchronous), for -v's "device busy". */
+/* Per device, for -v: how long at least one forward was running on it (the union over its tower
+ * threads' forward() calls, host-timed: forwards are synchronous), and when the device executed
+ * the forwards' kernels (the backends' gpu_t0/gpu_t1 intervals, from CUDA events; their union is
+ * "GPU executing"). */
 typedef struct {
     pthread_mutex_t mu;
     int active;
     double since, busy;
+    double (*iv)[2]; /* [n_iv][t0, t1] */
+    size_t n_iv, cap_iv;
+    /* Turns: the device's tower threads run their forwards one at a time, in the order they
+     * became ready (a ticket lock). Two forwards started together share the GPU, end together,
+     * and then both threads stage in their next batch while the GPU idles; taking turns, one
+     * thread stages in while the other's forward runs. MVEMBED_FORWARD_TURNS=0 lets them overlap. */
+    int turns;
+    pthread_cond_t turn_cv;
+    unsigned long ticket, serving;
 } dev_busy;
+
+static void turn_take(dev_busy *d)
+{
+    if (!d->turns)
+        return;
+    pthread_mutex_lock(&d->mu);
+    unsigned long me = d->ticket++;
+    while (d->serving != me)
+        pthread_cond_wait(&d->turn_cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void turn_give(dev_busy *d)
+{
+    if (!d->turns)
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->serving++;
+    pthread_cond_broadcast(&d->turn_cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Seconds covered by the union of the intervals (sorts them). */
+static int iv_cmp(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+static double iv_union(double (*iv)[2], size_t n)
+{
+    qsort(iv, n, sizeof *iv, iv_cmp);
+    double total = 0, a = 0, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || iv[i][0] > b) {
+            total += b - a;
+            a = iv[i][0];
+            b = iv[i][1];
+        } else if (iv[i][1] > b) {
+            b = iv[i][1];
+        }
+    }
+    return n ? total + (b - a) : 0;
+}
+
+double pl_thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 typedef struct {
     runner *R;
@@ -339,7 +400,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     }
     /* --pool mean where the backend pools on the device: one row per input comes back */
     int dev_pool = R->o->pool == MV_POOL_MEAN && be->forward_mean && !R->o->dump_dir;
-    double t = mv_now();
+    double t = mv_now(), tc = pl_thread_cpu();
     /* one input on a backend without page-locked memory: its frames are used where they are */
     int gather = n > 1 || be->host_alloc;
     int32_t *grid = malloc(3 * n * sizeof *grid), *nfr = malloc(n * sizeof *nfr);
@@ -353,6 +414,8 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         frames = gather ? ta->pix : items[0]->p.frames;
         out = sb->buf;
     }
+    double t_copy = mv_now();
+    atomic_fetch_add(&R->stage_alloc_ns, (long long)((t_copy - t - slab_wait) * 1e9));
     if (!frames || !out) {
         mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
         pl_set_fatal(R, &e);
@@ -373,19 +436,39 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
     /* stage-in without the wait for a free output slab (writers' backpressure), counted apart */
     pl_t_add(R, T_STAGE_IN, t + slab_wait);
+    atomic_fetch_add(&R->stage_copy_ns, (long long)((mv_now() - t_copy) * 1e9));
     atomic_fetch_add(&R->t_ns[T_SLAB_WAIT], (long long)(slab_wait * 1e9));
+    atomic_fetch_add(&R->stage_in_cpu_ns, (long long)((pl_thread_cpu() - tc) * 1e9));
+    turn_take(ta->dev);
     t = mv_now();
     pthread_mutex_lock(&ta->dev->mu);
     if (ta->dev->active++ == 0)
         ta->dev->since = mv_now();
     pthread_mutex_unlock(&ta->dev->mu);
+    be->gpu_t0 = be->gpu_t1 = 0;
     mv_status st = dev_pool ? be->forward_mean(be, frames, nfr, grid, n, out, &e)
                             : be->forward_u8(be, frames, nfr, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL,
                                              &dc, &e);
     pthread_mutex_lock(&ta->dev->mu);
     if (--ta->dev->active == 0)
         ta->dev->busy += mv_now() - ta->dev->since;
+    if (!st && be->gpu_t1 > be->gpu_t0) {
+        dev_busy *d = ta->dev;
+        if (d->n_iv == d->cap_iv) { /* -v only; on no memory the interval is not counted */
+            size_t cap = d->cap_iv ? 2 * d->cap_iv : 256;
+            void *p = realloc(d->iv, cap * sizeof *d->iv);
+            if (p) {
+                d->iv = p;
+                d->cap_iv = cap;
+            }
+        }
+        if (d->n_iv < d->cap_iv) {
+            d->iv[d->n_iv][0] = be->gpu_t0;
+            d->iv[d->n_iv++][1] = be->gpu_t1;
+        }
+    }
     pthread_mutex_unlock(&ta->dev->mu);
+    turn_give(ta->dev);
     pl_t_add(R, T_FORWARD, t);
     if (st) {
         if (st == MV_ERR_DEVICE || R->o->dump_dir) {
@@ -495,7 +578,7 @@ static void *tower_main(void *arg)
 
 /* -v: where the time went, per stage (busy and waiting, summed over each stage's threads). */
 static void print_timeline(runner *R, double wall, int jobs, int n_tower, int writers,
-                           const dev_busy *dev, int n_dev)
+                           dev_busy *dev, int n_dev)
 {
     long ok = atomic_load(&R->n_ok);
     double fwd = atomic_load(&R->t_ns[T_FORWARD]) * 1e-9;
@@ -513,14 +596,29 @@ static void print_timeline(runner *R, double wall, int jobs, int n_tower, int wr
         for (int d = 0; d < n_dev; d++)
             fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", dev[d].busy, 100 * dev[d].busy / wall);
         fputc('\n', stderr);
+        if (dev[0].n_iv) {
+            fprintf(stderr, "mvembed: GPU executing the tower's kernels (CUDA events, union over forwards in "
+                            "flight):");
+            for (int d = 0; d < n_dev; d++) {
+                double u = iv_union(dev[d].iv, dev[d].n_iv);
+                fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", u, 100 * u / wall);
+            }
+            fputc('\n', stderr);
+        }
     }
     const int threads[T_N] = {jobs, jobs, jobs, n_tower, n_tower, n_tower, n_tower, n_tower,
                               writers, writers, writers};
     fprintf(stderr, "mvembed: timeline (seconds summed over threads; %% of the stage's thread-time):");
     for (int k = 0; k < T_N; k++) {
         double s = atomic_load(&R->t_ns[k]) * 1e-9;
-        fprintf(stderr, "%s %s %.2fs (%.0f%%)", k ? "," : "", t_names[k], s,
+        fprintf(stderr, "%s %s %.2fs (%.0f%%", k ? "," : "", t_names[k], s,
                 100 * s / (wall * (threads[k] ? threads[k] : 1)));
+        if (k == T_WRITE_WAIT) /* writer threads' CPU time, all stages: vs their wall time */
+            fprintf(stderr, "; writers on CPU %.2fs", atomic_load(&R->writer_cpu_ns) * 1e-9);
+        if (k == T_STAGE_IN) /* wall time the thread did not run: preempted or page-faulting */
+            fprintf(stderr, "; on CPU %.2fs, buffers %.2fs, copy %.2fs", atomic_load(&R->stage_in_cpu_ns) * 1e-9,
+                    atomic_load(&R->stage_alloc_ns) * 1e-9, atomic_load(&R->stage_copy_ns) * 1e-9);
+        fputc(')', stderr);
     }
     fputc('\n', stderr);
 }
@@ -530,6 +628,9 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
 {
     memset(res, 0, sizeof *res);
     mv_status st;
+    dev_busy dbz[64] = {{.active = 0}};
+    if (n_dev < 1 || n_dev > 64)
+        n_dev = 1;
     if ((st = mv_mkdirs(o->out_dir, e)))
         return st;
     if (access(o->out_dir, W_OK) != 0)
@@ -607,12 +708,11 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[MAX_WRITERS];
     tower_arg ta[64];
-    dev_busy dbz[64];
-    if (n_dev < 1 || n_dev > 64)
-        n_dev = 1;
+    const char *turns = getenv("MVEMBED_FORWARD_TURNS");
     for (int d = 0; d < n_dev; d++) {
-        dbz[d] = (dev_busy){.active = 0};
         pthread_mutex_init(&dbz[d].mu, NULL);
+        pthread_cond_init(&dbz[d].turn_cv, NULL);
+        dbz[d].turns = !(turns && !strcmp(turns, "0"));
     }
     int nd = 0, nt = 0, nw = 0;
     for (; dec && nd < jobs; nd++)
@@ -648,8 +748,10 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         pthread_join(wr[i], NULL);
     if (counting)
         pthread_join(counter, NULL);
-    for (int d = 0; d < n_dev; d++)
+    for (int d = 0; d < n_dev; d++) {
         pthread_mutex_destroy(&dbz[d].mu);
+        pthread_cond_destroy(&dbz[d].turn_cv);
+    }
     if (ticking) {
         pthread_mutex_lock(&R->prog_mu);
         R->ticker_stop = 1;
@@ -699,6 +801,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             print_timeline(R, wall, jobs, nt, nw, dbz, n_dev);
     }
 out:
+    for (int d = 0; d < n_dev; d++)
+        free(dbz[d].iv);
     mv_tar_set_free(R->tars);
     mv_pool_list_free(R->pooled);
     pthread_mutex_destroy(&R->man_mu);

@@ -47,6 +47,10 @@ struct runner {
     int shard_k, shard_n;
     atomic_llong tokens;
     atomic_llong t_ns[T_N];
+    /* stage-in's parts: the tower threads' CPU time in it, (re)allocating page-locked buffers,
+     * copying the frames */
+    atomic_llong stage_in_cpu_ns, stage_alloc_ns, stage_copy_ns;
+    atomic_llong writer_cpu_ns; /* the writer threads' CPU time, whole lifetime */
     atomic_long n_forwards;
     double t0, last_progress;
     int progress; /* PROG_* */
@@ -65,6 +69,8 @@ int pl_interrupted(const runner *R);
 /* Records the first fatal error; the pipeline drains without doing more work. */
 void pl_set_fatal(runner *R, const mv_err *e);
 /* Adds the time since t0 to stage k's timer. */
+/* The calling thread's CPU time in seconds (beside a stage's wall time: how much of it ran). */
+double pl_thread_cpu(void);
 void pl_t_add(runner *R, int k, double t0);
 /* mv_queue_pop, its waiting time added to stage k. */
 void *pl_pop_timed(runner *R, mv_queue *q, int k);

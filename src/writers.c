@@ -161,6 +161,7 @@ void *pl_writer_main(void *arg)
     mv_err e;
     if (tar && mv_tar_close(R->tars, tar, &e)) /* the open shard is complete: what it holds is kept */
         pl_set_fatal(R, &e);
+    atomic_fetch_add(&R->writer_cpu_ns, (long long)(pl_thread_cpu() * 1e9));
     return NULL;
 }
 

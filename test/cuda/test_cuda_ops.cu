@@ -931,8 +931,16 @@ static void test_two_devices(mv_attn_impl attn)
     if (ok)
         for (int i = 0; i < 2; i++) { /* each alone */
             solo[i].assign(outn, NAN);
+            double t0 = mv_now();
             mv_status s = be[i]->forward(be[i], pix.data(), grid.data(), ne, solo[i].data(), NULL, NULL, &e[i]);
+            double t1 = mv_now();
             if (s) ok = 0;
+            /* the device time of the forward's kernels (CUDA events), on the host's clock: inside
+             * the call, not empty (1 ms of slack for the clock alignment at backend creation) */
+            CHECK(s == MV_OK && be[i]->gpu_t0 > t0 - 1e-3 && be[i]->gpu_t1 < t1 + 1e-3 &&
+                      be[i]->gpu_t1 > be[i]->gpu_t0,
+                  "two devices (%s): device %d's forward kernels ran %.6f..%.6f s, inside the call %.6f..%.6f",
+                  an, dev[i], be[i]->gpu_t0 - t0, be[i]->gpu_t1 - t0, 0.0, t1 - t0);
         }
     CHECK(ok, "two devices (%s): solo forwards: %s", an, ok ? "ok" : e[0].msg);
     for (int rep = 0; ok && rep < 3; rep++) {

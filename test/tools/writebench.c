@@ -1,8 +1,12 @@
 /* writebench - times the writer stage alone (NPY encode + zstd + temp file + fsync + rename), the
  * part of the pipeline that runs on writer threads, for outputs shaped like a real tower's.
- *   writebench DIR ROWS COLS FILES [LEVEL [f32|f16 [THREADS]]]
- * Data: Gaussian values (what a tower's output looks like to a compressor), a fresh array per
- * thread. Prints files/s, MB/s of NPY data, and the compressed size ratio. */
+ *   writebench DIR ROWS COLS FILES [LEVEL [f32|f16 [THREADS [DATA]]]]
+ * DATA: "gauss" (default: Gaussian f32 values, what an f32 tower's output looks like to a
+ * compressor), "bf16" (the same rounded to bfloat16, as the CUDA backend's bf16 outputs are: half
+ * of every value's bytes are zero, which zstd finds, at a cost), or the path of a 2-D .npy file
+ * (a real output, e.g. from --dump-stages; ROWS and COLS then come from the file). A fresh array
+ * per thread. Prints files/s, MB/s of NPY data, and the compressed size ratio. */
+#include "mv_npy.h"
 #include "mv_output.h"
 
 #include <math.h>
@@ -39,13 +43,28 @@ static void *work(void *arg)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: writebench DIR ROWS COLS FILES [LEVEL [f32|f16 [THREADS]]]\n");
+        fprintf(stderr, "usage: writebench DIR ROWS COLS FILES [LEVEL [f32|f16 [THREADS [gauss|bf16|FILE.npy]]]]\n");
         return 2;
     }
     int64_t rows = atoll(argv[2]), cols = atoll(argv[3]);
     int files = atoi(argv[4]), level = argc > 5 ? atoi(argv[5]) : 3;
     mv_dtype dt = argc > 6 && !strcmp(argv[6], "f16") ? MV_DT_F16 : MV_DT_F32;
     int nt = argc > 7 ? atoi(argv[7]) : 1;
+    const char *src = argc > 8 ? argv[8] : "gauss";
+    mv_array file = {0};
+    if (strcmp(src, "gauss") && strcmp(src, "bf16")) {
+        mv_err e;
+        if (mv_npy_load_f32(src, &file, &e)) {
+            fprintf(stderr, "writebench: %s\n", e.msg);
+            return 2;
+        }
+        if (file.ndim != 2) {
+            fprintf(stderr, "writebench: %s: not a 2-D array\n", src);
+            return 2;
+        }
+        rows = file.shape[0];
+        cols = file.shape[1];
+    }
     if (rows < 1 || cols < 1 || files < 1 || nt < 1 || nt > 64) {
         fprintf(stderr, "writebench: bad arguments\n");
         return 2;
@@ -68,6 +87,15 @@ int main(int argc, char **argv)
             if (i + 1 < rows * cols)
                 d[i + 1] = (float)(r * sin(2 * M_PI * u[1]));
         }
+        if (file.data)
+            memcpy(d, file.data, (size_t)(rows * cols) * sizeof *d);
+        else if (!strcmp(src, "bf16"))
+            for (int64_t i = 0; i < rows * cols; i++) { /* round to nearest even bf16 (finite) */
+                uint32_t u;
+                memcpy(&u, &d[i], 4);
+                u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+                memcpy(&d[i], &u, 4);
+            }
         jobs[t] = (job){argv[1], rows, cols, files, level, t, nt, dt, d, 0};
     }
     double t0 = mv_now();
@@ -89,11 +117,12 @@ int main(int argc, char **argv)
         zs = ftell(f);
         fclose(f);
     }
-    printf("writebench: %d files of [%lld x %lld] %s, zstd level %d, %d thread(s): %.3f s, %.2f files/s, "
+    printf("writebench: %d files of [%lld x %lld] %s (%s), zstd level %d, %d thread(s): %.3f s, %.2f files/s, "
            "%.0f MB/s of NPY data, compressed to %.1f%%\n",
-           files, (long long)rows, (long long)cols, dt == MV_DT_F16 ? "f16" : "f32", level, nt, dt_s,
+           files, (long long)rows, (long long)cols, dt == MV_DT_F16 ? "f16" : "f32", src, level, nt, dt_s,
            files / dt_s, mb / dt_s, 100.0 * zs / (mb * 1e6 / files));
     for (int t = 0; t < nt; t++)
         free(jobs[t].data);
+    mv_array_free(&file);
     return failed;
 }
