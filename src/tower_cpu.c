@@ -424,11 +424,21 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
  * *mx = -inf). One row, one thread, a fixed order. */
 MV_CLONES static float softmax_block(float *si, int L, float *mx, float *sum)
 {
-    float m = *mx, s = 0.0f, acc[16] = {0};
-#pragma omp simd reduction(max : m)
-    for (int j = 0; j < L; j++)
-        m = si[j] > m ? si[j] : m;
+    float m = *mx, s = 0.0f, acc[16] = {0}, m64[64];
     int j = 0;
+    /* 64 partial maxima (4 vectors: one would wait on its own latency); max is exact in any order */
+    for (int l = 0; l < 64; l++)
+        m64[l] = m;
+    for (; j + 64 <= L; j += 64)
+        for (int l = 0; l < 64; l++)
+            m64[l] = si[j + l] > m64[l] ? si[j + l] : m64[l];
+    for (; j < L; j++)
+        m = si[j] > m ? si[j] : m;
+    for (int w = 32; w >= 1; w /= 2) /* a tree, not a 64-long chain of scalar max */
+        for (int l = 0; l < w; l++)
+            m64[l] = m64[l + w] > m64[l] ? m64[l + w] : m64[l];
+    m = m64[0] > m ? m64[0] : m;
+    j = 0;
     for (; j + 16 <= L; j += 16) /* 16 partial sums: the same order for every vector width */
         for (int l = 0; l < 16; l++) {
             float p = exp_f32(si[j + l] - m);
