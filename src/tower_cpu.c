@@ -13,8 +13,9 @@
  * pools never fight over the cores. Results do not depend on the thread count: no reduction is
  * ever split across threads. A GEMM's rows are split at multiples of MV_ROW_ATOM, each row's dot
  * products are summed by one single-threaded call whose K blocking depends on K alone; attention
- * works on fixed (segment, head, ATT_QB-query) items; LayerNorm and softmax reduce one row in one
- * thread in a fixed order. It is not a bf16 model of the GPU path. */
+ * works on fixed (segment, head, ATT_QB-query) items, each walking its segment's keys in blocks
+ * that depend on the segment length alone; LayerNorm and softmax reduce one row in one thread in
+ * a fixed order. It is not a bf16 model of the GPU path. */
 #include "mv_backend.h"
 #include "mv_gemm_cpu.h"
 #include "mv_ops_cpu.h"
