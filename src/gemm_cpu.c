@@ -436,17 +436,17 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
 }
 
 int mv_sgemm_1t(int tb, int m, int n, int k, float alpha, const float *A, int lda, const float *B,
-                int ldb, float *C, int ldc)
+                int ldb, float beta, float *C, int ldc)
 {
 #if MV_HAVE_DNNL
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    dnnl_status_t s = dnnl_sgemm('N', tb ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+    dnnl_status_t s = dnnl_sgemm('N', tb ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     omp_set_num_threads(nt);
     return s == dnnl_success ? 0 : -1;
 #else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
-                lda, B, ldb, 0.0f, C, ldc);
+                lda, B, ldb, beta, C, ldc);
     return 0;
 #endif
 }

@@ -13,8 +13,9 @@
  * pools never fight over the cores. Results do not depend on the thread count: no reduction is
  * ever split across threads. A GEMM's rows are split at multiples of MV_ROW_ATOM, each row's dot
  * products are summed by one single-threaded call whose K blocking depends on K alone; attention
- * works on fixed (segment, head, ATT_QB-query) items; LayerNorm and softmax reduce one row in one
- * thread in a fixed order. It is not a bf16 model of the GPU path. */
+ * works on fixed (segment, head, ATT_QB-query) items, each walking its segment's keys in blocks
+ * that depend on the segment length alone; LayerNorm and softmax reduce one row in one thread in
+ * a fixed order. It is not a bf16 model of the GPU path. */
 #include "mv_backend.h"
 #include "mv_gemm_cpu.h"
 #include "mv_ops_cpu.h"
@@ -45,6 +46,11 @@
 #define BLAS_MIN_CALL_MNK (1LL << 23)
 /* Attention work item: this many query rows of one head of one segment. */
 #define ATT_QB 128
+/* Keys per block of attention's online softmax, at most (att_key_block): the item's score block
+ * (ATT_QB x ATT_KB f32) stays in L2. Overridable for measurement (-DATT_KB=...). */
+#ifndef ATT_KB
+#define ATT_KB 1024
+#endif
 
 /* The row loops below (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
  * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. Not
@@ -413,28 +419,44 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
     }
 }
 
-/* si[L] <- e^(si - max si); returns 1 / sum. One row, one thread, a fixed order. */
-MV_CLONES static float softmax_numerators(float *si, int L)
+/* One row of one key block of the online softmax: si[L] <- e^(si - m') with m' = max(*mx, max si),
+ * *sum <- *sum . e^(*mx - m') + sum_j si[j]; *mx <- m'. Returns the factor e^(*mx - m') by which
+ * the row's earlier output must be scaled (1 when the maximum did not grow; 0 for the first block,
+ * *mx = -inf). One row, one thread, a fixed order. */
+MV_CLONES static float softmax_block(float *si, int L, float *mx, float *sum)
 {
-    float mx = -INFINITY, sum = 0.0f, acc[16] = {0};
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < L; j++)
-        mx = si[j] > mx ? si[j] : mx;
+    float m = *mx, s = 0.0f, acc[16] = {0}, m64[64];
     int j = 0;
+    /* 64 partial maxima (4 vectors: one would wait on its own latency); max is exact in any order */
+    for (int l = 0; l < 64; l++)
+        m64[l] = m;
+    for (; j + 64 <= L; j += 64)
+        for (int l = 0; l < 64; l++)
+            m64[l] = si[j + l] > m64[l] ? si[j + l] : m64[l];
+    for (; j < L; j++)
+        m = si[j] > m ? si[j] : m;
+    for (int w = 32; w >= 1; w /= 2) /* a tree, not a 64-long chain of scalar max */
+        for (int l = 0; l < w; l++)
+            m64[l] = m64[l + w] > m64[l] ? m64[l + w] : m64[l];
+    m = m64[0] > m ? m64[0] : m;
+    j = 0;
     for (; j + 16 <= L; j += 16) /* 16 partial sums: the same order for every vector width */
         for (int l = 0; l < 16; l++) {
-            float p = exp_f32(si[j + l] - mx);
+            float p = exp_f32(si[j + l] - m);
             si[j + l] = p;
             acc[l] += p;
         }
     for (; j < L; j++) {
-        float p = exp_f32(si[j] - mx);
+        float p = exp_f32(si[j] - m);
         si[j] = p;
-        sum += p;
+        s += p;
     }
     for (int l = 0; l < 16; l++)
-        sum += acc[l];
-    return 1.0f / sum;
+        s += acc[l];
+    float alpha = *mx == -INFINITY ? 0.0f : (m == *mx ? 1.0f : exp_f32(*mx - m));
+    *sum = *sum * alpha + s;
+    *mx = m;
+    return alpha;
 }
 
 /* qkv[n, 3H] (q | k | v, head-major inside each) -> hm[3][heads][n][D]: each head's rows
@@ -472,13 +494,27 @@ static void split_heads(float *hm, const float *qkv, const float *cos_t, const f
     }
 }
 
+/* Keys per block of a segment of L keys: L when L <= ATT_KB, else L cut into equal blocks of at
+ * most ATT_KB keys (a multiple of 16 but the last). Depends on L alone. */
+static int att_key_block(int L)
+{
+    if (L <= ATT_KB)
+        return L;
+    int nb = (L + ATT_KB - 1) / ATT_KB;
+    return ((L + nb - 1) / nb + 15) / 16 * 16;
+}
+
 /* Attention through BLAS on head-major hm[3][heads][n][D] (split_heads), out[n, H]. One work
- * item = ATT_QB query rows of one head of one segment, done by one thread: S[m, L] = scale * Q K^T
- * (mv_sgemm_1t), row softmax numerators e^(S - max) and their sum (f32, as torch's CPU softmax),
- * O[m, D] = P V (mv_sgemm_1t), then O /= sum. scratch: n_threads x ATT_QB x max_len floats.
- * Returns 0, or -1 when the GEMM library failed (out is then incomplete). */
+ * item = ATT_QB query rows of one head of one segment, done by one thread in a fixed order. Keys
+ * go in blocks of att_key_block(L), so that the item's score block S[m, kb] stays in L2 at any L
+ * (flash-style, f32 online softmax): per block, S = scale * Q K_b^T (mv_sgemm_1t), row
+ * numerators e^(S - running max) and running sums (a row's earlier output scaled by e^(old max -
+ * new max) when its max grows), O += P V_b (mv_sgemm_1t, accumulating in out); at the end
+ * O /= sum. With one block this is the plain softmax (f32, as torch's CPU softmax).
+ * scratch: n_threads x ATT_QB x ATT_KB floats. Returns 0, or -1 when the GEMM library failed
+ * (out is then incomplete). */
 static int attention_blas(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg,
-                           int heads, int D, float *scratch, int64_t max_len)
+                          int heads, int D, float *scratch)
 {
     int H = heads * D;
     float scale = 1.0f / sqrtf((float)D);
@@ -489,8 +525,8 @@ static int attention_blas(float *out, const float *hm, int64_t n, const int32_t 
     int bad = 0;
 #pragma omp parallel reduction(| : bad)
     {
-        float *S = scratch + (int64_t)omp_get_thread_num() * ATT_QB * max_len;
-        float rinv[ATT_QB];
+        float *S = scratch + (int64_t)omp_get_thread_num() * ATT_QB * ATT_KB;
+        float mx[ATT_QB], sum[ATT_QB];
         int sg = 0;
         int64_t first = 0; /* first item of segment sg */
 #pragma omp for schedule(dynamic, 1)
@@ -505,7 +541,7 @@ static int attention_blas(float *out, const float *hm, int64_t n, const int32_t 
                 first += heads * nq;
                 sg++;
             }
-            int L = cu[sg + 1] - cu[sg];
+            int L = cu[sg + 1] - cu[sg], kb = att_key_block(L);
             int64_t nq = (L + ATT_QB - 1) / ATT_QB, k = it - first;
             int hd = (int)(k / nq), qb = (int)(k % nq);
             int64_t s0 = cu[sg], q0 = s0 + (int64_t)qb * ATT_QB;
@@ -513,37 +549,41 @@ static int attention_blas(float *out, const float *hm, int64_t n, const int32_t 
             const float *Q = hm + ((int64_t)hd * n + q0) * D;
             const float *K = hm + ((int64_t)(heads + hd) * n + s0) * D;
             const float *V = hm + ((int64_t)(2 * heads + hd) * n + s0) * D;
-            bad |= mv_sgemm_1t(1, m, L, D, scale, Q, D, K, D, S, L) != 0;
-            for (int i = 0; i < m; i++)
-                rinv[i] = softmax_numerators(S + (int64_t)i * L, L);
             float *O = out + q0 * H + hd * D;
-            bad |= mv_sgemm_1t(0, m, D, L, 1.0f, S, L, V, D, O, H) != 0;
             for (int i = 0; i < m; i++)
+                mx[i] = -INFINITY, sum[i] = 0.0f;
+            for (int j0 = 0; j0 < L && !bad; j0 += kb) {
+                int nk = L - j0 < kb ? L - j0 : kb;
+                bad |= mv_sgemm_1t(1, m, nk, D, scale, Q, D, K + (int64_t)j0 * D, D, 0.0f, S, nk) != 0;
+                for (int i = 0; i < m; i++) {
+                    float alpha = softmax_block(S + (int64_t)i * nk, nk, &mx[i], &sum[i]);
+                    if (j0 > 0 && alpha != 1.0f)
+                        for (int d = 0; d < D; d++)
+                            O[(int64_t)i * H + d] *= alpha;
+                }
+                bad |= mv_sgemm_1t(0, m, D, nk, 1.0f, S, nk, V + (int64_t)j0 * D, D,
+                                   j0 > 0 ? 1.0f : 0.0f, O, H) != 0;
+            }
+            for (int i = 0; i < m; i++) {
+                float r = 1.0f / sum[i];
                 for (int d = 0; d < D; d++)
-                    O[(int64_t)i * H + d] *= rinv[i];
+                    O[(int64_t)i * H + d] *= r;
+            }
         }
     }
     return bad ? -1 : 0;
 }
 
-static int64_t max_seg_len(const int32_t *cu, int n_seg)
-{
-    int64_t mx = 0;
-    for (int sg = 0; sg < n_seg; sg++)
-        mx = cu[sg + 1] - cu[sg] > mx ? cu[sg + 1] - cu[sg] : mx;
-    return mx;
-}
-
 void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                       int heads, int D)
 {
-    int64_t mx = max_seg_len(cu_seqlens, n_seg), n = cu_seqlens[n_seg];
-    float *scratch = malloc((size_t)omp_get_max_threads() * ATT_QB * (mx > 0 ? mx : 1) * sizeof(float));
+    int64_t n = cu_seqlens[n_seg];
+    float *scratch = malloc((size_t)omp_get_max_threads() * ATT_QB * ATT_KB * sizeof(float));
     float *hm = malloc((size_t)(n > 0 ? n : 1) * 3 * heads * D * sizeof(float));
     if (scratch && hm)
         split_heads(hm, qkv, NULL, NULL, n, heads, D);
     if (!scratch || !hm ||
-        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch, mx)) {
+        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch)) {
         /* a twin for tests: poison the output so that the comparison fails */
         for (int64_t k = 0; k < n * heads * D; k++)
             out[k] = NAN;
@@ -608,12 +648,20 @@ static mv_status dump(mv_stage_fn fn, void *ud, const char *stage, const float *
     return fn ? fn(ud, stage, x, rows, cols, e) : MV_OK;
 }
 
-/* The backend's state: the thread count and every Linear layer's packed weights. */
+/* A forward's activations are kept between forwards up to this many bytes: allocating and
+ * first-touching them again (page faults: ~230 MB at 4096 patches) cost each forward time. */
+#define KEEP_BYTES ((size_t)1 << 30)
+
+/* The backend's state: the thread count (first: cpu_forward_u8 reads it as an int), every
+ * Linear layer's packed weights, and the activation buffer kept between forwards. */
 typedef struct {
     int threads;
     mv_gemm_cpu *g;
     mv_gemm_w *patch, *mfc1, *mfc2;
-    mv_gemm_w **blk; /* depth x {qkv, proj, fc1, fc2} */
+    mv_gemm_w **blk;    /* depth x {qkv, proj, fc1, fc2} */
+    pthread_mutex_t mu; /* one forward at a time uses buf */
+    float *buf;         /* cap floats, 64-byte aligned; NULL after a forward larger than KEEP_BYTES */
+    size_t cap;
 } cpu_impl;
 
 enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_PER_BLOCK };
@@ -631,22 +679,36 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     mv_plan plan; /* segments and cu_seqlens: src/plan.c, as the CUDA backend plans them */
     if ((st = mv_plan_segments(&plan, c, grid, n_entries, 0, e)))
         return st;
-    float *x = malloc(N * H * sizeof(float));
-    float *xn = malloc(N * H * sizeof(float));
-    float *qkv = malloc(N * 3 * H * sizeof(float));
-    float *big = malloc(N * (F > H * mm ? F : H * mm) * sizeof(float));
-    float *cos_t = malloc(N * D * sizeof(float)), *sin_t = malloc(N * D * sizeof(float));
-    int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
-    float *scratch = NULL, *hm = NULL;
-    const cpu_impl *ci = be->impl;
+    cpu_impl *ci = be->impl;
     omp_set_num_threads(ci->threads); /* this thread's parallel regions (the tower thread) */
     int T = omp_get_max_threads();
+    /* the activations, carved from ci->buf (each part a multiple of 16 floats: 64-byte aligned):
+     * x, xn [N, H]; qkv, hm [N, 3H] (hm head-major, split_heads); big [N, max(F, H mm)] (fc1
+     * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, ATT_QB, ATT_KB] */
+    size_t sz[8] = {N * H, N * H, N * 3 * H, N * 3 * H, N * (F > H * mm ? F : H * mm), N * D, N * D,
+                    (size_t)T * ATT_QB * ATT_KB};
+    float *part[8];
+    size_t tot = 0;
+    for (int k = 0; k < 8; k++)
+        tot += (sz[k] + 15) / 16 * 16;
+    int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
     mv_gemm_ws *ws = NULL;
     par_err pe = {0};
-    if (!x || !xn || !qkv || !big || !cos_t || !sin_t || !cu) {
+    pthread_mutex_lock(&ci->mu);
+    if (tot > ci->cap) {
+        free(ci->buf);
+        ci->cap = 0;
+        if ((ci->buf = aligned_alloc(64, tot * sizeof(float))))
+            ci->cap = tot;
+    }
+    if (!cu || !ci->buf) {
         st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
         goto out;
     }
+    for (size_t k = 0, o = 0; k < 8; o += (sz[k] + 15) / 16 * 16, k++)
+        part[k] = ci->buf + o;
+    float *x = part[0], *xn = part[1], *qkv = part[2], *hm = part[3], *big = part[4];
+    float *cos_t = part[5], *sin_t = part[6], *scratch = part[7];
     if ((st = mv_gemm_ws_create(ci->g, T, &ws, e)))
         goto out;
     if ((st = dump(fn, ud, "pixel_values", pixels, N, c->patch_dim, e)))
@@ -665,16 +727,8 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         goto out;
     mv_rope_tables_cpu(cos_t, sin_t, grid, n_entries, D, c->rope_theta, c->merge);
     int nseg = plan.nseg;
-    int64_t max_len = plan.max_len;
     if ((st = mv_plan_cu_seqlens(&plan, 0, nseg, cu, e)))
         goto out;
-    scratch = malloc((size_t)T * ATT_QB * max_len * sizeof(float));
-    hm = malloc(N * 3 * H * sizeof(float));
-    if (!scratch || !hm) {
-        st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for attention over %lld patches",
-                     (long long)max_len);
-        goto out;
-    }
     /* Per block: x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))). Everything
      * but attention is row-local, so each thread runs the chain on its own rows with no barrier:
      * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
@@ -733,7 +787,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             if ((st = dump(fn, ud, name, x, N, H, e)))
                 goto out;
         }
-        if (Bn && attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch, max_len)) {
+        if (Bn && attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch)) {
             st = mv_fail(e, MV_ERR_INTERNAL, "cpu tower: %s failed in attention of block %d",
                          mv_gemm_cpu_name(ci->g), b);
             goto out;
@@ -753,16 +807,14 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         goto out;
     st = dump(fn, ud, "output", out, M, c->out_hidden, e);
 out:
+    if (ci->cap * sizeof(float) > KEEP_BYTES) { /* a rare large forward: not kept */
+        free(ci->buf);
+        ci->buf = NULL;
+        ci->cap = 0;
+    }
+    pthread_mutex_unlock(&ci->mu);
     mv_gemm_ws_destroy(ws);
-    free(x);
-    free(xn);
-    free(qkv);
-    free(big);
-    free(cos_t);
-    free(sin_t);
     free(cu);
-    free(scratch);
-    free(hm);
     mv_plan_free(&plan);
     return st;
 }
@@ -821,6 +873,8 @@ static void cpu_impl_free(cpu_impl *ci, int depth)
         mv_gemm_w_free(ci->blk[k]);
     free(ci->blk);
     mv_gemm_cpu_destroy(ci->g);
+    free(ci->buf);
+    pthread_mutex_destroy(&ci->mu);
     free(ci);
 }
 
@@ -868,6 +922,7 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     }
     /* -j N, else every CPU of the affinity mask; the GEMM libraries stay single-threaded */
     ci->threads = o && o->threads > 0 ? o->threads : mv_cpu_count();
+    pthread_mutex_init(&ci->mu, NULL);
     pthread_once(&blas_once, blas_single);
     double t0 = mv_now();
     mv_status st = mv_gemm_cpu_create(o && o->verbose, &ci->g, e);

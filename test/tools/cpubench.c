@@ -10,11 +10,17 @@
  * LCG. One warm-up run, then K runs; with --what both the tower and the GEMMs alternate, so that
  * both see the same load. Prints "tower S" / "gemm S" / "gemm_blas S" (median, seconds),
  * "tower_min S" / "gemm_min S" / "gemm_blas_min S" (fastest run), the GEMM library and the GEMMs'
- * TFLOP. --out saves the tower's output [tokens, L] (to compare -j runs byte for byte). */
+ * TFLOP. --out saves the tower's output [tokens, L] (to compare -j runs byte for byte).
+ *   cpubench --model DIR --grid G --what attn [--qkv QKV.npy] [-j N] [--iters K] [--out O.npy]
+ * times attention alone (mv_attention_cpu, the tower's attention with its head split, N threads)
+ * on the grid's segments (one per frame of an entry: h x w patches) with the model's heads and
+ * head_dim: qkv [n_patches, 3 x hidden] from QKV.npy or uniform [-1, 1); prints "attn S",
+ * "attn_min S" and "attn_tflop T" (4 L^2 D per segment and head); --out saves out [n, hidden]. */
 #include "mv_backend.h"
 #include "mv_common.h"
 #include "mv_gemm_cpu.h"
 #include "mv_npy.h"
+#include "mv_ops_cpu.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -86,9 +92,74 @@ static int run_gemms_tower(const gemm_shape *g, int ng, float *a, float *c, mv_g
     return bad;
 }
 
+/* --what attn: attention alone (see the file comment). Returns the exit code. */
+static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, int64_t N,
+                      const char *qkv_path, int threads, int iters, const char *out_path)
+{
+    int H = c->hidden, heads = c->heads, D = c->head_dim;
+    int nseg = 0;
+    for (int i = 0; i < ne; i++)
+        nseg += grid[3 * i];
+    int32_t *cu = malloc((nseg + 1) * sizeof *cu);
+    float *out = malloc(N * H * sizeof(float));
+    double *tt = malloc((iters + 1) * sizeof(double));
+    if (!cu || !out || !tt)
+        return die("attn", "out of memory");
+    double flop = 0;
+    cu[0] = 0;
+    for (int i = 0, s = 0; i < ne; i++)
+        for (int f = 0; f < grid[3 * i]; f++, s++) {
+            int64_t L = (int64_t)grid[3 * i + 1] * grid[3 * i + 2];
+            cu[s + 1] = (int32_t)(cu[s] + L);
+            flop += 4.0 * L * L * D * heads;
+        }
+    mv_array qa = {0};
+    float *qkv;
+    mv_err e;
+    if (qkv_path) {
+        if (mv_npy_load_f32(qkv_path, &qa, &e))
+            return die(qkv_path, e.msg);
+        if (qa.ndim != 2 || qa.shape[0] != N || qa.shape[1] != 3 * H)
+            return die(qkv_path, "shape is not [n_patches, 3 x hidden] for the grid and the model");
+        qkv = qa.data;
+    } else {
+        if (!(qkv = malloc(N * 3 * H * sizeof(float))))
+            return die("attn", "out of memory");
+        uint64_t s = 0x9E3779B97F4A7C15ULL;
+        for (int64_t k = 0; k < N * 3 * H; k++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            qkv[k] = (float)((s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+        }
+    }
+    printf("cpubench: attention, %d segments, %lld patches, %d heads x %d, %d threads\n", nseg,
+           (long long)N, heads, D, threads);
+    omp_set_num_threads(threads);
+    for (int it = 0; it <= iters; it++) {
+        double t0 = mv_now();
+        mv_attention_cpu(out, qkv, cu, nseg, heads, D);
+        tt[it] = mv_now() - t0;
+    }
+    double med = median(tt + 1, iters);
+    printf("attn %.4f\nattn_min %.4f\nattn_tflop %.4f\n", med, tt[1], flop * 1e-12);
+    if (out_path) {
+        int64_t shape[2] = {N, H};
+        if (mv_npy_save(out_path, MV_DT_F32, 2, shape, out, &e))
+            return die(out_path, e.msg);
+    }
+    if (qkv_path)
+        mv_array_free(&qa);
+    else
+        free(qkv);
+    free(cu);
+    free(out);
+    free(tt);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mdir = NULL, *gs = NULL, *pix_path = NULL, *what = "both", *out_path = NULL;
+    const char *qkv_path = NULL;
     int threads = 0, iters = 3, blas = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -108,6 +179,8 @@ int main(int argc, char **argv)
             what = v;
         else if (!strcmp(a, "--out"))
             out_path = v;
+        else if (!strcmp(a, "--qkv"))
+            qkv_path = v;
         else if (!strcmp(a, "--blas"))
             blas = atoi(v);
         else
@@ -116,7 +189,8 @@ int main(int argc, char **argv)
     }
     if (!mdir || !gs || iters < 1 || iters > 1000)
         return die("usage", "cpubench --model DIR --grid \"t,h,w;...\" [--pixels P.npy] [-j N] "
-                            "[--iters K] [--what tower|gemm|both] [--blas 1] [--out OUT.npy]");
+                            "[--iters K] [--what tower|gemm|both|attn] [--blas 1] [--qkv QKV.npy] "
+                            "[--out OUT.npy]");
     if (threads <= 0)
         threads = mv_cpu_count();
     int32_t grid[3 * 256];
@@ -139,6 +213,11 @@ int main(int argc, char **argv)
     int64_t N;
     if (mv_grid_check(c, grid, ne, &N, &e))
         return die(gs, e.msg);
+    if (!strcmp(what, "attn")) {
+        int rc = bench_attn(c, grid, ne, N, qkv_path, threads, iters, out_path);
+        mv_model_free(m);
+        return rc;
+    }
     int H = c->hidden, F = c->inter, mm = c->merge * c->merge;
     int64_t M = N / mm;
     float *pixels;
