@@ -738,6 +738,8 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                 st = mv_cuda_check(r2, e, "event");
                 break;
             }
+            if (k == plan.nchunk - 1 && !pool && b->base.queued) /* the last chunk's kernels */
+                b->base.queued(b->base.queued_arg);
         }
         if (have_prev) {
             int64_t M = prev.n / mm;
@@ -762,6 +764,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         if (r == cudaSuccess)
             r = cudaMemcpyAsync(out, b->pool_out, (size_t)n_entries * L * sizeof(float), cudaMemcpyDeviceToHost,
                                 b->st);
+        if (r == cudaSuccess && b->base.queued) b->base.queued(b->base.queued_arg);
         if (r == cudaSuccess) r = block_on(b, b->st);
         if (r != cudaSuccess) st = mv_cuda_check(r, e, "pooled output");
     }

@@ -65,6 +65,12 @@ struct mv_backend {
      * its first kernel to the end of its last. The pipeline's "GPU executing" time is the union of
      * these intervals per device (two forwards in flight overlap). */
     double gpu_t0, gpu_t1;
+    /* Set by the caller before a forward, or NULL: called at most once from inside the forward,
+     * as soon as all of its device work is queued (the device is still busy with it; the call
+     * then waits for its results). The pipeline lets the device's next forward start queuing
+     * there, so that no gap opens on the device between two forwards. */
+    void (*queued)(void *arg);
+    void *queued_arg;
     void *impl;
 };
 

@@ -40,9 +40,14 @@ static const char *const t_names[T_N] = {
 /* Output slabs: a forward writes its outputs into a slab (page-locked when the backend offers it);
  * each input of the forward points into it and holds a reference until its writer is done, then
  * the slab goes back to its tower thread. No per-input output allocation or copy on the tower
- * thread; a tower thread has OUT_SLABS slabs, so memory is bounded and slow writers hold the tower
- * back (backpressure) instead of piling up outputs. */
-#define OUT_SLABS 3
+ * thread. A slab comes back only when every input in it is written, so a tower thread needs enough
+ * of them to keep the writers fed: it has at least OUT_SLABS_MIN, and takes more (up to
+ * OUT_SLABS_MAX) while its slabs hold at most OUT_SLAB_BYTES together (measured: 3 slabs of ~3.6
+ * clips each left 28 writers idle half the time while the tower waited for slabs). Memory stays
+ * bounded, and slow writers hold the tower back (backpressure) instead of piling up outputs. */
+#define OUT_SLABS_MIN 3
+#define OUT_SLABS_MAX 16
+#define OUT_SLAB_BYTES ((size_t)1 << 30)
 typedef struct slab_pool slab_pool;
 typedef struct {
     float *buf;
@@ -54,7 +59,7 @@ typedef struct {
 struct slab_pool {
     pthread_mutex_t mu;
     pthread_cond_t freed;
-    slab s[OUT_SLABS];
+    slab s[OUT_SLABS_MAX];
 };
 
 /* Per device, for -v: how long at least one forward was running on it (the union over its tower
@@ -67,14 +72,23 @@ typedef struct {
     double since, busy;
     double (*iv)[2]; /* [n_iv][t0, t1] */
     size_t n_iv, cap_iv;
-    /* Turns: the device's tower threads run their forwards one at a time, in the order they
-     * became ready (a ticket lock). Two forwards started together share the GPU, end together,
-     * and then both threads stage in their next batch while the GPU idles; taking turns, one
-     * thread stages in while the other's forward runs. MVEMBED_FORWARD_TURNS=0 lets them overlap. */
+    /* Turns: the device's tower threads queue their forwards' device work one at a time, in the
+     * order they became ready (a ticket lock, given back as soon as a forward's work is queued:
+     * mv_backend.queued). Two forwards started together share the GPU, end together, and then
+     * both threads stage in their next batch while the GPU idles; taking turns, one thread stages
+     * in while the other's forward runs, and the next forward's work is queued behind the last
+     * one's. MVEMBED_FORWARD_TURNS=0 lets them overlap freely. */
     int turns;
     pthread_cond_t turn_cv;
     unsigned long ticket, serving;
 } dev_busy;
+
+/* A forward's turn on its device: given back once, as soon as the forward's device work is
+ * queued (mv_backend.queued), or when the call returns. */
+typedef struct {
+    dev_busy *d;
+    int given;
+} turn;
 
 static void turn_take(dev_busy *d)
 {
@@ -87,10 +101,13 @@ static void turn_take(dev_busy *d)
     pthread_mutex_unlock(&d->mu);
 }
 
-static void turn_give(dev_busy *d)
+static void turn_give(void *arg)
 {
-    if (!d->turns)
+    turn *tn = arg;
+    dev_busy *d = tn->d;
+    if (!d->turns || tn->given)
         return;
+    tn->given = 1;
     pthread_mutex_lock(&d->mu);
     d->serving++;
     pthread_cond_broadcast(&d->turn_cv);
@@ -347,9 +364,29 @@ static slab *slab_get(tower_arg *ta, size_t bytes, double *waited)
     double t0 = mv_now();
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        for (int i = 0; i < OUT_SLABS && !sb; i++)
-            if (p->s[i].refs == 0)
-                sb = &p->s[i];
+        /* a free slab already big enough, else any free one that was used, else a new one while
+         * the pool is under its minimum count or its byte budget */
+        size_t held = 0;
+        slab *fit = NULL, *used = NULL, *fresh = NULL;
+        for (int i = 0; i < OUT_SLABS_MAX; i++) {
+            slab *x = &p->s[i];
+            held += x->cap;
+            if (x->refs)
+                continue;
+            if (x->cap >= bytes && !fit)
+                fit = x;
+            else if (x->cap && !used)
+                used = x;
+            else if (!x->cap && !fresh)
+                fresh = x;
+        }
+        int n_used = 0;
+        for (int i = 0; i < OUT_SLABS_MAX; i++)
+            n_used += p->s[i].cap > 0;
+        if (fresh && (n_used < OUT_SLABS_MIN || held + bytes <= OUT_SLAB_BYTES) && !fit)
+            sb = fresh;
+        else
+            sb = fit ? fit : used;
         if (sb)
             break;
         pthread_cond_wait(&p->freed, &p->mu);
@@ -374,11 +411,11 @@ static void stage_release(tower_arg *ta)
     ta->pix_cap = 0;
     slab_pool *p = &ta->out;
     pthread_mutex_lock(&p->mu); /* every input written or freed: wait for the last references */
-    for (int i = 0; i < OUT_SLABS; i++)
+    for (int i = 0; i < OUT_SLABS_MAX; i++)
         while (p->s[i].refs)
             pthread_cond_wait(&p->freed, &p->mu);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < OUT_SLABS; i++)
+    for (int i = 0; i < OUT_SLABS_MAX; i++)
         stage_free(ta->be, p->s[i].buf, p->s[i].pinned);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->freed);
@@ -439,7 +476,10 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     atomic_fetch_add(&R->stage_copy_ns, (long long)((mv_now() - t_copy) * 1e9));
     atomic_fetch_add(&R->t_ns[T_SLAB_WAIT], (long long)(slab_wait * 1e9));
     atomic_fetch_add(&R->stage_in_cpu_ns, (long long)((pl_thread_cpu() - tc) * 1e9));
+    turn tn = {ta->dev, 0};
     turn_take(ta->dev);
+    be->queued = turn_give;
+    be->queued_arg = &tn;
     t = mv_now();
     pthread_mutex_lock(&ta->dev->mu);
     if (ta->dev->active++ == 0)
@@ -468,7 +508,8 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         }
     }
     pthread_mutex_unlock(&ta->dev->mu);
-    turn_give(ta->dev);
+    turn_give(&tn);
+    be->queued = NULL;
     pl_t_add(R, T_FORWARD, t);
     if (st) {
         if (st == MV_ERR_DEVICE || R->o->dump_dir) {
@@ -722,7 +763,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         ta[nt] = (tower_arg){.R = R, .be = be[nt], .dev = &dbz[nt % n_dev]};
         pthread_mutex_init(&ta[nt].out.mu, NULL);
         pthread_cond_init(&ta[nt].out.freed, NULL);
-        for (int i = 0; i < OUT_SLABS; i++)
+        for (int i = 0; i < OUT_SLABS_MAX; i++)
             ta[nt].out.s[i].pool = &ta[nt].out;
         if (pthread_create(&tw[nt], NULL, tower_main, &ta[nt]))
             break;

@@ -85,4 +85,7 @@ PY
     for s in decode preprocess stage-in "output-slab wait" forward stage-out "write (convert+compress+fsync)" manifest; do
         [[ "$output" =~ " $s "[0-9]+\.[0-9]{2}s ]] || { echo "missing stage $s"; false; }
     done
+    # stage-in's parts and the writers' CPU time, each a number of seconds
+    [[ "$output" =~ "stage-in "[0-9.]+"s ("[0-9]+"%; on CPU "[0-9]+\.[0-9]{2}"s, buffers "[0-9]+\.[0-9]{2}"s, copy "[0-9]+\.[0-9]{2}"s)" ]]
+    [[ "$output" =~ "writers on CPU "[0-9]+\.[0-9]{2}"s" ]]
 }
