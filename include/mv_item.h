@@ -57,6 +57,7 @@ typedef struct {
     long long max_decode_pixels;
     double timeout;      /* per-input decode time limit in seconds, 0 = none */
     int num_frames;      /* videos: exactly N frames (0 = from fps) */
+    int video_threads;   /* videos: decoder threads (mv_video_limits.threads; 0 = FFmpeg's choice) */
     const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png under DIR/<rel>/ */
 } mv_item_ctx;
 

@@ -44,6 +44,8 @@ typedef struct {
                              the container header before decoding, and by the decoder on every
                              frame), and one mv_video_read at most n x pixels = this many;
                              0: MV_DECODE_MAX_PIXELS_DEFAULT; < 0: no limit */
+    int threads;          /* the decoder's threads: 0 = FFmpeg's choice (one per CPU); a batch
+                             decoding many videos at once gives each its share of the CPUs */
 } mv_video_limits;
 
 /* Same with explicit limits (lim may be NULL: defaults). Over the pixel limit: MV_ERR_LIMIT

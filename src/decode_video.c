@@ -496,7 +496,8 @@ mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_vi
         goto fail;
     }
     v->dec->pkt_timebase = v->st->time_base;
-    v->dec->thread_count = 0; /* auto; frame threading does not change the output */
+    /* frame threading does not change the output; 0 = auto (one thread per CPU) */
+    v->dec->thread_count = lim && lim->threads > 0 ? lim->threads : 0;
     if (v->max_pixels > 0)
         v->dec->max_pixels = v->max_pixels; /* a later, larger frame fails to decode */
     if ((ret = avcodec_open2(v->dec, codec, NULL)) < 0) {

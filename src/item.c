@@ -134,7 +134,8 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *sr
     mv_video *v;
     mv_video_info info;
     double t = mv_now();
-    mv_video_limits lim = {.timeout_s = c->timeout, .max_pixels = c->max_decode_pixels};
+    mv_video_limits lim = {.timeout_s = c->timeout, .max_pixels = c->max_decode_pixels,
+                           .threads = c->video_threads};
     mv_status st = mv_video_open_with(path, &lim, &v, &info, e);
     if (st)
         return st;

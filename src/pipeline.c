@@ -711,6 +711,10 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         goto out;
     }
     int jobs = o->jobs > 0 ? o->jobs : mv_cpu_count();
+    /* each decode thread's video decoder gets its share of the CPUs: FFmpeg's default, a frame
+     * thread per CPU in every decoder, puts jobs x CPUs threads on the CPUs, and its frame
+     * threads decode ahead of the frames a sampled read wants */
+    R->ictx.video_threads = mv_cpu_count() / jobs > 1 ? mv_cpu_count() / jobs : 1;
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
     /* measured on 32 cores (bench/RESULTS.md): 16 writers (half the CPUs) made 35 files/s of
