@@ -33,8 +33,10 @@
  * block_NN) read f32. scripts/bf16_error_study.py predicts about half the output error against
  * f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element of x.
  *
- * Attention: the builtin kernel (cu/attention.cu) or cuDNN's fused flash attention
- * (cu/attention_cudnn.cu, bf16, opts.attention / --attention), chosen once at creation. */
+ * Attention: the builtin kernel (cu/attention.cu), cuDNN's fused flash attention
+ * (cu/attention_cudnn.cu, bf16) or, asked for by name only, the Hopper wgmma kernel
+ * (cu/attention_fa3.cu, bf16, an untested draft); opts.attention / --attention, chosen once at
+ * creation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +457,9 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
         if (ch->dnn)
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
+        else if (sizeof(T) == 2 && b->attn_impl == MV_ATTN_FA3)
+            CK(mv_cuda_attention_fa3(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
+               "fa3 attention");
         else if (sizeof(T) == 2)
             CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
                "attention");
@@ -873,6 +878,13 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     de.msg[0] = 0;
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
+    } else if (b->attn_impl == MV_ATTN_FA3) { /* explicit only; the tiles are the builtin bf16 kernel's */
+        if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
+        mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
+        if (fs != MV_OK) return fs;
+        if (b->verbose)
+            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (sm_90a wgmma; a draft)\n", b->device);
+        return MV_OK;
     } else if (b->prec != MV_PREC_BF16) {
         if (b->attn_impl == MV_ATTN_CUDNN)
             return mv_fail(e, MV_ERR_USAGE, "cuda: --attention cudnn needs --precision bf16");

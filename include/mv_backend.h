@@ -75,8 +75,10 @@ struct mv_backend {
 };
 
 /* CUDA attention implementation: auto = cuDNN's fused flash attention when libcudnn.so.9 loads
- * and supports the head dim (bf16 only), else the builtin kernel (cu/attention.cu). */
-typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN } mv_attn_impl;
+ * and supports the head dim (bf16 only), else the builtin kernel (cu/attention.cu). fa3 = the
+ * Hopper wgmma kernel (cu/attention_fa3.cu, bf16, head dims 64 / 72, compute capability 9.0):
+ * explicit only, auto never picks it. */
+typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN, MV_ATTN_FA3 } mv_attn_impl;
 
 typedef struct {
     int threads;            /* CPU: OpenMP threads (0 = default) */
