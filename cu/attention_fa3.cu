@@ -15,6 +15,13 @@
  * the launcher's capability check on a real sm_90 device; its speed. test/cuda/test_fa3.cu is the
  * twin test (vs mv_attention_cpu) that decides. Until it passes on an H200, --attention fa3 is
  * explicit only: auto never picks it.
+ * If test_fa3 fails, in this order: a segment of 1 row has P = 1 whatever S is, so a failure
+ * there (finite but wrong) is the P.V path: V's descriptor (LBO and SBO swapped is the likeliest
+ * slip; the N-major "interleave" form is the least documented) or P's register packing; if only
+ * longer segments fail, it is S (Q/K descriptors, the 72 -> 80 padding: compare D 64 with D 72)
+ * or the key mask (127/128/129 around the tiles; MV_FA3_BN=64 against 128). A result that changes
+ * between runs is a missing fence or barrier (compute-sanitizer racecheck / synccheck). There is
+ * no mbarrier here yet, so no phase bugs either.
  *
  * Design (version 1; FA3's producer warp, TMA, mbarrier ring and ping-pong are not here yet):
  *   - 256 threads = 2 consumer warpgroups; warpgroup w owns query rows [64w, 64w + 64) of the tile.
