@@ -14,6 +14,8 @@ static int iv_cmp(const void *a, const void *b)
 /* Sorts iv[0..n) and merges it into disjoint intervals in place; returns their count. */
 static size_t iv_merge(double (*iv)[2], size_t n)
 {
+    if (n == 0) /* iv may be NULL then, which qsort must not get */
+        return 0;
     qsort(iv, n, sizeof *iv, iv_cmp);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
