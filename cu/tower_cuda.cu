@@ -762,6 +762,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         have_prev = have_cur;
         k++;
     }
+    int timed = plan.nchunk > 0; /* ev_f0 and ev_f1 were recorded by this forward */
     mv_plan_free(&plan);
     free(psegs);
     if (st == MV_OK && pool) {
@@ -778,14 +779,21 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         cudaStreamSynchronize(b->io);
         return st;
     }
-    /* when the device ran this forward's kernels, on the host's clock */
-    float ms0 = 0, ms1 = 0;
-    cudaError_t rt = cudaEventSynchronize(b->ev_f1);
-    if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms0, b->ev_ref, b->ev_f0);
-    if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms1, b->ev_ref, b->ev_f1);
-    if (rt != cudaSuccess) return mv_cuda_check(rt, e, "forward timing");
-    b->base.gpu_t0 = b->ref_host + ms0 * 1e-3;
-    b->base.gpu_t1 = b->ref_host + ms1 * 1e-3;
+    /* when the device ran this forward's kernels, on the host's clock (-v only: an interval the
+     * events cannot give is left out, never the forward's results) */
+    if (timed) {
+        cudaError_t rt = cudaEventSynchronize(b->ev_f1);
+        if (rt != cudaSuccess) return mv_cuda_check(rt, e, "forward");
+        float ms0 = 0, ms1 = 0;
+        rt = cudaEventElapsedTime(&ms0, b->ev_ref, b->ev_f0);
+        if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms1, b->ev_ref, b->ev_f1);
+        if (rt == cudaSuccess) {
+            b->base.gpu_t0 = b->ref_host + ms0 * 1e-3;
+            b->base.gpu_t1 = b->ref_host + ms1 * 1e-3;
+        } else {
+            cudaGetLastError(); /* not sticky (an event without a timing record): clear it */
+        }
+    }
     if (fn) {
         /* the output stage, already in host memory */
         ST(fn(ud, "output", out, N / mm, L, e));

@@ -13,6 +13,7 @@
 #include "pipeline_int.h"
 
 #include "mv_batch.h"
+#include "mv_busy.h"
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_output.h"
@@ -70,8 +71,7 @@ typedef struct {
     pthread_mutex_t mu;
     int active;
     double since, busy;
-    double (*iv)[2]; /* [n_iv][t0, t1] */
-    size_t n_iv, cap_iv;
+    mv_busy gpu; /* the forwards' kernel intervals (mv_busy.h) */
     /* Turns: the device's tower threads queue their forwards' device work one at a time, in the
      * order they became ready (a ticket lock, given back as soon as a forward's work is queued:
      * mv_backend.queued). Two forwards started together share the GPU, end together, and then
@@ -112,28 +112,6 @@ static void turn_give(void *arg)
     d->serving++;
     pthread_cond_broadcast(&d->turn_cv);
     pthread_mutex_unlock(&d->mu);
-}
-
-/* Seconds covered by the union of the intervals (sorts them). */
-static int iv_cmp(const void *a, const void *b)
-{
-    const double *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-static double iv_union(double (*iv)[2], size_t n)
-{
-    qsort(iv, n, sizeof *iv, iv_cmp);
-    double total = 0, a = 0, b = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || iv[i][0] > b) {
-            total += b - a;
-            a = iv[i][0];
-            b = iv[i][1];
-        } else if (iv[i][1] > b) {
-            b = iv[i][1];
-        }
-    }
-    return n ? total + (b - a) : 0;
 }
 
 double pl_thread_cpu(void)
@@ -492,21 +470,8 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     pthread_mutex_lock(&ta->dev->mu);
     if (--ta->dev->active == 0)
         ta->dev->busy += mv_now() - ta->dev->since;
-    if (!st && be->gpu_t1 > be->gpu_t0) {
-        dev_busy *d = ta->dev;
-        if (d->n_iv == d->cap_iv) { /* -v only; on no memory the interval is not counted */
-            size_t cap = d->cap_iv ? 2 * d->cap_iv : 256;
-            void *p = realloc(d->iv, cap * sizeof *d->iv);
-            if (p) {
-                d->iv = p;
-                d->cap_iv = cap;
-            }
-        }
-        if (d->n_iv < d->cap_iv) {
-            d->iv[d->n_iv][0] = be->gpu_t0;
-            d->iv[d->n_iv++][1] = be->gpu_t1;
-        }
-    }
+    if (!st && be->gpu_t1 > be->gpu_t0)
+        mv_busy_add(&ta->dev->gpu, be->gpu_t0, be->gpu_t1); /* -v only: no memory, not counted */
     pthread_mutex_unlock(&ta->dev->mu);
     turn_give(&tn);
     be->queued = NULL;
@@ -637,11 +602,11 @@ static void print_timeline(runner *R, double wall, int jobs, int n_tower, int wr
         for (int d = 0; d < n_dev; d++)
             fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", dev[d].busy, 100 * dev[d].busy / wall);
         fputc('\n', stderr);
-        if (dev[0].n_iv) {
+        if (dev[0].gpu.n) {
             fprintf(stderr, "mvembed: GPU executing the tower's kernels (CUDA events, union over forwards in "
                             "flight):");
             for (int d = 0; d < n_dev; d++) {
-                double u = iv_union(dev[d].iv, dev[d].n_iv);
+                double u = mv_busy_seconds(&dev[d].gpu);
                 fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", u, 100 * u / wall);
             }
             fputc('\n', stderr);
@@ -847,7 +812,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
 out:
     for (int d = 0; d < n_dev; d++)
-        free(dbz[d].iv);
+        mv_busy_free(&dbz[d].gpu);
     mv_tar_set_free(R->tars);
     mv_pool_list_free(R->pooled);
     pthread_mutex_destroy(&R->man_mu);
