@@ -582,8 +582,6 @@ static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *fr
     return r;
 }
 
-/* forward / forward_u8 (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L]
- * means). The input is f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
 /* Waits, asleep, until the work queued so far on stream s is done. */
 static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
 {
@@ -591,6 +589,8 @@ static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
     return r == cudaSuccess ? cudaEventSynchronize(b->ev_wait) : r;
 }
 
+/* forward / forward_u8 (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L]
+ * means). The input is f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
 static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t *frames,
                               const int32_t *n_frames, const int32_t *grid, int n_entries, float *out,
                               mv_stage_fn fn, void *ud, int pool, mv_err *e)

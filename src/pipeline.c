@@ -345,10 +345,12 @@ static slab *slab_get(tower_arg *ta, size_t bytes, double *waited)
         /* a free slab already big enough, else any free one that was used, else a new one while
          * the pool is under its minimum count or its byte budget */
         size_t held = 0;
+        int n_used = 0;
         slab *fit = NULL, *used = NULL, *fresh = NULL;
         for (int i = 0; i < OUT_SLABS_MAX; i++) {
             slab *x = &p->s[i];
             held += x->cap;
+            n_used += x->cap > 0;
             if (x->refs)
                 continue;
             if (x->cap >= bytes && !fit)
@@ -358,9 +360,6 @@ static slab *slab_get(tower_arg *ta, size_t bytes, double *waited)
             else if (!x->cap && !fresh)
                 fresh = x;
         }
-        int n_used = 0;
-        for (int i = 0; i < OUT_SLABS_MAX; i++)
-            n_used += p->s[i].cap > 0;
         if (fresh && (n_used < OUT_SLABS_MIN || held + bytes <= OUT_SLAB_BYTES) && !fit)
             sb = fresh;
         else
@@ -679,7 +678,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     /* each decode thread's video decoder gets its share of the CPUs: FFmpeg's default, a frame
      * thread per CPU in every decoder, puts jobs x CPUs threads on the CPUs, and its frame
      * threads decode ahead of the frames a sampled read wants */
-    R->ictx.video_threads = mv_cpu_count() / jobs > 1 ? mv_cpu_count() / jobs : 1;
+    int cpus = mv_cpu_count();
+    R->ictx.video_threads = cpus / jobs > 1 ? cpus / jobs : 1;
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
     /* measured on 32 cores (bench/RESULTS.md): 16 writers (half the CPUs) made 35 files/s of
@@ -689,7 +689,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     writers = writers < 2 ? 2 : (writers > MAX_WRITERS ? MAX_WRITERS : writers);
     if (o->verbose)
         fprintf(stderr, "mvembed: pipeline: %d decode threads, %d tower thread%s, %d writers (%d CPUs in "
-                "this process's affinity mask)\n", jobs, n_be, n_be > 1 ? "s" : "", writers, mv_cpu_count());
+                "this process's affinity mask)\n", jobs, n_be, n_be > 1 ? "s" : "", writers, cpus);
     size_t qcap = (size_t)jobs * 2 + 4;
     int qfail = mv_queue_init(&R->jobs, qcap);
     qfail |= mv_queue_init(&R->ready, qcap);

@@ -68,9 +68,9 @@ struct runner {
 int pl_interrupted(const runner *R);
 /* Records the first fatal error; the pipeline drains without doing more work. */
 void pl_set_fatal(runner *R, const mv_err *e);
-/* Adds the time since t0 to stage k's timer. */
 /* The calling thread's CPU time in seconds (beside a stage's wall time: how much of it ran). */
 double pl_thread_cpu(void);
+/* Adds the time since t0 to stage k's timer. */
 void pl_t_add(runner *R, int k, double t0);
 /* mv_queue_pop, its waiting time added to stage k. */
 void *pl_pop_timed(runner *R, mv_queue *q, int k);

@@ -652,8 +652,8 @@ static mv_status dump(mv_stage_fn fn, void *ud, const char *stage, const float *
  * first-touching them again (page faults: ~230 MB at 4096 patches) cost each forward time. */
 #define KEEP_BYTES ((size_t)1 << 30)
 
-/* The backend's state: the thread count (first: cpu_forward_u8 reads it as an int), every
- * Linear layer's packed weights, and the activation buffer kept between forwards. */
+/* The backend's state: the thread count, every Linear layer's packed weights, and the
+ * activation buffer kept between forwards. */
 typedef struct {
     int threads;
     mv_gemm_cpu *g;
@@ -687,10 +687,11 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
      * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, ATT_QB, ATT_KB] */
     size_t sz[8] = {N * H, N * H, N * 3 * H, N * 3 * H, N * (F > H * mm ? F : H * mm), N * D, N * D,
                     (size_t)T * ATT_QB * ATT_KB};
-    float *part[8];
-    size_t tot = 0;
-    for (int k = 0; k < 8; k++)
+    size_t off[8], tot = 0;
+    for (int k = 0; k < 8; k++) {
+        off[k] = tot;
         tot += (sz[k] + 15) / 16 * 16;
+    }
     int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
     mv_gemm_ws *ws = NULL;
     par_err pe = {0};
@@ -705,10 +706,9 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
         goto out;
     }
-    for (size_t k = 0, o = 0; k < 8; o += (sz[k] + 15) / 16 * 16, k++)
-        part[k] = ci->buf + o;
-    float *x = part[0], *xn = part[1], *qkv = part[2], *hm = part[3], *big = part[4];
-    float *cos_t = part[5], *sin_t = part[6], *scratch = part[7];
+    float *x = ci->buf + off[0], *xn = ci->buf + off[1], *qkv = ci->buf + off[2], *hm = ci->buf + off[3];
+    float *big = ci->buf + off[4], *cos_t = ci->buf + off[5], *sin_t = ci->buf + off[6];
+    float *scratch = ci->buf + off[7];
     if ((st = mv_gemm_ws_create(ci->g, T, &ws, e)))
         goto out;
     if ((st = dump(fn, ud, "pixel_values", pixels, N, c->patch_dim, e)))
@@ -843,7 +843,7 @@ static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int
         return mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld x %d pixel values",
                        (long long)N, c->patch_dim);
     }
-    omp_set_num_threads(*(int *)be->impl); /* mv_patchify's loop runs on this backend's threads */
+    omp_set_num_threads(((const cpu_impl *)be->impl)->threads); /* mv_patchify's loop: this backend's threads */
     const uint8_t *src = frames;
     int64_t row = 0;
     for (int i = 0; i < n_entries; i++) {

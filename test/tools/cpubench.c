@@ -21,6 +21,7 @@
 #include "mv_gemm_cpu.h"
 #include "mv_npy.h"
 #include "mv_ops_cpu.h"
+#include "mv_plan.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -97,25 +98,26 @@ static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, in
                       const char *qkv_path, int threads, int iters, const char *out_path)
 {
     int H = c->hidden, heads = c->heads, D = c->head_dim;
-    int nseg = 0;
-    for (int i = 0; i < ne; i++)
-        nseg += grid[3 * i];
+    mv_err e;
+    mv_plan plan; /* the tower's segments and cu_seqlens (src/plan.c) */
+    if (mv_plan_segments(&plan, c, grid, ne, 0, &e))
+        return die("attn", e.msg);
+    int nseg = plan.nseg;
     int32_t *cu = malloc((nseg + 1) * sizeof *cu);
     float *out = malloc(N * H * sizeof(float));
     double *tt = malloc((iters + 1) * sizeof(double));
     if (!cu || !out || !tt)
         return die("attn", "out of memory");
+    if (mv_plan_cu_seqlens(&plan, 0, nseg, cu, &e))
+        return die("attn", e.msg);
+    mv_plan_free(&plan);
     double flop = 0;
-    cu[0] = 0;
-    for (int i = 0, s = 0; i < ne; i++)
-        for (int f = 0; f < grid[3 * i]; f++, s++) {
-            int64_t L = (int64_t)grid[3 * i + 1] * grid[3 * i + 2];
-            cu[s + 1] = (int32_t)(cu[s] + L);
-            flop += 4.0 * L * L * D * heads;
-        }
+    for (int sg = 0; sg < nseg; sg++) {
+        double L = cu[sg + 1] - cu[sg];
+        flop += 4.0 * L * L * D * heads;
+    }
     mv_array qa = {0};
     float *qkv;
-    mv_err e;
     if (qkv_path) {
         if (mv_npy_load_f32(qkv_path, &qa, &e))
             return die(qkv_path, e.msg);
