@@ -356,6 +356,9 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->fa3_bn = bn && atoi(bn) == 64 ? 64 : 128;
     s->fa3_attr = 0;
     s->fa3_cc = 0;
+    const char *ver = getenv("MV_FA3_VERSION");
+    s->fa3_ver = ver && atoi(ver) == 1 ? 1 : 2;
+    s->fa3_encode = NULL;
 }
 
 static int d_index(int D)

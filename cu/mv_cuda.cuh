@@ -88,6 +88,8 @@ typedef struct {
     uint32_t fa3_attr;
     int fa3_bn;
     int fa3_cc;
+    int fa3_ver;      /* fa3 kernel version: 2 (TMA, producer warp, ping-pong), or 1 from MV_FA3_VERSION */
+    void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
 /* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
  * tile 128, or MV_FA3_BN (64 or 128). */
@@ -112,7 +114,7 @@ mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv
 /* The same function and inputs as mv_cuda_attention_bf16 (tiles with MV_ATTN_BM_BF16 rows) on
  * Hopper's wgmma. cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice
  * on a device that is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
-cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
+cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_fa3_head_dim_ok(int D);
 /* MV_OK when the fa3 kernel runs head dim D on `device`, else MV_ERR_UNSUPPORTED saying why. */

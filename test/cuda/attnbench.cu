@@ -107,14 +107,16 @@ int main(int argc, char **argv)
             mv_attn_tile *dt;
             CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
             CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
-            /* builtin v2, builtin v1, cudnn, fa3 (128-key tiles), fa3 (64-key tiles) */
-            for (int impl = 0; impl < 5; impl++) {
+            /* builtin v2, builtin v1, cudnn, fa3 version 1 (128-key tiles), fa3 version 2 (128-
+             * and 64-key tiles); the agreement check below reads the last fa3 run */
+            for (int impl = 0; impl < 6; impl++) {
                 if (impl == 2 && !dnn) continue;
                 if (impl >= 3 && !fa3) continue;
-                const char *names[] = {"builtin_v2", "builtin_v1", "cudnn", "fa3", "fa3_bn64"};
+                const char *names[] = {"builtin_v2", "builtin_v1", "cudnn", "fa3_v1", "fa3", "fa3_bn64"};
                 const char *name = names[impl];
                 as.variant = impl == 1 ? 1 : 2;
-                as.fa3_bn = impl == 4 ? 64 : 128;
+                as.fa3_bn = impl == 5 ? 64 : 128;
+                as.fa3_ver = impl == 3 ? 1 : 2;
                 bf16 *o = impl == 2 ? o2 : impl >= 3 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;
@@ -129,7 +131,7 @@ int main(int argc, char **argv)
                 for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
                     CU(cudaEventRecord(e0, st));
                     if (impl == 2) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
-                    else if (impl >= 3) CU(mv_cuda_attention_fa3(&as, o, qkv, dt, nt, heads, D, st));
+                    else if (impl >= 3) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
                     CU(cudaEventSynchronize(e1));
