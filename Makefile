@@ -87,9 +87,10 @@ endif
 endif
 ifneq ($(NVCC),)
 NVCCFLAGS   ?= -O3 -g -lineinfo
-NVCCFLAGS   += -std=c++17 -Iinclude -Icu -MMD -MP --expt-relaxed-constexpr \
-               -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
-               -Xcompiler -Wall,-Wextra,-fPIC
+NVCCFLAGS   += -std=c++17 -Iinclude -Icu -MMD -MP --expt-relaxed-constexpr -Xcompiler -Wall,-Wextra,-fPIC
+NVCCARCH    := -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80
+# cu/attention_fa3.cu is wgmma code: sm_90a machine code only (no PTX, no other targets)
+$(BUILD)/cu/attention_fa3.o: NVCCARCH := -gencode=arch=compute_90a,code=sm_90a
 # cuDNN fused attention (cu/attention_cudnn.cu): headers at build time, libcudnn.so.9 dlopen'ed
 # at run time; make NO_CUDNN=1 leaves it out (the file then only says "not built").
 ifeq ($(NO_CUDNN),)
@@ -135,7 +136,7 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 
 $(BUILD)/cu/%.o: cu/%.cu | $(BUILD)
 	@mkdir -p $(BUILD)/cu
-	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) $(NVCCARCH) -c -o $@ $<
 
 $(BUILD)/test_%: test/unit/test_%.c $(BUILD)/libmvembed.a test/unit/unit.h
 	$(CC) $(CFLAGS) -Itest/unit -o $@ $< $(BUILD)/libmvembed.a $(LDLIBS)

@@ -352,6 +352,13 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->device = device;
     s->variant = e && atoi(e) == 1 ? 1 : 2;
     s->attr_set = 0;
+    const char *bn = getenv("MV_FA3_BN");
+    s->fa3_bn = bn && atoi(bn) == 64 ? 64 : 128;
+    s->fa3_attr = 0;
+    s->fa3_cc = 0;
+    const char *ver = getenv("MV_FA3_VERSION");
+    s->fa3_ver = ver && atoi(ver) == 1 ? 1 : 2;
+    s->fa3_encode = NULL;
 }
 
 static int d_index(int D)

@@ -83,8 +83,16 @@ typedef struct {
     int device;
     int variant;       /* bf16 kernel: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows */
     uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
+    /* fa3 kernel (attention_fa3.cu): limits raised (bit (D == 64) * 2 + (BN == 64)), keys per
+     * tile (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not yet, 1 yes, -1 no) */
+    uint32_t fa3_attr;
+    int fa3_bn;
+    int fa3_cc;
+    int fa3_ver;      /* fa3 kernel version: 2 (TMA, producer warp, ping-pong), or 1 from MV_FA3_VERSION */
+    void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
-/* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2). */
+/* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
+ * tile 128, or MV_FA3_BN (64 or 128). */
 void mv_cuda_attn_state_init(mv_attn_state *s, int device);
 
 /* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
@@ -101,6 +109,16 @@ int mv_cuda_attn_supported(int D);
 /* Residency: MV_OK when the calling thread's current device is `device` and p (when not NULL) is
  * host memory or device memory of `device`; else MV_ERR_DEVICE naming `what`. */
 mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e);
+
+/* ---- attention_fa3.cu (sm_90a only; an untested draft: see the file's opening) ----------- */
+/* The same function and inputs as mv_cuda_attention_bf16 (tiles with MV_ATTN_BM_BF16 rows) on
+ * Hopper's wgmma. cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice
+ * on a device that is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
+cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
+                                  int n_tiles, int heads, int D, cudaStream_t st);
+int mv_cuda_fa3_head_dim_ok(int D);
+/* MV_OK when the fa3 kernel runs head dim D on `device`, else MV_ERR_UNSUPPORTED saying why. */
+mv_status mv_cuda_fa3_check(int device, int D, mv_err *e);
 
 /* ---- attention_cudnn.cu (cuDNN fused flash attention, loaded at run time) ---------------- */
 /* State of one backend on one device: handle on stream st, plan cache, workspace, per-slot

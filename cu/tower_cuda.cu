@@ -33,8 +33,10 @@
  * block_NN) read f32. scripts/bf16_error_study.py predicts about half the output error against
  * f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element of x.
  *
- * Attention: the builtin kernel (cu/attention.cu) or cuDNN's fused flash attention
- * (cu/attention_cudnn.cu, bf16, opts.attention / --attention), chosen once at creation. */
+ * Attention: the builtin kernel (cu/attention.cu), cuDNN's fused flash attention
+ * (cu/attention_cudnn.cu, bf16) or, asked for by name only, the Hopper wgmma kernel
+ * (cu/attention_fa3.cu, bf16, an untested draft); opts.attention / --attention, chosen once at
+ * creation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,7 @@ typedef struct {
     mv_gemm *gemm;
     mv_attn_state attn; /* this device's attention launcher state */
     mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
+    int fa3_ok;         /* the fa3 kernel runs here (bf16, sm_90, head dim 64 / 72): auto may pick it */
     mv_attn_impl attn_impl;
     int verbose;
     int fuse_gelu;
@@ -112,6 +115,19 @@ typedef struct {
     mv_pool_span *pool_spans, *h_spans;
     int64_t pool_span_cap;
 } cuda_backend;
+
+/* Auto mode's choice per chunk (bench/RESULTS.md, sixth session, attnbench on one H200, TFLOP/s):
+ * at head dim 72 the fa3 kernel beats cuDNN 9.19 on long segments (4 x 8160: 375 vs 363;
+ * 1 x 47376: 363 vs 342) and loses on short ones (16 x 4096: 361 vs 396; 64 x 784: 216 vs
+ * 245); at head dim 64 cuDNN wins on all four. Without cuDNN fa3 beats the builtin kernel on
+ * every shape. */
+#define FA3_AUTO_MIN_ROWS 6144
+static int fa3_for_chunk(const cuda_backend *b, int64_t rows, int nseg)
+{
+    if (!b->fa3_ok || nseg <= 0) return 0;
+    if (b->attn_impl == MV_ATTN_FA3 || !b->dnn) return 1;
+    return b->base.model->cfg.head_dim == 72 && rows / nseg >= FA3_AUTO_MIN_ROWS;
+}
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 #define CK(call, what)                                                                             \
@@ -333,6 +349,7 @@ typedef struct {
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
     int dnn;                /* attention through cuDNN */
+    int fa3;                /* else through the fa3 kernel (else the builtin one) */
 } chunk;
 
 /* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
@@ -455,6 +472,9 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
         if (ch->dnn)
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
+        else if (sizeof(T) == 2 && ch->fa3)
+            CK(mv_cuda_attention_fa3(&b->attn, (bf16 *)att, (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D, st),
+               "fa3 attention");
         else if (sizeof(T) == 2)
             CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
                "attention");
@@ -673,10 +693,10 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     }
 
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
-    chunk prev = {0, 0, 0, 0, 0, 0, 0};
+    chunk prev = {0, 0, 0, 0, 0, 0, 0, 0};
     int have_prev = 0, k = 0;
     while (st == MV_OK && (k < plan.nchunk || have_prev)) {
-        chunk ch = {0, 0, 0, 0, k & 1, 0, 0};
+        chunk ch = {0, 0, 0, 0, k & 1, 0, 0, 0};
         int have_cur = k < plan.nchunk;
         if (have_cur) {
             const mv_chunk *pc = &plan.chunk[k];
@@ -694,7 +714,9 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                 mv_fail_prefix(e, st, "cuda");
                 break;
             }
-            if (b->dnn) {
+            ch.fa3 = fa3_for_chunk(b, ch.n, ch.nseg);
+            ch.dnn = 0;
+            if (b->dnn && !ch.fa3) {
                 mv_err pe;
                 mv_status ps = mv_cudnn_attn_prepare(b->dnn, ch.buf, b->h_cu, ch.nseg, b->io, &pe);
                 ch.dnn = ps == MV_OK;
@@ -868,7 +890,8 @@ static void cuda_host_free(mv_backend *be, void *p)
 }
 
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
- * takes the head dim; else the builtin kernel. Auto mode builds and runs the smallest plan here
+ * takes the head dim; else the builtin kernel. Auto mode also runs the fa3 kernel (sm_90, head
+ * dims 64 / 72) on the chunks fa3_for_chunk picks. Auto mode builds and runs the smallest plan here
  * (one 2-row segment), so that a graph no cuDNN engine takes falls back at creation, never in
  * the middle of a run. With -v (opts.verbose) says which implementation runs, and why. */
 static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_err *e)
@@ -881,6 +904,14 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     de.msg[0] = 0;
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
+    } else if (b->attn_impl == MV_ATTN_FA3) { /* the tiles are the builtin bf16 kernel's */
+        if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
+        mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
+        if (fs != MV_OK) return fs;
+        b->fa3_ok = 1;
+        if (b->verbose)
+            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (sm_90a: TMA, wgmma)\n", b->device);
+        return MV_OK;
     } else if (b->prec != MV_PREC_BF16) {
         if (b->attn_impl == MV_ATTN_CUDNN)
             return mv_fail(e, MV_ERR_USAGE, "cuda: --attention cudnn needs --precision bf16");
@@ -916,10 +947,21 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
             why = de.msg;
         }
     }
+    if (b->attn_impl == MV_ATTN_AUTO && b->prec == MV_PREC_BF16) {
+        mv_err fe;
+        b->fa3_ok = mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK;
+    }
     if (b->verbose) {
-        if (b->dnn)
+        if (b->dnn && b->fa3_ok && c->head_dim == 72)
+            fprintf(stderr,
+                    "mvembed: cuda: device %d: attention: fa3 kernel for chunks whose segments average >= %d "
+                    "rows, else cudnn: %s\n",
+                    b->device, FA3_AUTO_MIN_ROWS, mv_cudnn_attn_describe(b->dnn));
+        else if (b->dnn)
             fprintf(stderr, "mvembed: cuda: device %d: attention: cudnn: %s\n", b->device,
                     mv_cudnn_attn_describe(b->dnn));
+        else if (b->fa3_ok)
+            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (no cudnn: %s)\n", b->device, why);
         else
             fprintf(stderr, "mvembed: cuda: device %d: attention: builtin kernel (%s)\n", b->device, why);
     }

@@ -74,9 +74,12 @@ struct mv_backend {
     void *impl;
 };
 
-/* CUDA attention implementation: auto = cuDNN's fused flash attention when libcudnn.so.9 loads
- * and supports the head dim (bf16 only), else the builtin kernel (cu/attention.cu). */
-typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN } mv_attn_impl;
+/* CUDA attention implementation: auto = per chunk, the fa3 kernel on long segments at head dim
+ * 72 (cu/tower_cuda.cu fa3_for_chunk), cuDNN's fused flash attention when libcudnn.so.9 loads
+ * and supports the head dim (bf16 only), fa3 on Hopper without cuDNN, else the builtin kernel
+ * (cu/attention.cu). fa3 = the Hopper kernel (cu/attention_fa3.cu: TMA, wgmma; bf16, head dims
+ * 64 / 72, compute capability 9.0). */
+typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN, MV_ATTN_FA3 } mv_attn_impl;
 
 typedef struct {
     int threads;            /* CPU: OpenMP threads (0 = default) */

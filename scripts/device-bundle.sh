@@ -40,12 +40,15 @@ DNNL=""
 [ -z "${NO_DNNL:-}" ] && [ -f /usr/include/oneapi/dnnl/dnnl.h ] && DNNL="-ldnnl"
 LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp libarchive openblas 2>/dev/null ||
         echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -larchive -lopenblas) $DNNL $FFLIBS -lgomp -lm -lpthread"
-NVFLAGS="-std=c++17 -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Icu -Itest/unit
+NVFLAGS="-std=c++17 -O3 -Iinclude -Icu -Itest/unit
          -Xcompiler -Wall,-Wextra"
 for src in test/cuda/*.cu; do
+    # test_fa3 holds wgmma layout probes: sm_90a code, like cu/attention_fa3.cu
+    ARCH="-gencode=arch=compute_90,code=sm_90"
+    [ "$(basename "$src")" = test_fa3.cu ] && ARCH="-gencode=arch=compute_90a,code=sm_90a"
     name=$(basename "$src" .cu)
     echo "device-bundle: $src -> $OUTD/bin/$name"
-    $NVCC $NVFLAGS -o $OUTD/bin/$name "$src" $BUILD/libmvembed.a -L$CUDA_HOME/lib64 -lcublasLt \
+    $NVCC $NVFLAGS $ARCH -o $OUTD/bin/$name "$src" $BUILD/libmvembed.a -L$CUDA_HOME/lib64 -lcublasLt \
         -lcudart $LIBS
 done
 if [ -f src/main.c ]; then

@@ -8,10 +8,15 @@
 #   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
 #   attn       .device/bin/attnbench (builtin vs cuDNN kernels) and scripts/bench_attn_torch.py
 #              (torch sdpa FlashAttention-2 / cuDNN) on the same shapes           -> attn.log/jsonl
+#   fa3        the Hopper wgmma kernel (cu/attention_fa3.cu, a draft): test_fa3 (twin tests),
+#              test_fa3 --big, compute-sanitizer memcheck + racecheck on test_fa3 --quick,
+#              attnbench (fa3 beside builtin and cuDNN)        -> fa3.log, fa3_sanitizer.log,
+#              fa3_bench.jsonl
 #   parity     full-size random towers (27b, 2b layouts) from scripts/hf_reference.py make-model;
 #              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower dumps: f32, bf16 (default: f32
 #              residual stream), bf16 with cuDNN attention, bf16 with HF's bf16 residual
-#              (MV_CUDA_F32_RESIDUAL=0)                                          -> parity.log
+#              (MV_CUDA_F32_RESIDUAL=0), and with PARITY_FA3=1 bf16 with the fa3
+#              attention kernel                                                  -> parity.log
 #   bench      scripts/bench_tower.py bench on the 27b layout, our tower with builtin and
 #              cuDNN attention beside HF                                         -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
@@ -82,7 +87,13 @@ for step in "$@"; do
             python3 scripts/hf_reference.py run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
                 --dtypes f64,f32,bf16 --name p --out /tmp/mv/hf_$cfg >>"$OUT/parity.log" 2>&1
             # name:precision:attention:MV_CUDA_F32_RESIDUAL (bf16 default = f32 residual stream)
-            for run in f32:f32:builtin:1 bf16:bf16:builtin:1 bf16_cudnn:bf16:cudnn:1 bf16_hfres:bf16:builtin:0; do
+            runs="f32:f32:builtin:1 bf16:bf16:builtin:1 bf16_cudnn:bf16:cudnn:1 bf16_hfres:bf16:builtin:0"
+            fa3ours=""
+            if [ "${PARITY_FA3:-0}" = 1 ]; then
+                runs="$runs bf16_fa3:bf16:fa3:1"
+                fa3ours="bf16_fa3=/tmp/mv/our_${cfg}_bf16_fa3"
+            fi
+            for run in $runs; do
                 IFS=: read -r name prec attn res <<<"$run"
                 mkdir -p /tmp/mv/our_${cfg}_$name
                 MV_CUDA_F32_RESIDUAL=$res "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
@@ -92,7 +103,7 @@ for step in "$@"; do
             echo "== parity $cfg (rel L2 vs HF f64; grid $GRID)" | tee -a "$OUT/parity.log"
             python3 scripts/bench_tower.py compare --ref /tmp/mv/hf_$cfg/p --ours f32=/tmp/mv/our_${cfg}_f32 \
                 bf16=/tmp/mv/our_${cfg}_bf16 bf16_cudnn=/tmp/mv/our_${cfg}_bf16_cudnn \
-                bf16_hfres=/tmp/mv/our_${cfg}_bf16_hfres \
+                bf16_hfres=/tmp/mv/our_${cfg}_bf16_hfres $fa3ours \
                 --json "$OUT/parity_$cfg.json" >/tmp/mv/cmp.txt 2>&1 || rc=1
             cat /tmp/mv/cmp.txt >>"$OUT/parity.log"
             grep -E "^(PASS|FAIL)|^stage|^output|^embed|^patch_embed|^block_00|^merger|Error" /tmp/mv/cmp.txt
@@ -107,6 +118,26 @@ for step in "$@"; do
         grep -v '^{' "$OUT/attn.jsonl"
         grep -E '"attn_agree"|"error"' "$OUT/attn.jsonl" | head -20
         tail -5 "$OUT/attn.log"
+        ;;
+    fa3)
+        : >"$OUT/fa3.log"
+        nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee -a "$OUT/fa3.log"
+        timeout ${FA3_TIMEOUT:-300} "$BIN/test_fa3" >>"$OUT/fa3.log" 2>&1 || { rc=1; echo "test_fa3: exit $?" | tee -a "$OUT/fa3.log"; }
+        echo "== test_fa3 --big" >>"$OUT/fa3.log"
+        timeout ${BIG_TIMEOUT:-200} "$BIN/test_fa3" --big >>"$OUT/fa3.log" 2>&1 || { rc=1; echo "test_fa3 --big: exit $?" | tee -a "$OUT/fa3.log"; }
+        grep -E "^not ok|^1\.\.|Bail" "$OUT/fa3.log" | head -30
+        echo "fa3 tests: $(grep -c '^ok' "$OUT/fa3.log") ok, $(grep -c '^not ok' "$OUT/fa3.log") not ok"
+        CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+        : >"$OUT/fa3_sanitizer.log"
+        for tool in memcheck racecheck; do
+            echo "== $tool" >>"$OUT/fa3_sanitizer.log"
+            timeout ${SAN_TIMEOUT:-100} "$CS" --tool $tool --error-exitcode 9 "$BIN/test_fa3" --quick >>"$OUT/fa3_sanitizer.log" 2>&1
+            echo "== $tool exit $?" >>"$OUT/fa3_sanitizer.log"
+        done
+        grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/fa3_sanitizer.log"
+        timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} >"$OUT/fa3_bench.jsonl" 2>>"$OUT/fa3.log" || rc=1
+        grep -v '^{' "$OUT/fa3_bench.jsonl"
+        grep -E '"attn_agree"|"error"' "$OUT/fa3_bench.jsonl" | head -20
         ;;
     bench)
         m=$(ensure_model 27b)

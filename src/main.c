@@ -54,7 +54,7 @@ static const char usage_text[] =
     "Compute:\n"
     "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
     "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU is always f32\n"
-    "      --attention auto|builtin|cudnn  CUDA attention (default auto: cuDNN when it loads)\n"
+    "      --attention auto|builtin|cudnn|fa3  CUDA attention (default auto: the fastest that runs)\n"
     "      --batch-tokens N      most patches packed into one forward (CUDA default: sized from\n"
     "                            free memory; CPU default: one input per forward)\n"
     "      --gpu N               CUDA device ordinal (default 0)\n"
@@ -254,8 +254,10 @@ int main(int argc, char **argv)
                 o.bopts.attention = MV_ATTN_BUILTIN;
             else if (!strcmp(optarg, "cudnn"))
                 o.bopts.attention = MV_ATTN_CUDNN;
+            else if (!strcmp(optarg, "fa3"))
+                o.bopts.attention = MV_ATTN_FA3;
             else
-                return usage_error("--attention must be auto, builtin or cudnn", optarg);
+                return usage_error("--attention must be auto, builtin, cudnn or fa3", optarg);
             break;
         case O_BATCH:
             if (parse_ll(optarg, 1, &v))

@@ -6,7 +6,8 @@
  * (QWEN35_VISION.md section 3):
  *   patch_embed (GEMM + bias) -> + interpolated position table -> depth x pre-LN blocks
  *   (attention with 2D rope per segment, tanh-GELU MLP) -> merger (LN, 2x2 concat, fc1, erf-GELU, fc2).
- * It does not round to bf16 anywhere: it is compared against HF run in f32/f64.
+ * It does not round to bf16 anywhere: it is compared against HF run in f32/f64. Attention is in
+ * attention_cpu.c, what the two files share in tower_cpu_int.h.
  *
  * Threads: one pool. The GEMM libraries run single-threaded (mv_gemm_cpu.h); every parallel
  * loop is ours (OpenMP), and each GEMM call is made by one thread on a block of rows, so two
@@ -21,6 +22,7 @@
 #include "mv_ops_cpu.h"
 #include "mv_plan.h"
 #include "mv_preprocess.h"
+#include "tower_cpu_int.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -36,55 +38,8 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-/* GEMM rows are split between threads at multiples of this, and no call of a split GEMM has
- * fewer multiply-adds (rows x cols x K) than MV_MIN_CALL_MNK: what the GEMM library needs for a
- * row's bytes not to depend on the call (mv_gemm_cpu.h). mv_linear_cpu, the twin that always
- * calls OpenBLAS, splits with OpenBLAS's values. */
-#define MV_ROW_ATOM MV_GEMM_ROW_ATOM
-#define MV_MIN_CALL_MNK MV_GEMM_MIN_CALL_MNK
-#define BLAS_ROW_ATOM 64
-#define BLAS_MIN_CALL_MNK (1LL << 23)
-/* Attention work item: this many query rows of one head of one segment. */
-#define ATT_QB 128
-/* Keys per block of attention's online softmax, at most (att_key_block): the item's score block
- * (ATT_QB x ATT_KB f32) stays in L2. Overridable for measurement (-DATT_KB=...). */
-#ifndef ATT_KB
-#define ATT_KB 1024
-#endif
-
-/* The row loops below (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
- * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. Not
- * under the sanitizers: their ifunc resolvers run before the sanitizer runtime (a crash at load). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MV_CLONES
-#endif
-
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
-
-/* e^x in f32 for x in [-87, 88] (clamped outside), within 2 ulp: Cephes' expf polynomial with a
- * round-to-nearest trick instead of rintf, so that loops calling it vectorise (no libm call). */
-static inline float exp_f32(float x)
-{
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } sc = {.i = ((int32_t)n + 127) << 23};
-    return y * sc.f;
-}
 
 /* 0.5 v (1 + tanh(u)) = v / (1 + e^(-2u)), u = sqrt(2/pi) (v + 0.044715 v^3) */
 static inline float gelu_tanh_f32(float v)
@@ -168,37 +123,6 @@ MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, i
 
 /* out[n, od] = x[n, in] . W[od, in]^T, then the epilogue. Rows go to threads in contiguous
  * ranges cut at multiples of a row atom; each thread makes one single-threaded GEMM call. */
-/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms, where a call of
- * one atom less than that still has more than min_mnk multiply-adds for every shape in
- * (min_nk = the smallest od * in). Depends on n and the shapes, never on T beyond the cap. */
-static int row_parts_a(int64_t n, int64_t min_nk, int T, int atom, int64_t min_mnk)
-{
-    int64_t atoms = (n + atom - 1) / atom;
-    int64_t atoms_min = min_mnk / ((int64_t)atom * min_nk) + 2;
-    int64_t P = atoms / atoms_min;
-    return P < 1 ? 1 : (P > T ? T : (int)P);
-}
-
-/* Rows [r0, r1) of part t of P: cuts at multiples of atom. */
-static void row_range_a(int64_t n, int t, int P, int atom, int64_t *r0, int64_t *r1)
-{
-    int64_t atoms = (n + atom - 1) / atom;
-    *r0 = atoms * t / P * atom;
-    *r1 = atoms * (t + 1) / P * atom;
-    *r0 = *r0 < n ? *r0 : n;
-    *r1 = *r1 < n ? *r1 : n;
-}
-
-static int row_parts(int64_t n, int64_t min_nk, int T)
-{
-    return row_parts_a(n, min_nk, T, MV_ROW_ATOM, MV_MIN_CALL_MNK);
-}
-
-static void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
-{
-    row_range_a(n, t, P, MV_ROW_ATOM, r0, r1);
-}
-
 /* A failure inside a parallel region: the first one is kept. */
 typedef struct {
     mv_status st;
@@ -419,179 +343,6 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
     }
 }
 
-/* One row of one key block of the online softmax: si[L] <- e^(si - m') with m' = max(*mx, max si),
- * *sum <- *sum . e^(*mx - m') + sum_j si[j]; *mx <- m'. Returns the factor e^(*mx - m') by which
- * the row's earlier output must be scaled (1 when the maximum did not grow; 0 for the first block,
- * *mx = -inf). One row, one thread, a fixed order. */
-MV_CLONES static float softmax_block(float *si, int L, float *mx, float *sum)
-{
-    float m = *mx, s = 0.0f, acc[16] = {0}, m64[64];
-    int j = 0;
-    /* 64 partial maxima (4 vectors: one would wait on its own latency); max is exact in any order */
-    for (int l = 0; l < 64; l++)
-        m64[l] = m;
-    for (; j + 64 <= L; j += 64)
-        for (int l = 0; l < 64; l++)
-            m64[l] = si[j + l] > m64[l] ? si[j + l] : m64[l];
-    for (; j < L; j++)
-        m = si[j] > m ? si[j] : m;
-    for (int w = 32; w >= 1; w /= 2) /* a tree, not a 64-long chain of scalar max */
-        for (int l = 0; l < w; l++)
-            m64[l] = m64[l + w] > m64[l] ? m64[l + w] : m64[l];
-    m = m64[0] > m ? m64[0] : m;
-    j = 0;
-    for (; j + 16 <= L; j += 16) /* 16 partial sums: the same order for every vector width */
-        for (int l = 0; l < 16; l++) {
-            float p = exp_f32(si[j + l] - m);
-            si[j + l] = p;
-            acc[l] += p;
-        }
-    for (; j < L; j++) {
-        float p = exp_f32(si[j] - m);
-        si[j] = p;
-        s += p;
-    }
-    for (int l = 0; l < 16; l++)
-        s += acc[l];
-    float alpha = *mx == -INFINITY ? 0.0f : (m == *mx ? 1.0f : exp_f32(*mx - m));
-    *sum = *sum * alpha + s;
-    *mx = m;
-    return alpha;
-}
-
-/* qkv[n, 3H] (q | k | v, head-major inside each) -> hm[3][heads][n][D]: each head's rows
- * contiguous, so that sgemm packs them from consecutive memory. With cos_t/sin_t (non-NULL), q and
- * k are rotated on the way (mv_rope_apply_cpu's arithmetic, fused into the same pass). */
-static void split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
-                              int64_t n, int64_t r0, int64_t r1, int heads, int D)
-{
-    int H = heads * D, half = D / 2;
-    for (int64_t i = r0; i < r1; i++)
-        for (int part = 0; part < 3; part++)
-            for (int hd = 0; hd < heads; hd++) {
-                const float *x = qkv + i * 3 * H + part * H + hd * D;
-                float *o = hm + (((int64_t)part * heads + hd) * n + i) * D;
-                if (part == 2 || !cos_t) {
-                    memcpy(o, x, D * sizeof(float));
-                    continue;
-                }
-                const float *c = cos_t + i * D, *s = sin_t + i * D;
-                for (int d = 0; d < half; d++) {
-                    o[d] = x[d] * c[d] - x[d + half] * s[d];
-                    o[d + half] = x[d + half] * c[d + half] + x[d] * s[d + half];
-                }
-            }
-}
-
-static void split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
-                        int64_t n, int heads, int D)
-{
-#pragma omp parallel
-    {
-        int64_t r0, r1;
-        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-        split_heads_range(hm, qkv, cos_t, sin_t, n, r0, r1, heads, D);
-    }
-}
-
-/* Keys per block of a segment of L keys: L when L <= ATT_KB, else L cut into equal blocks of at
- * most ATT_KB keys (a multiple of 16 but the last). Depends on L alone. */
-static int att_key_block(int L)
-{
-    if (L <= ATT_KB)
-        return L;
-    int nb = (L + ATT_KB - 1) / ATT_KB;
-    return ((L + nb - 1) / nb + 15) / 16 * 16;
-}
-
-/* Attention through BLAS on head-major hm[3][heads][n][D] (split_heads), out[n, H]. One work
- * item = ATT_QB query rows of one head of one segment, done by one thread in a fixed order. Keys
- * go in blocks of att_key_block(L), so that the item's score block S[m, kb] stays in L2 at any L
- * (flash-style, f32 online softmax): per block, S = scale * Q K_b^T (mv_sgemm_1t), row
- * numerators e^(S - running max) and running sums (a row's earlier output scaled by e^(old max -
- * new max) when its max grows), O += P V_b (mv_sgemm_1t, accumulating in out); at the end
- * O /= sum. With one block this is the plain softmax (f32, as torch's CPU softmax).
- * scratch: n_threads x ATT_QB x ATT_KB floats. Returns 0, or -1 when the GEMM library failed
- * (out is then incomplete). */
-static int attention_blas(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg,
-                          int heads, int D, float *scratch)
-{
-    int H = heads * D;
-    float scale = 1.0f / sqrtf((float)D);
-    int64_t n_items = 0;
-    for (int sg = 0; sg < n_seg; sg++)
-        n_items += (int64_t)heads * ((cu[sg + 1] - cu[sg] + ATT_QB - 1) / ATT_QB);
-    pthread_once(&blas_once, blas_single);
-    int bad = 0;
-#pragma omp parallel reduction(| : bad)
-    {
-        float *S = scratch + (int64_t)omp_get_thread_num() * ATT_QB * ATT_KB;
-        float mx[ATT_QB], sum[ATT_QB];
-        int sg = 0;
-        int64_t first = 0; /* first item of segment sg */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < n_items; it++) {
-            /* items arrive in increasing order per thread: walk the segments forward */
-            if (it < first)
-                sg = 0, first = 0;
-            for (;;) {
-                int64_t nq = (cu[sg + 1] - cu[sg] + ATT_QB - 1) / ATT_QB;
-                if (it < first + heads * nq)
-                    break;
-                first += heads * nq;
-                sg++;
-            }
-            int L = cu[sg + 1] - cu[sg], kb = att_key_block(L);
-            int64_t nq = (L + ATT_QB - 1) / ATT_QB, k = it - first;
-            int hd = (int)(k / nq), qb = (int)(k % nq);
-            int64_t s0 = cu[sg], q0 = s0 + (int64_t)qb * ATT_QB;
-            int m = L - qb * ATT_QB < ATT_QB ? L - qb * ATT_QB : ATT_QB;
-            const float *Q = hm + ((int64_t)hd * n + q0) * D;
-            const float *K = hm + ((int64_t)(heads + hd) * n + s0) * D;
-            const float *V = hm + ((int64_t)(2 * heads + hd) * n + s0) * D;
-            float *O = out + q0 * H + hd * D;
-            for (int i = 0; i < m; i++)
-                mx[i] = -INFINITY, sum[i] = 0.0f;
-            for (int j0 = 0; j0 < L && !bad; j0 += kb) {
-                int nk = L - j0 < kb ? L - j0 : kb;
-                bad |= mv_sgemm_1t(1, m, nk, D, scale, Q, D, K + (int64_t)j0 * D, D, 0.0f, S, nk) != 0;
-                for (int i = 0; i < m; i++) {
-                    float alpha = softmax_block(S + (int64_t)i * nk, nk, &mx[i], &sum[i]);
-                    if (j0 > 0 && alpha != 1.0f)
-                        for (int d = 0; d < D; d++)
-                            O[(int64_t)i * H + d] *= alpha;
-                }
-                bad |= mv_sgemm_1t(0, m, D, nk, 1.0f, S, nk, V + (int64_t)j0 * D, D,
-                                   j0 > 0 ? 1.0f : 0.0f, O, H) != 0;
-            }
-            for (int i = 0; i < m; i++) {
-                float r = 1.0f / sum[i];
-                for (int d = 0; d < D; d++)
-                    O[(int64_t)i * H + d] *= r;
-            }
-        }
-    }
-    return bad ? -1 : 0;
-}
-
-void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
-                      int heads, int D)
-{
-    int64_t n = cu_seqlens[n_seg];
-    float *scratch = malloc((size_t)omp_get_max_threads() * ATT_QB * ATT_KB * sizeof(float));
-    float *hm = malloc((size_t)(n > 0 ? n : 1) * 3 * heads * D * sizeof(float));
-    if (scratch && hm)
-        split_heads(hm, qkv, NULL, NULL, n, heads, D);
-    if (!scratch || !hm ||
-        attention_blas(out, hm, n, cu_seqlens, n_seg, heads, D, scratch)) {
-        /* a twin for tests: poison the output so that the comparison fails */
-        for (int64_t k = 0; k < n * heads * D; k++)
-            out[k] = NAN;
-    }
-    free(scratch);
-    free(hm);
-}
-
 mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
                         mv_err *e)
 {
@@ -771,7 +522,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
                 ts = linear_range(ws, WBn[W_QKV], qkv, xn, Bn->qkv_b, r0, r1, H, 3 * H, EPI_BIAS,
                                   NULL, &te);
                 if (!ts)
-                    split_heads_range(hm, qkv, cos_t, sin_t, N, r0, r1, c->heads, D);
+                    mv_cpu_split_heads_range(hm, qkv, cos_t, sin_t, N, r0, r1, c->heads, D);
             }
             if (ts)
                 par_fail(&pe, ts, &te);
@@ -787,7 +538,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             if ((st = dump(fn, ud, name, x, N, H, e)))
                 goto out;
         }
-        if (Bn && attention_blas(xn, hm, N, cu, nseg, c->heads, D, scratch)) {
+        if (Bn && mv_cpu_attention(xn, hm, N, cu, nseg, c->heads, D, scratch)) {
             st = mv_fail(e, MV_ERR_INTERNAL, "cpu tower: %s failed in attention of block %d",
                          mv_gemm_cpu_name(ci->g), b);
             goto out;

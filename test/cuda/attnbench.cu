@@ -1,13 +1,15 @@
 /* attnbench.cu - kernel-level attention benchmark on the GPU machine: the builtin bf16 kernel
- * (cu/attention.cu, both variants) and cuDNN's fused flash attention (cu/attention_cudnn.cu) on
+ * (cu/attention.cu, both variants), cuDNN's fused flash attention (cu/attention_cudnn.cu) and the
+ * Hopper wgmma kernel (cu/attention_fa3.cu, 128- and 64-key tiles; only on compute capability 9.0,
+ * and not with --no-fa3) on
  * the tower's shapes: head dim 72 and 64, 16 heads, segments 64 x 784, 16 x 4096, 4 x 8160,
  * 1 x 47376, q|k|v read from one packed [n, 3*16*D] bf16 buffer of random values. Times with
  * CUDA events, median of --iters (default 20) after 3 warm-ups (cuDNN's plan is built in the
  * first, timed apart as plan_s); work = sum over segments of 4 * S^2 * D * heads. Prints one
- * JSON line per (impl, D, shape) and a table at the end. Also checks that the two agree
- * (rel L2 of cuDNN vs builtin, bf16 budget) so a fast wrong answer shows. Not a test: the twin
- * tests are in test_cuda_ops.
- * Usage: attnbench [--iters N] */
+ * JSON line per (impl, D, shape) and a table at the end. Also checks that they agree
+ * (rel L2 of cuDNN and of fa3 vs builtin, bf16 budget) so a fast wrong answer shows. Not a test:
+ * the twin tests are in test_cuda_ops and test_fa3.
+ * Usage: attnbench [--iters N] [--no-fa3] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +43,11 @@ typedef struct {
 
 int main(int argc, char **argv)
 {
-    int iters = 20;
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
+    int iters = 20, fa3 = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--no-fa3")) fa3 = 0;
+    }
     if (iters < 1) iters = 1;
     const int heads = 16;
     const shape shapes[] = {{64, 784}, {16, 4096}, {4, 8160}, {1, 47376}};
@@ -56,6 +60,13 @@ int main(int argc, char **argv)
     CU(cudaEventCreate(&e1));
     mv_attn_state as;
     mv_cuda_attn_state_init(&as, 0);
+    if (fa3) {
+        mv_err fe;
+        if (mv_cuda_fa3_check(0, 72, &fe) != MV_OK) {
+            printf("{\"what\": \"attn\", \"impl\": \"fa3\", \"error\": \"%s\"}\n", fe.msg);
+            fa3 = 0;
+        }
+    }
     char table[8192] = "";
     size_t tl = 0;
     tl += snprintf(table + tl, sizeof table - tl, "%-12s %4s %-10s %10s %9s %9s\n", "impl", "D", "segments",
@@ -81,11 +92,12 @@ int main(int argc, char **argv)
                 v = ((float)((r >> 40) * (1.0 / 16777216.0)) - 0.5f) * 4.f;
             }
             float *tmp;
-            bf16 *qkv, *o1, *o2;
+            bf16 *qkv, *o1, *o2, *o3;
             CU(cudaMalloc(&tmp, h.size() * 4));
             CU(cudaMalloc(&qkv, h.size() * 2));
             CU(cudaMalloc(&o1, (size_t)(n * H) * 2));
             CU(cudaMalloc(&o2, (size_t)(n * H) * 2));
+            CU(cudaMalloc(&o3, (size_t)(n * H) * 2));
             CU(cudaMemcpy(tmp, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
             CU(mv_cuda_from_f32<bf16>(qkv, tmp, (int64_t)h.size(), st));
             CU(cudaStreamSynchronize(st));
@@ -95,11 +107,17 @@ int main(int argc, char **argv)
             mv_attn_tile *dt;
             CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
             CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
-            for (int impl = 0; impl < 3; impl++) { /* builtin v2, builtin v1, cudnn */
+            /* builtin v2, builtin v1, cudnn, fa3 version 1 (128-key tiles), fa3 version 2 (128-
+             * and 64-key tiles); the agreement check below reads the last fa3 run */
+            for (int impl = 0; impl < 6; impl++) {
                 if (impl == 2 && !dnn) continue;
-                const char *name = impl == 0 ? "builtin_v2" : impl == 1 ? "builtin_v1" : "cudnn";
+                if (impl >= 3 && !fa3) continue;
+                const char *names[] = {"builtin_v2", "builtin_v1", "cudnn", "fa3_v1", "fa3", "fa3_bn64"};
+                const char *name = names[impl];
                 as.variant = impl == 1 ? 1 : 2;
-                bf16 *o = impl == 2 ? o2 : o1;
+                as.fa3_bn = impl == 5 ? 64 : 128;
+                as.fa3_ver = impl == 3 ? 1 : 2;
+                bf16 *o = impl == 2 ? o2 : impl >= 3 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;
                 if (impl == 2) {
@@ -113,6 +131,7 @@ int main(int argc, char **argv)
                 for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
                     CU(cudaEventRecord(e0, st));
                     if (impl == 2) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
+                    else if (impl >= 3) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
                     CU(cudaEventSynchronize(e1));
@@ -136,11 +155,14 @@ int main(int argc, char **argv)
                 tl += snprintf(table + tl, sizeof table - tl, "%-12s %4d %-10s %10.3f %9.1f %9.3f\n", name, D,
                                seg, med * 1e3, flop / med / 1e12, plan_s);
             }
-            if (dnn) { /* the two implementations compute the same function */
+            /* the implementations compute the same function: cuDNN's and fa3's (the 64-key
+             * tiles, the last one run) output against the builtin kernel's */
+            for (int which = 0; which < 2; which++) {
+                if (which == 0 ? !dnn : !fa3) continue;
                 std::vector<float> a((size_t)(n * H)), b((size_t)(n * H));
                 CU(mv_cuda_to_f32<bf16>(tmp, o1, n * H, st));
                 CU(cudaMemcpyAsync(a.data(), tmp, a.size() * 4, cudaMemcpyDeviceToHost, st));
-                CU(mv_cuda_to_f32<bf16>(tmp, o2, n * H, st));
+                CU(mv_cuda_to_f32<bf16>(tmp, which == 0 ? o2 : o3, n * H, st));
                 CU(cudaMemcpyAsync(b.data(), tmp, b.size() * 4, cudaMemcpyDeviceToHost, st));
                 CU(cudaStreamSynchronize(st));
                 double d2 = 0, r2 = 0;
@@ -151,14 +173,15 @@ int main(int argc, char **argv)
                     r2 += (double)a[i] * a[i];
                 }
                 double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
-                printf("{\"what\": \"attn_agree\", \"D\": %d, \"segments\": \"%dx%d\", \"rel_l2_cudnn_vs_builtin\": %.3e, "
-                       "\"nonfinite\": %ld}\n", D, sh.nseg, sh.len, rel, bad);
+                printf("{\"what\": \"attn_agree\", \"D\": %d, \"segments\": \"%dx%d\", \"rel_l2_%s_vs_builtin\": %.3e, "
+                       "\"nonfinite\": %ld}\n", D, sh.nseg, sh.len, which == 0 ? "cudnn" : "fa3", rel, bad);
                 if (bad || rel > 1e-2) rc = 1;
             }
             cudaFree(tmp);
             cudaFree(qkv);
             cudaFree(o1);
             cudaFree(o2);
+            cudaFree(o3);
             cudaFree(dt);
         }
         mv_cudnn_attn_destroy(dnn);

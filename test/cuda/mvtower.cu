@@ -2,7 +2,7 @@
  * the CLI: no images, no preprocessing).
  *   mvtower run   --model DIR --pixels P.npy --grid "t,h,w[;t,h,w...]" --out DIR
  *                 [--backend cuda|cpu] [--precision bf16|tf32|f32] [--batch-tokens N]
- *                 [--attention auto|builtin|cudnn]
+ *                 [--attention auto|builtin|cudnn|fa3]
  *       runs one forward and writes every stage as DIR/<stage>.npy (f32), the names
  *       scripts/hf_reference.py uses (pixel_values patch_embed embed block_NN merger_norm
  *       merger_fc1 output).
@@ -164,7 +164,10 @@ int main(int argc, char **argv)
     o.precision = !strcmp(prec, "f32") ? MV_PREC_F32 : !strcmp(prec, "tf32") ? MV_PREC_TF32 : MV_PREC_BF16;
     o.batch_tokens = atoll(arg(argc, argv, "--batch-tokens", "0"));
     const char *attn_s = arg(argc, argv, "--attention", "auto");
-    o.attention = !strcmp(attn_s, "cudnn") ? MV_ATTN_CUDNN : !strcmp(attn_s, "builtin") ? MV_ATTN_BUILTIN : MV_ATTN_AUTO;
+    o.attention = !strcmp(attn_s, "cudnn")     ? MV_ATTN_CUDNN
+                  : !strcmp(attn_s, "builtin") ? MV_ATTN_BUILTIN
+                  : !strcmp(attn_s, "fa3")     ? MV_ATTN_FA3
+                                               : MV_ATTN_AUTO;
     o.verbose = 1; /* stderr: which attention ran */
     mv_backend *b;
     mv_status st = !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, &o, &b, &e)

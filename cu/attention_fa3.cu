@@ -1,0 +1,592 @@
+/* attention_fa3.cu - varlen bidirectional attention for Hopper (sm_90a only) on wgmma.mma_async,
+ * the FlashAttention-3 instruction set: bf16 q/k/v, f32 accumulators in registers, online softmax
+ * in f32. Same inputs and outputs as the builtin bf16 kernel (cu/attention.cu): q|k|v read from
+ * the packed qkv [n, 3*heads*D], out [n, heads*D], one CTA per (query tile of
+ * MV_ATTN_BM_BF16 = 128 rows, head) from the tile list mv_attn_tiles() builds out of cu_seqlens,
+ * per-device state in mv_attn_state. Head dims 64 and 72 only (the tower's); anything else is
+ * refused (cudaErrorInvalidValue here, a message from mv_cuda_fa3_check).
+ *
+ * Two versions, same function, both twin-tested (test/cuda/test_fa3.cu, with wgmma layout probes
+ * for each shared-memory layout) and clean under compute-sanitizer memcheck / racecheck on an
+ * H200 (2026-11-30):
+ *   - version 2 (default): TMA loads by a producer warp on an mbarrier ring, two consumer
+ *     warpgroups ping-ponging, softmax overlapped with P.V inside each warpgroup (FlashAttention-
+ *     3's design). 362-375 TFLOP/s at head dim 72 on 8160- and 47376-patch segments (cuDNN 9.19:
+ *     342-363), 216 on 64 x 784 (cuDNN 245): bench/RESULTS.md, sixth session.
+ *   - version 1 (MV_FA3_VERSION=1): all 256 threads load with cp.async, every wgmma waited for:
+ *     half the speed; kept as the simplest correct wgmma kernel to bisect version 2 against.
+ * A wrong number in a later change: run test_fa3 (its probes say whether the descriptors or the
+ * fragment layouts broke), then compare MV_FA3_VERSION=1 and 2, MV_FA3_BN=64 and 128. A result
+ * that changes between runs is a missing fence or barrier (racecheck / synccheck).
+ *
+ * Design of version 1 (version 2 opens with its own, further down):
+ *   - 256 threads = 2 consumer warpgroups; warpgroup w owns query rows [64w, 64w + 64) of the tile.
+ *   - Q (128 x DP), K and V (BN x DP / BN x D, two stages) in shared memory, loaded by all 256
+ *     threads with cp.async (16 bytes each), rows past the segment zero-filled (src-size 0); the
+ *     next K/V tile loads while this one is computed, as in the builtin kernel. DP = D rounded up
+ *     to 16 (72 -> 80): the Q.K^T reduction runs over zero columns 72..79 written once at start.
+ *   - Shared layout, no swizzle ("interleave" in CUTLASS's words): a tile of R rows x C chunks of
+ *     8 bf16 is stored as 8-row x 16-byte core matrices of 128 contiguous bytes; core matrix
+ *     (row / 8, chunk) at byte ((row / 8) * C + chunk) * 128, row % 8 at 16 bytes each. One layout
+ *     serves Q and K as K-major operands (LBO = 128 B between the two 8-column halves of a k16
+ *     step, SBO = C * 128 B between 8-row groups) and V as the N-major B operand of P.V
+ *     (imm-trans-b 1; SBO = 128 B between 8-column groups of D, LBO = C * 128 B between 8-key
+ *     groups). A cp.async warp writes 8 rows of one chunk = one 128-byte core matrix per 8 lanes.
+ *   - S = Q K^T: KS = DP / 16 wgmma m64nBNk16 (SS: both operands from shared memory), one commit,
+ *     wait 0. Mask keys past the segment to -inf, online softmax in log2 units (each thread holds
+ *     2 rows; the row max / sum reduce over the 4 lanes of a quad, as for mma.sync), P rounded to
+ *     bf16 into the A-fragment registers (the m64 accumulator layout per warp is the m16n8 C layout,
+ *     so P packs like the builtin kernel's), O rescaled.
+ *   - O += P V: BN / 16 wgmma m64nDk16 (RS: A = P from registers, B = V N-major), wait 0.
+ *   - BN (keys per tile) 128 by default, 64 with MV_FA3_BN=64 (fewer registers; a fallback to try
+ *     when the 128 one spills or fails).
+ * Next steps for speed (version 2 at 64 x 784 and at head dim 64 is still behind cuDNN): a
+ * persistent grid whose producer loads the next tile while the consumers finish one (short
+ * segments are mostly prologue and epilogue), key tiles sized to the segment (784 = 7 x 112, not
+ * 6.1 x 128), some of the exponentials on the FMA pipe (MUFU is near its limit at D <= 72).
+ *
+ * Not here: f32/tf32 attention, causal masks, head dims other than 64/72, other GPUs (sm_90a
+ * code runs on compute capability 9.0 only; the launcher refuses other devices). CPU twin:
+ * mv_attention_cpu. */
+#include <math.h>
+#include <stdlib.h>
+
+#include <cuda.h> /* CUtensorMap and its enums; the encoder comes through cudart (no -lcuda) */
+#include <cudaTypedefs.h>
+
+#include "mv_cuda.cuh"
+#include "wgmma.cuh"
+
+#define FA3_BM 128      /* query rows per CTA (two warpgroups x 64) */
+#define FA3_THREADS 256 /* two consumer warpgroups */
+static_assert(FA3_BM == MV_ATTN_BM_BF16, "fa3 reads the builtin bf16 kernel's tile list");
+
+/* ---- kernel --------------------------------------------------------------------------- */
+template <int D, int BN> struct fa3_shape {
+    static constexpr int DP = (D + 15) / 16 * 16; /* padded reduction width of Q K^T (72 -> 80) */
+    static constexpr int C = DP / 8;              /* 16-byte chunks per row of Q and K in shared memory */
+    static constexpr int CV = D / 8;              /* chunks per row in global memory, and of V */
+    static constexpr int KS = DP / 16;            /* k16 steps of Q K^T */
+    static constexpr int Q_BYTES = FA3_BM * C * 16;
+    static constexpr int K_BYTES = BN * C * 16; /* one stage */
+    static constexpr int V_BYTES = BN * CV * 16;
+    static constexpr size_t SMEM = (size_t)Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
+};
+
+/* Rows [row0, row0 + nrows) of one head's q, k or v (src: its first column, row stride ld) into
+ * the core-matrix layout at dst (CS chunks per 8-row group); rows >= limit are zero-filled.
+ * Element i: 8 consecutive i are 8 rows of one chunk (one 128-byte core matrix). */
+template <int CS, int CH>
+static __device__ __forceinline__ void load_tile(uint32_t dst, const bf16 *src, int64_t ld, int row0, int nrows,
+                                                 int limit, int tid)
+{
+    for (int i = tid; i < nrows * CH; i += FA3_THREADS) {
+        int rg = i / (8 * CH), rem = i - rg * 8 * CH, c = rem >> 3, r8 = rem & 7;
+        int gr = row0 + rg * 8 + r8;
+        bool ok = gr < limit;
+        cp_async16(dst + cm_offset(rg * 8 + r8, c, CS), src + (int64_t)(ok ? gr : row0) * ld + c * 8,
+                   ok ? 16 : 0);
+    }
+}
+
+/* grid (n_tiles, heads), block FA3_THREADS. */
+template <int D, int BN>
+__global__ void __launch_bounds__(FA3_THREADS, 1)
+    attn_fa3_kernel(bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int heads, float scale_log2)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef fa3_shape<D, BN> S;
+    constexpr int C = S::C, CV = S::CV, KS = S::KS;
+    constexpr int NS = BN / 8; /* 8-key n-tiles of S */
+    constexpr int NO = D / 8;  /* 8-column n-tiles of O */
+    static_assert(BN == 64 || BN == 128, "keys per tile");
+    static_assert(D == 64 || D == 72, "head dim");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const uint32_t sQ = smem_u32(smem_raw), sK = sQ + S::Q_BYTES, sV = sK + 2 * S::K_BYTES;
+    const int tid = threadIdx.x, wg = tid / 128, wl = (tid % 128) / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const mv_attn_tile tile = tiles[blockIdx.x];
+    const int h = blockIdx.y;
+    const int H = heads * D;
+    const int64_t ld = 3 * (int64_t)H;
+    const bf16 *gq = qkv + h * D, *gk = qkv + H + h * D, *gv = qkv + 2 * H + h * D;
+    const int q0 = tile.q0, kv0 = tile.kv_start, kv1 = tile.kv_end;
+    const int nkv = (kv1 - kv0 + BN - 1) / BN;
+
+    if constexpr (C > CV) {
+        /* zero chunks CV..C-1 (columns D..DP-1) of every 8-row group of sQ and both sK stages:
+         * they are contiguous groups of C chunks, and cp.async never writes those chunks */
+        constexpr int PADC = C - CV, GROUPS = FA3_BM / 8 + 2 * BN / 8;
+        for (int i = tid; i < GROUPS * PADC * 8; i += FA3_THREADS) {
+            int grp = i / (PADC * 8), rem = i % (PADC * 8);
+            uint32_t a = sQ + cm_offset(grp * 8 + rem % 8, CV + rem / 8, C);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+        }
+    }
+    load_tile<C, CV>(sQ, gq, ld, q0, FA3_BM, kv1, tid);
+    load_tile<C, CV>(sK, gk, ld, kv0, BN, kv1, tid);
+    load_tile<CV, CV>(sV, gv, ld, kv0, BN, kv1, tid);
+    cp_async_commit();
+
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const uint32_t qw = sQ + (uint32_t)(wg * 8 * C * 128); /* this warpgroup's 64 rows: 8 groups */
+
+    for (int j = 0; j < nkv; j++) {
+        const int buf = j & 1;
+        if (j + 1 < nkv) {
+            const int nb = kv0 + (j + 1) * BN;
+            load_tile<C, CV>(sK + (buf ^ 1) * S::K_BYTES, gk, ld, nb, BN, kv1, tid);
+            load_tile<CV, CV>(sV + (buf ^ 1) * S::V_BYTES, gv, ld, nb, BN, kv1, tid);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async(); /* this thread's cp.async / st.shared data -> wgmma's async proxy */
+        __syncthreads();
+        const uint32_t kb = sK + buf * S::K_BYTES, vb = sV + buf * S::V_BYTES;
+
+        /* S[64, BN] = Q[64, DP] K[BN, DP]^T */
+        float s[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) s[i] = 0.f;
+        reg_fence(s);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            wgmma_ss<BN>(s, desc_kmajor(qw + ks * 256, C), desc_kmajor(kb + ks * 256, C), ks > 0);
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(s);
+
+        /* keys past the segment: -inf. s[4 nt + e]: row g (e < 2) or g + 8, key nt * 8 + 2t + (e & 1) */
+        const int kbase = kv0 + j * BN;
+        if (kbase + BN > kv1) {
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (kbase + nt * 8 + 2 * t + (e & 1) >= kv1) s[4 * nt + e] = -INFINITY;
+        }
+        /* online softmax in log2 units; rows g (r = 0) and g + 8 (r = 1) of this warp's 16 */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = m[r];
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]) * scale_log2);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float corr = exp2f(m[r] - mx);
+            m[r] = mx;
+            l[r] *= corr;
+#pragma unroll
+            for (int nt = 0; nt < NO; nt++) {
+                o[4 * nt + 2 * r] *= corr;
+                o[4 * nt + 2 * r + 1] *= corr;
+            }
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++) {
+                float p0 = exp2f(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
+                float p1 = exp2f(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
+                s[4 * nt + 2 * r] = p0;
+                s[4 * nt + 2 * r + 1] = p1;
+                l[r] += p0 + p1;
+            }
+        }
+        /* P (bf16) as the A operand: k16 step kk = n-tiles 2kk (a0 row g, a1 row g+8) and 2kk+1
+         * (a2, a3), the mma.sync m16n8k16 A layout per warp */
+        uint32_t p[BN / 4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            p[4 * kk + 0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+            p[4 * kk + 1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+            p[4 * kk + 2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+            p[4 * kk + 3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+        /* O[64, D] += P[64, BN] V[BN, D] */
+        reg_fence(o);
+        reg_fence(p);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs<D>(o, &p[4 * kk], desc_nmajor(vb + kk * 2 * CV * 128, CV));
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+        __syncthreads(); /* the next iteration's loads overwrite this stage */
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const float inv = 1.f / lr;
+        const int row = q0 + wg * 64 + wl * 16 + g + 8 * r;
+        if (row < kv1) {
+            bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < NO; nt++)
+                *(__nv_bfloat162 *)(po + nt * 8) = __floats2bfloat162_rn(o[4 * nt + 2 * r] * inv, o[4 * nt + 2 * r + 1] * inv);
+        }
+    }
+#endif
+}
+
+/* ---- version 2: TMA loads by a producer warp, mbarrier ring, ping-pong consumers ---------
+ * 384 threads: warpgroup 0 is the producer (one thread issues every TMA load; the warpgroup gives
+ * its registers back), warpgroups 1 and 2 are consumers owning query rows [0, 64) and [64, 128)
+ * of the tile. Shared memory in the chunk-major layout a TMA box of 8 columns x R rows writes
+ * (wgmma.cuh): Q (128 rows, DP / 8 chunks, the last one zero when D = 72), K (FA3V2_ST stages
+ * of BN rows, same chunks) and V (FA3V2_ST stages of BN rows, D / 8 chunks). Barriers: q_full;
+ * k_full / v_full per stage (the producer's arrival with the transaction bytes, completed by the
+ * TMA unit), k_empty / v_empty per stage (one arrival per consumer warp, 8, after its wgmma read
+ * the stage). K and V have their own barriers so that K(j + 1) can load while P(j - 1) V(j - 1)
+ * still reads V.
+ * Consumer loop (FlashAttention-3's intra-warpgroup overlap): S(j) = Q K(j)^T and O += P(j - 1)
+ * V(j - 1) are issued together; the softmax of S(j) runs while the P.V product is in flight; O
+ * is rescaled once that product is done. Inter-warpgroup ping-pong: each consumer issues its
+ * wgmma only after the other one has issued its own (named barriers 1 and 2, 256 threads), so
+ * one warpgroup's softmax runs beside the other's matrix work. Rows of K and V past the segment
+ * hold the next segment's keys (or TMA's zeros past the last row): keys past kv_end are masked
+ * to -inf, so their P is 0 and V's rows there add nothing. */
+#define FA3V2_THREADS 384
+#define FA3V2_ST 2 /* stages of K and of V */
+
+template <int D, int BN> struct fa3v2_shape {
+    static constexpr int DP = (D + 15) / 16 * 16, CP = DP / 8, CV = D / 8, KS = DP / 16;
+    static constexpr int Q_BYTES = FA3_BM * CP * 16;
+    static constexpr int K_BYTES = BN * CP * 16;
+    static constexpr int V_BYTES = BN * CV * 16;
+    static constexpr int DATA = Q_BYTES + FA3V2_ST * (K_BYTES + V_BYTES);
+    static constexpr size_t SMEM = (size_t)DATA + 8 * (1 + 4 * FA3V2_ST);
+};
+
+template <int D, int BN>
+__global__ void __launch_bounds__(FA3V2_THREADS, 1)
+    attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, bf16 *out, const mv_attn_tile *tiles, int heads,
+                      float scale_log2)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef fa3v2_shape<D, BN> S;
+    constexpr int CP = S::CP, CV = S::CV, KS = S::KS, NS = BN / 8, NO = D / 8, ST = FA3V2_ST;
+    static_assert(BN == 64 || BN == 128, "keys per tile");
+    static_assert(FA3_BM % BN == 0, "Q loads in boxes of BN rows");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const uint32_t sQ = smem_u32(smem_raw), sK = sQ + S::Q_BYTES, sV = sK + ST * S::K_BYTES;
+    const uint32_t q_full = sQ + S::DATA, k_full = q_full + 8, v_full = k_full + 8 * ST, k_empty = v_full + 8 * ST,
+                   v_empty = k_empty + 8 * ST;
+    const int tid = threadIdx.x, wg = tid / 128;
+    const mv_attn_tile tile = tiles[blockIdx.x];
+    const int h = blockIdx.y, H = heads * D;
+    const int q0 = tile.q0, kv0 = tile.kv_start, kv1 = tile.kv_end;
+    const int nkv = (kv1 - kv0 + BN - 1) / BN;
+
+    if (tid == 0) {
+        mbar_init(q_full, 1);
+        for (int i = 0; i < ST; i++) {
+            mbar_init(k_full + 8 * i, 1);
+            mbar_init(v_full + 8 * i, 1);
+            mbar_init(k_empty + 8 * i, 8);
+            mbar_init(v_empty + 8 * i, 8);
+        }
+        mbar_init_fence();
+    }
+    if constexpr (CP > CV) {
+        /* chunk CV (columns D..DP-1) of Q and of every K stage: zero, once (TMA never writes it) */
+        for (int i = tid; i < FA3_BM + ST * BN; i += FA3V2_THREADS) {
+            const uint32_t a = i < FA3_BM ? sQ + (uint32_t)((CV * FA3_BM + i) * 16)
+                                          : sK + (uint32_t)(((i - FA3_BM) / BN) * S::K_BYTES +
+                                                            (CV * BN + (i - FA3_BM) % BN) * 16);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+        }
+        fence_proxy_async(); /* generic-proxy stores -> wgmma's async-proxy reads */
+    }
+    __syncthreads();
+
+    if (wg == 0) { /* producer */
+        regs_dealloc<24>();
+        if (tid == 0) {
+            tma_prefetch_desc(&tm);
+            mbar_expect_tx(q_full, FA3_BM * CV * 16);
+            for (int c = 0; c < CV; c++)
+                for (int r = 0; r < FA3_BM; r += BN)
+                    tma_load_2d(sQ + (uint32_t)((c * FA3_BM + r) * 16), &tm, h * D + c * 8, q0 + r, q_full);
+            for (int j = 0; j < nkv; j++) {
+                const int st = j % ST;
+                const uint32_t ph = (uint32_t)(j / ST) & 1u, row = (uint32_t)(kv0 + j * BN);
+                mbar_wait(k_empty + 8 * st, ph ^ 1u);
+                mbar_expect_tx(k_full + 8 * st, BN * CV * 16);
+                for (int c = 0; c < CV; c++)
+                    tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + h * D + c * 8, (int)row,
+                                k_full + 8 * st);
+                mbar_wait(v_empty + 8 * st, ph ^ 1u);
+                mbar_expect_tx(v_full + 8 * st, BN * CV * 16);
+                for (int c = 0; c < CV; c++)
+                    tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * 16), &tm, 2 * H + h * D + c * 8, (int)row,
+                                v_full + 8 * st);
+            }
+        }
+        return;
+    }
+
+    /* consumers */
+    regs_alloc<240>();
+    const int cw = wg - 1, wl = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int me = 1 + cw, other = 2 - cw; /* named barrier ids: "my turn to issue wgmma" */
+    const uint32_t qw = sQ + (uint32_t)(cw * 64 * 16); /* this warpgroup's 64 rows of every chunk */
+    float o[D / 2], s[BN / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, corr[2];
+    uint32_t p[BN / 4];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+    if (cw == 1) named_arrive(1, 256); /* consumer 0 issues first */
+    mbar_wait(q_full, 0);
+
+    /* S(j) -> P(j) in s (f32), corr = exp2(m_old - m_new), m and l updated */
+    auto softmax = [&](int j) {
+        const int kbase = kv0 + j * BN;
+        if (kbase + BN > kv1) {
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (kbase + nt * 8 + 2 * t + (e & 1) >= kv1) s[4 * nt + e] = -INFINITY;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = m[r];
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]) * scale_log2);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            corr[r] = exp2f(m[r] - mx);
+            m[r] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++) {
+                float p0 = exp2f(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
+                float p1 = exp2f(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
+                s[4 * nt + 2 * r] = p0;
+                s[4 * nt + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            l[r] = l[r] * corr[r] + sum;
+        }
+    };
+    auto issue_s = [&](int j) {
+        const uint32_t kb = sK + (uint32_t)((j % ST) * S::K_BYTES);
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * FA3_BM * 16, FA3_BM), desc_kmajor_cols(kb + ks * 2 * BN * 16, BN),
+                         ks > 0);
+    };
+    auto issue_pv = [&](int j) {
+        const uint32_t vb = sV + (uint32_t)((j % ST) * S::V_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) wgmma_rs<D>(o, &p[4 * kk], desc_nmajor_cols(vb + kk * 256, BN));
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            p[4 * kk + 0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+            p[4 * kk + 1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+            p[4 * kk + 2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+            p[4 * kk + 3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+    };
+    auto release = [&](uint32_t bar) {
+        if (lane == 0) mbar_arrive(bar);
+    };
+
+    /* prologue: S(0), P(0) */
+    mbar_wait(k_full, 0);
+    named_sync(me, 256);
+    reg_fence(s);
+    wg_fence();
+    issue_s(0);
+    wg_commit();
+    named_arrive(other, 256);
+    wg_wait<0>();
+    reg_fence(s);
+    release(k_empty);
+    softmax(0);
+    pack_p();
+
+    for (int j = 1; j < nkv; j++) {
+        const int sk = j % ST, sv = (j - 1) % ST;
+        mbar_wait(k_full + 8 * sk, (uint32_t)(j / ST) & 1u);
+        mbar_wait(v_full + 8 * sv, (uint32_t)((j - 1) / ST) & 1u);
+        named_sync(me, 256);
+        reg_fence(s);
+        reg_fence(o);
+        reg_fence(p);
+        wg_fence();
+        issue_s(j);
+        wg_commit();
+        issue_pv(j - 1);
+        wg_commit();
+        named_arrive(other, 256);
+        wg_wait<1>();
+        reg_fence(s);
+        release(k_empty + 8 * sk);
+        softmax(j);
+        wg_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+        release(v_empty + 8 * sv);
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++) {
+            o[4 * nt + 0] *= corr[0];
+            o[4 * nt + 1] *= corr[0];
+            o[4 * nt + 2] *= corr[1];
+            o[4 * nt + 3] *= corr[1];
+        }
+        pack_p();
+    }
+
+    /* epilogue: O += P(n - 1) V(n - 1); consumer 1 makes no arrival for a turn that never comes */
+    {
+        const int sv = (nkv - 1) % ST;
+        mbar_wait(v_full + 8 * sv, (uint32_t)((nkv - 1) / ST) & 1u);
+        named_sync(me, 256);
+        reg_fence(o);
+        reg_fence(p);
+        wg_fence();
+        issue_pv(nkv - 1);
+        wg_commit();
+        if (cw == 0) named_arrive(other, 256);
+        wg_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+        release(v_empty + 8 * sv);
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const float inv = 1.f / lr;
+        const int row = q0 + cw * 64 + wl * 16 + g + 8 * r;
+        if (row < kv1) {
+            bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < NO; nt++)
+                *(__nv_bfloat162 *)(po + nt * 8) = __floats2bfloat162_rn(o[4 * nt + 2 * r] * inv, o[4 * nt + 2 * r + 1] * inv);
+        }
+    }
+#endif
+}
+
+/* ---- launcher ------------------------------------------------------------------------- */
+int mv_cuda_fa3_head_dim_ok(int D) { return D == 64 || D == 72; }
+
+mv_status mv_cuda_fa3_check(int device, int D, mv_err *e)
+{
+    if (!mv_cuda_fa3_head_dim_ok(D))
+        return mv_fail(e, MV_ERR_UNSUPPORTED,
+                       "cuda: --attention fa3: the model's head dim is %d; the fa3 kernel has 64 and 72 only", D);
+    int major = 0, minor = 0;
+    cudaError_t r = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (r == cudaSuccess) r = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, "fa3 attention: compute capability");
+    if (major != 9 || minor != 0)
+        return mv_fail(e, MV_ERR_UNSUPPORTED,
+                       "cuda: --attention fa3: device %d has compute capability %d.%d; the fa3 kernel is built "
+                       "for sm_90a (9.0: H100, H200) only",
+                       device, major, minor);
+    return MV_OK;
+}
+
+static float fa3_scale_log2(int D) { return (float)(1.0 / sqrt((double)D) * 1.4426950408889634); }
+
+template <int D, int BN>
+static cudaError_t launch_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
+                              int heads, cudaStream_t st)
+{
+    const size_t smem = fa3_shape<D, BN>::SMEM;
+    const uint32_t bit = 1u << ((D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1));
+    if (!(s->fa3_attr & bit)) {
+        cudaError_t r = cudaFuncSetAttribute(attn_fa3_kernel<D, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (r != cudaSuccess) return r;
+        s->fa3_attr |= bit;
+    }
+    dim3 grid((unsigned)n_tiles, (unsigned)heads);
+    attn_fa3_kernel<D, BN><<<grid, FA3_THREADS, smem, st>>>(out, qkv, tiles, heads, fa3_scale_log2(D));
+    return cudaGetLastError();
+}
+
+/* The tensor map of qkv [n, 3 * heads * D] bf16 in boxes of 8 columns x BN rows. */
+static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 *qkv, int64_t n, int heads, int D,
+                                  int BN)
+{
+    if (!s->fa3_encode) {
+        cudaDriverEntryPointQueryResult q;
+        void *fn = NULL;
+        cudaError_t r = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+        if (r != cudaSuccess) return r;
+        if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
+        s->fa3_encode = fn;
+    }
+    const cuuint64_t dims[2] = {(cuuint64_t)3 * heads * D, (cuuint64_t)n};
+    const cuuint64_t strides[1] = {(cuuint64_t)3 * heads * D * sizeof(bf16)};
+    const cuuint32_t box[2] = {8, (cuuint32_t)BN}, es[2] = {1, 1};
+    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)s->fa3_encode)(
+        tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)qkv, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <int D, int BN>
+static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
+                                int n_tiles, int heads, cudaStream_t st)
+{
+    const size_t smem = fa3v2_shape<D, BN>::SMEM;
+    const uint32_t bit = 1u << (4 + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1));
+    if (!(s->fa3_attr & bit)) {
+        cudaError_t r = cudaFuncSetAttribute(attn_fa3v2_kernel<D, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (r != cudaSuccess) return r;
+        s->fa3_attr |= bit;
+    }
+    CUtensorMap tm;
+    cudaError_t r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN);
+    if (r != cudaSuccess) return r;
+    dim3 grid((unsigned)n_tiles, (unsigned)heads);
+    attn_fa3v2_kernel<D, BN><<<grid, FA3V2_THREADS, smem, st>>>(tm, out, tiles, heads, fa3_scale_log2(D));
+    return cudaGetLastError();
+}
+
+cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
+                                  int n_tiles, int heads, int D, cudaStream_t st)
+{
+    int cur = -1;
+    cudaError_t r = cudaGetDevice(&cur);
+    if (r != cudaSuccess) return r;
+    if (cur != s->device) return cudaErrorInvalidDevice;
+    if (!mv_cuda_fa3_head_dim_ok(D) || heads > 65535) return cudaErrorInvalidValue;
+    if (s->fa3_cc == 0) { /* once per state: sm_90a code has no image for any other device */
+        mv_err e;
+        s->fa3_cc = mv_cuda_fa3_check(s->device, D, &e) == MV_OK ? 1 : -1;
+    }
+    if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
+    if (n_tiles <= 0) return cudaSuccess;
+    const int bn64 = s->fa3_bn == 64;
+    if (s->fa3_ver == 2) {
+        if (D == 72)
+            return bn64 ? launch_fa3v2<72, 64>(s, out, qkv, n, tiles, n_tiles, heads, st)
+                        : launch_fa3v2<72, 128>(s, out, qkv, n, tiles, n_tiles, heads, st);
+        return bn64 ? launch_fa3v2<64, 64>(s, out, qkv, n, tiles, n_tiles, heads, st)
+                    : launch_fa3v2<64, 128>(s, out, qkv, n, tiles, n_tiles, heads, st);
+    }
+    if (D == 72)
+        return bn64 ? launch_fa3<72, 64>(s, out, qkv, tiles, n_tiles, heads, st)
+                    : launch_fa3<72, 128>(s, out, qkv, tiles, n_tiles, heads, st);
+    return bn64 ? launch_fa3<64, 64>(s, out, qkv, tiles, n_tiles, heads, st)
+                : launch_fa3<64, 128>(s, out, qkv, tiles, n_tiles, heads, st);
+}

@@ -1,0 +1,237 @@
+/* wgmma.cuh - the Hopper (sm_90a) PTX this project's wgmma code uses, as small inline wrappers:
+ * cp.async, the async-proxy fence, wgmma fence / commit / wait, shared-memory matrix descriptors
+ * (no swizzle; two layouts), the m64nNk16 f32 += bf16 x bf16 shapes the fa3 attention kernel
+ * needs, mbarriers, TMA loads, named barriers and register reconfiguration.
+ * Shared by cu/attention_fa3.cu and the layout probes of test/cuda/test_fa3.cu, so that a probe
+ * checks the very descriptors and fragment layouts the kernel uses. Include only from code
+ * compiled for sm_90a (the wgmma instructions exist nowhere else). Not here: any kernel. */
+#ifndef MV_WGMMA_CUH
+#define MV_WGMMA_CUH
+
+#include <stdint.h>
+#include <cuda_bf16.h>
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* shared memory written by this thread through the generic proxy (cp.async, st.shared) becomes
+ * visible to the async proxy (wgmma operands) after this fence and a barrier */
+static __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving reads or writes of wgmma operand registers across the
+ * asynchronous window (CUTLASS's warpgroup_fence_operand). */
+template <int N> static __device__ __forceinline__ void reg_fence(float (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+/* wgmma shared-memory matrix descriptor: start address, leading / stride byte offsets (all >> 4,
+ * 14 bits each), base offset 0, layout type 0 = no swizzle (bits 62-63). */
+static __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32);
+}
+
+/* ---- wgmma wrappers (m64nNk16, f32 += bf16 x bf16) ------------------------------------- */
+/* d[32] (+)= A . B, m64n64k16, A = descriptor a (K-major), B = descriptor b (K-major) */
+static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(scale_d));
+}
+/* d[64] (+)= A . B, m64n128k16, A = descriptor a (K-major), B = descriptor b (K-major) */
+static __device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(a), "l"(b), "r"(scale_d));
+}
+/* d[32] += A . B, m64n64k16, A = a[4] in registers (bf16 pairs), B = descriptor b (N-major,
+ * imm-trans-b 1) */
+static __device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t *a, uint64_t b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+/* d[36] += A . B, m64n72k16, A = a[4] in registers (bf16 pairs), B = descriptor b (N-major,
+ * imm-trans-b 1) */
+static __device__ __forceinline__ void wgmma_rs_n72(float *d, const uint32_t *a, uint64_t b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35"
+                 "}, {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+/* S-shaped product (both operands descriptors, B K-major) with N = 64 or 128 */
+template <int N> static __device__ __forceinline__ void wgmma_ss(float *d, uint64_t a, uint64_t b, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "wgmma_ss: N");
+    if constexpr (N == 128) wgmma_ss_n128(d, a, b, scale_d);
+    else wgmma_ss_n64(d, a, b, scale_d);
+}
+/* O-shaped product (A from registers, B N-major) with N = 64 or 72 */
+template <int N> static __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t b)
+{
+    static_assert(N == 64 || N == 72, "wgmma_rs: N");
+    if constexpr (N == 72) wgmma_rs_n72(d, a, b);
+    else wgmma_rs_n64(d, a, b);
+}
+
+/* ---- the no-swizzle ("interleave") core-matrix layout ----------------------------------- */
+/* A tile of rows x (cs chunks of 8 bf16) is stored as 8-row x 16-byte core matrices of 128
+ * contiguous bytes: core matrix (row / 8, chunk) at ((row / 8) * cs + chunk) * 128, row % 8 at 16
+ * bytes each. Byte offset of (row, chunk): */
+static __host__ __device__ __forceinline__ uint32_t cm_offset(int row, int chunk, int cs)
+{
+    return (uint32_t)((((row >> 3) * cs + chunk) * 8 + (row & 7)) * 16);
+}
+/* Descriptor of a K-major operand in that layout (rows = M or N, chunks along K; cs chunks per
+ * row group), at the k16 step starting at addr: the two 8-column halves of a k16 step are
+ * adjacent core matrices (LBO = 128 B), 8-row groups are cs * 128 B apart (SBO). CUTLASS's
+ * canonical K-major INTERLEAVE layout ((8,m),(T,2k)):((1T,SBO),(1,LBO)). */
+static __device__ __forceinline__ uint64_t desc_kmajor(uint32_t addr, int cs)
+{
+    return gmma_desc(addr, 128, (uint32_t)cs * 128);
+}
+/* Descriptor of an N-major B operand (rows = K, chunks along N; cs chunks per 8-row group), at
+ * the k16 step starting at addr (2 row groups): 8-column groups of N are adjacent core matrices
+ * (SBO = 128 B), 8-row groups of K are cs * 128 B apart (LBO). CUTLASS's canonical MN-major
+ * INTERLEAVE layout ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)). */
+static __device__ __forceinline__ uint64_t desc_nmajor(uint32_t addr, int cs)
+{
+    return gmma_desc(addr, (uint32_t)cs * 128, 128);
+}
+
+/* ---- the chunk-major layout (what a TMA box of 8 columns x R rows writes) ---------------- */
+/* Chunk c of all R rows is contiguous: (row, chunk) at (chunk * R + row) * 16 bytes. Core matrix
+ * (row / 8, chunk) is again 128 contiguous bytes, so the same descriptors apply with other
+ * strides. K-major operand of R rows at the k16 step starting at addr: the two halves of a k16
+ * step are chunks R * 16 B apart (LBO), 8-row groups 128 B apart (SBO). */
+static __device__ __forceinline__ uint64_t desc_kmajor_cols(uint32_t addr, int R)
+{
+    return gmma_desc(addr, (uint32_t)R * 16, 128);
+}
+/* N-major B operand (K rows = R keys, chunks along N) at the k16 step starting at addr: 8-key
+ * groups 128 B apart (LBO), 8-column groups of N R * 16 B apart (SBO). */
+static __device__ __forceinline__ uint64_t desc_nmajor_cols(uint32_t addr, int R)
+{
+    return gmma_desc(addr, 128, (uint32_t)R * 16);
+}
+
+/* ---- mbarriers, TMA, named barriers, register reconfiguration ---------------------------- */
+static __device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* makes the barriers' initialisation visible to the async proxy (TMA) and other threads */
+static __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+/* one arrival that also announces `bytes` of TMA transactions to come on this phase */
+static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* waits until the phase of parity `parity` has completed (a barrier starts in phase 0, so waiting
+ * for parity 1 on a fresh barrier returns at once) */
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    /* labels are local to the { } block, so every inlined copy may use the same ones */
+    asm volatile("{\n.reg .pred P1;\nLAB_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra LAB_DONE;\nbra LAB_WAIT;\nLAB_DONE:\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+/* TMA: the box at (column c0, row c1) of a 2-D tensor map into shared memory at dst; completion
+ * counted in bytes on mbarrier bar. Rows or columns outside the tensor are zero-filled. */
+static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+static __device__ __forceinline__ void tma_prefetch_desc(const void *tmap)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
+}
+/* named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32) */
+static __device__ __forceinline__ void named_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+static __device__ __forceinline__ void named_arrive(int id, int threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <int N> static __device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> static __device__ __forceinline__ void regs_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+#endif

@@ -1,0 +1,101 @@
+/* tower_cpu_int.h - what the CPU tower's files share (tower_cpu.c: the backend and the
+ * elementwise twins; attention_cpu.c: attention): the row split between threads, the f32 exp,
+ * attention's work-item and key-block sizes. Internal to src/; not an API. */
+#ifndef MV_TOWER_CPU_INT_H
+#define MV_TOWER_CPU_INT_H
+
+#include "mv_gemm_cpu.h"
+
+#include <stdint.h>
+
+/* GEMM rows are split between threads at multiples of this, and no call of a split GEMM has
+ * fewer multiply-adds (rows x cols x K) than MV_MIN_CALL_MNK: what the GEMM library needs for a
+ * row's bytes not to depend on the call (mv_gemm_cpu.h). mv_linear_cpu, the twin that always
+ * calls OpenBLAS, splits with OpenBLAS's values. */
+#define MV_ROW_ATOM MV_GEMM_ROW_ATOM
+#define MV_MIN_CALL_MNK MV_GEMM_MIN_CALL_MNK
+#define BLAS_ROW_ATOM 64
+#define BLAS_MIN_CALL_MNK (1LL << 23)
+/* Attention work item: this many query rows of one head of one segment. */
+#define ATT_QB 128
+/* Keys per block of attention's online softmax, at most (att_key_block): the item's score block
+ * (ATT_QB x ATT_KB f32) stays in L2. Overridable for measurement (-DATT_KB=...). */
+#ifndef ATT_KB
+#define ATT_KB 1024
+#endif
+
+/* The row loops of tower_cpu.c and attention_cpu.c (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
+ * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. Not
+ * under the sanitizers: their ifunc resolvers run before the sanitizer runtime (a crash at load). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MV_CLONES
+#endif
+
+/* e^x in f32 for x in [-87, 88] (clamped outside), within 2 ulp: Cephes' expf polynomial with a
+ * round-to-nearest trick instead of rintf, so that loops calling it vectorise (no libm call). */
+static inline float exp_f32(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } sc = {.i = ((int32_t)n + 127) << 23};
+    return y * sc.f;
+}
+
+/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms, where a call of
+ * one atom less than that still has more than min_mnk multiply-adds for every shape in
+ * (min_nk = the smallest od * in). Depends on n and the shapes, never on T beyond the cap. */
+static inline int row_parts_a(int64_t n, int64_t min_nk, int T, int atom, int64_t min_mnk)
+{
+    int64_t atoms = (n + atom - 1) / atom;
+    int64_t atoms_min = min_mnk / ((int64_t)atom * min_nk) + 2;
+    int64_t P = atoms / atoms_min;
+    return P < 1 ? 1 : (P > T ? T : (int)P);
+}
+
+/* Rows [r0, r1) of part t of P: cuts at multiples of atom. */
+static inline void row_range_a(int64_t n, int t, int P, int atom, int64_t *r0, int64_t *r1)
+{
+    int64_t atoms = (n + atom - 1) / atom;
+    *r0 = atoms * t / P * atom;
+    *r1 = atoms * (t + 1) / P * atom;
+    *r0 = *r0 < n ? *r0 : n;
+    *r1 = *r1 < n ? *r1 : n;
+}
+
+static inline int row_parts(int64_t n, int64_t min_nk, int T)
+{
+    return row_parts_a(n, min_nk, T, MV_ROW_ATOM, MV_MIN_CALL_MNK);
+}
+
+static inline void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
+{
+    row_range_a(n, t, P, MV_ROW_ATOM, r0, r1);
+}
+
+/* Attention through the GEMM library on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out
+ * [n, heads * D]; scratch: n_threads x ATT_QB x ATT_KB floats. 0, or -1 when the GEMM library
+ * failed (attention_cpu.c). */
+int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg, int heads, int D,
+                     float *scratch);
+/* Rows [r0, r1) of mv_cpu_split_heads, on the calling thread. */
+void mv_cpu_split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t, int64_t n,
+                              int64_t r0, int64_t r1, int heads, int D);
+/* qkv[n, 3H] -> hm[3][heads][n][D], q and k rotated when cos_t / sin_t are given (OpenMP over rows). */
+void mv_cpu_split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t, int64_t n, int heads,
+                        int D);
+
+#endif

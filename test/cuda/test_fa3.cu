@@ -1,0 +1,403 @@
+/* test_fa3.cu - the Hopper wgmma attention kernel (cu/attention_fa3.cu, sm_90a) against its CPU
+ * twin mv_attention_cpu (f32 on the same bf16-rounded q|k|v), beside the builtin bf16 kernel
+ * (cu/attention.cu) on the same inputs: segment mixes around the 128-row query tile and the
+ * 64/128-key tiles (1, 127, 128, 129, 784 x 3, 8160 and mixes of them), head dims 72 and 64,
+ * both key-tile sizes (MV_FA3_BN 128 and 64), near one-hot softmax rows. Per case:
+ *   - rel L2 < 8e-3 against the twin (test_cuda_ops's bf16 attention budget), no NaN / inf;
+ *   - rel L2 at most 2x the builtin kernel's (FlashAttention's error-budget rule);
+ *   - every output row written (the output is NaN-poisoned before each run) and nothing written
+ *     past the last row (a poisoned guard band of 128 rows after the output must stay intact);
+ *   - a second run gives the same bits (a moving result is a race: METHOD.md).
+ * Then the refusals: head dims other than 64 / 72 (launcher and mv_cuda_fa3_check's message).
+ * `--big` runs only one 47376-row segment (D 64) and 47376 + 1 (D 72): minutes of CPU twin.
+ * `--quick` (compute-sanitizer) runs the small mixes only. Needs compute capability 9.0; on any
+ * other GPU it bails out (the kernel has no image there). TAP output (test/unit/unit.h); built by
+ * scripts/device-bundle.sh, run by scripts/device-run.sh fa3. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "mv_cuda.cuh"
+#include "wgmma.cuh"
+extern "C" {
+#include "mv_backend.h"
+#include "mv_npy.h"
+#include "mv_ops_cpu.h"
+}
+#include "unit.h"
+
+#define CU(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t r_ = (x);                                                                      \
+        if (r_ != cudaSuccess) {                                                                   \
+            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_));   \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static float urand(void) /* [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+}
+
+typedef struct {
+    double rel_l2, max_abs;
+    long nonfinite;
+} cmp_t;
+static cmp_t compare(const float *a, const float *ref, size_t n)
+{
+    cmp_t c = {0, 0, 0};
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) {
+            c.nonfinite++;
+            continue;
+        }
+        double d = (double)a[i] - ref[i];
+        d2 += d * d;
+        r2 += (double)ref[i] * ref[i];
+        if (fabs(d) > c.max_abs) c.max_abs = fabs(d);
+    }
+    c.rel_l2 = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    return c;
+}
+
+static std::vector<float> bf16_to_f32(const std::vector<uint16_t> &h)
+{
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); i++) f[i] = mv_bf16_to_f32(h[i]);
+    return f;
+}
+
+static mv_attn_state g_st;
+
+/* One attention run into out (with a guard band of `guard` rows after n rows, all poisoned with
+ * 0xffff = NaN first). fa3: 0 = builtin kernel, 64 / 128 = fa3 with that many keys per tile;
+ * ver: the fa3 kernel version (1 or 2). */
+static std::vector<uint16_t> run(int fa3, int ver, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
+                                 int heads, int D, int64_t guard, cudaError_t *err)
+{
+    const size_t total = (size_t)((n + guard) * heads * D);
+    CU(cudaMemset(out, 0xff, total * sizeof(bf16)));
+    if (fa3) {
+        g_st.fa3_bn = fa3;
+        g_st.fa3_ver = ver;
+        *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, 0);
+    } else {
+        *err = mv_cuda_attention_bf16(&g_st, out, qkv, tiles, nt, heads, D, 0);
+    }
+    std::vector<uint16_t> h(total);
+    if (*err == cudaSuccess) *err = cudaDeviceSynchronize();
+    if (*err == cudaSuccess) CU(cudaMemcpy(h.data(), out, total * sizeof(bf16), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscale)
+{
+    std::vector<int32_t> cu(lens.size() + 1, 0);
+    for (size_t i = 0; i < lens.size(); i++) cu[i + 1] = cu[i] + lens[i];
+    const int64_t n = cu.back(), H = (int64_t)heads * D, guard = 128;
+    /* random q|k|v, rounded to bf16 (the kernels' input), q and k scaled: peaky softmax rows */
+    std::vector<float> qkv((size_t)(n * 3 * H));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < 3 * H; c++)
+            qkv[(size_t)(r * 3 * H + c)] = mv_round_bf16(urand() * (c < 2 * H ? qscale : 1.f));
+    std::vector<float> ref((size_t)(n * H));
+    mv_attention_cpu(ref.data(), qkv.data(), cu.data(), (int)lens.size(), heads, D);
+    std::vector<uint16_t> hq(qkv.size());
+    for (size_t i = 0; i < qkv.size(); i++) hq[i] = mv_f32_to_bf16(qkv[i]);
+    bf16 *dq, *dout;
+    CU(cudaMalloc(&dq, hq.size() * sizeof(bf16)));
+    CU(cudaMemcpy(dq, hq.data(), hq.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+    CU(cudaMalloc(&dout, (size_t)((n + guard) * H) * sizeof(bf16)));
+    int nt = mv_attn_tile_count(cu.data(), (int)lens.size(), MV_ATTN_BM_BF16);
+    std::vector<mv_attn_tile> tiles((size_t)nt);
+    mv_attn_tiles(tiles.data(), cu.data(), (int)lens.size(), MV_ATTN_BM_BF16);
+    mv_attn_tile *dt;
+    CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
+    CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
+    char segs[128] = "";
+    for (size_t i = 0; i < lens.size() && strlen(segs) < 100; i++)
+        snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
+
+    cudaError_t e0;
+    std::vector<uint16_t> hb = run(0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
+    CU(e0);
+    std::vector<float> fb = bf16_to_f32(hb);
+    cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
+    for (int vb = 0; vb < 4; vb++) {
+        const int ver = vb < 2 ? 2 : 1, bn = vb % 2 ? 64 : 128;
+        cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
+        std::vector<uint16_t> h1 = run(bn, ver, dout, dq, dt, nt, n, heads, D, guard, &e1);
+        std::vector<uint16_t> h2 = e1 == cudaSuccess ? run(bn, ver, dout, dq, dt, nt, n, heads, D, guard, &e2) : h1;
+        if (e1 != cudaSuccess || e2 != cudaSuccess) {
+            CHECK(0, "fa3 v%d BN=%d D=%d heads=%d segments [%s]: %s", ver, bn, D, heads, segs,
+                  cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+            printf("Bail out! a failed launch may leave the context unusable\n");
+            exit(2);
+        }
+        std::vector<float> f1 = bf16_to_f32(h1);
+        cmp_t c = compare(f1.data(), ref.data(), (size_t)(n * H));
+        long guard_hit = 0;
+        for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
+        const int same = h1 == h2;
+        CHECK(c.nonfinite == 0 && c.rel_l2 < 8e-3 && c.rel_l2 <= 2 * cb.rel_l2 && guard_hit == 0 && same,
+              "fa3 v%d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin %.2e) max_abs %.2e "
+              "nonfinite %ld, guard band written %ld, second run %s",
+              ver, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
+              same ? "identical" : "DIFFERENT");
+    }
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dt);
+}
+
+/* ---- layout probes ----------------------------------------------------------------------
+ * One warpgroup, one product of the kind the kernel runs, through the same helpers (wgmma.cuh:
+ * cm_offset, desc_kmajor, desc_nmajor, the register fragments), against a double product on the
+ * host. variant 0 = the kernel's descriptors; variant 1 = LBO and SBO swapped, run only when 0
+ * fails, to say which way the hardware reads them (a diagnosis printed as a TAP comment). The
+ * shared allocation has slack, so that a wrong descriptor reads garbage instead of faulting. */
+#define PROBE_SMEM (96 * 1024)
+/* Byte offset of (row, chunk) in layout L: 0 = interleaved core matrices (cs chunks a row
+ * group; fa3 version 1), 1 = chunk-major with R rows a chunk (what TMA writes; version 2). */
+template <int L> static __device__ __forceinline__ uint32_t probe_off(int row, int chunk, int cs, int R)
+{
+    return L ? (uint32_t)((chunk * R + row) * 16) : cm_offset(row, chunk, cs);
+}
+
+template <int L, int N, int DP>
+__global__ void __launch_bounds__(128) probe_qk(float *out, const uint16_t *a, const uint16_t *b, int variant)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int C = DP / 8, KS = DP / 16;
+    extern __shared__ __align__(128) unsigned char sm[];
+    const uint32_t sa = smem_u32(sm), sb = sa + 64 * DP * 2;
+    const int tid = threadIdx.x, wl = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+    for (int i = tid; i < 64 * C; i += 128)
+        *(uint4 *)(sm + probe_off<L>(i / C, i % C, C, 64)) = *(const uint4 *)(a + (i / C) * DP + (i % C) * 8);
+    for (int i = tid; i < N * C; i += 128)
+        *(uint4 *)(sm + 64 * DP * 2 + probe_off<L>(i / C, i % C, C, N)) = *(const uint4 *)(b + (i / C) * DP + (i % C) * 8);
+    fence_proxy_async();
+    __syncthreads();
+    float d[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; i++) d[i] = 0.f;
+    reg_fence(d);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        uint64_t da, db;
+        if (L == 0) {
+            da = variant ? gmma_desc(sa + ks * 256, C * 128, 128) : desc_kmajor(sa + ks * 256, C);
+            db = variant ? gmma_desc(sb + ks * 256, C * 128, 128) : desc_kmajor(sb + ks * 256, C);
+        } else {
+            da = variant ? gmma_desc(sa + ks * 2 * 64 * 16, 128, 64 * 16) : desc_kmajor_cols(sa + ks * 2 * 64 * 16, 64);
+            db = variant ? gmma_desc(sb + ks * 2 * N * 16, 128, N * 16) : desc_kmajor_cols(sb + ks * 2 * N * 16, N);
+        }
+        wgmma_ss<N>(d, da, db, ks > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(d);
+#pragma unroll
+    for (int nt = 0; nt < N / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            out[(16 * wl + g + 8 * (e >> 1)) * N + nt * 8 + 2 * t + (e & 1)] = d[4 * nt + e];
+#endif
+}
+
+/* O[64, D] = P[64, 64] V[64, D]: P from registers in the kernel's fragment order, V N-major */
+template <int L, int D>
+__global__ void __launch_bounds__(128) probe_pv(float *out, const uint16_t *p, const uint16_t *v, int variant)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int CV = D / 8, KP = 64;
+    extern __shared__ __align__(128) unsigned char sm[];
+    const uint32_t sv = smem_u32(sm);
+    const int tid = threadIdx.x, wl = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+    for (int i = tid; i < KP * CV; i += 128)
+        *(uint4 *)(sm + probe_off<L>(i / CV, i % CV, CV, KP)) = *(const uint4 *)(v + (i / CV) * D + (i % CV) * 8);
+    uint32_t a[KP / 4];
+    const int r0 = 16 * wl + g;
+#pragma unroll
+    for (int kk = 0; kk < KP / 16; kk++) {
+        a[4 * kk + 0] = *(const uint32_t *)(p + r0 * KP + 16 * kk + 2 * t);
+        a[4 * kk + 1] = *(const uint32_t *)(p + (r0 + 8) * KP + 16 * kk + 2 * t);
+        a[4 * kk + 2] = *(const uint32_t *)(p + r0 * KP + 16 * kk + 8 + 2 * t);
+        a[4 * kk + 3] = *(const uint32_t *)(p + (r0 + 8) * KP + 16 * kk + 8 + 2 * t);
+    }
+    fence_proxy_async();
+    __syncthreads();
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+    reg_fence(o);
+    reg_fence(a);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KP / 16; kk++) {
+        uint64_t dv;
+        if (L == 0) {
+            const uint32_t at = sv + kk * 2 * CV * 128;
+            dv = variant ? gmma_desc(at, 128, CV * 128) : desc_nmajor(at, CV);
+        } else {
+            const uint32_t at = sv + kk * 256;
+            dv = variant ? gmma_desc(at, KP * 16, 128) : desc_nmajor_cols(at, KP);
+        }
+        wgmma_rs<D>(o, &a[4 * kk], dv);
+    }
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(o);
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            out[(16 * wl + g + 8 * (e >> 1)) * D + nt * 8 + 2 * t + (e & 1)] = o[4 * nt + e];
+#endif
+}
+
+/* out[64, N] from the probe vs the double product A[64, K] . B (B [N, K] when bt, else [K, N]) */
+static double probe_err(const std::vector<float> &out, const std::vector<uint16_t> &A, const std::vector<uint16_t> &B,
+                        int N, int K, int bt)
+{
+    double d2 = 0, r2 = 0;
+    for (int i = 0; i < 64; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (double)mv_bf16_to_f32(A[(size_t)i * K + k]) *
+                       mv_bf16_to_f32(bt ? B[(size_t)j * K + k] : B[(size_t)k * N + j]);
+            double dd = out[(size_t)i * N + j] - acc;
+            d2 += dd * dd;
+            r2 += acc * acc;
+        }
+    return r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+}
+
+static std::vector<uint16_t> rand_bf16(size_t n)
+{
+    std::vector<uint16_t> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = mv_f32_to_bf16(urand());
+    return h;
+}
+
+/* kind 0: S = Q K^T (probe_qk<N, DP>), kind 1: O = P V (probe_pv<N>); returns rel L2 */
+template <int KIND, int L, int N, int DP> static double probe_run(int variant)
+{
+    const int kind = KIND, K = kind ? 64 : DP;
+    std::vector<uint16_t> A = rand_bf16((size_t)64 * K), B = rand_bf16((size_t)N * K);
+    uint16_t *dA, *dB;
+    float *dO;
+    CU(cudaMalloc(&dA, A.size() * 2));
+    CU(cudaMalloc(&dB, B.size() * 2));
+    CU(cudaMalloc(&dO, (size_t)64 * N * 4));
+    CU(cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice));
+    CU(cudaMemset(dO, 0xff, (size_t)64 * N * 4));
+    if constexpr (KIND == 1) {
+        CU(cudaFuncSetAttribute(probe_pv<L, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, PROBE_SMEM));
+        probe_pv<L, N><<<1, 128, PROBE_SMEM>>>(dO, dA, dB, variant);
+    } else {
+        CU(cudaFuncSetAttribute(probe_qk<L, N, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, PROBE_SMEM));
+        probe_qk<L, N, DP><<<1, 128, PROBE_SMEM>>>(dO, dA, dB, variant);
+    }
+    CU(cudaGetLastError());
+    CU(cudaDeviceSynchronize());
+    std::vector<float> out((size_t)64 * N);
+    CU(cudaMemcpy(out.data(), dO, out.size() * 4, cudaMemcpyDeviceToHost));
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dO);
+    return probe_err(out, A, B, N, K, kind == 0);
+}
+
+template <int KIND, int L, int N, int DP> static void probe(void)
+{
+    const int kind = KIND;
+    const char *what = kind ? "O = P V (A in registers, B N-major)" : "S = Q K^T (A and B K-major)";
+    double e0 = probe_run<KIND, L, N, DP>(0);
+    CHECK(e0 < 1e-5, "wgmma layout probe: %s, %s layout, m64n%dk16, K %d: rel L2 %.2e vs a double product", what,
+          L ? "chunk-major (TMA)" : "interleaved", N, kind ? 64 : DP, e0);
+    if (!(e0 < 1e-5))
+        printf("# diagnosis: the same with LBO and SBO swapped: rel L2 %.2e\n", probe_run<KIND, L, N, DP>(1));
+}
+
+static void test_probes(void)
+{
+    probe<0, 0, 128, 80>();
+    probe<0, 0, 64, 80>();
+    probe<0, 0, 128, 64>();
+    probe<0, 0, 64, 64>();
+    probe<1, 0, 72, 72>();
+    probe<1, 0, 64, 64>();
+    probe<0, 1, 128, 80>();
+    probe<0, 1, 64, 80>();
+    probe<0, 1, 128, 64>();
+    probe<0, 1, 64, 64>();
+    probe<1, 1, 72, 72>();
+    probe<1, 1, 64, 64>();
+}
+
+static void test_refusals(void)
+{
+    for (int D : {32, 80, 96, 128}) {
+        mv_err e;
+        e.msg[0] = 0;
+        mv_status s = mv_cuda_fa3_check(0, D, &e);
+        char want[32];
+        snprintf(want, sizeof want, "head dim is %d", D);
+        cudaError_t r = mv_cuda_attention_fa3(&g_st, NULL, NULL, 1, NULL, 1, 1, D, 0);
+        CHECK(s == MV_ERR_UNSUPPORTED && strstr(e.msg, want) && strstr(e.msg, "64 and 72") &&
+                  r == cudaErrorInvalidValue,
+              "fa3 refuses head dim %d: \"%s\", launcher: %s", D, e.msg, cudaGetErrorString(r));
+    }
+    mv_err e;
+    CHECK(mv_cuda_fa3_check(0, 72, &e) == MV_OK && mv_cuda_fa3_check(0, 64, &e) == MV_OK,
+          "fa3 takes head dims 72 and 64 on this device");
+}
+
+int main(int argc, char **argv)
+{
+    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    const int big = argc > 1 && !strcmp(argv[1], "--big");
+    if (!mv_cuda_available()) {
+        printf("Bail out! no CUDA device\n");
+        return 2;
+    }
+    CU(cudaSetDevice(0));
+    int major = 0, minor = 0;
+    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+    if (major != 9 || minor != 0) {
+        printf("Bail out! the fa3 kernel needs compute capability 9.0; device 0 is %d.%d\n", major, minor);
+        return 2;
+    }
+    mv_cuda_attn_state_init(&g_st, 0);
+    if (!big) test_probes();
+    if (big) {
+        test_fa3({47376}, 1, 64, 2.f);
+        test_fa3({47376, 1}, 1, 72, 2.f);
+        return UNIT_DONE();
+    }
+    test_refusals();
+    const std::vector<std::vector<int>> mixes = {{1}, {127, 128, 129}, {784, 784, 784}, {17, 130, 64, 1, 1, 2}};
+    for (auto &mx : mixes) {
+        test_fa3(mx, 2, 72, 2.f);
+        test_fa3(mx, 3, 64, 2.f);
+    }
+    test_fa3({300, 65}, 2, 72, 6.f); /* near one-hot softmax rows */
+    if (!quick) {
+        test_fa3({1, 127, 128, 129, 784, 784, 784, 8160}, 2, 72, 2.f);
+        test_fa3({8160}, 1, 64, 2.f);
+        test_fa3({8160, 784, 129, 1}, 2, 64, 2.f);
+    }
+    return UNIT_DONE();
+}
