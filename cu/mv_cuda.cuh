@@ -110,10 +110,11 @@ int mv_cuda_attn_supported(int D);
  * host memory or device memory of `device`; else MV_ERR_DEVICE naming `what`. */
 mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e);
 
-/* ---- attention_fa3.cu (sm_90a only; an untested draft: see the file's opening) ----------- */
+/* ---- attention_fa3.cu (sm_90a only: TMA, wgmma; see the file's opening) ------------------ */
 /* The same function and inputs as mv_cuda_attention_bf16 (tiles with MV_ATTN_BM_BF16 rows) on
- * Hopper's wgmma. cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice
- * on a device that is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
+ * Hopper's TMA and wgmma; n = the rows of qkv (the TMA tensor map's extent).
+ * cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice on a device that
+ * is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
 cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_fa3_head_dim_ok(int D);

@@ -34,9 +34,8 @@
  * f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element of x.
  *
  * Attention: the builtin kernel (cu/attention.cu), cuDNN's fused flash attention
- * (cu/attention_cudnn.cu, bf16) or, asked for by name only, the Hopper wgmma kernel
- * (cu/attention_fa3.cu, bf16, an untested draft); opts.attention / --attention, chosen once at
- * creation. */
+ * (cu/attention_cudnn.cu, bf16) or the Hopper kernel (cu/attention_fa3.cu, bf16); opts.attention /
+ * --attention, chosen once at creation, and in auto mode per chunk (fa3_for_chunk). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

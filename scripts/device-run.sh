@@ -8,7 +8,7 @@
 #   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
 #   attn       .device/bin/attnbench (builtin vs cuDNN kernels) and scripts/bench_attn_torch.py
 #              (torch sdpa FlashAttention-2 / cuDNN) on the same shapes           -> attn.log/jsonl
-#   fa3        the Hopper wgmma kernel (cu/attention_fa3.cu, a draft): test_fa3 (twin tests),
+#   fa3        the Hopper kernel (cu/attention_fa3.cu): test_fa3 (layout probes, twin tests),
 #              test_fa3 --big, compute-sanitizer memcheck + racecheck on test_fa3 --quick,
 #              attnbench (fa3 beside builtin and cuDNN)        -> fa3.log, fa3_sanitizer.log,
 #              fa3_bench.jsonl
