@@ -73,6 +73,87 @@ template <int D, int BN> struct fa3_shape {
     static constexpr size_t SMEM = (size_t)Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
 };
 
+/* ---- pieces both versions share (per thread: rows g and g + 8 of its warp's 16; s[4 nt + e]
+ * is row g (e < 2) or g + 8, key nt * 8 + 2t + (e & 1): the wgmma m64 accumulator layout) ---- */
+/* keys at or past kv1 in the key tile starting at kbase: -inf */
+template <int BN> static __device__ __forceinline__ void fa3_mask_tail(float *s, int kbase, int kv1, int t)
+{
+    if (kbase + BN <= kv1) return;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (kbase + nt * 8 + 2 * t + (e & 1) >= kv1) s[4 * nt + e] = -INFINITY;
+}
+/* online softmax in log2 units: s <- P (f32), m and l updated, corr[r] = exp2(m_old - m_new), the
+ * factor the row's earlier output must be scaled by (0 on the first tile) */
+template <int BN>
+static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l, float *corr, float scale_log2)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = m[r];
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]) * scale_log2);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        corr[r] = exp2f(m[r] - mx);
+        m[r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++) {
+            float p0 = exp2f(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
+            float p1 = exp2f(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
+            s[4 * nt + 2 * r] = p0;
+            s[4 * nt + 2 * r + 1] = p1;
+            sum += p0 + p1;
+        }
+        l[r] = l[r] * corr[r] + sum;
+    }
+}
+template <int D> static __device__ __forceinline__ void fa3_rescale_o(float *o, const float *corr)
+{
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) {
+        o[4 * nt + 0] *= corr[0];
+        o[4 * nt + 1] *= corr[0];
+        o[4 * nt + 2] *= corr[1];
+        o[4 * nt + 3] *= corr[1];
+    }
+}
+/* P (bf16) as the A operand of P.V: k16 step kk = n-tiles 2kk (a0 row g, a1 row g + 8) and 2kk + 1
+ * (a2, a3), the mma.sync m16n8k16 A layout per warp */
+template <int BN> static __device__ __forceinline__ void fa3_pack_p(uint32_t *p, const float *s)
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        p[4 * kk + 0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+        p[4 * kk + 1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        p[4 * kk + 2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        p[4 * kk + 3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+/* O / l into out for this thread's rows row_g and row_g + 8 that lie before kv1 */
+template <int D>
+static __device__ __forceinline__ void fa3_store(bf16 *out, const float *o, const float *l, int row_g, int kv1, int H,
+                                                 int h, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const float inv = 1.f / lr;
+        const int row = row_g + 8 * r;
+        if (row < kv1) {
+            bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < D / 8; nt++)
+                *(__nv_bfloat162 *)(po + nt * 8) = __floats2bfloat162_rn(o[4 * nt + 2 * r] * inv, o[4 * nt + 2 * r + 1] * inv);
+        }
+    }
+}
+
 /* Rows [row0, row0 + nrows) of one head's q, k or v (src: its first column, row stride ld) into
  * the core-matrix layout at dst (CS chunks per 8-row group); rows >= limit are zero-filled.
  * Element i: 8 consecutive i are 8 rows of one chunk (one 128-byte core matrix). */
@@ -97,8 +178,6 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fa3_shape<D, BN> S;
     constexpr int C = S::C, CV = S::CV, KS = S::KS;
-    constexpr int NS = BN / 8; /* 8-key n-tiles of S */
-    constexpr int NO = D / 8;  /* 8-column n-tiles of O */
     static_assert(BN == 64 || BN == 128, "keys per tile");
     static_assert(D == 64 || D == 72, "head dim");
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -162,50 +241,12 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
         wg_wait<0>();
         reg_fence(s);
 
-        /* keys past the segment: -inf. s[4 nt + e]: row g (e < 2) or g + 8, key nt * 8 + 2t + (e & 1) */
-        const int kbase = kv0 + j * BN;
-        if (kbase + BN > kv1) {
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (kbase + nt * 8 + 2 * t + (e & 1) >= kv1) s[4 * nt + e] = -INFINITY;
-        }
-        /* online softmax in log2 units; rows g (r = 0) and g + 8 (r = 1) of this warp's 16 */
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = m[r];
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]) * scale_log2);
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            float corr = exp2f(m[r] - mx);
-            m[r] = mx;
-            l[r] *= corr;
-#pragma unroll
-            for (int nt = 0; nt < NO; nt++) {
-                o[4 * nt + 2 * r] *= corr;
-                o[4 * nt + 2 * r + 1] *= corr;
-            }
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++) {
-                float p0 = exp2f(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
-                float p1 = exp2f(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
-                s[4 * nt + 2 * r] = p0;
-                s[4 * nt + 2 * r + 1] = p1;
-                l[r] += p0 + p1;
-            }
-        }
-        /* P (bf16) as the A operand: k16 step kk = n-tiles 2kk (a0 row g, a1 row g+8) and 2kk+1
-         * (a2, a3), the mma.sync m16n8k16 A layout per warp */
+        float corr[2];
+        fa3_mask_tail<BN>(s, kv0 + j * BN, kv1, t);
+        fa3_softmax<BN>(s, m, l, corr, scale_log2);
+        fa3_rescale_o<D>(o, corr);
         uint32_t p[BN / 4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            p[4 * kk + 0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-            p[4 * kk + 1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-            p[4 * kk + 2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-            p[4 * kk + 3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        fa3_pack_p<BN>(p, s);
         /* O[64, D] += P[64, BN] V[BN, D] */
         reg_fence(o);
         reg_fence(p);
@@ -220,20 +261,7 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
         __syncthreads(); /* the next iteration's loads overwrite this stage */
     }
 
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float lr = l[r];
-        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-        const float inv = 1.f / lr;
-        const int row = q0 + wg * 64 + wl * 16 + g + 8 * r;
-        if (row < kv1) {
-            bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
-#pragma unroll
-            for (int nt = 0; nt < NO; nt++)
-                *(__nv_bfloat162 *)(po + nt * 8) = __floats2bfloat162_rn(o[4 * nt + 2 * r] * inv, o[4 * nt + 2 * r + 1] * inv);
-        }
-    }
+    fa3_store<D>(out, o, l, q0 + wg * 64 + wl * 16 + g, kv1, H, h, t);
 #endif
 }
 
@@ -273,7 +301,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fa3v2_shape<D, BN> S;
-    constexpr int CP = S::CP, CV = S::CV, KS = S::KS, NS = BN / 8, NO = D / 8, ST = FA3V2_ST;
+    constexpr int CP = S::CP, CV = S::CV, KS = S::KS, ST = FA3V2_ST;
     static_assert(BN == 64 || BN == 128, "keys per tile");
     static_assert(FA3_BM % BN == 0, "Q loads in boxes of BN rows");
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -348,34 +376,8 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
 
     /* S(j) -> P(j) in s (f32), corr = exp2(m_old - m_new), m and l updated */
     auto softmax = [&](int j) {
-        const int kbase = kv0 + j * BN;
-        if (kbase + BN > kv1) {
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (kbase + nt * 8 + 2 * t + (e & 1) >= kv1) s[4 * nt + e] = -INFINITY;
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = m[r];
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]) * scale_log2);
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            corr[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++) {
-                float p0 = exp2f(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
-                float p1 = exp2f(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
-                s[4 * nt + 2 * r] = p0;
-                s[4 * nt + 2 * r + 1] = p1;
-                sum += p0 + p1;
-            }
-            l[r] = l[r] * corr[r] + sum;
-        }
+        fa3_mask_tail<BN>(s, kv0 + j * BN, kv1, t);
+        fa3_softmax<BN>(s, m, l, corr, scale_log2);
     };
     auto issue_s = [&](int j) {
         const uint32_t kb = sK + (uint32_t)((j % ST) * S::K_BYTES);
@@ -389,15 +391,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) wgmma_rs<D>(o, &p[4 * kk], desc_nmajor_cols(vb + kk * 256, BN));
     };
-    auto pack_p = [&]() {
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            p[4 * kk + 0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-            p[4 * kk + 1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-            p[4 * kk + 2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-            p[4 * kk + 3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-        }
-    };
+    auto pack_p = [&]() { fa3_pack_p<BN>(p, s); };
     auto release = [&](uint32_t bar) {
         if (lane == 0) mbar_arrive(bar);
     };
@@ -438,13 +432,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         reg_fence(o);
         reg_fence(p);
         release(v_empty + 8 * sv);
-#pragma unroll
-        for (int nt = 0; nt < NO; nt++) {
-            o[4 * nt + 0] *= corr[0];
-            o[4 * nt + 1] *= corr[0];
-            o[4 * nt + 2] *= corr[1];
-            o[4 * nt + 3] *= corr[1];
-        }
+        fa3_rescale_o<D>(o, corr);
         pack_p();
     }
 
@@ -465,20 +453,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         release(v_empty + 8 * sv);
     }
 
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float lr = l[r];
-        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-        const float inv = 1.f / lr;
-        const int row = q0 + cw * 64 + wl * 16 + g + 8 * r;
-        if (row < kv1) {
-            bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
-#pragma unroll
-            for (int nt = 0; nt < NO; nt++)
-                *(__nv_bfloat162 *)(po + nt * 8) = __floats2bfloat162_rn(o[4 * nt + 2 * r] * inv, o[4 * nt + 2 * r + 1] * inv);
-        }
-    }
+    fa3_store<D>(out, o, l, q0 + cw * 64 + wl * 16 + g, kv1, H, h, t);
 #endif
 }
 
