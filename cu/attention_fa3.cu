@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
  * 384 threads: warpgroup 0 is the producer (one thread issues every TMA load; the warpgroup gives
  * its registers back), warpgroups 1 and 2 are consumers owning query rows [0, 64) and [64, 128)
  * of the tile. Shared memory in the chunk-major layout a TMA box of 8 columns x R rows writes
- * (wgmma.cuh): Q (128 rows, DP / 8 chunks, the last one zero when D = 72), K (FA3V2_ST stages
+ * (wgmma.cuh): Q (128 rows, C = DP / 8 chunks, the last one zero when D = 72), K (FA3V2_ST stages
  * of BN rows, same chunks) and V (FA3V2_ST stages of BN rows, D / 8 chunks). Barriers: q_full;
  * k_full / v_full per stage (the producer's arrival with the transaction bytes, completed by the
  * TMA unit), k_empty / v_empty per stage (one arrival per consumer warp, 8, after its wgmma read
@@ -285,12 +285,11 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
 #define FA3V2_THREADS 384
 #define FA3V2_ST 2 /* stages of K and of V */
 
-template <int D, int BN> struct fa3v2_shape {
-    static constexpr int DP = (D + 15) / 16 * 16, CP = DP / 8, CV = D / 8, KS = DP / 16;
-    static constexpr int Q_BYTES = FA3_BM * CP * 16;
-    static constexpr int K_BYTES = BN * CP * 16;
-    static constexpr int V_BYTES = BN * CV * 16;
-    static constexpr int DATA = Q_BYTES + FA3V2_ST * (K_BYTES + V_BYTES);
+/* the same tile sizes as version 1 (fa3_shape: C chunks of Q and K, CV of V), more stages, and
+ * the mbarriers after the data */
+template <int D, int BN> struct fa3v2_shape : fa3_shape<D, BN> {
+    typedef fa3_shape<D, BN> B;
+    static constexpr int DATA = B::Q_BYTES + FA3V2_ST * (B::K_BYTES + B::V_BYTES);
     static constexpr size_t SMEM = (size_t)DATA + 8 * (1 + 4 * FA3V2_ST);
 };
 
@@ -301,7 +300,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fa3v2_shape<D, BN> S;
-    constexpr int CP = S::CP, CV = S::CV, KS = S::KS, ST = FA3V2_ST;
+    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST;
     static_assert(BN == 64 || BN == 128, "keys per tile");
     static_assert(FA3_BM % BN == 0, "Q loads in boxes of BN rows");
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -324,7 +323,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         }
         mbar_init_fence();
     }
-    if constexpr (CP > CV) {
+    if constexpr (C > CV) {
         /* chunk CV (columns D..DP-1) of Q and of every K stage: zero, once (TMA never writes it) */
         for (int i = tid; i < FA3_BM + ST * BN; i += FA3V2_THREADS) {
             const uint32_t a = i < FA3_BM ? sQ + (uint32_t)((CV * FA3_BM + i) * 16)
@@ -479,18 +478,24 @@ mv_status mv_cuda_fa3_check(int device, int D, mv_err *e)
 
 static float fa3_scale_log2(int D) { return (float)(1.0 / sqrt((double)D) * 1.4426950408889634); }
 
+/* Raises kernel's dynamic shared-memory limit to smem on s's device, once per state (bit: which
+ * instantiation; cudaFuncSetAttribute acts on the current device only). */
+static cudaError_t fa3_smem_limit(mv_attn_state *s, uint32_t bit, const void *kernel, size_t smem)
+{
+    if (s->fa3_attr & bit) return cudaSuccess;
+    cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (r == cudaSuccess) s->fa3_attr |= bit;
+    return r;
+}
+
 template <int D, int BN>
 static cudaError_t launch_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int n_tiles,
                               int heads, cudaStream_t st)
 {
     const size_t smem = fa3_shape<D, BN>::SMEM;
-    const uint32_t bit = 1u << ((D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1));
-    if (!(s->fa3_attr & bit)) {
-        cudaError_t r = cudaFuncSetAttribute(attn_fa3_kernel<D, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
-        if (r != cudaSuccess) return r;
-        s->fa3_attr |= bit;
-    }
+    cudaError_t r = fa3_smem_limit(s, 1u << ((D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
+                                   (const void *)attn_fa3_kernel<D, BN>, smem);
+    if (r != cudaSuccess) return r;
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
     attn_fa3_kernel<D, BN><<<grid, FA3_THREADS, smem, st>>>(out, qkv, tiles, heads, fa3_scale_log2(D));
     return cudaGetLastError();
@@ -522,15 +527,11 @@ static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, in
                                 int n_tiles, int heads, cudaStream_t st)
 {
     const size_t smem = fa3v2_shape<D, BN>::SMEM;
-    const uint32_t bit = 1u << (4 + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1));
-    if (!(s->fa3_attr & bit)) {
-        cudaError_t r = cudaFuncSetAttribute(attn_fa3v2_kernel<D, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
-        if (r != cudaSuccess) return r;
-        s->fa3_attr |= bit;
-    }
+    cudaError_t r = fa3_smem_limit(s, 1u << (4 + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
+                                   (const void *)attn_fa3v2_kernel<D, BN>, smem);
+    if (r != cudaSuccess) return r;
     CUtensorMap tm;
-    cudaError_t r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN);
+    r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN);
     if (r != cudaSuccess) return r;
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
     attn_fa3v2_kernel<D, BN><<<grid, FA3V2_THREADS, smem, st>>>(tm, out, tiles, heads, fa3_scale_log2(D));

@@ -83,8 +83,9 @@ typedef struct {
     int device;
     int variant;       /* bf16 kernel: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows */
     uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
-    /* fa3 kernel (attention_fa3.cu): limits raised (bit (D == 64) * 2 + (BN == 64)), keys per
-     * tile (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not yet, 1 yes, -1 no) */
+    /* fa3 kernel (attention_fa3.cu): limits raised (bit (version 2) * 4 + (D == 64) * 2 +
+     * (BN == 64)), keys per tile (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not
+     * yet, 1 yes, -1 no) */
     uint32_t fa3_attr;
     int fa3_bn;
     int fa3_cc;
