@@ -78,7 +78,9 @@ typedef struct {
     mv_gemm *gemm;
     mv_attn_state attn; /* this device's attention launcher state */
     mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
-    int fa3_ok;         /* the fa3 kernel runs here (bf16, sm_90, head dim 64 / 72): auto may pick it */
+    /* chunks whose segments average at least this many rows run the fa3 kernel; -1: none (set by
+     * choose_attention, read by fa3_for_chunk) */
+    int64_t fa3_min_rows;
     mv_attn_impl attn_impl;
     int verbose;
     int fuse_gelu;
@@ -123,9 +125,7 @@ typedef struct {
 #define FA3_AUTO_MIN_ROWS 6144
 static int fa3_for_chunk(const cuda_backend *b, int64_t rows, int nseg)
 {
-    if (!b->fa3_ok || nseg <= 0) return 0;
-    if (b->attn_impl == MV_ATTN_FA3 || !b->dnn) return 1;
-    return b->base.model->cfg.head_dim == 72 && rows / nseg >= FA3_AUTO_MIN_ROWS;
+    return b->fa3_min_rows >= 0 && nseg > 0 && rows / nseg >= b->fa3_min_rows;
 }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -898,6 +898,7 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     const mv_vision_config *c = &b->base.model->cfg;
     b->attn_impl = o ? o->attention : MV_ATTN_AUTO;
     b->verbose = o ? o->verbose : 0;
+    b->fa3_min_rows = -1;
     const char *why = NULL;
     mv_err de;
     de.msg[0] = 0;
@@ -907,7 +908,7 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
         mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
         if (fs != MV_OK) return fs;
-        b->fa3_ok = 1;
+        b->fa3_min_rows = 0;
         if (b->verbose)
             fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (sm_90a: TMA, wgmma)\n", b->device);
         return MV_OK;
@@ -946,12 +947,12 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
             why = de.msg;
         }
     }
-    if (b->attn_impl == MV_ATTN_AUTO && b->prec == MV_PREC_BF16) {
-        mv_err fe;
-        b->fa3_ok = mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK;
-    }
+    mv_err fe; /* auto: fa3 where it measured fastest (fa3_for_chunk's comment) */
+    if (b->attn_impl == MV_ATTN_AUTO && b->prec == MV_PREC_BF16 &&
+        mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK)
+        b->fa3_min_rows = !b->dnn ? 0 : c->head_dim == 72 ? FA3_AUTO_MIN_ROWS : -1;
     if (b->verbose) {
-        if (b->dnn && b->fa3_ok && c->head_dim == 72)
+        if (b->dnn && b->fa3_min_rows > 0)
             fprintf(stderr,
                     "mvembed: cuda: device %d: attention: fa3 kernel for chunks whose segments average >= %d "
                     "rows, else cudnn: %s\n",
@@ -959,7 +960,7 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         else if (b->dnn)
             fprintf(stderr, "mvembed: cuda: device %d: attention: cudnn: %s\n", b->device,
                     mv_cudnn_attn_describe(b->dnn));
-        else if (b->fa3_ok)
+        else if (b->fa3_min_rows == 0)
             fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (no cudnn: %s)\n", b->device, why);
         else
             fprintf(stderr, "mvembed: cuda: device %d: attention: builtin kernel (%s)\n", b->device, why);
