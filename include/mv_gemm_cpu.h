@@ -54,6 +54,10 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws);
 mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out, int64_t ldo,
                        const float *x, int64_t ldx, int64_t m, mv_err *e);
 
+/* Makes OpenBLAS's own calls single-threaded, once per process (every parallel loop is ours):
+ * call before any direct cblas call. */
+void mv_blas_single_threaded(void);
+
 /* Row-major C[m, n] = alpha . A[m, k] . op(B) + beta . C (op(B) = B[k, n], or B[n, k]^T when
  * tb), on the calling thread alone (attention's products). Returns 0, or -1 on a library error. */
 int mv_sgemm_1t(int tb, int m, int n, int k, float alpha, const float *A, int lda, const float *B,

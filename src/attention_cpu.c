@@ -7,19 +7,14 @@
 #include "mv_ops_cpu.h"
 #include "tower_cpu_int.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_single(void) { openblas_set_num_threads(1); }
 
 /* One row of one key block of the online softmax: si[L] <- e^(si - m') with m' = max(*mx, max si),
  * *sum <- *sum . e^(*mx - m') + sum_j si[j]; *mx <- m'. Returns the factor e^(*mx - m') by which
@@ -123,7 +118,7 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
     int64_t n_items = 0;
     for (int sg = 0; sg < n_seg; sg++)
         n_items += (int64_t)heads * ((cu[sg + 1] - cu[sg] + ATT_QB - 1) / ATT_QB);
-    pthread_once(&blas_once, blas_single);
+    mv_blas_single_threaded();
     int bad = 0;
 #pragma omp parallel reduction(| : bad)
     {

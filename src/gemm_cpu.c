@@ -87,6 +87,7 @@ struct mv_gemm_ws {
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
+void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
 
 #if MV_HAVE_DNNL
 #define DNNL_TRY(call, what)                                                                   \
@@ -207,7 +208,7 @@ static int blas_core_is_modern(const char *c)
 
 mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
 {
-    pthread_once(&blas_once, blas_single); /* OpenBLAS (what stays on it) single-threaded */
+    mv_blas_single_threaded(); /* OpenBLAS (what stays on it) */
     mv_gemm_cpu *g = calloc(1, sizeof *g);
     if (!g)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");

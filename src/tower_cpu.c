@@ -38,9 +38,6 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_single(void) { openblas_set_num_threads(1); }
-
 /* 0.5 v (1 + tanh(u)) = v / (1 + e^(-2u)), u = sqrt(2/pi) (v + 0.044715 v^3) */
 static inline float gelu_tanh_f32(float v)
 {
@@ -194,7 +191,7 @@ void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, i
 {
     if (n <= 0)
         return;
-    pthread_once(&blas_once, blas_single);
+    mv_blas_single_threaded();
     int P = row_parts_a(n, (int64_t)out_dim * in, omp_get_max_threads(), BLAS_ROW_ATOM,
                         BLAS_MIN_CALL_MNK);
 #pragma omp parallel num_threads(P)
@@ -674,7 +671,7 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     /* -j N, else every CPU of the affinity mask; the GEMM libraries stay single-threaded */
     ci->threads = o && o->threads > 0 ? o->threads : mv_cpu_count();
     pthread_mutex_init(&ci->mu, NULL);
-    pthread_once(&blas_once, blas_single);
+    mv_blas_single_threaded();
     double t0 = mv_now();
     mv_status st = mv_gemm_cpu_create(o && o->verbose, &ci->g, e);
     if (!st)
