@@ -26,16 +26,10 @@ extern "C" {
 #include "mv_preprocess.h"
 }
 #include "unit.h"
+#define TWIN_SEED 0x9e3779b97f4a7c15ull
+#include "twin.cuh"
 
 /* ---- helpers -------------------------------------------------------------------------- */
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float urand(void) /* [-1, 1) */
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
-}
 static std::vector<float> randv(size_t n, float scale)
 {
     std::vector<float> v(n);
@@ -48,38 +42,6 @@ static std::vector<float> round_bf16(const std::vector<float> &v)
     for (size_t i = 0; i < v.size(); i++) r[i] = mv_round_bf16(v[i]);
     return r;
 }
-
-typedef struct {
-    double rel_l2, max_abs, max_ref;
-    long nonfinite;
-} cmp_t;
-static cmp_t compare(const float *a, const float *ref, size_t n)
-{
-    cmp_t c = {0, 0, 0, 0};
-    double d2 = 0, r2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) {
-            c.nonfinite++;
-            continue;
-        }
-        double d = (double)a[i] - ref[i];
-        d2 += d * d;
-        r2 += (double)ref[i] * ref[i];
-        if (fabs(d) > c.max_abs) c.max_abs = fabs(d);
-        if (fabs(ref[i]) > c.max_ref) c.max_ref = fabs(ref[i]);
-    }
-    c.rel_l2 = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-    return c;
-}
-
-#define CU(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t r_ = (x);                                                                      \
-        if (r_ != cudaSuccess) {                                                                   \
-            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_));   \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* device buffer of T with the given f32 contents */
 template <typename T> static T *dev_from(const std::vector<float> &h)

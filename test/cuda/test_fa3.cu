@@ -26,46 +26,8 @@ extern "C" {
 #include "mv_ops_cpu.h"
 }
 #include "unit.h"
-
-#define CU(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t r_ = (x);                                                                      \
-        if (r_ != cudaSuccess) {                                                                   \
-            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_));   \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static float urand(void) /* [-1, 1) */
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
-}
-
-typedef struct {
-    double rel_l2, max_abs;
-    long nonfinite;
-} cmp_t;
-static cmp_t compare(const float *a, const float *ref, size_t n)
-{
-    cmp_t c = {0, 0, 0};
-    double d2 = 0, r2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) {
-            c.nonfinite++;
-            continue;
-        }
-        double d = (double)a[i] - ref[i];
-        d2 += d * d;
-        r2 += (double)ref[i] * ref[i];
-        if (fabs(d) > c.max_abs) c.max_abs = fabs(d);
-    }
-    c.rel_l2 = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-    return c;
-}
+#define TWIN_SEED 0x243F6A8885A308D3ull
+#include "twin.cuh"
 
 static std::vector<float> bf16_to_f32(const std::vector<uint16_t> &h)
 {
