@@ -19,13 +19,8 @@
 # tower-only").
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/mvout}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-bash scripts/device-run.sh >/dev/null 2>&1   # unpacks .device into /tmp/mv (no steps)
-CUBLAS_DIR=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-MV=/tmp/mv/bin/mvembed
+source scripts/device-env.sh
+MV=$BIN/mvembed
 W=/tmp/e2e
 mkdir -p $W
 log() { echo "$*" | tee -a "$OUT/e2e.log"; }

@@ -25,27 +25,13 @@
 #   u8dump     the CLI on every fixture (tiny model) with --device cuda and --device cpu and
 #              --dump-stages: the GPU-patchified pixel_values (forward_u8, cu/patchify.cu) equal
 #              the CPU's and HF's (fixtures/ref sha256) bit for bit                -> u8dump.log
-# cuDNN: libcudnn.so.9 of the torch venv (nvidia/cudnn/lib) goes on LD_LIBRARY_PATH and in
-# MV_CUDNN_LIB. Each step's exit status is logged; the script exits 1 when any step failed.
+# The environment (unpacked bundle, libraries, cuDNN from the torch venv) is scripts/device-env.sh.
+# Each step's exit status is logged; the script exits 1 when any step failed.
 # Example (device tool): scripts/device-run.sh tests attn parity bench
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/mvout}
-mkdir -p "$OUT" /tmp/mv/bin /tmp/mv/lib
-export PYTHONUNBUFFERED=1
-for f in .device/bin/*.xz .device/lib/*.xz; do
-    [ -e "$f" ] || continue
-    d=/tmp/mv/$(basename "$(dirname "$f")")/$(basename "$f" .xz)
-    [ -e "$d" ] || python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "$d"
-    chmod +x "$d"
-done
-CUBLAS_DIR=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
-CUDNN_DIR=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null ||
-            echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib)
-export MV_CUDNN_LIB=${MV_CUDNN_LIB:-$CUDNN_DIR}
-export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}:${CUDNN_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/device-env.sh
 echo "device-run: cuDNN from $MV_CUDNN_LIB: $(ls "$MV_CUDNN_LIB"/libcudnn.so.9 2>&1)"
-BIN=/tmp/mv/bin
 GRID="1,32,40;2,16,24;1,6,10;1,2,2"   # 2112 patches: a 512x640 image, a 2-group video, small ones
 ensure_model() { # $1 = config
     local m=/tmp/mv/model_$1

@@ -2,9 +2,7 @@
 # session 6, call 1 (nvidia-h200): fa3 layout probes + twin tests; sanitizers only when the
 # twins pass; attnbench (fa3 beside builtin and cuDNN) either way.
 set -u
-OUT=${OUT:-/tmp/mvout}
-bash scripts/device-run.sh >/dev/null 2>&1   # unpack only (no steps)
-source <(sed -n '/^CUBLAS_DIR=/,/^BIN=/p' scripts/device-run.sh) >/dev/null
+source scripts/device-env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/fa3.log"
 timeout 150 $BIN/test_fa3 >>"$OUT/fa3.log" 2>&1; echo "test_fa3 exit $?" | tee -a "$OUT/fa3.log"
 grep -E "^not ok|^# diag|^1\.\.|Bail" "$OUT/fa3.log" | head -40

@@ -2,9 +2,7 @@
 # session 6, call 2 (nvidia-h200-x2): fa3 v2 probes + twins (+ sanitizers when they pass),
 # attnbench; then the photo half of issue 11's e2e (HF loop, tower alone, --devices 0 and 0,1).
 set -u
-OUT=${OUT:-/tmp/mvout}
-bash scripts/device-run.sh >/dev/null 2>&1
-source <(sed -n '/^CUBLAS_DIR=/,/^BIN=/p' scripts/device-run.sh) >/dev/null
+source scripts/device-env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/fa3.log"
 timeout 150 $BIN/test_fa3 >>"$OUT/fa3.log" 2>&1; echo "test_fa3 exit $?" | tee -a "$OUT/fa3.log"
 grep -E "^not ok|^# diag|^1\.\.|Bail" "$OUT/fa3.log" | head -30

@@ -2,9 +2,7 @@
 # session 6, call 3 (nvidia-h200-x2): tower vs HF with cuDNN and fa3 v2 attention; then the video
 # and repeat halves of issue 11's e2e (600 clips; 10 runs of --devices 0,1 on 200 photos).
 set -u
-OUT=${OUT:-/tmp/mvout}
-bash scripts/device-run.sh >/dev/null 2>&1
-source <(sed -n '/^CUBLAS_DIR=/,/^BIN=/p' scripts/device-run.sh) >/dev/null
+source scripts/device-env.sh
 m=/tmp/mv/model_27b
 python3 scripts/hf_reference.py make-model --config 27b --seed 0 --out $m >/dev/null 2>&1
 timeout 300 python3 scripts/bench_tower.py bench --model $m --mvtower $BIN/mvtower --iters 3 \

@@ -2,9 +2,7 @@
 # session 6, call 4 (nvidia-h200): kernel twins with auto's per-chunk fa3 choice, parity with the
 # fa3 kernel beside the others, the tower with auto attention on the large sizes (no HF: call 3).
 set -u
-OUT=${OUT:-/tmp/mvout}
-bash scripts/device-run.sh >/dev/null 2>&1
-source <(sed -n '/^CUBLAS_DIR=/,/^BIN=/p' scripts/device-run.sh) >/dev/null
+source scripts/device-env.sh
 timeout 170 $BIN/test_cuda_ops >"$OUT/tests.log" 2>&1; echo "test_cuda_ops exit $?"
 grep -E "^not ok|Bail" "$OUT/tests.log" | head -20
 echo "tests: $(grep -c '^ok' "$OUT/tests.log") ok, $(grep -c '^not ok' "$OUT/tests.log") not ok"

@@ -2,9 +2,7 @@
 # session 6, call 5 (nvidia-h200): after the fa3 versions share their softmax / store helpers:
 # test_fa3 (probes + twins), racecheck on --quick, attnbench.
 set -u
-OUT=${OUT:-/tmp/mvout}
-bash scripts/device-run.sh >/dev/null 2>&1
-source <(sed -n '/^CUBLAS_DIR=/,/^BIN=/p' scripts/device-run.sh) >/dev/null
+source scripts/device-env.sh
 timeout 150 $BIN/test_fa3 >"$OUT/fa3.log" 2>&1; echo "test_fa3 exit $?"
 grep -E "^not ok|^# diag|Bail" "$OUT/fa3.log" | head -20
 echo "fa3 tests: $(grep -c '^ok' "$OUT/fa3.log") ok, $(grep -c '^not ok' "$OUT/fa3.log") not ok"

@@ -1,0 +1,21 @@
+# device-env.sh - sourced (not run) on the GPU machine by scripts/device-run.sh, device-e2e.sh and
+# the plan scripts of bench/plans, from the repository root after scripts/device-bundle.sh here
+# with `.device` in the device tool's carry: unpacks .device (xz) into /tmp/mv/{bin,lib} once,
+# puts those libraries, CUDA's, cuBLAS's and cuDNN's (the torch venv's nvidia/* packages) on
+# LD_LIBRARY_PATH, sets MV_CUDNN_LIB, BIN=/tmp/mv/bin and OUT (default /tmp/mvout, created).
+# Not here: any step.
+OUT=${OUT:-/tmp/mvout}
+mkdir -p "$OUT" /tmp/mv/bin /tmp/mv/lib
+export PYTHONUNBUFFERED=1
+for f in .device/bin/*.xz .device/lib/*.xz; do
+    [ -e "$f" ] || continue
+    d=/tmp/mv/$(basename "$(dirname "$f")")/$(basename "$f" .xz)
+    [ -e "$d" ] || python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "$d"
+    chmod +x "$d"
+done
+CUBLAS_DIR=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+CUDNN_DIR=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null ||
+            echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib)
+export MV_CUDNN_LIB=${MV_CUDNN_LIB:-$CUDNN_DIR}
+export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}:${CUDNN_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+BIN=/tmp/mv/bin
