@@ -33,6 +33,16 @@ cd "$(dirname "$0")/.."
 source scripts/device-env.sh
 echo "device-run: cuDNN from $MV_CUDNN_LIB: $(ls "$MV_CUDNN_LIB"/libcudnn.so.9 2>&1)"
 GRID="1,32,40;2,16,24;1,6,10;1,2,2"   # 2112 patches: a 512x640 image, a 2-group video, small ones
+sanitize() { # $1 = a twin-test binary, run with --quick under memcheck and racecheck; $2 = log
+    local cs
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    : >"$2"
+    for tool in memcheck racecheck; do
+        echo "== $tool" >>"$2"
+        timeout ${SAN_TIMEOUT:-100} "$cs" --tool $tool --error-exitcode 9 "$1" --quick >>"$2" 2>&1
+        echo "== $tool exit $?" >>"$2"
+    done
+}
 ensure_model() { # $1 = config
     local m=/tmp/mv/model_$1
     [ -f "$m/config.json" ] || python3 scripts/hf_reference.py make-model --config "$1" --seed 0 --out "$m" >&2
@@ -53,13 +63,7 @@ for step in "$@"; do
         echo "tests: $(grep -c '^ok' "$OUT/tests.log") ok, $(grep -c '^not ok' "$OUT/tests.log") not ok"
         ;;
     sanitizer)
-        CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-        : >"$OUT/sanitizer.log"
-        for tool in memcheck racecheck; do
-            echo "== $tool" >>"$OUT/sanitizer.log"
-            timeout ${SAN_TIMEOUT:-100} "$CS" --tool $tool --error-exitcode 9 "$BIN/test_cuda_ops" --quick >>"$OUT/sanitizer.log" 2>&1
-            echo "== $tool exit $?" >>"$OUT/sanitizer.log"
-        done
+        sanitize "$BIN/test_cuda_ops" "$OUT/sanitizer.log"
         grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY|^not ok" "$OUT/sanitizer.log"
         # cuBLASLt's Hopper kernels (nvjet_*, synchronized by mbarriers) are reported by racecheck;
         # count the hazards that name a kernel of cu/
@@ -113,13 +117,7 @@ for step in "$@"; do
         timeout ${BIG_TIMEOUT:-200} "$BIN/test_fa3" --big >>"$OUT/fa3.log" 2>&1 || { rc=1; echo "test_fa3 --big: exit $?" | tee -a "$OUT/fa3.log"; }
         grep -E "^not ok|^1\.\.|Bail" "$OUT/fa3.log" | head -30
         echo "fa3 tests: $(grep -c '^ok' "$OUT/fa3.log") ok, $(grep -c '^not ok' "$OUT/fa3.log") not ok"
-        CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-        : >"$OUT/fa3_sanitizer.log"
-        for tool in memcheck racecheck; do
-            echo "== $tool" >>"$OUT/fa3_sanitizer.log"
-            timeout ${SAN_TIMEOUT:-100} "$CS" --tool $tool --error-exitcode 9 "$BIN/test_fa3" --quick >>"$OUT/fa3_sanitizer.log" 2>&1
-            echo "== $tool exit $?" >>"$OUT/fa3_sanitizer.log"
-        done
+        sanitize "$BIN/test_fa3" "$OUT/fa3_sanitizer.log"
         grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/fa3_sanitizer.log"
         timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} >"$OUT/fa3_bench.jsonl" 2>>"$OUT/fa3.log" || rc=1
         grep -v '^{' "$OUT/fa3_bench.jsonl"
