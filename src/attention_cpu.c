@@ -12,10 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
-
 /* One row of one key block of the online softmax: si[L] <- e^(si - m') with m' = max(*mx, max si),
  * *sum <- *sum . e^(*mx - m') + sum_j si[j]; *mx <- m'. Returns the factor e^(*mx - m') by which
  * the row's earlier output must be scaled (1 when the maximum did not grow; 0 for the first block,

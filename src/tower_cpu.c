@@ -32,11 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The f32 clamps and selects in the row loops may be computed for every lane (no FP exceptions
- * are used anywhere): lets GCC vectorise them at -O2. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
+/* no-trapping-math for the row loops: set in tower_cpu_int.h */
 
 /* 0.5 v (1 + tanh(u)) = v / (1 + e^(-2u)), u = sqrt(2/pi) (v + 0.044715 v^3) */
 static inline float gelu_tanh_f32(float v)

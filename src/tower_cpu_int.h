@@ -34,9 +34,20 @@
 #define MV_CLONES
 #endif
 
+/* The f32 clamps and selects in the row loops may be computed for every lane (no FP exceptions
+ * are used anywhere): lets GCC vectorise them at -O2. Set here, before exp_f32, for every file
+ * that includes this one: GCC inlines no function into one compiled with other optimize flags,
+ * and an exp_f32 compiled before the pragma of its caller's file was called per element, out of
+ * line and unvectorised: the CPU tower's attention ran 25x slower (sixth session's split of
+ * attention_cpu.c out of tower_cpu.c, found in the seventh). always_inline makes such a mismatch
+ * a build error instead of a slow tower. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 /* e^x in f32 for x in [-87, 88] (clamped outside), within 2 ulp: Cephes' expf polynomial with a
  * round-to-nearest trick instead of rintf, so that loops calling it vectorise (no libm call). */
-static inline float exp_f32(float x)
+static inline __attribute__((always_inline)) float exp_f32(float x)
 {
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
