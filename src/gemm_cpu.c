@@ -58,7 +58,7 @@
 
 /* bf16x6's six K-blocks, in the order the matmul sums them: {part of x, part of W} (0: the
  * largest part, 2: the smallest), the smallest products first (the order measured most accurate:
- * 29-cpu-gemm.bats prints the errors). Sums of indices at most 2: every product down to 2^-16 of
+ * 27-cpu-gemm.bats prints the errors). Sums of indices at most 2: every product down to 2^-16 of
  * the whole; what is left out is below 2^-24 of it. */
 static const unsigned char BLK[6][2] = {{0, 2}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
 
