@@ -53,7 +53,7 @@ static const char usage_text[] =
     "\n"
     "Compute:\n"
     "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
-    "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU is always f32\n"
+    "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU: f32 (--cpu-gemm)\n"
     "      --attention auto|builtin|cudnn  CUDA attention (default auto: cuDNN when it loads)\n"
     "      --batch-tokens N      most patches packed into one forward (CUDA default: sized from\n"
     "                            free memory; CPU default: one input per forward)\n"
