@@ -56,11 +56,6 @@
 #define MB6 64
 #endif
 
-/* bf16x6's six K-blocks, in the order the matmul sums them: {part of x, part of W} (0: the
- * largest part, 2: the smallest), the smallest products first (the order measured most accurate:
- * 27-cpu-gemm.bats prints the errors). Sums of indices at most 2: every product down to 2^-16 of
- * the whole; what is left out is below 2^-24 of it. */
-static const unsigned char BLK[6][2] = {{0, 2}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
 
 #if MV_HAVE_DNNL
 /* one matmul primitive: m rows of x (row stride ldx) times packed weights [k, od] (layout wmd),
@@ -280,6 +275,13 @@ void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint
     }
 }
 
+#if MV_HAVE_DNNL
+/* bf16x6's six K-blocks, in the order the matmul sums them: {part of x, part of W} (0: the
+ * largest part, 2: the smallest), the smallest products first (the order measured most accurate:
+ * 27-cpu-gemm.bats prints the errors). Sums of indices at most 2: every product down to 2^-16 of
+ * the whole; what is left out is below 2^-24 of it. */
+static const unsigned char BLK[6][2] = {{0, 2}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
+
 /* One row of bf16x6's operand: the three parts of x[0..in) into the blocks of dst[6 in] that
  * BLK assigns them (side 0: x's parts, 1: W's), each part split once and copied to its other
  * blocks. */
@@ -294,6 +296,8 @@ static void split_row6(const float *x, int in, int side, uint16_t *dst)
         if (dst + (size_t)b * in != first[BLK[b][side]])
             memcpy(dst + (size_t)b * in, first[BLK[b][side]], (size_t)in * sizeof *dst);
 }
+
+#endif
 
 int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m)
 {
