@@ -21,10 +21,21 @@
  * at most MB entries per weight shape, however many image sizes go by.
  * Attention's products go through dnnl_sgemm, with the thread count set to 1 around the call
  * (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
- * and its sgemm's bytes depend on its thread count). */
+ * and its sgemm's bytes depend on its thread count).
+ *
+ * bf16x6 (mv_gemm_cpu.h): W[od, in] is split once, at packing, into W'[6 in, od] (bf16, the
+ * parts of W in the block order of BLK below) and reordered into the primitive's layout; each
+ * call splits its rows into X'[m, 6 in] (bf16, in the slot's buffer) and runs one bf16 matmul
+ * with f32 accumulation. oneDNN 2.6.3 runs it as brg:avx512_core_amx_bf16 (AMX),
+ * brg:avx512_core_bf16 (AVX512-BF16) or gemm:jit (AVX-512 without BF16: converts to f32), the
+ * same one for every row count; below AVX-512 it has none. Determinism: a row's X' depends on the
+ * row alone, and every matmul call has MB6 rows, so the matmul's blocking, hence the order in
+ * which it sums a row's 6 in products, is the same in every call (25-cpu-threads.bats checks
+ * -j 1..7 in this mode too). */
 #include "mv_gemm_cpu.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,13 +48,21 @@
 
 /* Rows per matmul call (see the file comment). */
 #define MB 256
+/* bf16x6: rows of every matmul call, a short one padded with zero rows. oneDNN 2.6.3's AMX matmul
+ * gives a row other bits in calls of other row counts (its blocking follows M: every M below 64
+ * its own bits, and some above), never for another place in a call of the same count; 64 was
+ * the fastest of 16, 32, 64 and 256 on the tower's shapes (bench/NOTES.md). */
+#ifndef MB6
+#define MB6 64
+#endif
+
 
 #if MV_HAVE_DNNL
-/* one matmul primitive: m rows of x (row stride ldx) times packed weights [in, od] (layout wmd),
- * into out (row stride ldo) */
+/* one matmul primitive: m rows of x (row stride ldx) times packed weights [k, od] (layout wmd),
+ * into out (row stride ldo); k = in, or 6 in with bf16 x and weights (bf16x6) */
 typedef struct prim {
-    int64_t m, ldx, ldo;
-    int in, od;
+    int64_t m, ldx, ldo, k;
+    int od;
     dnnl_memory_desc_t wmd, src, dst, scr;
     size_t scr_bytes;
     dnnl_primitive_t p;
@@ -53,6 +72,7 @@ typedef struct prim {
 
 struct mv_gemm_cpu {
     char name[128];
+    mv_cpu_gemm mode; /* MV_CPU_GEMM_F32 or MV_CPU_GEMM_BF16X6 */
 #if MV_HAVE_DNNL
     dnnl_engine_t eng;
     pthread_mutex_t mu; /* guards cache and name */
@@ -65,6 +85,7 @@ struct mv_gemm_w {
     int in, od;
     const float *W; /* OpenBLAS: the weights as stored */
 #if MV_HAVE_DNNL
+    int64_t k;             /* the matmul's reduction length: in, or 6 in (bf16x6) */
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
     char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
@@ -77,6 +98,10 @@ typedef struct {
 #endif
     void *scr;
     size_t scr_cap;
+    uint16_t *xs; /* bf16x6: the call's X'[MB6, 6 in] */
+    size_t xs_cap; /* elements */
+    float *os;     /* bf16x6: a short call's output [MB6, ldo] */
+    size_t os_cap; /* elements */
 } slot_t;
 
 struct mv_gemm_ws {
@@ -99,23 +124,25 @@ void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
         }                                                                                      \
     } while (0)
 
-/* A matmul primitive descriptor for m rows; wmd NULL: the layout oneDNN prefers. Created with
- * OpenMP's thread count at 1 on this thread, so that its blocking does not depend on -j. */
-static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int in, int od, int64_t ldx, int64_t ldo,
+/* A matmul primitive descriptor for m rows, reduction k, f32 (bf16x6: bf16) source and weights,
+ * f32 destination; wmd NULL: the layout oneDNN prefers. Created with OpenMP's thread count at 1
+ * on this thread, so that its blocking does not depend on -j. */
+static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t ldx, int64_t ldo,
                          const dnnl_memory_desc_t *wmd, dnnl_primitive_desc_t *pd, mv_err *e)
 {
     mv_status st = MV_OK;
     dnnl_memory_desc_t dx, dw, dy;
-    dnnl_dims_t sx = {m, in}, sw = {in, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
+    dnnl_dims_t sx = {m, k}, sw = {k, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
+    dnnl_data_type_t dt = g->mode == MV_CPU_GEMM_BF16X6 ? dnnl_bf16 : dnnl_f32;
     dnnl_primitive_attr_t at = NULL;
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dnnl_f32, tx), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dt, tx), "source descriptor");
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&dy, 2, sy, dnnl_f32, ty), "destination descriptor");
     if (wmd)
         dw = *wmd;
     else
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dnnl_f32, dnnl_format_tag_any),
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dt, dnnl_format_tag_any),
                  "weights descriptor");
     dnnl_matmul_desc_t md;
     DNNL_TRY(dnnl_matmul_desc_init(&md, &dx, &dw, NULL, &dy), "matmul descriptor");
@@ -124,8 +151,10 @@ static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int in, int od, int64_t ldx,
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(at, dnnl_scratchpad_mode_user), "scratchpad");
     dnnl_status_t s = dnnl_primitive_desc_create(pd, &md, at, g->eng, NULL);
     if (s != dnnl_success)
-        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no f32 matmul for %lld x %d . %d x %d (status %d)",
-                     (long long)m, in, in, od, (int)s);
+        st = mv_fail(e, s == dnnl_unimplemented ? MV_ERR_UNSUPPORTED : MV_ERR_INTERNAL,
+                     "oneDNN: no %s matmul for %lld x %lld . %lld x %d on this CPU (status %d)",
+                     dt == dnnl_bf16 ? "bf16" : "f32", (long long)m, (long long)k, (long long)k,
+                     od, (int)s);
 out:
     if (at)
         dnnl_primitive_attr_destroy(at);
@@ -150,7 +179,7 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
     pthread_mutex_lock(&g->mu);
     prim *p;
     for (p = g->cache; p; p = p->next)
-        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->in == w->in && p->od == w->od &&
+        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->k == w->k && p->od == w->od &&
             dnnl_memory_desc_equal(&p->wmd, &w->md))
             goto out;
     p = calloc(1, sizeof *p);
@@ -158,26 +187,26 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
         st = mv_fail(e, MV_ERR_NOMEM, "out of memory for a oneDNN primitive");
         goto out;
     }
-    if ((st = make_pd(g, m, w->in, w->od, ldx, ldo, &w->md, &pd, e)))
+    if ((st = make_pd(g, m, w->k, w->od, ldx, ldo, &w->md, &pd, e)))
         goto out;
     /* another implementation (a strided destination gets oneDNN's reference one) would be
      * slow, and its bytes unchecked: refuse it */
     if (strcmp(pd_impl(pd), w->impl)) {
         st = mv_fail(e, MV_ERR_INTERNAL,
-                     "oneDNN: matmul %lld x %d . %d x %d (row strides %lld, %lld) runs %s, not %s",
-                     (long long)m, w->in, w->in, w->od, (long long)ldx, (long long)ldo, pd_impl(pd),
-                     w->impl);
+                     "oneDNN: matmul %lld x %lld . %lld x %d (row strides %lld, %lld) runs %s, not %s",
+                     (long long)m, (long long)w->k, (long long)w->k, w->od, (long long)ldx,
+                     (long long)ldo, pd_impl(pd), w->impl);
         goto out;
     }
-    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .in = w->in, .od = w->od, .wmd = w->md};
+    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .k = w->k, .od = w->od, .wmd = w->md};
     p->src = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     p->dst = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     p->scr = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->scr_bytes = dnnl_memory_desc_get_size(&p->scr);
     dnnl_status_t s = dnnl_primitive_create(&p->p, pd);
     if (s != dnnl_success) {
-        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %d . %d x %d: status %d",
-                     (long long)m, w->in, w->in, w->od, (int)s);
+        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %lld . %lld x %d: status %d",
+                     (long long)m, (long long)w->k, (long long)w->k, w->od, (int)s);
         goto out;
     }
     p->next = g->cache;
@@ -195,6 +224,115 @@ out:
 }
 #endif
 
+/* f32 bits -> the nearest bf16, ties to even, as f32 bits with the low half zero. A finite value
+ * whose rounding would overflow is truncated instead (the largest bf16 of its sign); infinities
+ * stay, NaNs stay (quiet) NaNs. Branch-free, so that the loops below vectorise. */
+static inline uint32_t bf16_hi(uint32_t u)
+{
+    uint32_t r = u + 0x7FFFu + ((u >> 16) & 1u);
+    uint32_t nonfin = (u & 0x7F800000u) == 0x7F800000u;
+    uint32_t ovf = (r & 0x7F800000u) == 0x7F800000u;
+    uint32_t keep = u | ((u & 0x7FFFFFu) ? 0x400000u : 0u);
+    r = nonfin ? keep : ovf ? u : r;
+    return r & 0xFFFF0000u;
+}
+
+static inline uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The split loop is compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): integer and
+ * exact f32 operations, the same bytes whichever runs. Not under the sanitizers (tower_cpu.c). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MV_CLONES
+#endif
+
+MV_CLONES
+void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = f2u(a[i]);
+        uint32_t h1 = bf16_hi(u);
+        float r1 = a[i] - u2f(h1);
+        r1 = (u & 0x7F800000u) == 0x7F800000u ? 0.0f : r1; /* inf - inf: the whole value is in p1 */
+        uint32_t h2 = bf16_hi(f2u(r1));
+        uint32_t h3 = bf16_hi(f2u(r1 - u2f(h2)));
+        p1[i] = (uint16_t)(h1 >> 16);
+        p2[i] = (uint16_t)(h2 >> 16);
+        p3[i] = (uint16_t)(h3 >> 16);
+    }
+}
+
+#if MV_HAVE_DNNL
+/* bf16x6's six K-blocks, in the order the matmul sums them: {part of x, part of W} (0: the
+ * largest part, 2: the smallest), the smallest products first (the order measured most accurate:
+ * 27-cpu-gemm.bats prints the errors). Sums of indices at most 2: every product down to 2^-16 of
+ * the whole; what is left out is below 2^-24 of it. */
+static const unsigned char BLK[6][2] = {{0, 2}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
+
+/* One row of bf16x6's operand: the three parts of x[0..in) into the blocks of dst[6 in] that
+ * BLK assigns them (side 0: x's parts, 1: W's), each part split once and copied to its other
+ * blocks. */
+static void split_row6(const float *x, int in, int side, uint16_t *dst)
+{
+    uint16_t *first[3] = {NULL, NULL, NULL};
+    for (int b = 0; b < 6; b++)
+        if (!first[BLK[b][side]])
+            first[BLK[b][side]] = dst + (size_t)b * in;
+    mv_bf16x3_split(x, in, first[0], first[1], first[2]);
+    for (int b = 0; b < 6; b++)
+        if (dst + (size_t)b * in != first[BLK[b][side]])
+            memcpy(dst + (size_t)b * in, first[BLK[b][side]], (size_t)in * sizeof *dst);
+}
+
+#endif
+
+int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m)
+{
+    if (!strcmp(s, "f32"))
+        *m = MV_CPU_GEMM_F32;
+    else if (!strcmp(s, "bf16x6"))
+        *m = MV_CPU_GEMM_BF16X6;
+    else if (!strcmp(s, "auto"))
+        *m = MV_CPU_GEMM_AUTO;
+    else
+        return -1;
+    return 0;
+}
+
+mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g) { return g->mode; }
+
+#if MV_HAVE_DNNL
+static const char *isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "SSE4.1";
+    case dnnl_cpu_isa_avx: return "AVX";
+    case dnnl_cpu_isa_avx2: return "AVX2";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2-VNNI";
+    case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (MIC)";
+    case dnnl_cpu_isa_avx512_core: return "AVX-512";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 BF16";
+    case dnnl_cpu_isa_avx512_core_amx: return "AMX";
+    default: return "?";
+    }
+}
+#endif
+
 /* OpenBLAS cores whose kernels use AVX2 or AVX-512 (anything else is a generic one) */
 static int blas_core_is_modern(const char *c)
 {
@@ -206,7 +344,7 @@ static int blas_core_is_modern(const char *c)
     return 0;
 }
 
-mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
+mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, mv_err *e)
 {
     mv_blas_single_threaded(); /* OpenBLAS (what stays on it) */
     mv_gemm_cpu *g = calloc(1, sizeof *g);
@@ -215,7 +353,14 @@ mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
     const char *core = openblas_get_corename();
 #if MV_HAVE_DNNL
     const dnnl_version_t *v = dnnl_version();
-    snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    /* the ISA values are bit sets: AMX's contains AVX-512 BF16's, not AVX2-VNNI's */
+    if (mode == MV_CPU_GEMM_AUTO)
+        mode = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx ? MV_CPU_GEMM_BF16X6
+                                                                                   : MV_CPU_GEMM_F32;
+    g->mode = mode;
+    snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d %s", v->major, v->minor, v->patch,
+             mode == MV_CPU_GEMM_BF16X6 ? "bf16x6" : "f32");
     pthread_mutex_init(&g->mu, NULL);
     dnnl_status_t s = dnnl_engine_create(&g->eng, dnnl_cpu, 0);
     if (s != dnnl_success) {
@@ -223,9 +368,29 @@ mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
         free(g);
         return mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no CPU engine (status %d)", (int)s);
     }
+    if (mode == MV_CPU_GEMM_BF16X6) { /* refused here rather than at the first weights */
+        dnnl_primitive_desc_t pd = NULL;
+        mv_status st = make_pd(g, MB, 64, 64, 64, 64, NULL, &pd, e);
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+        if (st) {
+            mv_gemm_cpu_destroy(g);
+            return mv_fail(e, MV_ERR_UNSUPPORTED,
+                           "bf16x6 GEMMs: oneDNN %d.%d.%d has no bf16 matmul on this CPU (its "
+                           "ISA: %s; it needs AVX-512); use f32 GEMMs",
+                           v->major, v->minor, v->patch, isa_name(isa));
+        }
+    }
     (void)core;
 #else
-    snprintf(g->name, sizeof g->name, "OpenBLAS (core %s)", core ? core : "?");
+    if (mode == MV_CPU_GEMM_BF16X6) {
+        free(g);
+        return mv_fail(e, MV_ERR_UNSUPPORTED,
+                       "bf16x6 GEMMs need oneDNN, and this mvembed was built without it "
+                       "(make NO_DNNL=1: OpenBLAS, f32 only); use f32 GEMMs");
+    }
+    g->mode = MV_CPU_GEMM_F32; /* auto: f32 */
+    snprintf(g->name, sizeof g->name, "OpenBLAS (core %s) f32", core ? core : "?");
 #if defined(__x86_64__) && defined(__GNUC__)
     /* OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE is read then, not later); on a
      * CPU newer than it knows it falls back to generic SSE3 kernels, several times slower */
@@ -275,8 +440,11 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
+    uint16_t *w6 = NULL; /* bf16x6: W'[6 in, od] stored as [od][6 in] */
+    int x6 = g->mode == MV_CPU_GEMM_BF16X6;
+    w->k = x6 ? 6LL * in : in;
     /* the layout the primitive picks for a full MB-row call: every other call takes it as is */
-    if ((st = make_pd(g, MB, in, od, in, od, NULL, &pd, e)))
+    if ((st = make_pd(g, MB, w->k, od, w->k, od, NULL, &pd, e)))
         goto out;
     w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     snprintf(w->impl, sizeof w->impl, "%s", pd_impl(pd));
@@ -290,10 +458,21 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for packed weights (%zu bytes)", name, bytes);
         goto out;
     }
-    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od] with strides (1, in) */
-    dnnl_dims_t sw = {in, od};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba), "weights descriptor");
-    DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, (void *)W), "weights memory");
+    if (x6) {
+        if (!(w6 = malloc((size_t)od * w->k * sizeof *w6))) {
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory for split weights (%lld bytes)",
+                         (long long)od * w->k * 2);
+            goto out;
+        }
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < od; n++)
+            split_row6(W + (size_t)n * in, in, 1, w6 + (size_t)n * w->k);
+    }
+    dnnl_memory_desc_t du; /* W[od, in] (W'[od][6 in]) seen as [in, od] ([6 in, od]), strides (1, k) */
+    dnnl_dims_t sw = {w->k, od};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, x6 ? dnnl_bf16 : dnnl_f32, dnnl_ba),
+             "weights descriptor");
+    DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, x6 ? (void *)w6 : (void *)W), "weights memory");
     DNNL_TRY(dnnl_memory_create(&mp, &w->md, g->eng, w->packed), "packed weights memory");
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &du, g->eng, &w->md, g->eng, NULL), "reorder");
     DNNL_TRY(dnnl_primitive_create(&r, rpd), "reorder primitive");
@@ -302,6 +481,7 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     DNNL_TRY(dnnl_primitive_execute(r, s, 2, a), "reorder");
     DNNL_TRY(dnnl_stream_wait(s), "reorder");
 out:
+    free(w6);
     if (st)
         st = mv_fail_prefix(e, st, "%s", name);
     if (s)
@@ -371,6 +551,8 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws)
             dnnl_stream_destroy(ws->s[i].st);
 #endif
         free(ws->s[i].scr);
+        free(ws->s[i].xs);
+        free(ws->s[i].os);
     }
     free(ws->s);
     free(ws);
@@ -381,8 +563,40 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws)
 static mv_status gemm_call(mv_gemm_ws *ws, slot_t *sl, const mv_gemm_w *w, float *out, int64_t ldo,
                            const float *x, int64_t ldx, int64_t m, mv_err *e)
 {
+    const void *src = x;
+    float *dst = out;
+    int64_t rows = m;
+    if (ws->g->mode == MV_CPU_GEMM_BF16X6) {
+        /* X'[MB6, 6 in] in the slot's buffer, rows past m zero; a short call's output goes to
+         * the slot's [MB6, ldo] buffer, of which m rows are copied out */
+        size_t need = (size_t)MB6 * w->k, oneed = m < MB6 ? (size_t)MB6 * ldo : 0;
+        if (need > sl->xs_cap) {
+            free(sl->xs);
+            sl->xs_cap = 0;
+            if (!(sl->xs = aligned_alloc(64, (need * sizeof *sl->xs + 63) / 64 * 64)))
+                return mv_fail(e, MV_ERR_NOMEM, "out of memory for split rows (%zu bytes)",
+                               need * sizeof *sl->xs);
+            sl->xs_cap = need;
+        }
+        if (oneed > sl->os_cap) {
+            free(sl->os);
+            sl->os_cap = 0;
+            if (!(sl->os = aligned_alloc(64, (oneed * sizeof *sl->os + 63) / 64 * 64)))
+                return mv_fail(e, MV_ERR_NOMEM, "out of memory for a row block's output");
+            sl->os_cap = oneed;
+        }
+        for (int64_t r = 0; r < m; r++)
+            split_row6(x + r * ldx, w->in, 0, sl->xs + r * w->k);
+        if (m < MB6)
+            memset(sl->xs + m * w->k, 0, (size_t)(MB6 - m) * w->k * sizeof *sl->xs);
+        src = sl->xs;
+        ldx = w->k;
+        rows = MB6;
+        if (m < MB6)
+            dst = sl->os;
+    }
     prim *p;
-    mv_status st = get_prim(ws->g, w, m, ldx, ldo, &p, e);
+    mv_status st = get_prim(ws->g, w, rows, ldx, ldo, &p, e);
     if (st)
         return st;
     if (p->scr_bytes > sl->scr_cap) {
@@ -394,14 +608,16 @@ static mv_status gemm_call(mv_gemm_ws *ws, slot_t *sl, const mv_gemm_w *w, float
     }
     dnnl_memory_t mx = NULL, mw = NULL, my = NULL, ms = NULL;
     dnnl_engine_t eng = ws->g->eng;
-    DNNL_TRY(dnnl_memory_create(&mx, &p->src, eng, (void *)x), "source memory");
+    DNNL_TRY(dnnl_memory_create(&mx, &p->src, eng, (void *)src), "source memory");
     DNNL_TRY(dnnl_memory_create(&mw, &w->md, eng, w->packed), "weights memory");
-    DNNL_TRY(dnnl_memory_create(&my, &p->dst, eng, out), "destination memory");
+    DNNL_TRY(dnnl_memory_create(&my, &p->dst, eng, dst), "destination memory");
     DNNL_TRY(dnnl_memory_create(&ms, &p->scr, eng, sl->scr), "scratchpad memory");
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my},
                             {DNNL_ARG_SCRATCHPAD, ms}};
     DNNL_TRY(dnnl_primitive_execute(p->p, sl->st, 4, a), "matmul");
     DNNL_TRY(dnnl_stream_wait(sl->st), "matmul");
+    for (int64_t r = 0; dst != out && r < m; r++)
+        memcpy(out + r * ldo, dst + r * ldo, (size_t)w->od * sizeof *out);
 out:
     if (mx)
         dnnl_memory_destroy(mx);
@@ -423,9 +639,10 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
     if (slot < 0 || slot >= ws->n)
         return mv_fail(e, MV_ERR_INTERNAL, "gemm: thread slot %d of %d", slot, ws->n);
 #if MV_HAVE_DNNL
-    for (int64_t r = 0; r < m; r += MB) {
+    int64_t mb = ws->g->mode == MV_CPU_GEMM_BF16X6 ? MB6 : MB;
+    for (int64_t r = 0; r < m; r += mb) {
         mv_status st = gemm_call(ws, &ws->s[slot], w, out + r * ldo, ldo, x + r * ldx, ldx,
-                                 m - r < MB ? m - r : MB, e);
+                                 m - r < mb ? m - r : mb, e);
         if (st)
             return st;
     }
