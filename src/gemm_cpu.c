@@ -23,15 +23,10 @@
  * (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
  * and its sgemm's bytes depend on its thread count).
  *
- * bf16x6 (mv_gemm_cpu.h): W[od, in] is split once, at packing, into W'[6 in, od] (bf16, the
- * parts of W in the block order of BLK below) and reordered into the primitive's layout; each
- * call splits its rows into X'[m, 6 in] (bf16, in the slot's buffer) and runs one bf16 matmul
- * with f32 accumulation. oneDNN 2.6.3 runs it as brg:avx512_core_amx_bf16 (AMX),
- * brg:avx512_core_bf16 (AVX512-BF16) or gemm:jit (AVX-512 without BF16: converts to f32), the
- * same one for every row count; below AVX-512 it has none. Determinism: a row's X' depends on the
- * row alone, and every matmul call has MB6 rows, so the matmul's blocking, hence the order in
- * which it sums a row's 6 in products, is the same in every call (25-cpu-threads.bats checks
- * -j 1..7 in this mode too). */
+ * bf16x6 (mv_gemm_cpu.h) runs our AMX kernel (gemm_amx.c: weights packed once into its tiles,
+ * rows split per call into the slot's buffer); oneDNN's bf16 matmul over 6 x K was slower than
+ * its f32 one and row-count dependent (bench/NOTES.md). Without AMX there is no bf16x6. */
+#include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h"
 
 #include <cblas.h>
@@ -48,18 +43,10 @@
 
 /* Rows per matmul call (see the file comment). */
 #define MB 256
-/* bf16x6: rows of every matmul call, a short one padded with zero rows. oneDNN 2.6.3's AMX matmul
- * gives a row other bits in calls of other row counts (its blocking follows M: every M below 64
- * its own bits, and some above), never for another place in a call of the same count; 64 was
- * the fastest of 16, 32, 64 and 256 on the tower's shapes (bench/NOTES.md). */
-#ifndef MB6
-#define MB6 64
-#endif
-
 
 #if MV_HAVE_DNNL
-/* one matmul primitive: m rows of x (row stride ldx) times packed weights [k, od] (layout wmd),
- * into out (row stride ldo); k = in, or 6 in with bf16 x and weights (bf16x6) */
+/* one matmul primitive: m rows of x (row stride ldx) times packed weights [k = in, od] (layout
+ * wmd), into out (row stride ldo) */
 typedef struct prim {
     int64_t m, ldx, ldo, k;
     int od;
@@ -84,8 +71,9 @@ struct mv_gemm_w {
     mv_gemm_cpu *g;
     int in, od;
     const float *W; /* OpenBLAS: the weights as stored */
+    mv_amx_w *amx;  /* bf16x6: the AMX kernel's packed weights (nothing else is packed) */
 #if MV_HAVE_DNNL
-    int64_t k;             /* the matmul's reduction length: in, or 6 in (bf16x6) */
+    int64_t k;             /* the matmul's reduction length: in */
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
     char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
@@ -98,10 +86,8 @@ typedef struct {
 #endif
     void *scr;
     size_t scr_cap;
-    uint16_t *xs; /* bf16x6: the call's X'[MB6, 6 in] */
-    size_t xs_cap; /* elements */
-    float *os;     /* bf16x6: a short call's output [MB6, ldo] */
-    size_t os_cap; /* elements */
+    void *xs;      /* bf16x6: the AMX kernel's scratch (the call's rows, split) */
+    size_t xs_cap; /* bytes */
 } slot_t;
 
 struct mv_gemm_ws {
@@ -124,8 +110,7 @@ void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
         }                                                                                      \
     } while (0)
 
-/* A matmul primitive descriptor for m rows, reduction k, f32 (bf16x6: bf16) source and weights,
- * f32 destination; wmd NULL: the layout oneDNN prefers. Created with OpenMP's thread count at 1
+/* A matmul primitive descriptor for m rows, reduction k, f32 source, weights and destination; wmd NULL: the layout oneDNN prefers. Created with OpenMP's thread count at 1
  * on this thread, so that its blocking does not depend on -j. */
 static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t ldx, int64_t ldo,
                          const dnnl_memory_desc_t *wmd, dnnl_primitive_desc_t *pd, mv_err *e)
@@ -133,7 +118,7 @@ static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t l
     mv_status st = MV_OK;
     dnnl_memory_desc_t dx, dw, dy;
     dnnl_dims_t sx = {m, k}, sw = {k, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
-    dnnl_data_type_t dt = g->mode == MV_CPU_GEMM_BF16X6 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = dnnl_f32;
     dnnl_primitive_attr_t at = NULL;
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -152,8 +137,8 @@ static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t l
     dnnl_status_t s = dnnl_primitive_desc_create(pd, &md, at, g->eng, NULL);
     if (s != dnnl_success)
         st = mv_fail(e, s == dnnl_unimplemented ? MV_ERR_UNSUPPORTED : MV_ERR_INTERNAL,
-                     "oneDNN: no %s matmul for %lld x %lld . %lld x %d on this CPU (status %d)",
-                     dt == dnnl_bf16 ? "bf16" : "f32", (long long)m, (long long)k, (long long)k,
+                     "oneDNN: no f32 matmul for %lld x %lld . %lld x %d on this CPU (status %d)",
+                     (long long)m, (long long)k, (long long)k,
                      od, (int)s);
 out:
     if (at)
@@ -276,30 +261,6 @@ void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint
     }
 }
 
-#if MV_HAVE_DNNL
-/* bf16x6's six K-blocks, in the order the matmul sums them: {part of x, part of W} (0: the
- * largest part, 2: the smallest), the smallest products first (the order measured most accurate:
- * 27-cpu-gemm.bats prints the errors). Sums of indices at most 2: every product down to 2^-16 of
- * the whole; what is left out is below 2^-24 of it. */
-static const unsigned char BLK[6][2] = {{0, 2}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
-
-/* One row of bf16x6's operand: the three parts of x[0..in) into the blocks of dst[6 in] that
- * BLK assigns them (side 0: x's parts, 1: W's), each part split once and copied to its other
- * blocks. */
-static void split_row6(const float *x, int in, int side, uint16_t *dst)
-{
-    uint16_t *first[3] = {NULL, NULL, NULL};
-    for (int b = 0; b < 6; b++)
-        if (!first[BLK[b][side]])
-            first[BLK[b][side]] = dst + (size_t)b * in;
-    mv_bf16x3_split(x, in, first[0], first[1], first[2]);
-    for (int b = 0; b < 6; b++)
-        if (dst + (size_t)b * in != first[BLK[b][side]])
-            memcpy(dst + (size_t)b * in, first[BLK[b][side]], (size_t)in * sizeof *dst);
-}
-
-#endif
-
 int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m)
 {
     if (!strcmp(s, "f32"))
@@ -314,24 +275,6 @@ int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m)
 }
 
 mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g) { return g->mode; }
-
-#if MV_HAVE_DNNL
-static const char *isa_name(dnnl_cpu_isa_t isa)
-{
-    switch (isa) {
-    case dnnl_cpu_isa_sse41: return "SSE4.1";
-    case dnnl_cpu_isa_avx: return "AVX";
-    case dnnl_cpu_isa_avx2: return "AVX2";
-    case dnnl_cpu_isa_avx2_vnni: return "AVX2-VNNI";
-    case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (MIC)";
-    case dnnl_cpu_isa_avx512_core: return "AVX-512";
-    case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 VNNI";
-    case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 BF16";
-    case dnnl_cpu_isa_avx512_core_amx: return "AMX";
-    default: return "?";
-    }
-}
-#endif
 
 /* OpenBLAS cores whose kernels use AVX2 or AVX-512 (anything else is a generic one) */
 static int blas_core_is_modern(const char *c)
@@ -351,16 +294,23 @@ mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, m
     if (!g)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
     const char *core = openblas_get_corename();
+    /* bf16x6: our AMX kernel, whatever the f32 library */
+    const char *why = "";
+    int amx = mv_amx_available(&why);
+    if (mode == MV_CPU_GEMM_AUTO)
+        mode = amx ? MV_CPU_GEMM_BF16X6 : MV_CPU_GEMM_F32;
+    if (mode == MV_CPU_GEMM_BF16X6 && !amx) {
+        free(g);
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "bf16x6 GEMMs need Intel AMX: %s; use f32 GEMMs", why);
+    }
+    g->mode = mode;
 #if MV_HAVE_DNNL
     const dnnl_version_t *v = dnnl_version();
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    /* the ISA values are bit sets: AMX's contains AVX-512 BF16's, not AVX2-VNNI's */
-    if (mode == MV_CPU_GEMM_AUTO)
-        mode = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx ? MV_CPU_GEMM_BF16X6
-                                                                                   : MV_CPU_GEMM_F32;
-    g->mode = mode;
-    snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d %s", v->major, v->minor, v->patch,
-             mode == MV_CPU_GEMM_BF16X6 ? "bf16x6" : "f32");
+    if (mode == MV_CPU_GEMM_BF16X6)
+        snprintf(g->name, sizeof g->name, "AMX bf16x6 (gemm_amx.c; attention: oneDNN %d.%d.%d f32)",
+                 v->major, v->minor, v->patch);
+    else
+        snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d f32", v->major, v->minor, v->patch);
     pthread_mutex_init(&g->mu, NULL);
     dnnl_status_t s = dnnl_engine_create(&g->eng, dnnl_cpu, 0);
     if (s != dnnl_success) {
@@ -368,29 +318,13 @@ mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, m
         free(g);
         return mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no CPU engine (status %d)", (int)s);
     }
-    if (mode == MV_CPU_GEMM_BF16X6) { /* refused here rather than at the first weights */
-        dnnl_primitive_desc_t pd = NULL;
-        mv_status st = make_pd(g, MB, 64, 64, 64, 64, NULL, &pd, e);
-        if (pd)
-            dnnl_primitive_desc_destroy(pd);
-        if (st) {
-            mv_gemm_cpu_destroy(g);
-            return mv_fail(e, MV_ERR_UNSUPPORTED,
-                           "bf16x6 GEMMs: oneDNN %d.%d.%d has no bf16 matmul on this CPU (its "
-                           "ISA: %s; it needs AVX-512); use f32 GEMMs",
-                           v->major, v->minor, v->patch, isa_name(isa));
-        }
-    }
     (void)core;
 #else
-    if (mode == MV_CPU_GEMM_BF16X6) {
-        free(g);
-        return mv_fail(e, MV_ERR_UNSUPPORTED,
-                       "bf16x6 GEMMs need oneDNN, and this mvembed was built without it "
-                       "(make NO_DNNL=1: OpenBLAS, f32 only); use f32 GEMMs");
-    }
-    g->mode = MV_CPU_GEMM_F32; /* auto: f32 */
-    snprintf(g->name, sizeof g->name, "OpenBLAS (core %s) f32", core ? core : "?");
+    if (mode == MV_CPU_GEMM_BF16X6)
+        snprintf(g->name, sizeof g->name, "AMX bf16x6 (gemm_amx.c; attention: OpenBLAS (core %s) f32)",
+                 core ? core : "?");
+    else
+        snprintf(g->name, sizeof g->name, "OpenBLAS (core %s) f32", core ? core : "?");
 #if defined(__x86_64__) && defined(__GNUC__)
     /* OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE is read then, not later); on a
      * CPU newer than it knows it falls back to generic SSE3 kernels, several times slower */
@@ -435,14 +369,20 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
     *w = (mv_gemm_w){.g = g, .in = in, .od = od, .W = W};
     mv_status st = MV_OK;
+    if (g->mode == MV_CPU_GEMM_BF16X6) {
+        if ((st = mv_amx_pack(W, in, od, name, &w->amx, e))) {
+            free(w);
+            return st;
+        }
+        *out = w;
+        return MV_OK;
+    }
 #if MV_HAVE_DNNL
     dnnl_primitive_desc_t pd = NULL, rpd = NULL;
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
-    uint16_t *w6 = NULL; /* bf16x6: W'[6 in, od] stored as [od][6 in] */
-    int x6 = g->mode == MV_CPU_GEMM_BF16X6;
-    w->k = x6 ? 6LL * in : in;
+    w->k = in;
     /* the layout the primitive picks for a full MB-row call: every other call takes it as is */
     if ((st = make_pd(g, MB, w->k, od, w->k, od, NULL, &pd, e)))
         goto out;
@@ -458,21 +398,11 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for packed weights (%zu bytes)", name, bytes);
         goto out;
     }
-    if (x6) {
-        if (!(w6 = malloc((size_t)od * w->k * sizeof *w6))) {
-            st = mv_fail(e, MV_ERR_NOMEM, "out of memory for split weights (%lld bytes)",
-                         (long long)od * w->k * 2);
-            goto out;
-        }
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < od; n++)
-            split_row6(W + (size_t)n * in, in, 1, w6 + (size_t)n * w->k);
-    }
-    dnnl_memory_desc_t du; /* W[od, in] (W'[od][6 in]) seen as [in, od] ([6 in, od]), strides (1, k) */
+    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od], strides (1, in) */
     dnnl_dims_t sw = {w->k, od};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, x6 ? dnnl_bf16 : dnnl_f32, dnnl_ba),
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba),
              "weights descriptor");
-    DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, x6 ? (void *)w6 : (void *)W), "weights memory");
+    DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, (void *)W), "weights memory");
     DNNL_TRY(dnnl_memory_create(&mp, &w->md, g->eng, w->packed), "packed weights memory");
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &du, g->eng, &w->md, g->eng, NULL), "reorder");
     DNNL_TRY(dnnl_primitive_create(&r, rpd), "reorder primitive");
@@ -481,7 +411,6 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     DNNL_TRY(dnnl_primitive_execute(r, s, 2, a), "reorder");
     DNNL_TRY(dnnl_stream_wait(s), "reorder");
 out:
-    free(w6);
     if (st)
         st = mv_fail_prefix(e, st, "%s", name);
     if (s)
@@ -511,6 +440,7 @@ void mv_gemm_w_free(mv_gemm_w *w)
 {
     if (!w)
         return;
+    mv_amx_w_free(w->amx);
 #if MV_HAVE_DNNL
     free(w->packed);
 #endif
@@ -552,7 +482,6 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws)
 #endif
         free(ws->s[i].scr);
         free(ws->s[i].xs);
-        free(ws->s[i].os);
     }
     free(ws->s);
     free(ws);
@@ -563,40 +492,8 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws)
 static mv_status gemm_call(mv_gemm_ws *ws, slot_t *sl, const mv_gemm_w *w, float *out, int64_t ldo,
                            const float *x, int64_t ldx, int64_t m, mv_err *e)
 {
-    const void *src = x;
-    float *dst = out;
-    int64_t rows = m;
-    if (ws->g->mode == MV_CPU_GEMM_BF16X6) {
-        /* X'[MB6, 6 in] in the slot's buffer, rows past m zero; a short call's output goes to
-         * the slot's [MB6, ldo] buffer, of which m rows are copied out */
-        size_t need = (size_t)MB6 * w->k, oneed = m < MB6 ? (size_t)MB6 * ldo : 0;
-        if (need > sl->xs_cap) {
-            free(sl->xs);
-            sl->xs_cap = 0;
-            if (!(sl->xs = aligned_alloc(64, (need * sizeof *sl->xs + 63) / 64 * 64)))
-                return mv_fail(e, MV_ERR_NOMEM, "out of memory for split rows (%zu bytes)",
-                               need * sizeof *sl->xs);
-            sl->xs_cap = need;
-        }
-        if (oneed > sl->os_cap) {
-            free(sl->os);
-            sl->os_cap = 0;
-            if (!(sl->os = aligned_alloc(64, (oneed * sizeof *sl->os + 63) / 64 * 64)))
-                return mv_fail(e, MV_ERR_NOMEM, "out of memory for a row block's output");
-            sl->os_cap = oneed;
-        }
-        for (int64_t r = 0; r < m; r++)
-            split_row6(x + r * ldx, w->in, 0, sl->xs + r * w->k);
-        if (m < MB6)
-            memset(sl->xs + m * w->k, 0, (size_t)(MB6 - m) * w->k * sizeof *sl->xs);
-        src = sl->xs;
-        ldx = w->k;
-        rows = MB6;
-        if (m < MB6)
-            dst = sl->os;
-    }
     prim *p;
-    mv_status st = get_prim(ws->g, w, rows, ldx, ldo, &p, e);
+    mv_status st = get_prim(ws->g, w, m, ldx, ldo, &p, e);
     if (st)
         return st;
     if (p->scr_bytes > sl->scr_cap) {
@@ -608,16 +505,14 @@ static mv_status gemm_call(mv_gemm_ws *ws, slot_t *sl, const mv_gemm_w *w, float
     }
     dnnl_memory_t mx = NULL, mw = NULL, my = NULL, ms = NULL;
     dnnl_engine_t eng = ws->g->eng;
-    DNNL_TRY(dnnl_memory_create(&mx, &p->src, eng, (void *)src), "source memory");
+    DNNL_TRY(dnnl_memory_create(&mx, &p->src, eng, (void *)x), "source memory");
     DNNL_TRY(dnnl_memory_create(&mw, &w->md, eng, w->packed), "weights memory");
-    DNNL_TRY(dnnl_memory_create(&my, &p->dst, eng, dst), "destination memory");
+    DNNL_TRY(dnnl_memory_create(&my, &p->dst, eng, out), "destination memory");
     DNNL_TRY(dnnl_memory_create(&ms, &p->scr, eng, sl->scr), "scratchpad memory");
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my},
                             {DNNL_ARG_SCRATCHPAD, ms}};
     DNNL_TRY(dnnl_primitive_execute(p->p, sl->st, 4, a), "matmul");
     DNNL_TRY(dnnl_stream_wait(sl->st), "matmul");
-    for (int64_t r = 0; dst != out && r < m; r++)
-        memcpy(out + r * ldo, dst + r * ldo, (size_t)w->od * sizeof *out);
 out:
     if (mx)
         dnnl_memory_destroy(mx);
@@ -638,11 +533,23 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
         return MV_OK;
     if (slot < 0 || slot >= ws->n)
         return mv_fail(e, MV_ERR_INTERNAL, "gemm: thread slot %d of %d", slot, ws->n);
+    if (w->amx) { /* bf16x6 */
+        slot_t *sl = &ws->s[slot];
+        size_t need = mv_amx_scratch_bytes(w->amx, m);
+        if (need > sl->xs_cap) {
+            free(sl->xs);
+            sl->xs_cap = 0;
+            if (!(sl->xs = aligned_alloc(64, (need + 63) / 64 * 64)))
+                return mv_fail(e, MV_ERR_NOMEM, "out of memory for split rows (%zu bytes)", need);
+            sl->xs_cap = need;
+        }
+        mv_amx_rows(w->amx, out, ldo, x, ldx, m, sl->xs);
+        return MV_OK;
+    }
 #if MV_HAVE_DNNL
-    int64_t mb = ws->g->mode == MV_CPU_GEMM_BF16X6 ? MB6 : MB;
-    for (int64_t r = 0; r < m; r += mb) {
+    for (int64_t r = 0; r < m; r += MB) {
         mv_status st = gemm_call(ws, &ws->s[slot], w, out + r * ldo, ldo, x + r * ldx, ldx,
-                                 m - r < mb ? m - r : mb, e);
+                                 m - r < MB ? m - r : MB, e);
         if (st)
             return st;
     }
