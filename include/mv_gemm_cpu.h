@@ -4,11 +4,11 @@
  * attention's two small products. Not here: the tower's threading and epilogues (tower_cpu.c).
  *
  * Modes (one per mv_gemm_cpu): f32, oneDNN's or OpenBLAS's f32 matmul; bf16x6, f32 operands split
- * exactly into three bf16 parts each (mv_bf16x3_split) and x . W^T computed as one bf16 matmul
- * with f32 accumulation over 6 x K: the six products of parts whose sizes sum to at most
- * 2^-16 of the whole (Henry et al. 2019, "Leveraging the bfloat16 AI datatype for
- * higher-precision computations"), products of bf16 pairs being exact in f32. About f32's
- * accuracy at AMX's bf16 rate; its packed weights take 3x the f32 bytes.
+ * exactly into three bf16 parts each (mv_bf16x3_split) and x . W^T summed from the six products
+ * of parts whose sizes sum to at most 2^-16 of the whole (Henry et al. 2019, "Leveraging the
+ * bfloat16 AI datatype for higher-precision computations"), products of bf16 pairs being exact
+ * in f32, on Intel AMX tiles (our kernel: gemm_amx.c, mv_gemm_amx.h). At least f32's accuracy at
+ * AMX's rate; its packed weights take 1.5x the f32 bytes.
  *
  * Determinism: a row's result depends on the row and the weights only, never on how many rows
  * the call had or where the row sat in it, as long as calls start at multiples of
@@ -37,8 +37,8 @@
 
 typedef enum {
     MV_CPU_GEMM_F32 = 0, /* f32 matmul */
-    MV_CPU_GEMM_BF16X6,  /* three-part bf16 split, one bf16 matmul over 6 x K (oneDNN builds only) */
-    MV_CPU_GEMM_AUTO     /* bf16x6 when oneDNN's CPU ISA has AMX, else f32 */
+    MV_CPU_GEMM_BF16X6,  /* three-part bf16 split, six products on AMX (gemm_amx.c) */
+    MV_CPU_GEMM_AUTO     /* bf16x6 where AMX is usable (mv_amx_available), else f32 */
 } mv_cpu_gemm;
 
 typedef struct mv_gemm_cpu mv_gemm_cpu; /* the library's state and primitive cache */
@@ -47,12 +47,12 @@ typedef struct mv_gemm_ws mv_gemm_ws;   /* per-forward work space: one slot per 
 
 /* verbose: say once on stderr which GEMM library runs (and, for OpenBLAS, when it runs generic
  * kernels on a CPU it does not know, how to fix that). mode: MV_CPU_GEMM_BF16X6 fails with
- * MV_ERR_UNSUPPORTED in a NO_DNNL build or where oneDNN has no bf16 matmul for this CPU (below
- * AVX-512); MV_CPU_GEMM_AUTO never fails for that reason. */
+ * MV_ERR_UNSUPPORTED where AMX is not usable (the message says why); MV_CPU_GEMM_AUTO never fails
+ * for that reason. */
 mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, mv_err *e);
 void mv_gemm_cpu_destroy(mv_gemm_cpu *g);
-/* "oneDNN 2.6.3 f32 (brg:avx512_core)", "oneDNN 2.6.3 bf16x6 (brg:avx512_core_amx_bf16)" (the
- * implementation once weights were packed) or "OpenBLAS (core SkylakeX) f32" */
+/* "oneDNN 2.6.3 f32 (brg:avx512_core)" (the implementation once weights were packed), "AMX
+ * bf16x6 (gemm_amx.c; attention: oneDNN 2.6.3 f32)" or "OpenBLAS (core SkylakeX) f32" */
 const char *mv_gemm_cpu_name(const mv_gemm_cpu *g);
 /* the mode that runs: MV_CPU_GEMM_F32 or MV_CPU_GEMM_BF16X6 (what MV_CPU_GEMM_AUTO became) */
 mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g);

@@ -5,7 +5,7 @@
 # the last bits; the fixture tower covers the other shapes. The two generated images (728 and
 # 784 patches, under the fixture preprocessor's pixel cap) give each thread several GEMM calls (oneDNN's: 256 rows at most) and row blocks
 # of many sizes, with and without a tail of fewer than 16 rows, at -j 1, 2, 5 and 7; the last test
-# runs them with --cpu-gemm bf16x6 (its 64-row matmul calls, padded, under 16-row thread cuts).
+# runs them with --cpu-gemm bf16x6 (the AMX kernel of src/gemm_amx.c, under 16-row thread cuts).
 load test_helper
 
 setup_file() {
@@ -66,12 +66,11 @@ same_bytes() {
 @test "--cpu-gemm bf16x6: -j 1, 2, 5, 7 byte-identical (wide MLP tower: 728 and 784 patches, fixture videos)" {
     T="$BATS_TEST_TMPDIR"
     V="$ROOT/fixtures/media/videos"
-    # oneDNN has no bf16 matmul below AVX-512, and a NO_DNNL build none at all: refused there
-    if ! grep -qw avx512bw /proc/cpuinfo || mvembed -v --device cpu --model "$WIDE" --out "$T/v" \
-        "$BIG/a_448x416.png" 2>&1 | grep -q "GEMMs through OpenBLAS"; then
+    # bf16x6 needs AMX (/proc/cpuinfo: amx_bf16, amx_tile): refused elsewhere, with the reason
+    if ! grep -qw amx_bf16 /proc/cpuinfo || ! grep -qw amx_tile /proc/cpuinfo; then
         run mvembed -q --device cpu --cpu-gemm bf16x6 --model "$WIDE" --out "$T/r" "$BIG"
         [ "$status" -eq 1 ]
-        [[ "$output" =~ "has no bf16 matmul on this CPU" || "$output" =~ "built without it" ]]
+        [[ "$output" =~ "bf16x6 GEMMs need Intel AMX: " ]]
         return 0
     fi
     for j in 1 2 5 7; do

@@ -1,32 +1,19 @@
 #!/usr/bin/env bats
-# --cpu-gemm bf16x6 (src/gemm_cpu.c): f32 operands split exactly into three bf16 parts, one bf16
-# matmul over 6 x K. Oracles: numpy's f64 product for single GEMMs (build/gemmrun, the tower's GEMM
-# path), HF's f64 tower (fixtures/ref/parity, with 20-parity.bats's budget: 2x HF f32's error)
-# for the tower. Both modes' errors are printed (fd 3) for the record. oneDNN's ISA is capped with
-# ONEDNN_MAX_CPU_ISA to run each of its bf16 implementations this CPU has (AMX, AVX512-BF16, plain
-# AVX-512: gemm:jit) and to check the refusal below AVX-512 (AVX2).
+# --cpu-gemm bf16x6 (src/gemm_amx.c): f32 operands split exactly into three bf16 parts, six part
+# products per 32-k step on Intel AMX tiles. Oracles: numpy's f64 product for single GEMMs
+# (build/gemmrun, the tower's GEMM path), with f32 GEMMs' error on the same data as the bar; HF's
+# f64 tower (fixtures/ref/parity, with 20-parity.bats's budget: 2x HF f32's error) for the tower;
+# /proc/cpuinfo for whether AMX is there. Both modes' errors are printed (fd 3) for the record.
+# Where the CPU has AMX, MV_NO_AMX=1 stands in for a CPU without it (the refusal and auto's
+# fallback); elsewhere those are what every test checks.
 load test_helper
 # GEMMRUN (env): the gemmrun binary of the build under test (default build/gemmrun)
 
 GEMMRUN="${GEMMRUN:-$ROOT/build/gemmrun}"
 
-# has_avx512: the CPU has what oneDNN's AVX-512 (avx512_core) needs, read from /proc/cpuinfo, and
-# mvembed was built with oneDNN (a `make NO_DNNL=1` build refuses bf16x6: the first test checks it)
-has_avx512() {
-    local f
-    "$GEMMRUN" "$G/x_a.npy" "$G/w_a.npy" "$G/o.npy" | grep -q "gemm_lib oneDNN" || return 1
-    for f in avx512f avx512bw avx512vl avx512dq; do grep -qw "$f" /proc/cpuinfo || return 1; done
-}
-
-# isas: the oneDNN ISA caps to run bf16x6 under on this CPU ("ALL": no cap)
-isas() {
-    echo ALL
-    if has_avx512; then
-        grep -qw avx512_bf16 /proc/cpuinfo && grep -qw amx_bf16 /proc/cpuinfo && echo AVX512_CORE_BF16
-        grep -qw avx512_bf16 /proc/cpuinfo && echo AVX512_CORE
-    fi
-    return 0
-}
+# has_amx: /proc/cpuinfo lists amx_bf16 and amx_tile (the kernel's own probe also asks Linux for
+# the tile state: a mismatch fails the tests below, by design)
+has_amx() { grep -qw amx_bf16 /proc/cpuinfo && grep -qw amx_tile /proc/cpuinfo; }
 
 setup_file() {
     export G="$BATS_FILE_TMPDIR/g"
@@ -36,7 +23,8 @@ setup_file() {
 import numpy as np, sys
 r = np.random.default_rng(7)
 d = sys.argv[1]
-for name, m, k, n in (("a", 300, 1152, 1152), ("b", 200, 4304, 1152)):
+for name, m, k, n in (("a", 300, 1152, 1152), ("b", 200, 4304, 1152), ("m1", 1, 40, 48),
+                      ("m15", 15, 100, 40), ("m17", 17, 4304, 33), ("m33", 33, 1152, 3456)):
     np.save(f"{d}/x_{name}.npy", (r.standard_normal((m, k)) * 0.5 + 0.2).astype(np.float32))
     np.save(f"{d}/w_{name}.npy", (r.standard_normal((n, k)) * 0.03).astype(np.float32))
 ' "$G"
@@ -51,53 +39,55 @@ ref = x.astype(np.float64) @ w.astype(np.float64).T
 print("%.3e" % (np.linalg.norm(o - ref) / np.linalg.norm(ref)))' "$1" "$2" "$3"
 }
 
-@test "bf16x6 single GEMMs: within 2x the f32 mode's error against numpy f64, in every bf16 implementation" {
-    if ! has_avx512; then # refused, with the reason: the CPU, or a build without oneDNN
-        run "$GEMMRUN" --cpu-gemm bf16x6 "$G/x_a.npy" "$G/w_a.npy" "$G/o.npy"
-        [ "$status" -eq 1 ]
-        [[ "$output" =~ "no bf16 matmul on this CPU" || "$output" =~ "bf16x6 GEMMs need oneDNN, and this mvembed was built without it" ]]
-        run "$GEMMRUN" --cpu-gemm auto "$G/x_a.npy" "$G/w_a.npy" "$G/o.npy"
-        [ "$status" -eq 0 ]
-        [[ "$output" =~ " f32" ]]
+# refused: the given command fails with the reason; auto runs f32
+check_refusal() {
+    run "$@" "$GEMMRUN" --cpu-gemm bf16x6 "$G/x_a.npy" "$G/w_a.npy" "$G/o.npy"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "bf16x6 GEMMs need Intel AMX: " ]]
+    run "$@" "$GEMMRUN" --cpu-gemm auto "$G/x_a.npy" "$G/w_a.npy" "$G/o.npy"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ " f32" ]]
+}
+
+@test "bf16x6 single GEMMs: below f32 GEMMs' error against numpy f64 (tower shapes and M 1, 15, 17, 33; N 33, 40, 48; K 40, 100, 4304)" {
+    if ! has_amx; then
+        check_refusal env
         return 0
     fi
-    for s in a b; do
+    for s in a b m1 m15 m17 m33; do
         run "$GEMMRUN" --cpu-gemm f32 -j 2 "$G/x_$s.npy" "$G/w_$s.npy" "$G/f32_$s.npy"
         [ "$status" -eq 0 ]
         ef=$(rel_err "$G/x_$s.npy" "$G/w_$s.npy" "$G/f32_$s.npy")
-        echo "# gemm $s: f32 ($output): rel_l2 $ef" >&3
-        for isa in $(isas); do
-            ONEDNN_MAX_CPU_ISA=$isa run "$GEMMRUN" --cpu-gemm bf16x6 -j 2 "$G/x_$s.npy" "$G/w_$s.npy" "$G/b_$s.npy"
-            [ "$status" -eq 0 ]
-            [[ "$output" =~ "bf16x6 (" ]]
-            eb=$(rel_err "$G/x_$s.npy" "$G/w_$s.npy" "$G/b_$s.npy")
-            echo "# gemm $s: bf16x6 cap $isa ($output): rel_l2 $eb" >&3
-            "$PY" -c 'import sys; b, f = map(float, sys.argv[1:]); sys.exit(not (b <= 2 * f and b < 1e-6))' "$eb" "$ef"
-        done
+        run "$GEMMRUN" --cpu-gemm bf16x6 -j 2 "$G/x_$s.npy" "$G/w_$s.npy" "$G/b_$s.npy"
+        [ "$status" -eq 0 ]
+        [[ "$output" =~ "AMX bf16x6 (" ]]
+        eb=$(rel_err "$G/x_$s.npy" "$G/w_$s.npy" "$G/b_$s.npy")
+        echo "# gemm $s: f32 rel_l2 $ef, bf16x6 $eb" >&3
+        "$PY" -c 'import sys; b, f = map(float, sys.argv[1:]); sys.exit(not (b < f and b < 1e-6))' "$eb" "$ef"
     done
 }
 
-@test "bf16x6 single GEMMs: the same bytes for any row split (-j 1, 2, 3, 5, 7, 13) in every bf16 implementation" {
-    has_avx512 || return 0 # refused there: the test above checks the refusal
-    for isa in $(isas); do
-        for j in 1 2 3 5 7 13; do
-            ONEDNN_MAX_CPU_ISA=$isa run "$GEMMRUN" --cpu-gemm bf16x6 -j "$j" "$G/x_b.npy" "$G/w_b.npy" "$G/j$j.npy"
-            [ "$status" -eq 0 ]
-        done
-        for j in 2 3 5 7 13; do cmp "$G/j1.npy" "$G/j$j.npy"; done
+@test "bf16x6 single GEMMs: the same bytes for any row split (-j 1, 2, 3, 5, 7, 13)" {
+    has_amx || return 0 # refused there: the test above checks the refusal
+    for j in 1 2 3 5 7 13; do
+        run "$GEMMRUN" --cpu-gemm bf16x6 -j "$j" "$G/x_b.npy" "$G/w_b.npy" "$G/j$j.npy"
+        [ "$status" -eq 0 ]
+        run "$GEMMRUN" --cpu-gemm bf16x6 -j "$j" "$G/x_m33.npy" "$G/w_m33.npy" "$G/k$j.npy"
+        [ "$status" -eq 0 ]
     done
+    for j in 2 3 5 7 13; do cmp "$G/j1.npy" "$G/j$j.npy"; cmp "$G/k1.npy" "$G/k$j.npy"; done
 }
 
-@test "bf16x6 below AVX-512: refused with a reason; auto falls back to f32" {
-    has_avx512 || return 0 # ONEDNN_MAX_CPU_ISA needs oneDNN; the first test checks the refusal
-    ONEDNN_MAX_CPU_ISA=AVX2 run "$MVEMBED" -q --device cpu --cpu-gemm bf16x6 --model "$MODEL" \
+@test "bf16x6 without AMX (MV_NO_AMX=1 where the CPU has it): refused with a reason; auto falls back to f32" {
+    check_refusal env MV_NO_AMX=1
+    MV_NO_AMX=1 run "$MVEMBED" -q --device cpu --cpu-gemm bf16x6 --model "$MODEL" \
         --out "$BATS_TEST_TMPDIR/o" "$ROOT/fixtures/media/images"
     [ "$status" -eq 1 ]
-    [[ "$output" =~ "bf16x6 GEMMs: oneDNN "[0-9.]*" has no bf16 matmul on this CPU (its ISA: AVX2; it needs AVX-512); use f32 GEMMs" ]]
-    ONEDNN_MAX_CPU_ISA=AVX2 run "$MVEMBED" -v --device cpu --cpu-gemm auto --model "$MODEL" \
+    [[ "$output" =~ "bf16x6 GEMMs need Intel AMX: MV_NO_AMX is set; use f32 GEMMs" ]]
+    MV_NO_AMX=1 run "$MVEMBED" -v --device cpu --cpu-gemm auto --model "$MODEL" \
         --out "$BATS_TEST_TMPDIR/o2" "$ROOT/fixtures/media/images"
     [ "$status" -eq 0 ]
-    [[ "$output" =~ "GEMMs through oneDNN "[0-9.]*" f32 (" ]]
+    [[ "$output" =~ "GEMMs through "[^\ ]*" "[0-9.]*" f32" || "$output" =~ "GEMMs through OpenBLAS" ]]
 }
 
 @test "--cpu-gemm: auto is bf16x6 exactly where the CPU has AMX; -v names mode and implementation; bad values" {
@@ -106,10 +96,10 @@ print("%.3e" % (np.linalg.norm(o - ref) / np.linalg.norm(ref)))' "$1" "$2" "$3"
     [ "$status" -eq 0 ]
     line=$(grep "GEMMs through" <<< "$output")
     echo "# auto: $line" >&3
-    if has_avx512 && grep -qw amx_bf16 /proc/cpuinfo && grep -qw amx_tile /proc/cpuinfo; then
-        [[ "$line" =~ "bf16x6 (brg:avx512_core_amx_bf16)" ]]
+    if has_amx; then
+        [[ "$line" =~ "AMX bf16x6 (gemm_amx.c" ]]
     else
-        [[ "$line" =~ " f32 (" ]]
+        [[ "$line" =~ " f32" ]]
     fi
     run "$MVEMBED" --device cpu --cpu-gemm bf16 --model "$MODEL" --out "$BATS_TEST_TMPDIR/o3" "$ROOT/fixtures/media"
     [ "$status" -eq 1 ]
@@ -140,7 +130,7 @@ tower_modes() {
 }
 
 @test "bf16x6 tower parity against HF f64, every stage within 2x HF f32's error: four parity inputs" {
-    has_avx512 || return 0 # refused there (checked above)
+    has_amx || return 0 # refused there (checked above)
     for n in square_128x128.png grid6x10_320x192.png onecell_32x32.png h264_192x128_24fps; do
         tower_modes "$n"
     done
