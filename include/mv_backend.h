@@ -13,6 +13,7 @@
 #define MV_BACKEND_H
 
 #include "mv_common.h"
+#include "mv_gemm_cpu.h"
 #include "mv_model.h"
 
 /* Called once per stage with the whole packed tensor [rows, cols] (f32, row-major), in the
@@ -83,6 +84,7 @@ typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN, MV_ATTN_FA3 } m
 
 typedef struct {
     int threads;            /* CPU: OpenMP threads (0 = default) */
+    mv_cpu_gemm cpu_gemm;  /* CPU: Linear layers' GEMM mode (--cpu-gemm; 0 = f32) */
     int device;             /* CUDA device ordinal */
     mv_precision precision; /* CUDA: bf16 default */
     long long batch_tokens; /* CUDA: max patches per forward (0 = size from free memory) */

@@ -3,6 +3,13 @@
  * packs nothing), row blocks multiplied against them on the calling thread alone, and
  * attention's two small products. Not here: the tower's threading and epilogues (tower_cpu.c).
  *
+ * Modes (one per mv_gemm_cpu): f32, oneDNN's or OpenBLAS's f32 matmul; bf16x6, f32 operands split
+ * exactly into three bf16 parts each (mv_bf16x3_split) and x . W^T summed from the six products
+ * of parts whose sizes sum to at most 2^-16 of the whole (Henry et al. 2019, "Leveraging the
+ * bfloat16 AI datatype for higher-precision computations"), products of bf16 pairs being exact
+ * in f32, on Intel AMX tiles (our kernel: gemm_amx.c, mv_gemm_amx.h). At least f32's accuracy at
+ * AMX's rate; its packed weights take 1.5x the f32 bytes.
+ *
  * Determinism: a row's result depends on the row and the weights only, never on how many rows
  * the call had or where the row sat in it, as long as calls start at multiples of
  * MV_GEMM_ROW_ATOM rows and (OpenBLAS) have more than MV_GEMM_MIN_CALL_MNK multiply-adds. Every
@@ -28,16 +35,36 @@
 #define MV_GEMM_MIN_CALL_MNK (1LL << 23)
 #endif
 
+typedef enum {
+    MV_CPU_GEMM_F32 = 0, /* f32 matmul */
+    MV_CPU_GEMM_BF16X6,  /* three-part bf16 split, six products on AMX (gemm_amx.c) */
+    MV_CPU_GEMM_AUTO     /* bf16x6 where AMX is usable (mv_amx_available), else f32 */
+} mv_cpu_gemm;
+
 typedef struct mv_gemm_cpu mv_gemm_cpu; /* the library's state and primitive cache */
 typedef struct mv_gemm_w mv_gemm_w;     /* one Linear layer's weights, packed */
 typedef struct mv_gemm_ws mv_gemm_ws;   /* per-forward work space: one slot per thread */
 
 /* verbose: say once on stderr which GEMM library runs (and, for OpenBLAS, when it runs generic
- * kernels on a CPU it does not know, how to fix that). */
-mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e);
+ * kernels on a CPU it does not know, how to fix that). mode: MV_CPU_GEMM_BF16X6 fails with
+ * MV_ERR_UNSUPPORTED where AMX is not usable (the message says why); MV_CPU_GEMM_AUTO never fails
+ * for that reason. */
+mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, mv_err *e);
 void mv_gemm_cpu_destroy(mv_gemm_cpu *g);
-/* "oneDNN 2.6.3" or "OpenBLAS (core SkylakeX)" */
+/* "oneDNN 2.6.3 f32 (brg:avx512_core)" (the implementation once weights were packed), "AMX
+ * bf16x6 (gemm_amx.c; attention: oneDNN 2.6.3 f32)" or "OpenBLAS (core SkylakeX) f32" */
 const char *mv_gemm_cpu_name(const mv_gemm_cpu *g);
+/* the mode that runs: MV_CPU_GEMM_F32 or MV_CPU_GEMM_BF16X6 (what MV_CPU_GEMM_AUTO became) */
+mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g);
+/* "f32", "bf16x6" or "auto" -> *m; returns 0, or -1 for anything else */
+int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m);
+
+/* The exact split of bf16x6: a[i] = p1 + p2 + p3 (bf16 bit patterns) with p1 = bf16_rne(a),
+ * p2 = bf16_rne(a - p1), p3 = bf16_rne(a - p1 - p2); exact for every finite |a| >= 2^-110 (below,
+ * the bf16 parts' own subnormal spacing 2^-133 bounds the residual). p1 never overflows (a finite
+ * a whose rounding would give infinity takes the truncation); infinities and NaNs go whole into
+ * p1 (NaNs stay NaNs), with p2 = p3 = 0. */
+void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3);
 
 /* Packs W[od, in] (row-major, as the model stores a Linear's weight) for y = x . W^T. W must stay
  * alive as long as the packed copy (the OpenBLAS build keeps a pointer to it). name: for errors. */

@@ -21,10 +21,16 @@
  * at most MB entries per weight shape, however many image sizes go by.
  * Attention's products go through dnnl_sgemm, with the thread count set to 1 around the call
  * (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
- * and its sgemm's bytes depend on its thread count). */
+ * and its sgemm's bytes depend on its thread count).
+ *
+ * bf16x6 (mv_gemm_cpu.h) runs our AMX kernel (gemm_amx.c: weights packed once into its tiles,
+ * rows split per call into the slot's buffer); oneDNN's bf16 matmul over 6 x K was slower than
+ * its f32 one and row-count dependent (bench/NOTES.md). Without AMX there is no bf16x6. */
+#include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -39,11 +45,11 @@
 #define MB 256
 
 #if MV_HAVE_DNNL
-/* one matmul primitive: m rows of x (row stride ldx) times packed weights [in, od] (layout wmd),
- * into out (row stride ldo) */
+/* one matmul primitive: m rows of x (row stride ldx) times packed weights [k = in, od] (layout
+ * wmd), into out (row stride ldo) */
 typedef struct prim {
-    int64_t m, ldx, ldo;
-    int in, od;
+    int64_t m, ldx, ldo, k;
+    int od;
     dnnl_memory_desc_t wmd, src, dst, scr;
     size_t scr_bytes;
     dnnl_primitive_t p;
@@ -53,6 +59,7 @@ typedef struct prim {
 
 struct mv_gemm_cpu {
     char name[128];
+    mv_cpu_gemm mode; /* MV_CPU_GEMM_F32 or MV_CPU_GEMM_BF16X6 */
 #if MV_HAVE_DNNL
     dnnl_engine_t eng;
     pthread_mutex_t mu; /* guards cache and name */
@@ -64,7 +71,9 @@ struct mv_gemm_w {
     mv_gemm_cpu *g;
     int in, od;
     const float *W; /* OpenBLAS: the weights as stored */
+    mv_amx_w *amx;  /* bf16x6: the AMX kernel's packed weights (nothing else is packed) */
 #if MV_HAVE_DNNL
+    int64_t k;             /* the matmul's reduction length: in */
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
     char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
@@ -77,6 +86,8 @@ typedef struct {
 #endif
     void *scr;
     size_t scr_cap;
+    void *xs;      /* bf16x6: the AMX kernel's scratch (the call's rows, split) */
+    size_t xs_cap; /* bytes */
 } slot_t;
 
 struct mv_gemm_ws {
@@ -99,23 +110,24 @@ void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
         }                                                                                      \
     } while (0)
 
-/* A matmul primitive descriptor for m rows; wmd NULL: the layout oneDNN prefers. Created with
- * OpenMP's thread count at 1 on this thread, so that its blocking does not depend on -j. */
-static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int in, int od, int64_t ldx, int64_t ldo,
+/* A matmul primitive descriptor for m rows, reduction k, f32 source, weights and destination; wmd NULL: the layout oneDNN prefers. Created with OpenMP's thread count at 1
+ * on this thread, so that its blocking does not depend on -j. */
+static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t ldx, int64_t ldo,
                          const dnnl_memory_desc_t *wmd, dnnl_primitive_desc_t *pd, mv_err *e)
 {
     mv_status st = MV_OK;
     dnnl_memory_desc_t dx, dw, dy;
-    dnnl_dims_t sx = {m, in}, sw = {in, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
+    dnnl_dims_t sx = {m, k}, sw = {k, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
+    dnnl_data_type_t dt = dnnl_f32;
     dnnl_primitive_attr_t at = NULL;
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dnnl_f32, tx), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dt, tx), "source descriptor");
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&dy, 2, sy, dnnl_f32, ty), "destination descriptor");
     if (wmd)
         dw = *wmd;
     else
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dnnl_f32, dnnl_format_tag_any),
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dt, dnnl_format_tag_any),
                  "weights descriptor");
     dnnl_matmul_desc_t md;
     DNNL_TRY(dnnl_matmul_desc_init(&md, &dx, &dw, NULL, &dy), "matmul descriptor");
@@ -124,8 +136,10 @@ static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int in, int od, int64_t ldx,
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(at, dnnl_scratchpad_mode_user), "scratchpad");
     dnnl_status_t s = dnnl_primitive_desc_create(pd, &md, at, g->eng, NULL);
     if (s != dnnl_success)
-        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no f32 matmul for %lld x %d . %d x %d (status %d)",
-                     (long long)m, in, in, od, (int)s);
+        st = mv_fail(e, s == dnnl_unimplemented ? MV_ERR_UNSUPPORTED : MV_ERR_INTERNAL,
+                     "oneDNN: no f32 matmul for %lld x %lld . %lld x %d on this CPU (status %d)",
+                     (long long)m, (long long)k, (long long)k,
+                     od, (int)s);
 out:
     if (at)
         dnnl_primitive_attr_destroy(at);
@@ -150,7 +164,7 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
     pthread_mutex_lock(&g->mu);
     prim *p;
     for (p = g->cache; p; p = p->next)
-        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->in == w->in && p->od == w->od &&
+        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->k == w->k && p->od == w->od &&
             dnnl_memory_desc_equal(&p->wmd, &w->md))
             goto out;
     p = calloc(1, sizeof *p);
@@ -158,26 +172,26 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
         st = mv_fail(e, MV_ERR_NOMEM, "out of memory for a oneDNN primitive");
         goto out;
     }
-    if ((st = make_pd(g, m, w->in, w->od, ldx, ldo, &w->md, &pd, e)))
+    if ((st = make_pd(g, m, w->k, w->od, ldx, ldo, &w->md, &pd, e)))
         goto out;
     /* another implementation (a strided destination gets oneDNN's reference one) would be
      * slow, and its bytes unchecked: refuse it */
     if (strcmp(pd_impl(pd), w->impl)) {
         st = mv_fail(e, MV_ERR_INTERNAL,
-                     "oneDNN: matmul %lld x %d . %d x %d (row strides %lld, %lld) runs %s, not %s",
-                     (long long)m, w->in, w->in, w->od, (long long)ldx, (long long)ldo, pd_impl(pd),
-                     w->impl);
+                     "oneDNN: matmul %lld x %lld . %lld x %d (row strides %lld, %lld) runs %s, not %s",
+                     (long long)m, (long long)w->k, (long long)w->k, w->od, (long long)ldx,
+                     (long long)ldo, pd_impl(pd), w->impl);
         goto out;
     }
-    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .in = w->in, .od = w->od, .wmd = w->md};
+    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .k = w->k, .od = w->od, .wmd = w->md};
     p->src = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     p->dst = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     p->scr = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->scr_bytes = dnnl_memory_desc_get_size(&p->scr);
     dnnl_status_t s = dnnl_primitive_create(&p->p, pd);
     if (s != dnnl_success) {
-        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %d . %d x %d: status %d",
-                     (long long)m, w->in, w->in, w->od, (int)s);
+        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %lld . %lld x %d: status %d",
+                     (long long)m, (long long)w->k, (long long)w->k, w->od, (int)s);
         goto out;
     }
     p->next = g->cache;
@@ -195,6 +209,73 @@ out:
 }
 #endif
 
+/* f32 bits -> the nearest bf16, ties to even, as f32 bits with the low half zero. A finite value
+ * whose rounding would overflow is truncated instead (the largest bf16 of its sign); infinities
+ * stay, NaNs stay (quiet) NaNs. Branch-free, so that the loops below vectorise. */
+static inline uint32_t bf16_hi(uint32_t u)
+{
+    uint32_t r = u + 0x7FFFu + ((u >> 16) & 1u);
+    uint32_t nonfin = (u & 0x7F800000u) == 0x7F800000u;
+    uint32_t ovf = (r & 0x7F800000u) == 0x7F800000u;
+    uint32_t keep = u | ((u & 0x7FFFFFu) ? 0x400000u : 0u);
+    r = nonfin ? keep : ovf ? u : r;
+    return r & 0xFFFF0000u;
+}
+
+static inline uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The split loop is compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): integer and
+ * exact f32 operations, the same bytes whichever runs. Not under the sanitizers (tower_cpu.c). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MV_CLONES
+#endif
+
+MV_CLONES
+void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = f2u(a[i]);
+        uint32_t h1 = bf16_hi(u);
+        float r1 = a[i] - u2f(h1);
+        r1 = (u & 0x7F800000u) == 0x7F800000u ? 0.0f : r1; /* inf - inf: the whole value is in p1 */
+        uint32_t h2 = bf16_hi(f2u(r1));
+        uint32_t h3 = bf16_hi(f2u(r1 - u2f(h2)));
+        p1[i] = (uint16_t)(h1 >> 16);
+        p2[i] = (uint16_t)(h2 >> 16);
+        p3[i] = (uint16_t)(h3 >> 16);
+    }
+}
+
+int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m)
+{
+    if (!strcmp(s, "f32"))
+        *m = MV_CPU_GEMM_F32;
+    else if (!strcmp(s, "bf16x6"))
+        *m = MV_CPU_GEMM_BF16X6;
+    else if (!strcmp(s, "auto"))
+        *m = MV_CPU_GEMM_AUTO;
+    else
+        return -1;
+    return 0;
+}
+
+mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g) { return g->mode; }
+
 /* OpenBLAS cores whose kernels use AVX2 or AVX-512 (anything else is a generic one) */
 static int blas_core_is_modern(const char *c)
 {
@@ -206,16 +287,30 @@ static int blas_core_is_modern(const char *c)
     return 0;
 }
 
-mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
+mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, mv_err *e)
 {
     mv_blas_single_threaded(); /* OpenBLAS (what stays on it) */
     mv_gemm_cpu *g = calloc(1, sizeof *g);
     if (!g)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
     const char *core = openblas_get_corename();
+    /* bf16x6: our AMX kernel, whatever the f32 library */
+    const char *why = "";
+    int amx = mv_amx_available(&why);
+    if (mode == MV_CPU_GEMM_AUTO)
+        mode = amx ? MV_CPU_GEMM_BF16X6 : MV_CPU_GEMM_F32;
+    if (mode == MV_CPU_GEMM_BF16X6 && !amx) {
+        free(g);
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "bf16x6 GEMMs need Intel AMX: %s; use f32 GEMMs", why);
+    }
+    g->mode = mode;
 #if MV_HAVE_DNNL
     const dnnl_version_t *v = dnnl_version();
-    snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    if (mode == MV_CPU_GEMM_BF16X6)
+        snprintf(g->name, sizeof g->name, "AMX bf16x6 (gemm_amx.c; attention: oneDNN %d.%d.%d f32)",
+                 v->major, v->minor, v->patch);
+    else
+        snprintf(g->name, sizeof g->name, "oneDNN %d.%d.%d f32", v->major, v->minor, v->patch);
     pthread_mutex_init(&g->mu, NULL);
     dnnl_status_t s = dnnl_engine_create(&g->eng, dnnl_cpu, 0);
     if (s != dnnl_success) {
@@ -225,7 +320,11 @@ mv_status mv_gemm_cpu_create(int verbose, mv_gemm_cpu **out, mv_err *e)
     }
     (void)core;
 #else
-    snprintf(g->name, sizeof g->name, "OpenBLAS (core %s)", core ? core : "?");
+    if (mode == MV_CPU_GEMM_BF16X6)
+        snprintf(g->name, sizeof g->name, "AMX bf16x6 (gemm_amx.c; attention: OpenBLAS (core %s) f32)",
+                 core ? core : "?");
+    else
+        snprintf(g->name, sizeof g->name, "OpenBLAS (core %s) f32", core ? core : "?");
 #if defined(__x86_64__) && defined(__GNUC__)
     /* OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE is read then, not later); on a
      * CPU newer than it knows it falls back to generic SSE3 kernels, several times slower */
@@ -270,13 +369,22 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
     *w = (mv_gemm_w){.g = g, .in = in, .od = od, .W = W};
     mv_status st = MV_OK;
+    if (g->mode == MV_CPU_GEMM_BF16X6) {
+        if ((st = mv_amx_pack(W, in, od, name, &w->amx, e))) {
+            free(w);
+            return st;
+        }
+        *out = w;
+        return MV_OK;
+    }
 #if MV_HAVE_DNNL
     dnnl_primitive_desc_t pd = NULL, rpd = NULL;
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
+    w->k = in;
     /* the layout the primitive picks for a full MB-row call: every other call takes it as is */
-    if ((st = make_pd(g, MB, in, od, in, od, NULL, &pd, e)))
+    if ((st = make_pd(g, MB, w->k, od, w->k, od, NULL, &pd, e)))
         goto out;
     w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     snprintf(w->impl, sizeof w->impl, "%s", pd_impl(pd));
@@ -290,9 +398,10 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for packed weights (%zu bytes)", name, bytes);
         goto out;
     }
-    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od] with strides (1, in) */
-    dnnl_dims_t sw = {in, od};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba), "weights descriptor");
+    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od], strides (1, in) */
+    dnnl_dims_t sw = {w->k, od};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba),
+             "weights descriptor");
     DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, (void *)W), "weights memory");
     DNNL_TRY(dnnl_memory_create(&mp, &w->md, g->eng, w->packed), "packed weights memory");
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &du, g->eng, &w->md, g->eng, NULL), "reorder");
@@ -331,6 +440,7 @@ void mv_gemm_w_free(mv_gemm_w *w)
 {
     if (!w)
         return;
+    mv_amx_w_free(w->amx);
 #if MV_HAVE_DNNL
     free(w->packed);
 #endif
@@ -371,6 +481,7 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws)
             dnnl_stream_destroy(ws->s[i].st);
 #endif
         free(ws->s[i].scr);
+        free(ws->s[i].xs);
     }
     free(ws->s);
     free(ws);
@@ -422,6 +533,19 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
         return MV_OK;
     if (slot < 0 || slot >= ws->n)
         return mv_fail(e, MV_ERR_INTERNAL, "gemm: thread slot %d of %d", slot, ws->n);
+    if (w->amx) { /* bf16x6 */
+        slot_t *sl = &ws->s[slot];
+        size_t need = mv_amx_scratch_bytes(w->amx, m);
+        if (need > sl->xs_cap) {
+            free(sl->xs);
+            sl->xs_cap = 0;
+            if (!(sl->xs = aligned_alloc(64, (need + 63) / 64 * 64)))
+                return mv_fail(e, MV_ERR_NOMEM, "out of memory for split rows (%zu bytes)", need);
+            sl->xs_cap = need;
+        }
+        mv_amx_rows(w->amx, out, ldo, x, ldx, m, sl->xs);
+        return MV_OK;
+    }
 #if MV_HAVE_DNNL
     for (int64_t r = 0; r < m; r += MB) {
         mv_status st = gemm_call(ws, &ws->s[slot], w, out + r * ldo, ldo, x + r * ldx, ldx,

@@ -53,12 +53,15 @@ static const char usage_text[] =
     "\n"
     "Compute:\n"
     "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
-    "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU is always f32\n"
+    "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU: f32 (--cpu-gemm)\n"
     "      --attention auto|builtin|cudnn|fa3  CUDA attention (default auto: the fastest that runs)\n"
     "      --batch-tokens N      most patches packed into one forward (CUDA default: sized from\n"
     "                            free memory; CPU default: one input per forward)\n"
     "      --gpu N               CUDA device ordinal (default 0)\n"
     "  -j, --threads N           CPU threads for the tower (default: the CPUs of the affinity mask)\n"
+    "      --cpu-gemm f32|bf16x6|auto  CPU Linear layers: f32 GEMMs (default); bf16x6: operands\n"
+    "                            split exactly into 3 bf16 parts, six products on Intel AMX at\n"
+    "                            f32's accuracy (needs AMX); auto: bf16x6 where AMX is usable\n"
     "      --jobs N              decode/preprocess threads (default: the CPUs of the affinity mask)\n"
     "      --devices LIST|all    CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)\n"
     "      --inflight N          CUDA: forwards in flight per GPU, each with its own stream and\n"
@@ -102,7 +105,7 @@ enum {
     O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
     O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
     O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
-    O_ATTN,
+    O_ATTN, O_CPUGEMM,
     O_VCAP, O_VTOKENS,
     O_LAYOUT, O_SHARDSIZE, O_POOL,
 };
@@ -160,7 +163,7 @@ int main(int argc, char **argv)
         {"hidden", no_argument, 0, O_HIDDEN},      {"force", no_argument, 0, O_FORCE},
         {"out-dtype", required_argument, 0, O_OUTDT}, {"zstd-level", required_argument, 0, O_ZLEVEL},
         {"device", required_argument, 0, O_DEVICE}, {"precision", required_argument, 0, O_PREC},
-        {"attention", required_argument, 0, O_ATTN},
+        {"attention", required_argument, 0, O_ATTN}, {"cpu-gemm", required_argument, 0, O_CPUGEMM},
         {"batch-tokens", required_argument, 0, O_BATCH}, {"gpu", required_argument, 0, O_GPU},
         {"threads", required_argument, 0, 'j'},    {"min-pixels", required_argument, 0, O_MINPX},
         {"max-pixels", required_argument, 0, O_MAXPX}, {"video-min-pixels", required_argument, 0, O_VMINPX},
@@ -258,6 +261,10 @@ int main(int argc, char **argv)
                 o.bopts.attention = MV_ATTN_FA3;
             else
                 return usage_error("--attention must be auto, builtin, cudnn or fa3", optarg);
+            break;
+        case O_CPUGEMM:
+            if (mv_cpu_gemm_parse(optarg, &o.bopts.cpu_gemm))
+                return usage_error("--cpu-gemm must be f32, bf16x6 or auto", optarg);
             break;
         case O_BATCH:
             if (parse_ll(optarg, 1, &v))

@@ -6,8 +6,9 @@
  * (QWEN35_VISION.md section 3):
  *   patch_embed (GEMM + bias) -> + interpolated position table -> depth x pre-LN blocks
  *   (attention with 2D rope per segment, tanh-GELU MLP) -> merger (LN, 2x2 concat, fc1, erf-GELU, fc2).
- * It does not round to bf16 anywhere: it is compared against HF run in f32/f64. Attention is in
- * attention_cpu.c, what the two files share in tower_cpu_int.h.
+ * It does not round to bf16 anywhere (--cpu-gemm bf16x6 splits each f32 operand exactly into
+ * three bf16 parts inside the GEMM, at f32's accuracy): it is compared against HF run in f32/f64.
+ * Attention is in attention_cpu.c, what the two files share in tower_cpu_int.h.
  *
  * Threads: one pool. The GEMM libraries run single-threaded (mv_gemm_cpu.h); every parallel
  * loop is ours (OpenMP), and each GEMM call is made by one thread on a block of rows, so two
@@ -669,7 +670,7 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     pthread_mutex_init(&ci->mu, NULL);
     mv_blas_single_threaded();
     double t0 = mv_now();
-    mv_status st = mv_gemm_cpu_create(o && o->verbose, &ci->g, e);
+    mv_status st = mv_gemm_cpu_create(o && o->verbose, o ? o->cpu_gemm : MV_CPU_GEMM_F32, &ci->g, e);
     if (!st)
         st = pack_all(m, ci, e);
     if (st) {

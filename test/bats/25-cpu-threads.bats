@@ -4,7 +4,8 @@
 # of 4304 (the 27B layout's), the reduction length at which OpenBLAS's own threads once changed
 # the last bits; the fixture tower covers the other shapes. The two generated images (728 and
 # 784 patches, under the fixture preprocessor's pixel cap) give each thread several GEMM calls (oneDNN's: 256 rows at most) and row blocks
-# of many sizes, with and without a tail of fewer than 16 rows, at -j 1, 2, 5 and 7.
+# of many sizes, with and without a tail of fewer than 16 rows, at -j 1, 2, 5 and 7; the last test
+# runs them with --cpu-gemm bf16x6 (the AMX kernel of src/gemm_amx.c, under 16-row thread cuts).
 load test_helper
 
 setup_file() {
@@ -57,6 +58,26 @@ same_bytes() {
     # the patch counts the comment above relies on
     run "$PY" -c "import json,sys; print(sorted(json.loads(l)['grid_thw'][1] * json.loads(l)['grid_thw'][2] for l in open(sys.argv[1])))" "$T/j1/manifest.jsonl"
     [ "$output" = "[728, 784]" ]
+    same_bytes "$T/j1" "$T/j2"
+    same_bytes "$T/j1" "$T/j5"
+    same_bytes "$T/j1" "$T/j7"
+}
+
+@test "--cpu-gemm bf16x6: -j 1, 2, 5, 7 byte-identical (wide MLP tower: 728 and 784 patches, fixture videos)" {
+    T="$BATS_TEST_TMPDIR"
+    V="$ROOT/fixtures/media/videos"
+    # bf16x6 needs AMX (/proc/cpuinfo: amx_bf16, amx_tile): refused elsewhere, with the reason
+    if ! grep -qw amx_bf16 /proc/cpuinfo || ! grep -qw amx_tile /proc/cpuinfo; then
+        run mvembed -q --device cpu --cpu-gemm bf16x6 --model "$WIDE" --out "$T/r" "$BIG"
+        [ "$status" -eq 1 ]
+        [[ "$output" =~ "bf16x6 GEMMs need Intel AMX: " ]]
+        return 0
+    fi
+    for j in 1 2 5 7; do
+        run mvembed -q --device cpu --cpu-gemm bf16x6 --model "$WIDE" -j "$j" --out "$T/j$j" "$BIG" \
+            "$V/h264_192x128_24fps.mp4" "$V/h264_3frames.mp4"
+        [ "$status" -eq 0 ]
+    done
     same_bytes "$T/j1" "$T/j2"
     same_bytes "$T/j1" "$T/j5"
     same_bytes "$T/j1" "$T/j7"

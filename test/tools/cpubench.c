@@ -5,12 +5,15 @@
  * OpenBLAS's own thread pool at the same thread count (the way numpy would run them; slow where
  * OpenBLAS runs generic kernels). Not a test; scripts/bench-cpu.sh runs it.
  *   cpubench --model DIR --grid "t,h,w[;t,h,w...]" [--pixels P.npy] [-j N] [--iters K]
- *            [--what tower|gemm|both] [--blas 1] [--out OUT.npy]
+ *            [--what tower|gemm|both] [--blas 1] [--out OUT.npy] [--cpu-gemm f32|bf16x6|auto]
  * Pixels: P.npy [n_patches, patch_dim] f32, or (without --pixels) uniform [-1, 1) from a fixed
  * LCG. One warm-up run, then K runs; with --what both the tower and the GEMMs alternate, so that
  * both see the same load. Prints "tower S" / "gemm S" / "gemm_blas S" (median, seconds),
  * "tower_min S" / "gemm_min S" / "gemm_blas_min S" (fastest run), the GEMM library and the GEMMs'
  * TFLOP. --out saves the tower's output [tokens, L] (to compare -j runs byte for byte).
+ * --cpu-gemm: the Linear layers' GEMM mode of the tower and of the GEMMs alone (mv_gemm_cpu.h;
+ * default f32), printed as "gemm_lib oneDNN 2.6.3 bf16x6 (brg:...)"; gemm_tflop counts f32 flop
+ * (bf16x6 runs 6x as many bf16 ones).
  *   cpubench --model DIR --grid G --what attn [--qkv QKV.npy] [-j N] [--iters K] [--out O.npy]
  * times attention alone (mv_attention_cpu, the tower's attention with its head split, N threads)
  * on the grid's segments (one per frame of an entry: h x w patches) with the model's heads and
@@ -163,6 +166,7 @@ int main(int argc, char **argv)
     const char *mdir = NULL, *gs = NULL, *pix_path = NULL, *what = "both", *out_path = NULL;
     const char *qkv_path = NULL;
     int threads = 0, iters = 3, blas = 0;
+    mv_cpu_gemm gmode = MV_CPU_GEMM_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -185,6 +189,10 @@ int main(int argc, char **argv)
             qkv_path = v;
         else if (!strcmp(a, "--blas"))
             blas = atoi(v);
+        else if (!strcmp(a, "--cpu-gemm")) {
+            if (mv_cpu_gemm_parse(v, &gmode))
+                return die(v, "--cpu-gemm must be f32, bf16x6 or auto");
+        }
         else
             return die(a, "unknown option");
         i++;
@@ -192,7 +200,7 @@ int main(int argc, char **argv)
     if (!mdir || !gs || iters < 1 || iters > 1000)
         return die("usage", "cpubench --model DIR --grid \"t,h,w;...\" [--pixels P.npy] [-j N] "
                             "[--iters K] [--what tower|gemm|both|attn] [--blas 1] [--qkv QKV.npy] "
-                            "[--out OUT.npy]");
+                            "[--out OUT.npy] [--cpu-gemm f32|bf16x6|auto]");
     if (threads <= 0)
         threads = mv_cpu_count();
     int32_t grid[3 * 256];
@@ -246,7 +254,7 @@ int main(int argc, char **argv)
     if (!do_tower && !do_gemm)
         return die(what, "--what must be tower, gemm or both");
     /* the tower: the CPU backend at `threads` (OpenBLAS single-threaded inside it) */
-    mv_backend_opts bo = {.threads = threads};
+    mv_backend_opts bo = {.threads = threads, .cpu_gemm = gmode};
     mv_backend *be = NULL;
     if (do_tower && mv_backend_cpu_create(m, &bo, &be, &e))
         return die("cpu backend", e.msg);
@@ -283,7 +291,7 @@ int main(int argc, char **argv)
     mv_gemm_cpu *gc = NULL;
     mv_gemm_ws *ws = NULL;
     if (do_gemm) {
-        if (mv_gemm_cpu_create(0, &gc, &e) || mv_gemm_ws_create(gc, threads, &ws, &e))
+        if (mv_gemm_cpu_create(0, gmode, &gc, &e) || mv_gemm_ws_create(gc, threads, &ws, &e))
             return die("gemm", e.msg);
         for (int k = 0; k < ng; k++)
             if (mv_gemm_pack(gc, g[k].W, g[k].in, g[k].out, "weights", &g[k].pw, &e))

@@ -1,0 +1,394 @@
+/* gemm_amx.c - the bf16x6 GEMM kernel on Intel AMX (mv_gemm_amx.h): weights split into three
+ * bf16 parts and packed once into VNNI tiles, each call's rows split the same way into row
+ * tiles, six tile products per 32-k step. Not here: choosing the mode, the f32 path, threads
+ * (gemm_cpu.c, tower_cpu.c).
+ *
+ * Why our own kernel and not oneDNN's bf16 matmul over 6 x K (bench/NOTES.md, "bf16x6 CPU GEMMs
+ * on AMX"): oneDNN 2.6.3's AMX matmul made 0.86 TFLOP/s bf16 on one core (0.14 f32-equivalent,
+ * below its own f32 brgemm's 0.16), and it sums a row in another order for another row count per
+ * call, so every call had to be 64 rows, streaming the 3x larger weights once per 64 rows. Here
+ * the six products share tile loads (16 tile loads per 24 tile products instead of 24 per 24), the
+ * summation order is fixed by construction, so calls take any number of rows, and the blocking
+ * (which only decides where partial sums are stored and reloaded, exactly, in f32) is ours.
+ *
+ * Layouts (bf16 bit patterns, 1 KiB tiles: 16 rows x 64 bytes):
+ *   weights  B[nt][s][p]: n-tile nt (16 outputs), k step s (32 inputs), part p; tile row r holds
+ *            the k pair (32 s + 2 r, 32 s + 2 r + 1) of the tile's 16 outputs: [r][n][2] (VNNI)
+ *   rows     A[mt][s][p]: m-tile mt (16 rows), step s, part p; tile row i = row 16 mt + i, its 32
+ *            inputs of step s
+ * in is padded to KP = 32 * steps, od to a multiple of 32 (n-tile pairs), rows to 16, with zeros.
+ *
+ * The micro-kernel holds a 2 x 2 block of accumulator tiles (tmm0-3: C(m0,n0), C(m0,n1),
+ * C(m1,n0), C(m1,n1)), two row tiles (tmm4-5) and two weight tiles (tmm6-7); per step it runs
+ * x0w0, x0w1, x0w2, x2w0, x1w0, x1w1 (each on all four accumulators), reloading only the operand
+ * that changes. An accumulator tile starts at zero, or (K blocked) at the block's f32 partial
+ * sum stored before: exact, so the blocking never changes a bit. Each output element is the
+ * same sequence of TDPBF16PS on its own row of A and column of B whatever m, so the result does
+ * not depend on the row count or on -j. */
+#include "mv_gemm_amx.h"
+#include "mv_gemm_cpu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define MV_AMX_BUILD 1
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw")))
+#else
+#define MV_AMX_BUILD 0
+#endif
+
+#define TK 32           /* inputs per k step */
+#define TE 512          /* bf16 elements per tile */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+struct mv_amx_w {
+    int in, od;
+    int steps;   /* KP / 32 */
+    int ntiles;  /* n-tiles, even */
+    uint16_t *b; /* [ntiles][steps][3][TE] */
+};
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int amx_ok;
+static const char *amx_why = "not probed";
+
+static void probe(void)
+{
+    if (getenv("MV_NO_AMX") && strcmp(getenv("MV_NO_AMX"), "0")) {
+        amx_why = "MV_NO_AMX is set";
+        return;
+    }
+#if MV_AMX_BUILD
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) {
+        amx_why = "the CPU has no AMX-BF16 tiles (cpuid)";
+        return;
+    }
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+        amx_why = "the Linux kernel does not grant AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM)";
+        return;
+    }
+    amx_ok = 1;
+    amx_why = "";
+#else
+    amx_why = "this build has no AMX kernel (x86-64 Linux with GCC only)";
+#endif
+}
+
+int mv_amx_available(const char **why)
+{
+    pthread_once(&probe_once, probe);
+    if (why)
+        *why = amx_why;
+    return amx_ok;
+}
+
+static inline size_t wtile(const mv_amx_w *w, int nt, int s, int p)
+{
+    return ((((size_t)(nt >> 1) * w->steps + s) * 3 + p) * 2 + (nt & 1)) * TE;
+}
+
+#if MV_AMX_BUILD
+/* mv_bf16x3_split (gemm_cpu.c) on 16 values at once, bit for bit (the unit test compares the
+ * packed weights, split here, with it): f32 bits -> the nearest bf16, ties to even, in the high
+ * half; a finite value whose rounding would overflow truncated; infinities kept, NaNs quiet. */
+AMX_FN static inline __m512i bf16_hi16(__m512i u)
+{
+    const __m512i expo = _mm512_set1_epi32(0x7F800000);
+    __m512i r = _mm512_add_epi32(
+        _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
+    __mmask16 ovf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(r, expo), expo);
+    __mmask16 man = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF));
+    __m512i keep = _mm512_mask_or_epi32(u, man, u, _mm512_set1_epi32(0x400000));
+    r = _mm512_mask_mov_epi32(r, ovf, u);
+    r = _mm512_mask_mov_epi32(r, nonfin, keep);
+    return _mm512_srli_epi32(r, 16); /* the bf16 bits, in the low half */
+}
+
+/* n <= 16 values of a (the rest read as 0) -> their three parts' bf16 bits at p1, p2, p3 (16 each) */
+AMX_FN static inline void split16(const float *a, int n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
+{
+    __m512 x = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), a);
+    __m512i u = _mm512_castps_si512(x);
+    const __m512i expo = _mm512_set1_epi32(0x7F800000);
+    __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
+    __m512i h1 = bf16_hi16(u);
+    __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(h1, 16)));
+    r1 = _mm512_mask_mov_ps(r1, nonfin, _mm512_setzero_ps()); /* inf - inf: all of it is in p1 */
+    __m512i h2 = bf16_hi16(_mm512_castps_si512(r1));
+    __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(h2, 16)));
+    __m512i h3 = bf16_hi16(_mm512_castps_si512(r2));
+    _mm256_storeu_si256((__m256i *)p1, _mm512_cvtepi32_epi16(h1));
+    _mm256_storeu_si256((__m256i *)p2, _mm512_cvtepi32_epi16(h2));
+    _mm256_storeu_si256((__m256i *)p3, _mm512_cvtepi32_epi16(h3));
+}
+
+/* n values of a -> the three parts [3][kp], zeros past n */
+AMX_FN static void split_padded(const float *a, int n, int kp, uint16_t *p)
+{
+    for (int k = 0; k < kp; k += 16) {
+        int c = n - k < 0 ? 0 : n - k > 16 ? 16 : n - k;
+        split16(c ? a + k : a, c, p + k, p + kp + k, p + 2 * kp + k);
+    }
+}
+#else
+static void split_padded(const float *a, int n, int kp, uint16_t *p)
+{
+    memset(p, 0, (size_t)3 * kp * sizeof *p);
+    mv_bf16x3_split(a, n, p, p + kp, p + 2 * kp);
+}
+#endif
+
+mv_status mv_amx_pack(const float *W, int in, int od, const char *name, mv_amx_w **out, mv_err *e)
+{
+    if (in <= 0 || od <= 0)
+        return mv_fail(e, MV_ERR_INTERNAL, "%s: AMX packing of a %d x %d matrix", name, od, in);
+    mv_amx_w *w = calloc(1, sizeof *w);
+    if (!w)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
+    *w = (mv_amx_w){.in = in, .od = od, .steps = (in + TK - 1) / TK, .ntiles = (od + 31) / 32 * 2};
+    size_t n = (size_t)w->ntiles * w->steps * 3 * TE;
+    w->b = aligned_alloc(64, n * sizeof *w->b);
+    if (!w->b) {
+        free(w);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for AMX weights (%zu bytes)", name,
+                       n * sizeof(uint16_t));
+    }
+    int kp = w->steps * TK, bad = 0;
+#pragma omp parallel for schedule(dynamic) reduction(| : bad)
+    for (int nt = 0; nt < w->ntiles; nt++) {
+        uint16_t *p3 = calloc((size_t)3 * kp, sizeof *p3);
+        if (!p3) {
+            bad = 1;
+            continue;
+        }
+        for (int j = 0; j < 16; j++) {
+            int row = nt * 16 + j;
+            split_padded(row < od ? W + (size_t)row * in : W, row < od ? in : 0, kp, p3);
+            for (int p = 0; p < 3; p++)
+                for (int s = 0; s < w->steps; s++) {
+                    uint16_t *t = w->b + wtile(w, nt, s, p);
+                    const uint16_t *src = p3 + (size_t)p * kp + (size_t)s * TK;
+                    for (int r = 0; r < 16; r++) {
+                        t[r * 32 + j * 2] = src[2 * r];
+                        t[r * 32 + j * 2 + 1] = src[2 * r + 1];
+                    }
+                }
+        }
+        free(p3);
+    }
+    if (bad) {
+        mv_amx_w_free(w);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory packing AMX weights", name);
+    }
+    *out = w;
+    return MV_OK;
+}
+
+void mv_amx_w_free(mv_amx_w *w)
+{
+    if (!w)
+        return;
+    free(w->b);
+    free(w);
+}
+
+uint16_t mv_amx_w_at(const mv_amx_w *w, int p, int n, int k)
+{
+    return w->b[wtile(w, n / 16, k / TK, p) + (k % TK) / 2 * 32 + (n % 16) * 2 + (k & 1)];
+}
+
+/* A's tiles, then one f32 edge tile pair [2][16][16] per accumulator (partial tiles) */
+size_t mv_amx_scratch_bytes(const mv_amx_w *w, int64_t m)
+{
+    int64_t mtp = (m + 31) / 32 * 2; /* m-tiles, even */
+    return (size_t)mtp * w->steps * 3 * TE * sizeof(uint16_t) + 4 * 256 * sizeof(float);
+}
+
+#if MV_AMX_BUILD
+/* the row tiles of x[m, in]: A[mt][s][p], rows and inputs past the ends zero */
+AMX_FN static void pack_rows(const mv_amx_w *w, const float *x, int64_t ldx, int64_t m, uint16_t *A)
+{
+    int64_t mt = (m + 15) / 16;
+    for (int64_t t = 0; t < mt; t++)
+        for (int i = 0; i < 16; i++) {
+            int64_t row = t * 16 + i;
+            for (int s = 0; s < w->steps; s++) {
+                uint16_t *a = A + ((((size_t)(t >> 1) * w->steps + s) * 3) * 2 + (t & 1)) * TE + i * TK;
+                int k0 = s * TK, n = row >= m ? 0 : w->in - k0 < TK ? w->in - k0 : TK;
+                const float *xr = x + (row < m ? row * ldx + k0 : 0);
+                split16(xr, n < 16 ? n : 16, a, a + 2 * TE, a + 4 * TE);
+                split16(n > 16 ? xr + 16 : xr, n > 16 ? n - 16 : 0, a + 16, a + 2 * TE + 16, a + 4 * TE + 16);
+            }
+        }
+}
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+
+AMX_FN static void tiles_on(void)
+{
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
+    _tile_loadconfig(&c);
+}
+
+/* One 2 x 2 (two 0: 1 x 2) block of C tiles over nsteps k steps. a0, a1: the two m-tiles' row
+ * tiles at the first step (A[mt][s0]), b0, b1: the n-tile pair's weight tiles there; c[q]: the
+ * four accumulators' f32 homes (row stride ldc[q] bytes), q = 2 (m-tile) + (n-tile); init: start
+ * at zero, else load them.
+ * Tiles are not renamed: a load into a tile waits for the products still reading it, and the
+ * next products wait for the load. So the six products run in an order where each changes one
+ * operand pair only, (x0,w2) (x0,w1) (x1,w1) (x1,w0) (x0,w0) (x2,w0) (14 tile loads per 24
+ * products), and inside each the two products that free the tile to be reloaded next go first,
+ * so that the load runs under the other two. */
+#define T00 _tile_dpbf16ps(0, 4, 6)
+#define T01 _tile_dpbf16ps(1, 4, 7)
+#define T10 if (two) _tile_dpbf16ps(2, 5, 6)
+#define T11 if (two) _tile_dpbf16ps(3, 5, 7)
+#define LA0(p) _tile_loadd(4, a0 + (p) * 2 * TE, 64)
+#define LA1(p) if (two) _tile_loadd(5, a1 + (p) * 2 * TE, 64)
+#define LB0(p) _tile_loadd(6, b0 + (p) * 2 * TE, 64)
+#define LB1(p) _tile_loadd(7, b1 + (p) * 2 * TE, 64)
+/* a group whose successor changes the weight tiles to part q, or the row tiles to part q */
+#define GB(q) do { T00; T10; LB0(q); T01; T11; LB1(q); } while (0)
+#define GA(q) do { T00; T01; LA0(q); T10; T11; LA1(q); } while (0)
+
+static inline __attribute__((always_inline)) AMX_FN void
+block(int two, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
+      int nsteps, float *const c[4], const int64_t ldc[4], int init)
+{
+    if (init) {
+        _tile_zero(0);
+        _tile_zero(1);
+        if (two) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+    } else {
+        _tile_loadd(0, c[0], ldc[0]);
+        _tile_loadd(1, c[1], ldc[1]);
+        if (two) {
+            _tile_loadd(2, c[2], ldc[2]);
+            _tile_loadd(3, c[3], ldc[3]);
+        }
+    }
+    LA0(0);
+    LA1(0);
+    LB0(2);
+    LB1(2);
+    for (int s = 0; s < nsteps; s++) {
+        GB(1); /* x0 w2 */
+        GA(1); /* x0 w1 */
+        GB(0); /* x1 w1 */
+        GA(0); /* x1 w0 */
+        GA(2); /* x0 w0 */
+        /* x2 w0, then the next step's x0 and w2 */
+        a0 += 6 * TE;
+        a1 += 6 * TE;
+        b0 += 6 * TE;
+        b1 += 6 * TE;
+        if (s + 1 < nsteps) {
+            T00; T10; LB0(2); T01; LA0(0); T11; LA1(0); LB1(2);
+        } else {
+            T00; T10; T01; T11;
+        }
+    }
+    _tile_stored(0, c[0], ldc[0]);
+    _tile_stored(1, c[1], ldc[1]);
+    if (two) {
+        _tile_stored(2, c[2], ldc[2]);
+        _tile_stored(3, c[3], ldc[3]);
+    }
+}
+
+/* Blocking: row tiles per M block (even) and steps per K block, so that a block of row tiles
+ * (AMX_MT x AMX_KS x 3 KiB: 1.1 MiB) stays in the 2 MiB L2 while each weight panel (2 n-tiles x
+ * AMX_KS steps x 3 parts: 144 KiB) is used by every row tile pair of it. Measured on one core
+ * (bench/NOTES.md): K blocks of 4-12 steps lose 10-30 % (the accumulators are stored and reloaded
+ * more often), 36-68 lose 5-15 %; software prefetch into L1 lost 5-10 %. */
+#define AMX_MT 16
+#define AMX_KS 24
+
+AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float *x, int64_t ldx,
+                        int64_t m, void *scratch)
+{
+    if (m <= 0)
+        return;
+    uint16_t *A = scratch;
+    int64_t mt = (m + 15) / 16;
+    float *edge = (float *)(A + (size_t)(mt + 1) / 2 * 2 * w->steps * 3 * TE); /* [4][16][16] */
+    pack_rows(w, x, ldx, m, A);
+    tiles_on();
+    int S = w->steps;
+    for (int64_t m0 = 0; m0 < mt; m0 += AMX_MT) {
+        int64_t m1 = m0 + AMX_MT < mt ? m0 + AMX_MT : mt;
+        for (int k0 = 0; k0 < S; k0 += AMX_KS) {
+            int ns = S - k0 < AMX_KS ? S - k0 : AMX_KS;
+            for (int nt = 0; nt < w->ntiles; nt += 2) {
+                const uint16_t *b0 = w->b + wtile(w, nt, k0, 0), *b1 = w->b + wtile(w, nt + 1, k0, 0);
+                for (int64_t t = m0; t < m1; t += 2) {
+                    int two = t + 1 < m1;
+                    const uint16_t *a0 = A + (((size_t)(t >> 1) * S + k0) * 6) * TE;
+                    const uint16_t *a1 = a0 + TE;
+                    float *c[4];
+                    int64_t ldc[4];
+                    int edge_of[4] = {0, 0, 0, 0};
+                    for (int q = 0; q < (two ? 4 : 2); q++) {
+                        int64_t r = (t + (q >> 1)) * 16, n = (int64_t)(nt + (q & 1)) * 16;
+                        if (r + 16 <= m && n + 16 <= w->od) {
+                            c[q] = out + r * ldo + n;
+                            ldc[q] = ldo * (int64_t)sizeof(float);
+                        } else { /* a partial tile: through edge[q] */
+                            edge_of[q] = 1;
+                            c[q] = edge + q * 256;
+                            ldc[q] = 16 * sizeof(float);
+                            memset(c[q], 0, 256 * sizeof(float));
+                            for (int64_t i = 0; k0 && i < 16 && r + i < m; i++)
+                                for (int64_t j = 0; j < 16 && n + j < w->od; j++)
+                                    c[q][i * 16 + j] = out[(r + i) * ldo + n + j];
+                        }
+                    }
+                    if (two)
+                        block(1, a0, a1, b0, b1, ns, c, ldc, k0 == 0);
+                    else
+                        block(0, a0, a1, b0, b1, ns, c, ldc, k0 == 0);
+                    for (int q = 0; q < 4; q++) {
+                        if (!edge_of[q])
+                            continue;
+                        int64_t r = (t + (q >> 1)) * 16, n = (int64_t)(nt + (q & 1)) * 16;
+                        for (int64_t i = 0; i < 16 && r + i < m; i++)
+                            for (int64_t j = 0; j < 16 && n + j < w->od; j++)
+                                out[(r + i) * ldo + n + j] = c[q][i * 16 + j];
+                    }
+                }
+            }
+        }
+    }
+    _tile_release();
+}
+#else
+void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float *x, int64_t ldx, int64_t m,
+                 void *scratch)
+{
+    (void)w, (void)out, (void)ldo, (void)x, (void)ldx, (void)m, (void)scratch;
+}
+#endif
