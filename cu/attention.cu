@@ -356,8 +356,10 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->fa3_bn = bn && atoi(bn) == 64 ? 64 : 128;
     s->fa3_attr = 0;
     s->fa3_cc = 0;
-    const char *ver = getenv("MV_FA3_VERSION");
+    const char *ver = getenv("MV_FA3_VERSION"), *sw = getenv("MV_FA3_SWIZZLE"), *qr = getenv("MV_FA3_QREG");
     s->fa3_ver = ver && atoi(ver) == 1 ? 1 : 2;
+    s->fa3_sw = sw && *sw ? atoi(sw) != 0 : -1;
+    s->fa3_qr = qr && *qr ? atoi(qr) != 0 : -1;
     s->fa3_encode = NULL;
 }
 

@@ -11,8 +11,11 @@
  * H200 (2026-11-30):
  *   - version 2 (default): TMA loads by a producer warp on an mbarrier ring, two consumer
  *     warpgroups ping-ponging, softmax overlapped with P.V inside each warpgroup (FlashAttention-
- *     3's design). 362-375 TFLOP/s at head dim 72 on 8160- and 47376-patch segments (cuDNN 9.19:
- *     342-363), 216 on 64 x 784 (cuDNN 245): bench/RESULTS.md, sixth session.
+ *     3's design). Two options, chosen per head dim (fa3_auto_sw / fa3_auto_qr) or by
+ *     MV_FA3_SWIZZLE / MV_FA3_QREG: K and V in 32-byte-swizzled TMA boxes of 16 columns, and Q
+ *     held in registers. At head dim 72, 397-426 TFLOP/s on 8160- and 47376-patch segments
+ *     (cuDNN 9.19: 339-349), 383-389 on 16 x 4096 (cuDNN 401), 224 on 64 x 784 (cuDNN 245):
+ *     bench/RESULTS.md, seventh session.
  *   - version 1 (MV_FA3_VERSION=1): all 256 threads load with cp.async, every wgmma waited for:
  *     half the speed; kept as the simplest correct wgmma kernel to bisect version 2 against.
  * A wrong number in a later change: run test_fa3 (its probes say whether the descriptors or the
@@ -43,7 +46,8 @@
  * Next steps for speed (version 2 at 64 x 784 and at head dim 64 is still behind cuDNN): a
  * persistent grid whose producer loads the next tile while the consumers finish one (short
  * segments are mostly prologue and epilogue), key tiles sized to the segment (784 = 7 x 112, not
- * 6.1 x 128), some of the exponentials on the FMA pipe (MUFU is near its limit at D <= 72).
+ * 6.1 x 128), some of the exponentials on the FMA pipe (MUFU is near its limit at D <= 72), a
+ * third consumer warpgroup (192 query rows per K/V tile: less L2 traffic per FLOP).
  *
  * Not here: f32/tf32 attention, causal masks, head dims other than 64/72, other GPUs (sm_90a
  * code runs on compute capability 9.0 only; the launcher refuses other devices). CPU twin:
@@ -85,25 +89,37 @@ template <int BN> static __device__ __forceinline__ void fa3_mask_tail(float *s,
         for (int e = 0; e < 4; e++)
             if (kbase + nt * 8 + 2 * t + (e & 1) >= kv1) s[4 * nt + e] = -INFINITY;
 }
+/* 2^x on the MUFU unit, results below 2^-126 flushed to 0 (exp2f without -ftz adds a range
+ * check and two multiplies per call to keep them: a third of the softmax's instructions, for
+ * probabilities that bf16 P and the f32 row sum cannot tell from 0 next to the row's max of 1) */
+static __device__ __forceinline__ float fa3_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 /* online softmax in log2 units: s <- P (f32), m and l updated, corr[r] = exp2(m_old - m_new), the
- * factor the row's earlier output must be scaled by (0 on the first tile) */
+ * factor the row's earlier output must be scaled by (0 on the first tile). The row max is taken
+ * over the raw scores and scaled once (scale_log2 > 0: the same value as the max of the scaled
+ * scores, rounding being monotonic). */
 template <int BN>
 static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l, float *corr, float scale_log2)
 {
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float mx = m[r];
+        float raw = fmaxf(s[2 * r], s[2 * r + 1]);
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]) * scale_log2);
+        for (int nt = 1; nt < BN / 8; nt++) raw = fmaxf(raw, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+        float mx = fmaxf(m[r], raw * scale_log2);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        corr[r] = exp2f(m[r] - mx);
+        corr[r] = fa3_ex2(m[r] - mx);
         m[r] = mx;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; nt++) {
-            float p0 = exp2f(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
-            float p1 = exp2f(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
+            float p0 = fa3_ex2(fmaf(s[4 * nt + 2 * r], scale_log2, -mx));
+            float p1 = fa3_ex2(fmaf(s[4 * nt + 2 * r + 1], scale_log2, -mx));
             s[4 * nt + 2 * r] = p0;
             s[4 * nt + 2 * r + 1] = p1;
             sum += p0 + p1;
@@ -111,8 +127,11 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
         l[r] = l[r] * corr[r] + sum;
     }
 }
+/* skipped when no row of the warp changed its max (corr 1 everywhere: the common case once a long
+ * row has seen its largest scores); the branch is warp-uniform */
 template <int D> static __device__ __forceinline__ void fa3_rescale_o(float *o, const float *corr)
 {
+    if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
 #pragma unroll
     for (int nt = 0; nt < D / 8; nt++) {
         o[4 * nt + 0] *= corr[0];
@@ -286,25 +305,40 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
 #define FA3V2_ST 2 /* stages of K and of V */
 
 /* the same tile sizes as version 1 (fa3_shape: C chunks of Q and K, CV of V), more stages, and
- * the mbarriers after the data */
-template <int D, int BN> struct fa3v2_shape : fa3_shape<D, BN> {
+ * the mbarriers after the data. SW: K's first D / 16 column pairs and all of V in
+ * 32-byte-swizzled boxes of 16 columns (wgmma.cuh), V rounded up to VG = ceil(D / 16) boxes (its
+ * columns D..16 VG - 1, the next head's or TMA's zeros, are loaded and never read: wgmma's N is
+ * D). 256 bytes of slack to align the data to the swizzle's 256-byte period. */
+template <int D, int BN, bool SW> struct fa3v2_shape : fa3_shape<D, BN> {
     typedef fa3_shape<D, BN> B;
-    static constexpr int DATA = B::Q_BYTES + FA3V2_ST * (B::K_BYTES + B::V_BYTES);
-    static constexpr size_t SMEM = (size_t)DATA + 8 * (1 + 4 * FA3V2_ST);
+    static constexpr int VG = (D + 15) / 16;
+    static constexpr int V_BYTES = SW ? BN * VG * 32 : B::V_BYTES;
+    static constexpr int DATA = B::Q_BYTES + FA3V2_ST * (B::K_BYTES + V_BYTES);
+    static constexpr size_t SMEM = (size_t)DATA + 8 * (1 + 4 * FA3V2_ST) + 256;
 };
 
-template <int D, int BN>
+/* SW: K (its first D / 16 column pairs) and V in 32-byte-swizzled boxes of 16 columns (whole
+ * 32-byte sectors from L2), else in boxes of 8 columns. tm: boxes of 8 columns x BN rows, no
+ * swizzle (Q; K and V without SW; K's last 8 columns when D % 16 = 8 with SW); tm16 (SW): boxes
+ * of 16 columns x BN rows, 32-byte swizzle. QR: each consumer holds its 64 rows of Q in
+ * registers (KS x 4 bf16 pairs, the A fragment) and runs S = Q K^T with A from registers, so
+ * that the tensor cores read only K from shared memory (a third less shared-memory traffic per S
+ * tile). Measured (attnbench, bench/RESULTS.md, seventh session): at head dim 72 both cost
+ * (4 x 8160: 415 TFLOP/s without either, 351 with SW, 388 with QR), at 64 they help a little on
+ * short segments (64 x 784: 231 -> 248). */
+template <int D, int BN, bool SW, bool QR>
 __global__ void __launch_bounds__(FA3V2_THREADS, 1)
-    attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, bf16 *out, const mv_attn_tile *tiles, int heads,
-                      float scale_log2)
+    attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16, bf16 *out,
+                      const mv_attn_tile *tiles, int heads, float scale_log2)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef fa3v2_shape<D, BN> S;
-    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST;
+    typedef fa3v2_shape<D, BN, SW> S;
+    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST, KG = SW ? D / 16 : 0, VG = S::VG;
     static_assert(BN == 64 || BN == 128, "keys per tile");
     static_assert(FA3_BM % BN == 0, "Q loads in boxes of BN rows");
+    static_assert(S::Q_BYTES % 256 == 0 && S::K_BYTES % 256 == 0 && S::V_BYTES % 256 == 0, "256-byte boxes");
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    const uint32_t sQ = smem_u32(smem_raw), sK = sQ + S::Q_BYTES, sV = sK + ST * S::K_BYTES;
+    const uint32_t sQ = (smem_u32(smem_raw) + 255u) & ~255u, sK = sQ + S::Q_BYTES, sV = sK + ST * S::K_BYTES;
     const uint32_t q_full = sQ + S::DATA, k_full = q_full + 8, v_full = k_full + 8 * ST, k_empty = v_full + 8 * ST,
                    v_empty = k_empty + 8 * ST;
     const int tid = threadIdx.x, wg = tid / 128;
@@ -348,14 +382,26 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
                 const uint32_t ph = (uint32_t)(j / ST) & 1u, row = (uint32_t)(kv0 + j * BN);
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
                 mbar_expect_tx(k_full + 8 * st, BN * CV * 16);
-                for (int c = 0; c < CV; c++)
+                /* SW: column pairs as swizzled 16-column boxes, the rest (8 columns when D %
+                 * 16 = 8) in the 8-column layout at the offsets they have without SW */
+                for (int g = 0; g < KG; g++)
+                    tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + g * BN * 32), &tm16, H + h * D + g * 16, (int)row,
+                                k_full + 8 * st);
+                for (int c = 2 * KG; c < CV; c++)
                     tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + h * D + c * 8, (int)row,
                                 k_full + 8 * st);
                 mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                mbar_expect_tx(v_full + 8 * st, BN * CV * 16);
-                for (int c = 0; c < CV; c++)
-                    tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * 16), &tm, 2 * H + h * D + c * 8, (int)row,
-                                v_full + 8 * st);
+                if constexpr (SW) {
+                    mbar_expect_tx(v_full + 8 * st, BN * VG * 32);
+                    for (int g = 0; g < VG; g++)
+                        tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + g * BN * 32), &tm16, 2 * H + h * D + g * 16,
+                                    (int)row, v_full + 8 * st);
+                } else {
+                    mbar_expect_tx(v_full + 8 * st, BN * CV * 16);
+                    for (int c = 0; c < CV; c++)
+                        tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * 16), &tm, 2 * H + h * D + c * 8,
+                                    (int)row, v_full + 8 * st);
+                }
             }
         }
         return;
@@ -372,6 +418,18 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
     for (int i = 0; i < D / 2; i++) o[i] = 0.f;
     if (cw == 1) named_arrive(1, 256); /* consumer 0 issues first */
     mbar_wait(q_full, 0);
+    uint32_t qf[QR ? KS * 4 : 4]; /* QR: k16 step ks = chunks 2ks, 2ks + 1 of rows r0 and r0 + 8 */
+    if constexpr (QR) {
+        const int r0 = cw * 64 + wl * 16 + g;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const uint32_t at = sQ + (uint32_t)(((2 * ks + hf) * FA3_BM + r0) * 16 + 4 * t);
+                qf[4 * ks + 2 * hf] = ld_shared_u32(at);
+                qf[4 * ks + 2 * hf + 1] = ld_shared_u32(at + 8 * 16);
+            }
+    }
 
     /* S(j) -> P(j) in s (f32), corr = exp2(m_old - m_new), m and l updated */
     auto softmax = [&](int j) {
@@ -381,14 +439,18 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
     auto issue_s = [&](int j) {
         const uint32_t kb = sK + (uint32_t)((j % ST) * S::K_BYTES);
 #pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-            wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * FA3_BM * 16, FA3_BM), desc_kmajor_cols(kb + ks * 2 * BN * 16, BN),
-                         ks > 0);
+        for (int ks = 0; ks < KS; ks++) {
+            const uint64_t bd =
+                ks < KG ? desc_kmajor_sw32(kb + ks * BN * 32) : desc_kmajor_cols(kb + ks * 2 * BN * 16, BN);
+            if constexpr (QR) wgmma_rs_kb<BN>(s, &qf[4 * ks], bd, ks > 0);
+            else wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * FA3_BM * 16, FA3_BM), bd, ks > 0);
+        }
     };
     auto issue_pv = [&](int j) {
         const uint32_t vb = sV + (uint32_t)((j % ST) * S::V_BYTES);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) wgmma_rs<D>(o, &p[4 * kk], desc_nmajor_cols(vb + kk * 256, BN));
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs<D>(o, &p[4 * kk], SW ? desc_nmajor_sw32(vb + kk * 16 * 32, BN) : desc_nmajor_cols(vb + kk * 256, BN));
     };
     auto pack_p = [&]() { fa3_pack_p<BN>(p, s); };
     auto release = [&](uint32_t bar) {
@@ -501,9 +563,10 @@ static cudaError_t launch_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, cons
     return cudaGetLastError();
 }
 
-/* The tensor map of qkv [n, 3 * heads * D] bf16 in boxes of 8 columns x BN rows. */
+/* The tensor map of qkv [n, 3 * heads * D] bf16 in boxes of `cols` columns x BN rows: 8 without
+ * swizzle, or 16 with the 32-byte swizzle. */
 static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 *qkv, int64_t n, int heads, int D,
-                                  int BN)
+                                  int BN, int cols)
 {
     if (!s->fa3_encode) {
         cudaDriverEntryPointQueryResult q;
@@ -515,26 +578,34 @@ static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 
     }
     const cuuint64_t dims[2] = {(cuuint64_t)3 * heads * D, (cuuint64_t)n};
     const cuuint64_t strides[1] = {(cuuint64_t)3 * heads * D * sizeof(bf16)};
-    const cuuint32_t box[2] = {8, (cuuint32_t)BN}, es[2] = {1, 1};
+    const cuuint32_t box[2] = {(cuuint32_t)cols, (cuuint32_t)BN}, es[2] = {1, 1};
     CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)s->fa3_encode)(
         tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)qkv, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <int D, int BN>
+/* version 2's layout and Q placement when not set (MV_FA3_SWIZZLE, MV_FA3_QREG): what measured
+ * fastest per head dim on an H200 (bench/RESULTS.md, seventh session) */
+static int fa3_auto_sw(int D) { return D == 64; }
+static int fa3_auto_qr(int D) { return D == 64; }
+
+template <int D, int BN, bool SW, bool QR>
 static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                 int n_tiles, int heads, cudaStream_t st)
 {
-    const size_t smem = fa3v2_shape<D, BN>::SMEM;
-    cudaError_t r = fa3_smem_limit(s, 1u << (4 + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
-                                   (const void *)attn_fa3v2_kernel<D, BN>, smem);
+    const size_t smem = fa3v2_shape<D, BN, SW>::SMEM;
+    cudaError_t r = fa3_smem_limit(s, 1u << (4 + 8 * SW + 4 * QR + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
+                                   (const void *)attn_fa3v2_kernel<D, BN, SW, QR>, smem);
     if (r != cudaSuccess) return r;
-    CUtensorMap tm;
-    r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN);
+    CUtensorMap tm, tm16;
+    r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN, 8);
+    if (r == cudaSuccess) r = SW ? fa3_tensor_map(s, &tm16, qkv, n, heads, D, BN, 16) : cudaSuccess;
     if (r != cudaSuccess) return r;
+    if (!SW) tm16 = tm; /* not read */
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
-    attn_fa3v2_kernel<D, BN><<<grid, FA3V2_THREADS, smem, st>>>(tm, out, tiles, heads, fa3_scale_log2(D));
+    attn_fa3v2_kernel<D, BN, SW, QR><<<grid, FA3V2_THREADS, smem, st>>>(tm, tm16, out, tiles, heads, fa3_scale_log2(D));
     return cudaGetLastError();
 }
 
@@ -553,13 +624,17 @@ cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, 
     if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
     if (n_tiles <= 0) return cudaSuccess;
     const int bn64 = s->fa3_bn == 64;
+#define FA3V2_LAUNCH(SW, QR)                                                                            \
+    (D == 72 ? (bn64 ? launch_fa3v2<72, 64, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st)                  \
+                     : launch_fa3v2<72, 128, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st))                \
+             : (bn64 ? launch_fa3v2<64, 64, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st)                  \
+                     : launch_fa3v2<64, 128, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st)))
     if (s->fa3_ver == 2) {
-        if (D == 72)
-            return bn64 ? launch_fa3v2<72, 64>(s, out, qkv, n, tiles, n_tiles, heads, st)
-                        : launch_fa3v2<72, 128>(s, out, qkv, n, tiles, n_tiles, heads, st);
-        return bn64 ? launch_fa3v2<64, 64>(s, out, qkv, n, tiles, n_tiles, heads, st)
-                    : launch_fa3v2<64, 128>(s, out, qkv, n, tiles, n_tiles, heads, st);
+        const int sw = s->fa3_sw >= 0 ? s->fa3_sw : fa3_auto_sw(D), qr = s->fa3_qr >= 0 ? s->fa3_qr : fa3_auto_qr(D);
+        return sw ? (qr ? FA3V2_LAUNCH(true, true) : FA3V2_LAUNCH(true, false))
+                  : (qr ? FA3V2_LAUNCH(false, true) : FA3V2_LAUNCH(false, false));
     }
+#undef FA3V2_LAUNCH
     if (D == 72)
         return bn64 ? launch_fa3<72, 64>(s, out, qkv, tiles, n_tiles, heads, st)
                     : launch_fa3<72, 128>(s, out, qkv, tiles, n_tiles, heads, st);

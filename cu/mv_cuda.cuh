@@ -83,13 +83,17 @@ typedef struct {
     int device;
     int variant;       /* bf16 kernel: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows */
     uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
-    /* fa3 kernel (attention_fa3.cu): limits raised (bit (version 2) * 4 + (D == 64) * 2 +
-     * (BN == 64)), keys per tile (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not
-     * yet, 1 yes, -1 no) */
+    /* fa3 kernel (attention_fa3.cu): limits raised (one bit per instantiation), keys per tile
+     * (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not yet, 1 yes, -1 no) */
     uint32_t fa3_attr;
     int fa3_bn;
     int fa3_cc;
-    int fa3_ver;      /* fa3 kernel version: 2 (TMA, producer warp, ping-pong), or 1 from MV_FA3_VERSION */
+    int fa3_ver; /* fa3 kernel version (MV_FA3_VERSION): 2 (default: TMA, producer warp, ping-pong) or
+                  * 1 (cp.async, no overlap) */
+    int fa3_sw;  /* version 2's K and V layout (MV_FA3_SWIZZLE): 1 = 32-byte-swizzled boxes of 16
+                  * columns, 0 = boxes of 8 columns, -1 = by head dim (what measured fastest) */
+    int fa3_qr;  /* version 2's Q (MV_FA3_QREG): 1 = in registers, 0 = read from shared memory by
+                  * every S product, -1 = by head dim */
     void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
 /* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per

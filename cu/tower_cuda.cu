@@ -117,12 +117,13 @@ typedef struct {
     int64_t pool_span_cap;
 } cuda_backend;
 
-/* Auto mode's choice per chunk (bench/RESULTS.md, sixth session, attnbench on one H200, TFLOP/s):
- * at head dim 72 the fa3 kernel beats cuDNN 9.19 on long segments (4 x 8160: 375 vs 363;
- * 1 x 47376: 363 vs 342) and loses on short ones (16 x 4096: 361 vs 396; 64 x 784: 216 vs
- * 245); at head dim 64 cuDNN wins on all four. Without cuDNN fa3 beats the builtin kernel on
- * every shape. */
-#define FA3_AUTO_MIN_ROWS 6144
+/* Auto mode's choice per chunk (bench/RESULTS.md, seventh session, one H200): at head dim 72 the
+ * fa3 kernel beats cuDNN 9.19 on 4096-, 8160- and 47376-patch segments (attnbench, TFLOP/s: 386
+ * vs 375, 415 vs 330, 404 vs 336) and the whole tower on every size, 64 x 448² included (567.7
+ * vs 556.9 img/s, bench_tower.py), though cuDNN's kernel alone is faster on 784-patch segments
+ * (243 vs 222): fa3 on every chunk. At head dim 64 cuDNN wins (16 x 4096: 493 vs 394): cuDNN.
+ * Without cuDNN fa3 beats the builtin kernel on every shape. */
+#define FA3_AUTO_MIN_ROWS 0
 static int fa3_for_chunk(const cuda_backend *b, int64_t rows, int nseg)
 {
     return b->fa3_min_rows >= 0 && nseg > 0 && rows / nseg >= b->fa3_min_rows;
@@ -952,11 +953,14 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK)
         b->fa3_min_rows = !b->dnn ? 0 : c->head_dim == 72 ? FA3_AUTO_MIN_ROWS : -1;
     if (b->verbose) {
-        if (b->dnn && b->fa3_min_rows > 0)
+        if (b->dnn && b->fa3_min_rows == 0)
+            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (head dim %d: faster than cudnn here)\n",
+                    b->device, c->head_dim);
+        else if (b->dnn && b->fa3_min_rows > 0)
             fprintf(stderr,
                     "mvembed: cuda: device %d: attention: fa3 kernel for chunks whose segments average >= %d "
                     "rows, else cudnn: %s\n",
-                    b->device, FA3_AUTO_MIN_ROWS, mv_cudnn_attn_describe(b->dnn));
+                    b->device, (int)b->fa3_min_rows, mv_cudnn_attn_describe(b->dnn));
         else if (b->dnn)
             fprintf(stderr, "mvembed: cuda: device %d: attention: cudnn: %s\n", b->device,
                     mv_cudnn_attn_describe(b->dnn));

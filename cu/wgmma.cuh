@@ -127,6 +127,49 @@ static __device__ __forceinline__ void wgmma_rs_n72(float *d, const uint32_t *a,
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
+/* d[64] (+)= A . B, m64n128k16, A = a[4] in registers (bf16 pairs, the m16n8k16 A fragment per
+ * warp), B = descriptor b (K-major, imm-trans-b 0): S = Q K^T with Q held in registers */
+static __device__ __forceinline__ void wgmma_rs_kb_n128(float *d, const uint32_t *a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
+}
+/* d[32] (+)= A . B, m64n64k16, A in registers, B K-major (as wgmma_rs_kb_n128) */
+static __device__ __forceinline__ void wgmma_rs_kb_n64(float *d, const uint32_t *a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
+}
+/* S-shaped product with A from registers (B K-major), N = 64 or 128 */
+template <int N> static __device__ __forceinline__ void wgmma_rs_kb(float *d, const uint32_t *a, uint64_t b, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "wgmma_rs_kb: N");
+    if constexpr (N == 128) wgmma_rs_kb_n128(d, a, b, scale_d);
+    else wgmma_rs_kb_n64(d, a, b, scale_d);
+}
+
 /* S-shaped product (both operands descriptors, B K-major) with N = 64 or 128 */
 template <int N> static __device__ __forceinline__ void wgmma_ss(float *d, uint64_t a, uint64_t b, int scale_d)
 {
@@ -181,6 +224,42 @@ static __device__ __forceinline__ uint64_t desc_kmajor_cols(uint32_t addr, int R
 static __device__ __forceinline__ uint64_t desc_nmajor_cols(uint32_t addr, int R)
 {
     return gmma_desc(addr, 128, (uint32_t)R * 16);
+}
+
+/* ---- the 32-byte-swizzled layout (what a TMA box of 16 columns x R rows writes with
+ * CU_TENSOR_MAP_SWIZZLE_32B) ----------------------------------------------------------------
+ * Row r of a box at r * 32 bytes, its two 16-byte halves swapped where bit 2 of r is set (byte
+ * address bit 4 ^= bit 7: Swizzle<1,4,3>, applied to the absolute shared address by TMA and by
+ * wgmma alike, so boxes start on 256-byte boundaries). A box reads 32 contiguous bytes of every
+ * global row: whole 32-byte sectors, where a box of 8 columns reads half of each sector it
+ * touches. Layout type 3 in bits 62-63 of the descriptor. */
+static __device__ __forceinline__ uint64_t gmma_desc_sw32(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return gmma_desc(addr, lbo, sbo) | (3ull << 62);
+}
+/* K-major operand whose k16 step is one box (16 columns) of rows: 8-row groups 256 B apart (SBO);
+ * LBO unused (16). CUTLASS's K-major B32 ((8,m),(T,2k)):((2T,SBO),(1,T)). */
+static __device__ __forceinline__ uint64_t desc_kmajor_sw32(uint32_t addr) { return gmma_desc_sw32(addr, 16, 256); }
+/* N-major B operand (K rows = R keys; N in boxes of 16 columns of R rows each, R * 32 B apart) at
+ * the k16 step starting at addr (box 0's base + 16 keys x 32 B per step): 16-column groups R * 32
+ * B apart (LBO), 8-key groups 256 B apart (SBO). CUTLASS's MN-major B32
+ * ((T,2,m),(8,k)):((1,T,LBO),(2T,SBO)): the roles of LBO and SBO are those of the interleaved
+ * MN-major layout swapped. */
+static __device__ __forceinline__ uint64_t desc_nmajor_sw32(uint32_t addr, int R)
+{
+    return gmma_desc_sw32(addr, (uint32_t)R * 32, 256);
+}
+/* byte offset of (row, 16-byte half h) in a box of 32-byte rows based at a 256-byte boundary */
+static __device__ __forceinline__ uint32_t sw32_offset(int row, int h)
+{
+    return (uint32_t)(row * 32 + ((h ^ (row >> 2)) & 1) * 16);
+}
+
+static __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
 }
 
 /* ---- mbarriers, TMA, named barriers, register reconfiguration ---------------------------- */

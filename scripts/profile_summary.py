@@ -26,7 +26,10 @@ def family(name):
 
 def rows(path):
     text = open(path, errors="replace").read()
-    start = text.find('"')  # ncu/nsys print lines before the CSV
+    # ncu/nsys print lines before the CSV (the profiled program's own output among them, which
+    # may hold quotes): the table starts at its header row
+    heads = [i for i in (text.find('"ID"'), text.find('"Time (%)"'), text.find('"Total Time')) if i >= 0]
+    start = min(heads) if heads else text.find('"')
     lines = [l for l in text[start:].splitlines() if l.startswith('"')]
     r = list(csv.reader(io.StringIO("\n".join(lines))))
     if not r:

@@ -107,16 +107,20 @@ int main(int argc, char **argv)
             mv_attn_tile *dt;
             CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
             CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
-            /* builtin v2, builtin v1, cudnn, fa3 version 1 (128-key tiles), fa3 version 2 (128-
-             * and 64-key tiles); the agreement check below reads the last fa3 run */
-            for (int impl = 0; impl < 6; impl++) {
+            /* builtin v2, builtin v1, cudnn, fa3 version 1, version 2 with each K/V layout and Q
+             * placement (MV_FA3_SWIZZLE, MV_FA3_QREG), the default (by head dim) with 128- and
+             * 64-key tiles; the agreement check below reads the last fa3 run */
+            for (int impl = 0; impl < 10; impl++) {
                 if (impl == 2 && !dnn) continue;
                 if (impl >= 3 && !fa3) continue;
-                const char *names[] = {"builtin_v2", "builtin_v1", "cudnn", "fa3_v1", "fa3", "fa3_bn64"};
+                const char *names[] = {"builtin_v2", "builtin_v1", "cudnn",    "fa3_v1", "fa3_v2",
+                                       "fa3_sw",     "fa3_qr",     "fa3_swqr", "fa3",    "fa3_bn64"};
                 const char *name = names[impl];
                 as.variant = impl == 1 ? 1 : 2;
-                as.fa3_bn = impl == 5 ? 64 : 128;
+                as.fa3_bn = impl == 9 ? 64 : 128;
                 as.fa3_ver = impl == 3 ? 1 : 2;
+                as.fa3_sw = impl >= 4 && impl <= 7 ? (impl - 4) & 1 : -1;
+                as.fa3_qr = impl >= 4 && impl <= 7 ? (impl - 4) >> 1 : -1;
                 bf16 *o = impl == 2 ? o2 : impl >= 3 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;

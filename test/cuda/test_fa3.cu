@@ -2,7 +2,8 @@
  * twin mv_attention_cpu (f32 on the same bf16-rounded q|k|v), beside the builtin bf16 kernel
  * (cu/attention.cu) on the same inputs: segment mixes around the 128-row query tile and the
  * 64/128-key tiles (1, 127, 128, 129, 784 x 3, 8160 and mixes of them), head dims 72 and 64,
- * both key-tile sizes (MV_FA3_BN 128 and 64), near one-hot softmax rows. Per case:
+ * both key-tile sizes (MV_FA3_BN 128 and 64), version 2 with each K/V layout and Q placement
+ * (MV_FA3_SWIZZLE, MV_FA3_QREG) and version 1, near one-hot softmax rows. Per case:
  *   - rel L2 < 8e-3 against the twin (test_cuda_ops's bf16 attention budget), no NaN / inf;
  *   - rel L2 at most 2x the builtin kernel's (FlashAttention's error-budget rule);
  *   - every output row written (the output is NaN-poisoned before each run) and nothing written
@@ -40,8 +41,8 @@ static mv_attn_state g_st;
 
 /* One attention run into out (with a guard band of `guard` rows after n rows, all poisoned with
  * 0xffff = NaN first). fa3: 0 = builtin kernel, 64 / 128 = fa3 with that many keys per tile;
- * ver: the fa3 kernel version (1 or 2). */
-static std::vector<uint16_t> run(int fa3, int ver, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
+ * ver: the fa3 kernel version (1 or 2); sw, qr: version 2's K/V layout and Q placement. */
+static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
                                  int heads, int D, int64_t guard, cudaError_t *err)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
@@ -49,6 +50,8 @@ static std::vector<uint16_t> run(int fa3, int ver, bf16 *out, const bf16 *qkv, c
     if (fa3) {
         g_st.fa3_bn = fa3;
         g_st.fa3_ver = ver;
+        g_st.fa3_sw = sw;
+        g_st.fa3_qr = qr;
         *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, 0);
     } else {
         *err = mv_cuda_attention_bf16(&g_st, out, qkv, tiles, nt, heads, D, 0);
@@ -88,17 +91,20 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
 
     cudaError_t e0;
-    std::vector<uint16_t> hb = run(0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
+    std::vector<uint16_t> hb = run(0, 0, 0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
     CU(e0);
     std::vector<float> fb = bf16_to_f32(hb);
     cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
-    for (int vb = 0; vb < 4; vb++) {
-        const int ver = vb < 2 ? 2 : 1, bn = vb % 2 ? 64 : 128;
+    /* version 2 with each layout (sw) and Q placement (qr), then version 1; both key-tile sizes */
+    for (int vb = 0; vb < 10; vb++) {
+        const int ver = vb < 8 ? 2 : 1, bn = vb % 2 ? 64 : 128, sw = vb < 8 ? (vb >> 1) & 1 : 0,
+                  qr = vb < 8 ? (vb >> 2) & 1 : 0;
         cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
-        std::vector<uint16_t> h1 = run(bn, ver, dout, dq, dt, nt, n, heads, D, guard, &e1);
-        std::vector<uint16_t> h2 = e1 == cudaSuccess ? run(bn, ver, dout, dq, dt, nt, n, heads, D, guard, &e2) : h1;
+        std::vector<uint16_t> h1 = run(bn, ver, sw, qr, dout, dq, dt, nt, n, heads, D, guard, &e1);
+        std::vector<uint16_t> h2 =
+            e1 == cudaSuccess ? run(bn, ver, sw, qr, dout, dq, dt, nt, n, heads, D, guard, &e2) : h1;
         if (e1 != cudaSuccess || e2 != cudaSuccess) {
-            CHECK(0, "fa3 v%d BN=%d D=%d heads=%d segments [%s]: %s", ver, bn, D, heads, segs,
+            CHECK(0, "fa3 v%d sw %d qr %d BN=%d D=%d heads=%d segments [%s]: %s", ver, sw, qr, bn, D, heads, segs,
                   cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
             printf("Bail out! a failed launch may leave the context unusable\n");
             exit(2);
@@ -109,9 +115,9 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
         const int same = h1 == h2;
         CHECK(c.nonfinite == 0 && c.rel_l2 < 8e-3 && c.rel_l2 <= 2 * cb.rel_l2 && guard_hit == 0 && same,
-              "fa3 v%d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin %.2e) max_abs %.2e "
-              "nonfinite %ld, guard band written %ld, second run %s",
-              ver, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
+              "fa3 v%d sw %d qr %d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin %.2e) "
+              "max_abs %.2e nonfinite %ld, guard band written %ld, second run %s",
+              ver, sw, qr, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
               same ? "identical" : "DIFFERENT");
     }
     cudaFree(dq);
@@ -127,9 +133,13 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
  * shared allocation has slack, so that a wrong descriptor reads garbage instead of faulting. */
 #define PROBE_SMEM (96 * 1024)
 /* Byte offset of (row, chunk) in layout L: 0 = interleaved core matrices (cs chunks a row
- * group; fa3 version 1), 1 = chunk-major with R rows a chunk (what TMA writes; version 2). */
-template <int L> static __device__ __forceinline__ uint32_t probe_off(int row, int chunk, int cs, int R)
+ * group; fa3 version 1), 1 = chunk-major with R rows a chunk (what TMA writes; version 2), 2 =
+ * version 2's swizzled K and V (MV_FA3_SWIZZLE=1): chunk pairs (16 columns) of R rows as
+ * 32-byte-swizzled boxes, R * 32 bytes apart, chunks from `tail` on chunk-major at the same
+ * offsets. */
+template <int L> static __device__ __forceinline__ uint32_t probe_off(int row, int chunk, int cs, int R, int tail = 0)
 {
+    if (L == 2 && chunk < tail) return (uint32_t)((chunk / 2) * R * 32) + sw32_offset(row, chunk & 1);
     return L ? (uint32_t)((chunk * R + row) * 16) : cm_offset(row, chunk, cs);
 }
 
@@ -137,14 +147,16 @@ template <int L, int N, int DP>
 __global__ void __launch_bounds__(128) probe_qk(float *out, const uint16_t *a, const uint16_t *b, int variant)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int C = DP / 8, KS = DP / 16;
-    extern __shared__ __align__(128) unsigned char sm[];
+    constexpr int C = DP / 8, KS = DP / 16, KG = L == 2 ? 4 : 0; /* swizzled K: 4 k16 steps */
+    extern __shared__ __align__(128) unsigned char sm_raw[];
+    unsigned char *sm = sm_raw + (((smem_u32(sm_raw) + 255u) & ~255u) - smem_u32(sm_raw)); /* the swizzle's period */
     const uint32_t sa = smem_u32(sm), sb = sa + 64 * DP * 2;
     const int tid = threadIdx.x, wl = tid / 32, g = (tid % 32) / 4, t = tid % 4;
     for (int i = tid; i < 64 * C; i += 128)
-        *(uint4 *)(sm + probe_off<L>(i / C, i % C, C, 64)) = *(const uint4 *)(a + (i / C) * DP + (i % C) * 8);
+        *(uint4 *)(sm + probe_off<L == 2 ? 1 : L>(i / C, i % C, C, 64)) = *(const uint4 *)(a + (i / C) * DP + (i % C) * 8);
     for (int i = tid; i < N * C; i += 128)
-        *(uint4 *)(sm + 64 * DP * 2 + probe_off<L>(i / C, i % C, C, N)) = *(const uint4 *)(b + (i / C) * DP + (i % C) * 8);
+        *(uint4 *)(sm + 64 * DP * 2 + probe_off<L>(i / C, i % C, C, N, 2 * KG)) =
+            *(const uint4 *)(b + (i / C) * DP + (i % C) * 8);
     fence_proxy_async();
     __syncthreads();
     float d[N / 2];
@@ -158,6 +170,9 @@ __global__ void __launch_bounds__(128) probe_qk(float *out, const uint16_t *a, c
         if (L == 0) {
             da = variant ? gmma_desc(sa + ks * 256, C * 128, 128) : desc_kmajor(sa + ks * 256, C);
             db = variant ? gmma_desc(sb + ks * 256, C * 128, 128) : desc_kmajor(sb + ks * 256, C);
+        } else if (L == 2 && ks < KG) {
+            da = desc_kmajor_cols(sa + ks * 2 * 64 * 16, 64);
+            db = variant ? gmma_desc_sw32(sb + ks * N * 32, 256, 16) : desc_kmajor_sw32(sb + ks * N * 32);
         } else {
             da = variant ? gmma_desc(sa + ks * 2 * 64 * 16, 128, 64 * 16) : desc_kmajor_cols(sa + ks * 2 * 64 * 16, 64);
             db = variant ? gmma_desc(sb + ks * 2 * N * 16, 128, N * 16) : desc_kmajor_cols(sb + ks * 2 * N * 16, N);
@@ -180,12 +195,16 @@ template <int L, int D>
 __global__ void __launch_bounds__(128) probe_pv(float *out, const uint16_t *p, const uint16_t *v, int variant)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int CV = D / 8, KP = 64;
-    extern __shared__ __align__(128) unsigned char sm[];
+    constexpr int CV = D / 8, KP = 64, VG = (D + 15) / 16;
+    extern __shared__ __align__(128) unsigned char sm_raw[];
+    unsigned char *sm = sm_raw + (((smem_u32(sm_raw) + 255u) & ~255u) - smem_u32(sm_raw)); /* the swizzle's period */
     const uint32_t sv = smem_u32(sm);
     const int tid = threadIdx.x, wl = tid / 32, g = (tid % 32) / 4, t = tid % 4;
     for (int i = tid; i < KP * CV; i += 128)
-        *(uint4 *)(sm + probe_off<L>(i / CV, i % CV, CV, KP)) = *(const uint4 *)(v + (i / CV) * D + (i % CV) * 8);
+        *(uint4 *)(sm + probe_off<L>(i / CV, i % CV, CV, KP, 2 * VG)) = *(const uint4 *)(v + (i / CV) * D + (i % CV) * 8);
+    if (L == 2 && CV < 2 * VG) /* the swizzled V loads columns D..16 VG - 1 and must never read them: NaN */
+        for (int r = tid; r < KP; r += 128)
+            *(uint4 *)(sm + probe_off<2>(r, CV, CV, KP, 2 * VG)) = make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u);
     uint32_t a[KP / 4];
     const int r0 = 16 * wl + g;
 #pragma unroll
@@ -209,6 +228,9 @@ __global__ void __launch_bounds__(128) probe_pv(float *out, const uint16_t *p, c
         if (L == 0) {
             const uint32_t at = sv + kk * 2 * CV * 128;
             dv = variant ? gmma_desc(at, 128, CV * 128) : desc_nmajor(at, CV);
+        } else if (L == 2) {
+            const uint32_t at = sv + kk * 16 * 32;
+            dv = variant ? gmma_desc_sw32(at, 256, KP * 32) : desc_nmajor_sw32(at, KP);
         } else {
             const uint32_t at = sv + kk * 256;
             dv = variant ? gmma_desc(at, KP * 16, 128) : desc_nmajor_cols(at, KP);
@@ -287,7 +309,8 @@ template <int KIND, int L, int N, int DP> static void probe(void)
     const char *what = kind ? "O = P V (A in registers, B N-major)" : "S = Q K^T (A and B K-major)";
     double e0 = probe_run<KIND, L, N, DP>(0);
     CHECK(e0 < 1e-5, "wgmma layout probe: %s, %s layout, m64n%dk16, K %d: rel L2 %.2e vs a double product", what,
-          L ? "chunk-major (TMA)" : "interleaved", N, kind ? 64 : DP, e0);
+          L == 2 ? "32-byte-swizzled boxes (TMA, MV_FA3_SWIZZLE=1)" : L ? "chunk-major (TMA)" : "interleaved", N,
+          kind ? 64 : DP, e0);
     if (!(e0 < 1e-5))
         printf("# diagnosis: the same with LBO and SBO swapped: rel L2 %.2e\n", probe_run<KIND, L, N, DP>(1));
 }
@@ -306,6 +329,12 @@ static void test_probes(void)
     probe<0, 1, 64, 64>();
     probe<1, 1, 72, 72>();
     probe<1, 1, 64, 64>();
+    probe<0, 2, 128, 80>();
+    probe<0, 2, 64, 80>();
+    probe<0, 2, 128, 64>();
+    probe<0, 2, 64, 64>();
+    probe<1, 2, 72, 72>();
+    probe<1, 2, 64, 64>();
 }
 
 static void test_refusals(void)
