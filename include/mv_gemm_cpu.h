@@ -35,6 +35,16 @@
 #define MV_GEMM_MIN_CALL_MNK (1LL << 23)
 #endif
 
+/* Row loops compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): the CPU tower's
+ * elementwise loops and the bf16x3 split. Not under the sanitizers: their ifunc resolvers run
+ * before the sanitizer runtime (a crash at load). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MV_CLONES
+#endif
+
 typedef enum {
     MV_CPU_GEMM_F32 = 0, /* f32 matmul */
     MV_CPU_GEMM_BF16X6,  /* three-part bf16 split, six products on AMX (gemm_amx.c) */

@@ -236,14 +236,8 @@ static inline float u2f(uint32_t u)
     return f;
 }
 
-/* The split loop is compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): integer and
- * exact f32 operations, the same bytes whichever runs. Not under the sanitizers (tower_cpu.c). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MV_CLONES
-#endif
+/* The split loop is compiled for AVX-512 and AVX2 too (MV_CLONES, mv_gemm_cpu.h): integer and
+ * exact f32 operations, the same bytes whichever runs. */
 
 MV_CLONES
 void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3)

@@ -24,15 +24,9 @@
 #define ATT_KB 1024
 #endif
 
-/* The row loops of tower_cpu.c and attention_cpu.c (softmax, GELU) are compiled for AVX-512 and AVX2 too, chosen at load time
- * (ifunc); their results depend on the CPU model then, as OpenBLAS's do, never on threads. Not
- * under the sanitizers: their ifunc resolvers run before the sanitizer runtime (a crash at load). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-#define MV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MV_CLONES
-#endif
+/* The row loops of tower_cpu.c and attention_cpu.c (softmax, GELU) are compiled for AVX-512 and
+ * AVX2 too (MV_CLONES, mv_gemm_cpu.h); their results depend on the CPU model then, as OpenBLAS's
+ * do, never on threads. */
 
 /* The f32 clamps and selects in the row loops may be computed for every lane (no FP exceptions
  * are used anywhere): lets GCC vectorise them at -O2. Set here, before exp_f32, for every file
