@@ -7,7 +7,7 @@
  * on AMX"): oneDNN 2.6.3's AMX matmul made 0.86 TFLOP/s bf16 on one core (0.14 f32-equivalent,
  * below its own f32 brgemm's 0.16), and it sums a row in another order for another row count per
  * call, so every call had to be 64 rows, streaming the 3x larger weights once per 64 rows. Here
- * the six products share tile loads (16 tile loads per 24 tile products instead of 24 per 24), the
+ * the six products share tile loads (14 tile loads per 24 tile products instead of 24 per 24), the
  * summation order is fixed by construction, so calls take any number of rows, and the blocking
  * (which only decides where partial sums are stored and reloaded, exactly, in f32) is ours.
  *
@@ -20,8 +20,8 @@
  *
  * The micro-kernel holds a 2 x 2 block of accumulator tiles (tmm0-3: C(m0,n0), C(m0,n1),
  * C(m1,n0), C(m1,n1)), two row tiles (tmm4-5) and two weight tiles (tmm6-7); per step it runs
- * x0w0, x0w1, x0w2, x2w0, x1w0, x1w1 (each on all four accumulators), reloading only the operand
- * that changes. An accumulator tile starts at zero, or (K blocked) at the block's f32 partial
+ * x0w2, x0w1, x1w1, x1w0, x0w0, x2w0 (each on all four accumulators), reloading only the operand
+ * that changes (block()). An accumulator tile starts at zero, or (K blocked) at the block's f32 partial
  * sum stored before: exact, so the blocking never changes a bit. Each output element is the
  * same sequence of TDPBF16PS on its own row of A and column of B whatever m, so the result does
  * not depend on the row count or on -j. */
