@@ -333,7 +333,8 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fa3v2_shape<D, BN, SW> S;
-    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST, KG = SW ? D / 16 : 0, VG = S::VG;
+    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST, KG = SW ? D / 16 : 0;
+    constexpr int VW = SW ? 16 : 8, VB = SW ? S::VG : CV; /* V: boxes of VW columns, VB of them */
     static_assert(BN == 64 || BN == 128, "keys per tile");
     static_assert(FA3_BM % BN == 0, "Q loads in boxes of BN rows");
     static_assert(S::Q_BYTES % 256 == 0 && S::K_BYTES % 256 == 0 && S::V_BYTES % 256 == 0, "256-byte boxes");
@@ -391,17 +392,10 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
                     tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + h * D + c * 8, (int)row,
                                 k_full + 8 * st);
                 mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                if constexpr (SW) {
-                    mbar_expect_tx(v_full + 8 * st, BN * VG * 32);
-                    for (int g = 0; g < VG; g++)
-                        tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + g * BN * 32), &tm16, 2 * H + h * D + g * 16,
-                                    (int)row, v_full + 8 * st);
-                } else {
-                    mbar_expect_tx(v_full + 8 * st, BN * CV * 16);
-                    for (int c = 0; c < CV; c++)
-                        tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * 16), &tm, 2 * H + h * D + c * 8,
-                                    (int)row, v_full + 8 * st);
-                }
+                mbar_expect_tx(v_full + 8 * st, S::V_BYTES); /* VB boxes of VW columns x BN rows */
+                for (int c = 0; c < VB; c++)
+                    tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * VW * 2), SW ? &tm16 : &tm,
+                                2 * H + h * D + c * VW, (int)row, v_full + 8 * st);
             }
         }
         return;
