@@ -35,7 +35,7 @@
  *
  * Attention: the builtin kernel (cu/attention.cu), cuDNN's fused flash attention
  * (cu/attention_cudnn.cu, bf16) or the Hopper kernel (cu/attention_fa3.cu, bf16); opts.attention /
- * --attention, chosen once at creation, and in auto mode per chunk (fa3_for_chunk). */
+ * --attention, chosen once at creation (choose_attention). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,9 +78,7 @@ typedef struct {
     mv_gemm *gemm;
     mv_attn_state attn; /* this device's attention launcher state */
     mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
-    /* chunks whose segments average at least this many rows run the fa3 kernel; -1: none (set by
-     * choose_attention, read by fa3_for_chunk) */
-    int64_t fa3_min_rows;
+    int fa3; /* attention through the fa3 kernel (choose_attention) */
     mv_attn_impl attn_impl;
     int verbose;
     int fuse_gelu;
@@ -117,17 +115,6 @@ typedef struct {
     int64_t pool_span_cap;
 } cuda_backend;
 
-/* Auto mode's choice per chunk (bench/RESULTS.md, seventh session, one H200): at head dim 72 the
- * fa3 kernel beats cuDNN 9.19 on 4096-, 8160- and 47376-patch segments (attnbench, TFLOP/s: 386
- * vs 375, 415 vs 330, 404 vs 336) and the whole tower on every size, 64 x 448² included (567.7
- * vs 556.9 img/s, bench_tower.py), though cuDNN's kernel alone is faster on 784-patch segments
- * (243 vs 222): fa3 on every chunk. At head dim 64 cuDNN wins (16 x 4096: 493 vs 394): cuDNN.
- * Without cuDNN fa3 beats the builtin kernel on every shape. */
-#define FA3_AUTO_MIN_ROWS 0
-static int fa3_for_chunk(const cuda_backend *b, int64_t rows, int nseg)
-{
-    return b->fa3_min_rows >= 0 && nseg > 0 && rows / nseg >= b->fa3_min_rows;
-}
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 #define CK(call, what)                                                                             \
@@ -348,8 +335,7 @@ typedef struct {
     int seg0, nseg;         /* segments */
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
-    int dnn;                /* attention through cuDNN */
-    int fa3;                /* else through the fa3 kernel (else the builtin one) */
+    int dnn;                /* attention through cuDNN (else fa3 or the builtin kernel: b->fa3) */
 } chunk;
 
 /* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
@@ -472,7 +458,7 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
         if (ch->dnn)
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
-        else if (sizeof(T) == 2 && ch->fa3)
+        else if (sizeof(T) == 2 && b->fa3)
             CK(mv_cuda_attention_fa3(&b->attn, (bf16 *)att, (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D, st),
                "fa3 attention");
         else if (sizeof(T) == 2)
@@ -693,10 +679,10 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     }
 
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
-    chunk prev = {0, 0, 0, 0, 0, 0, 0, 0};
+    chunk prev = {0, 0, 0, 0, 0, 0, 0};
     int have_prev = 0, k = 0;
     while (st == MV_OK && (k < plan.nchunk || have_prev)) {
-        chunk ch = {0, 0, 0, 0, k & 1, 0, 0, 0};
+        chunk ch = {0, 0, 0, 0, k & 1, 0, 0};
         int have_cur = k < plan.nchunk;
         if (have_cur) {
             const mv_chunk *pc = &plan.chunk[k];
@@ -714,9 +700,8 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                 mv_fail_prefix(e, st, "cuda");
                 break;
             }
-            ch.fa3 = fa3_for_chunk(b, ch.n, ch.nseg);
             ch.dnn = 0;
-            if (b->dnn && !ch.fa3) {
+            if (b->dnn) {
                 mv_err pe;
                 mv_status ps = mv_cudnn_attn_prepare(b->dnn, ch.buf, b->h_cu, ch.nseg, b->io, &pe);
                 ch.dnn = ps == MV_OK;
@@ -890,26 +875,39 @@ static void cuda_host_free(mv_backend *be, void *p)
 }
 
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
- * takes the head dim; else the builtin kernel. Auto mode also runs the fa3 kernel (sm_90, head
- * dims 64 / 72) on the chunks fa3_for_chunk picks. Auto mode builds and runs the smallest plan here
- * (one 2-row segment), so that a graph no cuDNN engine takes falls back at creation, never in
- * the middle of a run. With -v (opts.verbose) says which implementation runs, and why. */
+ * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3 (bf16,
+ * sm_90) at head dim 72 without loading cuDNN (bench/RESULTS.md, seventh session, one H200: fa3
+ * beats cuDNN 9.19 there on 4096-, 8160- and 47376-patch segments, 386 vs 375, 415 vs 330, 404
+ * vs 336 TFLOP/s, and the whole tower at every size, 64 x 448² included, 598 vs 591 img/s, though
+ * cuDNN's kernel alone is faster on 784-patch segments, 244 vs 224; at head dim 64 cuDNN wins,
+ * 16 x 4096: 491 vs 388), and fa3 on Hopper when cuDNN cannot run. Auto mode builds and runs the
+ * smallest cuDNN plan here (one 2-row segment), so that a graph no cuDNN engine takes falls back
+ * at creation, never in the middle of a run. With -v (opts.verbose) says which implementation
+ * runs, and why. */
 static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_err *e)
 {
     const mv_vision_config *c = &b->base.model->cfg;
     b->attn_impl = o ? o->attention : MV_ATTN_AUTO;
     b->verbose = o ? o->verbose : 0;
-    b->fa3_min_rows = -1;
+    b->fa3 = 0;
     const char *why = NULL;
-    mv_err de;
+    mv_err de, fe;
     de.msg[0] = 0;
+    const int fa3_ok = b->prec == MV_PREC_BF16 && mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK;
+    if (b->attn_impl == MV_ATTN_AUTO && fa3_ok && c->head_dim == 72) {
+        b->fa3 = 1;
+        if (b->verbose)
+            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (head dim 72: faster than cudnn)\n",
+                    b->device);
+        return MV_OK;
+    }
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
     } else if (b->attn_impl == MV_ATTN_FA3) { /* the tiles are the builtin bf16 kernel's */
         if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
         mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
         if (fs != MV_OK) return fs;
-        b->fa3_min_rows = 0;
+        b->fa3 = 1;
         if (b->verbose)
             fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (sm_90a: TMA, wgmma)\n", b->device);
         return MV_OK;
@@ -948,23 +946,12 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
             why = de.msg;
         }
     }
-    mv_err fe; /* auto: fa3 where it measured fastest (fa3_for_chunk's comment) */
-    if (b->attn_impl == MV_ATTN_AUTO && b->prec == MV_PREC_BF16 &&
-        mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK)
-        b->fa3_min_rows = !b->dnn ? 0 : c->head_dim == 72 ? FA3_AUTO_MIN_ROWS : -1;
+    b->fa3 = b->attn_impl == MV_ATTN_AUTO && fa3_ok && !b->dnn; /* Hopper without cuDNN */
     if (b->verbose) {
-        if (b->dnn && b->fa3_min_rows == 0)
-            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (head dim %d: faster than cudnn here)\n",
-                    b->device, c->head_dim);
-        else if (b->dnn && b->fa3_min_rows > 0)
-            fprintf(stderr,
-                    "mvembed: cuda: device %d: attention: fa3 kernel for chunks whose segments average >= %d "
-                    "rows, else cudnn: %s\n",
-                    b->device, (int)b->fa3_min_rows, mv_cudnn_attn_describe(b->dnn));
-        else if (b->dnn)
+        if (b->dnn)
             fprintf(stderr, "mvembed: cuda: device %d: attention: cudnn: %s\n", b->device,
                     mv_cudnn_attn_describe(b->dnn));
-        else if (b->fa3_min_rows == 0)
+        else if (b->fa3)
             fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (no cudnn: %s)\n", b->device, why);
         else
             fprintf(stderr, "mvembed: cuda: device %d: attention: builtin kernel (%s)\n", b->device, why);
