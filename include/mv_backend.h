@@ -75,8 +75,8 @@ struct mv_backend {
     void *impl;
 };
 
-/* CUDA attention implementation: auto = per chunk, the fa3 kernel on long segments at head dim
- * 72 (cu/tower_cuda.cu fa3_for_chunk), cuDNN's fused flash attention when libcudnn.so.9 loads
+/* CUDA attention implementation: auto = the fa3 kernel at head dim 72 on Hopper (bf16;
+ * cu/tower_cuda.cu choose_attention), cuDNN's fused flash attention when libcudnn.so.9 loads
  * and supports the head dim (bf16 only), fa3 on Hopper without cuDNN, else the builtin kernel
  * (cu/attention.cu). fa3 = the Hopper kernel (cu/attention_fa3.cu: TMA, wgmma; bf16, head dims
  * 64 / 72, compute capability 9.0). */
