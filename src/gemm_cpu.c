@@ -30,7 +30,6 @@
 #include "mv_gemm_cpu.h"
 
 #include <cblas.h>
-#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,11 +44,11 @@
 #define MB 256
 
 #if MV_HAVE_DNNL
-/* one matmul primitive: m rows of x (row stride ldx) times packed weights [k = in, od] (layout
- * wmd), into out (row stride ldo) */
+/* one matmul primitive: m rows of x (row stride ldx) times packed weights [in, od] (layout wmd),
+ * into out (row stride ldo) */
 typedef struct prim {
-    int64_t m, ldx, ldo, k;
-    int od;
+    int64_t m, ldx, ldo;
+    int in, od;
     dnnl_memory_desc_t wmd, src, dst, scr;
     size_t scr_bytes;
     dnnl_primitive_t p;
@@ -73,7 +72,6 @@ struct mv_gemm_w {
     const float *W; /* OpenBLAS: the weights as stored */
     mv_amx_w *amx;  /* bf16x6: the AMX kernel's packed weights (nothing else is packed) */
 #if MV_HAVE_DNNL
-    int64_t k;             /* the matmul's reduction length: in */
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
     char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
@@ -110,24 +108,23 @@ void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
         }                                                                                      \
     } while (0)
 
-/* A matmul primitive descriptor for m rows, reduction k, f32 source, weights and destination; wmd NULL: the layout oneDNN prefers. Created with OpenMP's thread count at 1
- * on this thread, so that its blocking does not depend on -j. */
-static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t ldx, int64_t ldo,
+/* A matmul primitive descriptor for m rows; wmd NULL: the layout oneDNN prefers. Created with
+ * OpenMP's thread count at 1 on this thread, so that its blocking does not depend on -j. */
+static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int in, int od, int64_t ldx, int64_t ldo,
                          const dnnl_memory_desc_t *wmd, dnnl_primitive_desc_t *pd, mv_err *e)
 {
     mv_status st = MV_OK;
     dnnl_memory_desc_t dx, dw, dy;
-    dnnl_dims_t sx = {m, k}, sw = {k, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
-    dnnl_data_type_t dt = dnnl_f32;
+    dnnl_dims_t sx = {m, in}, sw = {in, od}, sy = {m, od}, tx = {ldx, 1}, ty = {ldo, 1};
     dnnl_primitive_attr_t at = NULL;
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dt, tx), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dx, 2, sx, dnnl_f32, tx), "source descriptor");
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&dy, 2, sy, dnnl_f32, ty), "destination descriptor");
     if (wmd)
         dw = *wmd;
     else
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dt, dnnl_format_tag_any),
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dw, 2, sw, dnnl_f32, dnnl_format_tag_any),
                  "weights descriptor");
     dnnl_matmul_desc_t md;
     DNNL_TRY(dnnl_matmul_desc_init(&md, &dx, &dw, NULL, &dy), "matmul descriptor");
@@ -137,9 +134,8 @@ static mv_status make_pd(mv_gemm_cpu *g, int64_t m, int64_t k, int od, int64_t l
     dnnl_status_t s = dnnl_primitive_desc_create(pd, &md, at, g->eng, NULL);
     if (s != dnnl_success)
         st = mv_fail(e, s == dnnl_unimplemented ? MV_ERR_UNSUPPORTED : MV_ERR_INTERNAL,
-                     "oneDNN: no f32 matmul for %lld x %lld . %lld x %d on this CPU (status %d)",
-                     (long long)m, (long long)k, (long long)k,
-                     od, (int)s);
+                     "oneDNN: no f32 matmul for %lld x %d . %d x %d on this CPU (status %d)",
+                     (long long)m, in, in, od, (int)s);
 out:
     if (at)
         dnnl_primitive_attr_destroy(at);
@@ -164,7 +160,7 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
     pthread_mutex_lock(&g->mu);
     prim *p;
     for (p = g->cache; p; p = p->next)
-        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->k == w->k && p->od == w->od &&
+        if (p->m == m && p->ldx == ldx && p->ldo == ldo && p->in == w->in && p->od == w->od &&
             dnnl_memory_desc_equal(&p->wmd, &w->md))
             goto out;
     p = calloc(1, sizeof *p);
@@ -172,26 +168,26 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
         st = mv_fail(e, MV_ERR_NOMEM, "out of memory for a oneDNN primitive");
         goto out;
     }
-    if ((st = make_pd(g, m, w->k, w->od, ldx, ldo, &w->md, &pd, e)))
+    if ((st = make_pd(g, m, w->in, w->od, ldx, ldo, &w->md, &pd, e)))
         goto out;
     /* another implementation (a strided destination gets oneDNN's reference one) would be
      * slow, and its bytes unchecked: refuse it */
     if (strcmp(pd_impl(pd), w->impl)) {
         st = mv_fail(e, MV_ERR_INTERNAL,
-                     "oneDNN: matmul %lld x %lld . %lld x %d (row strides %lld, %lld) runs %s, not %s",
-                     (long long)m, (long long)w->k, (long long)w->k, w->od, (long long)ldx,
-                     (long long)ldo, pd_impl(pd), w->impl);
+                     "oneDNN: matmul %lld x %d . %d x %d (row strides %lld, %lld) runs %s, not %s",
+                     (long long)m, w->in, w->in, w->od, (long long)ldx, (long long)ldo, pd_impl(pd),
+                     w->impl);
         goto out;
     }
-    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .k = w->k, .od = w->od, .wmd = w->md};
+    *p = (prim){.m = m, .ldx = ldx, .ldo = ldo, .in = w->in, .od = w->od, .wmd = w->md};
     p->src = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     p->dst = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     p->scr = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->scr_bytes = dnnl_memory_desc_get_size(&p->scr);
     dnnl_status_t s = dnnl_primitive_create(&p->p, pd);
     if (s != dnnl_success) {
-        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %lld . %lld x %d: status %d",
-                     (long long)m, (long long)w->k, (long long)w->k, w->od, (int)s);
+        st = mv_fail(e, MV_ERR_INTERNAL, "oneDNN: matmul %lld x %d . %d x %d: status %d",
+                     (long long)m, w->in, w->in, w->od, (int)s);
         goto out;
     }
     p->next = g->cache;
@@ -376,9 +372,8 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
-    w->k = in;
     /* the layout the primitive picks for a full MB-row call: every other call takes it as is */
-    if ((st = make_pd(g, MB, w->k, od, w->k, od, NULL, &pd, e)))
+    if ((st = make_pd(g, MB, in, od, in, od, NULL, &pd, e)))
         goto out;
     w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     snprintf(w->impl, sizeof w->impl, "%s", pd_impl(pd));
@@ -392,10 +387,9 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for packed weights (%zu bytes)", name, bytes);
         goto out;
     }
-    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od], strides (1, in) */
-    dnnl_dims_t sw = {w->k, od};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba),
-             "weights descriptor");
+    dnnl_memory_desc_t du; /* W[od, in] seen as [in, od] with strides (1, in) */
+    dnnl_dims_t sw = {in, od};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&du, 2, sw, dnnl_f32, dnnl_ba), "weights descriptor");
     DNNL_TRY(dnnl_memory_create(&mu, &du, g->eng, (void *)W), "weights memory");
     DNNL_TRY(dnnl_memory_create(&mp, &w->md, g->eng, w->packed), "packed weights memory");
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &du, g->eng, &w->md, g->eng, NULL), "reorder");
