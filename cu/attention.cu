@@ -360,6 +360,8 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->fa3_ver = ver && atoi(ver) == 1 ? 1 : 2;
     s->fa3_sw = sw && *sw ? atoi(sw) != 0 : -1;
     s->fa3_qr = qr && *qr ? atoi(qr) != 0 : -1;
+    const char *wg = getenv("MV_FA3_WG");
+    s->fa3_wg = wg && (atoi(wg) == 2 || atoi(wg) == 3) ? atoi(wg) : -1;
     s->fa3_encode = NULL;
 }
 

@@ -301,7 +301,6 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
  * one warpgroup's softmax runs beside the other's matrix work. Rows of K and V past the segment
  * hold the next segment's keys (or TMA's zeros past the last row): keys past kv_end are masked
  * to -inf, so their P is 0 and V's rows there add nothing. */
-#define FA3V2_THREADS 384
 #define FA3V2_ST 2 /* stages of K and of V */
 
 /* the same tile sizes as version 1 (fa3_shape: C chunks of Q and K, CV of V), more stages, and
@@ -309,11 +308,14 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
  * 32-byte-swizzled boxes of 16 columns (wgmma.cuh), V rounded up to VG = ceil(D / 16) boxes (its
  * columns D..16 VG - 1, the next head's or TMA's zeros, are loaded and never read: wgmma's N is
  * D). 256 bytes of slack to align the data to the swizzle's 256-byte period. */
-template <int D, int BN, bool SW> struct fa3v2_shape : fa3_shape<D, BN> {
+template <int D, int BN, bool SW, int NC> struct fa3v2_shape : fa3_shape<D, BN> {
     typedef fa3_shape<D, BN> B;
+    static constexpr int BM = 64 * NC;            /* query rows per CTA: NC consumer warpgroups x 64 */
+    static constexpr int THREADS = 128 * (NC + 1); /* and the producer warpgroup */
+    static constexpr int Q_BYTES = BM * B::C * 16;
     static constexpr int VG = (D + 15) / 16;
     static constexpr int V_BYTES = SW ? BN * VG * 32 : B::V_BYTES;
-    static constexpr int DATA = B::Q_BYTES + FA3V2_ST * (B::K_BYTES + V_BYTES);
+    static constexpr int DATA = Q_BYTES + FA3V2_ST * (B::K_BYTES + V_BYTES);
     static constexpr size_t SMEM = (size_t)DATA + 8 * (1 + 4 * FA3V2_ST) + 256;
 };
 
@@ -326,17 +328,18 @@ template <int D, int BN, bool SW> struct fa3v2_shape : fa3_shape<D, BN> {
  * tile). Measured (attnbench, bench/RESULTS.md, seventh session): at head dim 72 both cost
  * (4 x 8160: 415 TFLOP/s without either, 351 with SW, 388 with QR), at 64 they help a little on
  * short segments (64 x 784: 231 -> 248). */
-template <int D, int BN, bool SW, bool QR>
-__global__ void __launch_bounds__(FA3V2_THREADS, 1)
-    attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16, bf16 *out,
-                      const mv_attn_tile *tiles, int heads, float scale_log2)
+template <int D, int BN, bool SW, bool QR, int NC>
+__global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
+    attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16,
+                      const __grid_constant__ CUtensorMap tmq, bf16 *out, const mv_attn_tile *tiles, int heads,
+                      float scale_log2)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef fa3v2_shape<D, BN, SW> S;
-    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST, KG = SW ? D / 16 : 0;
+    typedef fa3v2_shape<D, BN, SW, NC> S;
+    constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST, KG = SW ? D / 16 : 0, BM = S::BM;
     constexpr int VW = SW ? 16 : 8, VB = SW ? S::VG : CV; /* V: boxes of VW columns, VB of them */
     static_assert(BN == 64 || BN == 128, "keys per tile");
-    static_assert(FA3_BM % BN == 0, "Q loads in boxes of BN rows");
+    static_assert(NC == 2 || NC == 3, "consumer warpgroups");
     static_assert(S::Q_BYTES % 256 == 0 && S::K_BYTES % 256 == 0 && S::V_BYTES % 256 == 0, "256-byte boxes");
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 255u) & ~255u, sK = sQ + S::Q_BYTES, sV = sK + ST * S::K_BYTES;
@@ -353,17 +356,16 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         for (int i = 0; i < ST; i++) {
             mbar_init(k_full + 8 * i, 1);
             mbar_init(v_full + 8 * i, 1);
-            mbar_init(k_empty + 8 * i, 8);
-            mbar_init(v_empty + 8 * i, 8);
+            mbar_init(k_empty + 8 * i, 4 * NC); /* one arrival per consumer warp */
+            mbar_init(v_empty + 8 * i, 4 * NC);
         }
         mbar_init_fence();
     }
     if constexpr (C > CV) {
         /* chunk CV (columns D..DP-1) of Q and of every K stage: zero, once (TMA never writes it) */
-        for (int i = tid; i < FA3_BM + ST * BN; i += FA3V2_THREADS) {
-            const uint32_t a = i < FA3_BM ? sQ + (uint32_t)((CV * FA3_BM + i) * 16)
-                                          : sK + (uint32_t)(((i - FA3_BM) / BN) * S::K_BYTES +
-                                                            (CV * BN + (i - FA3_BM) % BN) * 16);
+        for (int i = tid; i < BM + ST * BN; i += S::THREADS) {
+            const uint32_t a = i < BM ? sQ + (uint32_t)((CV * BM + i) * 16)
+                                      : sK + (uint32_t)(((i - BM) / BN) * S::K_BYTES + (CV * BN + (i - BM) % BN) * 16);
             asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
         }
         fence_proxy_async(); /* generic-proxy stores -> wgmma's async-proxy reads */
@@ -374,10 +376,10 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         regs_dealloc<24>();
         if (tid == 0) {
             tma_prefetch_desc(&tm);
-            mbar_expect_tx(q_full, FA3_BM * CV * 16);
-            for (int c = 0; c < CV; c++)
-                for (int r = 0; r < FA3_BM; r += BN)
-                    tma_load_2d(sQ + (uint32_t)((c * FA3_BM + r) * 16), &tm, h * D + c * 8, q0 + r, q_full);
+            mbar_expect_tx(q_full, BM * CV * 16);
+            for (int c = 0; c < CV; c++) /* tmq: boxes of 8 columns x 64 rows */
+                for (int r = 0; r < BM; r += 64)
+                    tma_load_2d(sQ + (uint32_t)((c * BM + r) * 16), &tmq, h * D + c * 8, q0 + r, q_full);
             for (int j = 0; j < nkv; j++) {
                 const int st = j % ST;
                 const uint32_t ph = (uint32_t)(j / ST) & 1u, row = (uint32_t)(kv0 + j * BN);
@@ -402,15 +404,17 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
     }
 
     /* consumers */
-    regs_alloc<240>();
+    /* 24 + 2 x 240 or 24 + 3 x 160 registers per thread: 65536 or 64512 of the 65536 */
+    regs_alloc<NC == 2 ? 240 : 160>();
     const int cw = wg - 1, wl = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int me = 1 + cw, other = 2 - cw; /* named barrier ids: "my turn to issue wgmma" */
+    /* named barrier ids 1..NC: "my turn to issue wgmma"; the turn goes round cw = 0, 1, .. NC - 1 */
+    const int me = 1 + cw, next = 1 + (cw + 1) % NC;
     const uint32_t qw = sQ + (uint32_t)(cw * 64 * 16); /* this warpgroup's 64 rows of every chunk */
     float o[D / 2], s[BN / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, corr[2];
     uint32_t p[BN / 4];
 #pragma unroll
     for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-    if (cw == 1) named_arrive(1, 256); /* consumer 0 issues first */
+    if (cw == NC - 1) named_arrive(1, 256); /* consumer 0 issues first */
     mbar_wait(q_full, 0);
     uint32_t qf[QR ? KS * 4 : 4]; /* QR: k16 step ks = chunks 2ks, 2ks + 1 of rows r0 and r0 + 8 */
     if constexpr (QR) {
@@ -419,7 +423,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         for (int ks = 0; ks < KS; ks++)
 #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
-                const uint32_t at = sQ + (uint32_t)(((2 * ks + hf) * FA3_BM + r0) * 16 + 4 * t);
+                const uint32_t at = sQ + (uint32_t)(((2 * ks + hf) * BM + r0) * 16 + 4 * t);
                 qf[4 * ks + 2 * hf] = ld_shared_u32(at);
                 qf[4 * ks + 2 * hf + 1] = ld_shared_u32(at + 8 * 16);
             }
@@ -437,7 +441,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
             const uint64_t bd =
                 ks < KG ? desc_kmajor_sw32(kb + ks * BN * 32) : desc_kmajor_cols(kb + ks * 2 * BN * 16, BN);
             if constexpr (QR) wgmma_rs_kb<BN>(s, &qf[4 * ks], bd, ks > 0);
-            else wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * FA3_BM * 16, FA3_BM), bd, ks > 0);
+            else wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * BM * 16, BM), bd, ks > 0);
         }
     };
     auto issue_pv = [&](int j) {
@@ -458,7 +462,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
     wg_fence();
     issue_s(0);
     wg_commit();
-    named_arrive(other, 256);
+    named_arrive(next, 256);
     wg_wait<0>();
     reg_fence(s);
     release(k_empty);
@@ -478,7 +482,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         wg_commit();
         issue_pv(j - 1);
         wg_commit();
-        named_arrive(other, 256);
+        named_arrive(next, 256);
         wg_wait<1>();
         reg_fence(s);
         release(k_empty + 8 * sk);
@@ -491,7 +495,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         pack_p();
     }
 
-    /* epilogue: O += P(n - 1) V(n - 1); consumer 1 makes no arrival for a turn that never comes */
+    /* epilogue: O += P(n - 1) V(n - 1); the last consumer makes no arrival for a turn that never comes */
     {
         const int sv = (nkv - 1) % ST;
         mbar_wait(v_full + 8 * sv, (uint32_t)((nkv - 1) / ST) & 1u);
@@ -501,7 +505,7 @@ __global__ void __launch_bounds__(FA3V2_THREADS, 1)
         wg_fence();
         issue_pv(nkv - 1);
         wg_commit();
-        if (cw == 0) named_arrive(other, 256);
+        if (cw != NC - 1) named_arrive(next, 256);
         wg_wait<0>();
         reg_fence(o);
         reg_fence(p);
@@ -536,7 +540,7 @@ static float fa3_scale_log2(int D) { return (float)(1.0 / sqrt((double)D) * 1.44
 
 /* Raises kernel's dynamic shared-memory limit to smem on s's device, once per state (bit: which
  * instantiation; cudaFuncSetAttribute acts on the current device only). */
-static cudaError_t fa3_smem_limit(mv_attn_state *s, uint32_t bit, const void *kernel, size_t smem)
+static cudaError_t fa3_smem_limit(mv_attn_state *s, uint64_t bit, const void *kernel, size_t smem)
 {
     if (s->fa3_attr & bit) return cudaSuccess;
     cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -549,7 +553,7 @@ static cudaError_t launch_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, cons
                               int heads, cudaStream_t st)
 {
     const size_t smem = fa3_shape<D, BN>::SMEM;
-    cudaError_t r = fa3_smem_limit(s, 1u << ((D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
+    cudaError_t r = fa3_smem_limit(s, 1ull << ((D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
                                    (const void *)attn_fa3_kernel<D, BN>, smem);
     if (r != cudaSuccess) return r;
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
@@ -584,22 +588,38 @@ static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 
  * fastest per head dim on an H200 (bench/RESULTS.md, seventh session) */
 static int fa3_auto_sw(int D) { return D == 64; }
 static int fa3_auto_qr(int D) { return D == 64; }
+static int fa3_auto_wg(int D) { (void)D; return 2; }
 
-template <int D, int BN, bool SW, bool QR>
+/* consumer warpgroups of the kernel s runs at head dim D: 2 (version 1 always) or 3 */
+static int fa3_wg(const mv_attn_state *s, int D)
+{
+    if (s->fa3_ver != 2) return 2;
+    return s->fa3_wg == 2 || s->fa3_wg == 3 ? s->fa3_wg : fa3_auto_wg(D);
+}
+
+int mv_cuda_fa3_bm(const mv_attn_state *s, int D) { return 64 * fa3_wg(s, D); }
+
+template <int D, int BN, bool SW, bool QR, int NC>
 static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                 int n_tiles, int heads, cudaStream_t st)
 {
-    const size_t smem = fa3v2_shape<D, BN, SW>::SMEM;
-    cudaError_t r = fa3_smem_limit(s, 1u << (4 + 8 * SW + 4 * QR + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
-                                   (const void *)attn_fa3v2_kernel<D, BN, SW, QR>, smem);
+    typedef fa3v2_shape<D, BN, SW, NC> S;
+    const size_t smem = S::SMEM;
+    /* bits 4..35: one per (NC, SW, QR, D, BN) */
+    cudaError_t r = fa3_smem_limit(
+        s, 1ull << (4 + 16 * (NC == 3) + 8 * SW + 4 * QR + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
+        (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC>, smem);
     if (r != cudaSuccess) return r;
-    CUtensorMap tm, tm16;
+    CUtensorMap tm, tm16, tmq;
     r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN, 8);
     if (r == cudaSuccess) r = SW ? fa3_tensor_map(s, &tm16, qkv, n, heads, D, BN, 16) : cudaSuccess;
+    if (r == cudaSuccess) r = BN == 64 ? cudaSuccess : fa3_tensor_map(s, &tmq, qkv, n, heads, D, 64, 8);
     if (r != cudaSuccess) return r;
     if (!SW) tm16 = tm; /* not read */
+    if (BN == 64) tmq = tm;
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
-    attn_fa3v2_kernel<D, BN, SW, QR><<<grid, FA3V2_THREADS, smem, st>>>(tm, tm16, out, tiles, heads, fa3_scale_log2(D));
+    attn_fa3v2_kernel<D, BN, SW, QR, NC>
+        <<<grid, S::THREADS, smem, st>>>(tm, tm16, tmq, out, tiles, heads, fa3_scale_log2(D));
     return cudaGetLastError();
 }
 
@@ -618,16 +638,18 @@ cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, 
     if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
     if (n_tiles <= 0) return cudaSuccess;
     const int bn64 = s->fa3_bn == 64;
-#define FA3V2_LAUNCH(SW, QR)                                                                            \
-    (D == 72 ? (bn64 ? launch_fa3v2<72, 64, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st)                  \
-                     : launch_fa3v2<72, 128, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st))                \
-             : (bn64 ? launch_fa3v2<64, 64, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st)                  \
-                     : launch_fa3v2<64, 128, SW, QR>(s, out, qkv, n, tiles, n_tiles, heads, st)))
+#define FA3V2_LAUNCH(SW, QR, NC)                                                                           \
+    (D == 72 ? (bn64 ? launch_fa3v2<72, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                 \
+                     : launch_fa3v2<72, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st))               \
+             : (bn64 ? launch_fa3v2<64, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                 \
+                     : launch_fa3v2<64, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)))
+#define FA3V2_LAUNCH_NC(SW, QR) (fa3_wg(s, D) == 3 ? FA3V2_LAUNCH(SW, QR, 3) : FA3V2_LAUNCH(SW, QR, 2))
     if (s->fa3_ver == 2) {
         const int sw = s->fa3_sw >= 0 ? s->fa3_sw : fa3_auto_sw(D), qr = s->fa3_qr >= 0 ? s->fa3_qr : fa3_auto_qr(D);
-        return sw ? (qr ? FA3V2_LAUNCH(true, true) : FA3V2_LAUNCH(true, false))
-                  : (qr ? FA3V2_LAUNCH(false, true) : FA3V2_LAUNCH(false, false));
+        return sw ? (qr ? FA3V2_LAUNCH_NC(true, true) : FA3V2_LAUNCH_NC(true, false))
+                  : (qr ? FA3V2_LAUNCH_NC(false, true) : FA3V2_LAUNCH_NC(false, false));
     }
+#undef FA3V2_LAUNCH_NC
 #undef FA3V2_LAUNCH
     if (D == 72)
         return bn64 ? launch_fa3<72, 64>(s, out, qkv, tiles, n_tiles, heads, st)

@@ -85,7 +85,7 @@ typedef struct {
     uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
     /* fa3 kernel (attention_fa3.cu): limits raised (one bit per instantiation), keys per tile
      * (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not yet, 1 yes, -1 no) */
-    uint32_t fa3_attr;
+    uint64_t fa3_attr;
     int fa3_bn;
     int fa3_cc;
     int fa3_ver; /* fa3 kernel version (MV_FA3_VERSION): 2 (default: TMA, producer warp, ping-pong) or
@@ -94,6 +94,8 @@ typedef struct {
                   * columns, 0 = boxes of 8 columns, -1 = by head dim (what measured fastest) */
     int fa3_qr;  /* version 2's Q (MV_FA3_QREG): 1 = in registers, 0 = read from shared memory by
                   * every S product, -1 = by head dim */
+    int fa3_wg;  /* version 2's consumer warpgroups (MV_FA3_WG): 2 (128 query rows per CTA) or 3
+                  * (192), -1 = by head dim; the tile list's BM is mv_cuda_fa3_bm() */
     void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
 /* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
@@ -116,13 +118,16 @@ int mv_cuda_attn_supported(int D);
 mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e);
 
 /* ---- attention_fa3.cu (sm_90a only: TMA, wgmma; see the file's opening) ------------------ */
-/* The same function and inputs as mv_cuda_attention_bf16 (tiles with MV_ATTN_BM_BF16 rows) on
+/* The same function and inputs as mv_cuda_attention_bf16 (tiles of mv_cuda_fa3_bm() rows) on
  * Hopper's TMA and wgmma; n = the rows of qkv (the TMA tensor map's extent).
  * cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice on a device that
  * is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
 cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_fa3_head_dim_ok(int D);
+/* Query rows per tile of the fa3 kernel that s runs at head dim D (128 or 192): the BM its tile
+ * list must be built with (mv_attn_tiles). */
+int mv_cuda_fa3_bm(const mv_attn_state *s, int D);
 /* MV_OK when the fa3 kernel runs head dim D on `device`, else MV_ERR_UNSUPPORTED saying why. */
 mv_status mv_cuda_fa3_check(int device, int D, mv_err *e);
 

@@ -691,7 +691,9 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
             ch.seg0 = pc->seg0;
             ch.nseg = pc->nseg;
             /* metadata: rowinfo per patch, cu_seqlens, attention tiles */
-            int bm = b->prec == MV_PREC_BF16 ? MV_ATTN_BM_BF16 : MV_ATTN_BM_F32;
+            int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
+                     : b->fa3                ? mv_cuda_fa3_bm(&b->attn, c->head_dim)
+                                             : MV_ATTN_BM_BF16;
             st = mv_plan_rowinfo(&plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
             if (st == MV_OK) st = mv_plan_cu_seqlens(&plan, ch.seg0, ch.nseg, b->h_cu, e);
             if (st == MV_OK)
@@ -903,7 +905,7 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     }
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
-    } else if (b->attn_impl == MV_ATTN_FA3) { /* the tiles are the builtin bf16 kernel's */
+    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of mv_cuda_fa3_bm rows (forward_impl) */
         if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
         mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
         if (fs != MV_OK) return fs;

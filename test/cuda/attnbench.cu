@@ -101,30 +101,49 @@ int main(int argc, char **argv)
             CU(cudaMemcpy(tmp, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
             CU(mv_cuda_from_f32<bf16>(qkv, tmp, (int64_t)h.size(), st));
             CU(cudaStreamSynchronize(st));
-            int nt = mv_attn_tile_count(cu.data(), sh.nseg, MV_ATTN_BM_BF16);
-            std::vector<mv_attn_tile> tiles((size_t)nt);
-            mv_attn_tiles(tiles.data(), cu.data(), sh.nseg, MV_ATTN_BM_BF16);
-            mv_attn_tile *dt;
-            CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
-            CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
-            /* builtin v2, builtin v1, cudnn, fa3 version 1, version 2 with each K/V layout and Q
-             * placement (MV_FA3_SWIZZLE, MV_FA3_QREG), the default (by head dim) with 128- and
-             * 64-key tiles; the agreement check below reads the last fa3 run */
-            for (int impl = 0; impl < 10; impl++) {
-                if (impl == 2 && !dnn) continue;
-                if (impl >= 3 && !fa3) continue;
-                const char *names[] = {"builtin_v2", "builtin_v1", "cudnn",    "fa3_v1", "fa3_v2",
-                                       "fa3_sw",     "fa3_qr",     "fa3_swqr", "fa3",    "fa3_bn64"};
-                const char *name = names[impl];
-                as.variant = impl == 1 ? 1 : 2;
-                as.fa3_bn = impl == 9 ? 64 : 128;
-                as.fa3_ver = impl == 3 ? 1 : 2;
-                as.fa3_sw = impl >= 4 && impl <= 7 ? (impl - 4) & 1 : -1;
-                as.fa3_qr = impl >= 4 && impl <= 7 ? (impl - 4) >> 1 : -1;
-                bf16 *o = impl == 2 ? o2 : impl >= 3 ? o3 : o1;
+            /* tile lists of 128 query rows (builtin, fa3 with 2 consumer warpgroups) and 192 (3) */
+            int ntl[2];
+            mv_attn_tile *dtl[2];
+            for (int w = 0; w < 2; w++) {
+                const int bm = w ? 192 : MV_ATTN_BM_BF16;
+                ntl[w] = mv_attn_tile_count(cu.data(), sh.nseg, bm);
+                std::vector<mv_attn_tile> tiles((size_t)ntl[w]);
+                mv_attn_tiles(tiles.data(), cu.data(), sh.nseg, bm);
+                CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
+                CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
+            }
+            /* builtin v2 and v1, cudnn, fa3 version 1, version 2 with each K/V layout (sw: MV_FA3_SWIZZLE),
+             * Q placement (qr: MV_FA3_QREG) and consumer warpgroup count (wg: MV_FA3_WG; -1: by head dim),
+             * and 64-key tiles; the agreement check below reads the last fa3 run */
+            static const struct {
+                const char *name;
+                int kind, ver, bn, sw, qr, wg; /* kind 0 builtin (ver = variant), 1 cudnn, 2 fa3 */
+            } impls[] = {
+                {"builtin_v2", 0, 2, 0, 0, 0, 0},   {"builtin_v1", 0, 1, 0, 0, 0, 0},
+                {"cudnn", 1, 0, 0, 0, 0, 0},        {"fa3_v1", 2, 1, 128, -1, -1, 2},
+                {"fa3_v2", 2, 2, 128, 0, 0, 2},     {"fa3_sw", 2, 2, 128, 1, 0, 2},
+                {"fa3_qr", 2, 2, 128, 0, 1, 2},     {"fa3_swqr", 2, 2, 128, 1, 1, 2},
+                {"fa3_wg3", 2, 2, 128, 0, 0, 3},    {"fa3_wg3_sw", 2, 2, 128, 1, 0, 3},
+                {"fa3_wg3_qr", 2, 2, 128, 0, 1, 3}, {"fa3_wg3_bn64", 2, 2, 64, -1, -1, 3},
+                {"fa3_bn64", 2, 2, 64, -1, -1, -1}, {"fa3", 2, 2, 128, -1, -1, -1},
+            };
+            for (const auto &im : impls) {
+                if (im.kind == 1 && !dnn) continue;
+                if (im.kind == 2 && !fa3) continue;
+                const char *name = im.name;
+                as.variant = im.kind == 0 ? im.ver : 2;
+                as.fa3_bn = im.bn ? im.bn : 128;
+                as.fa3_ver = im.kind == 2 ? im.ver : 2;
+                as.fa3_sw = im.sw;
+                as.fa3_qr = im.qr;
+                as.fa3_wg = im.wg;
+                const int w = im.kind == 2 && mv_cuda_fa3_bm(&as, D) == 192;
+                mv_attn_tile *dt = dtl[w];
+                const int nt = ntl[w];
+                bf16 *o = im.kind == 1 ? o2 : im.kind == 2 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;
-                if (impl == 2) {
+                if (im.kind == 1) {
                     double t0 = now_s();
                     ms = mv_cudnn_attn_prepare(dnn, 0, cu.data(), sh.nseg, st, &e);
                     if (ms == MV_OK) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
@@ -134,8 +153,8 @@ int main(int argc, char **argv)
                 std::vector<float> ts;
                 for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
                     CU(cudaEventRecord(e0, st));
-                    if (impl == 2) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
-                    else if (impl >= 3) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, st));
+                    if (im.kind == 1) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
+                    else if (im.kind == 2) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
                     CU(cudaEventSynchronize(e1));
@@ -186,7 +205,8 @@ int main(int argc, char **argv)
             cudaFree(o1);
             cudaFree(o2);
             cudaFree(o3);
-            cudaFree(dt);
+            cudaFree(dtl[0]);
+            cudaFree(dtl[1]);
         }
         mv_cudnn_attn_destroy(dnn);
     }

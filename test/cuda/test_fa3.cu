@@ -41,8 +41,9 @@ static mv_attn_state g_st;
 
 /* One attention run into out (with a guard band of `guard` rows after n rows, all poisoned with
  * 0xffff = NaN first). fa3: 0 = builtin kernel, 64 / 128 = fa3 with that many keys per tile;
- * ver: the fa3 kernel version (1 or 2); sw, qr: version 2's K/V layout and Q placement. */
-static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
+ * ver: the fa3 kernel version (1 or 2); sw, qr, wg: version 2's K/V layout, Q placement and consumer
+ * warpgroups (tiles built with mv_cuda_fa3_bm's rows). */
+static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, int wg, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
                                  int heads, int D, int64_t guard, cudaError_t *err)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
@@ -52,6 +53,7 @@ static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, bf16 *out, co
         g_st.fa3_ver = ver;
         g_st.fa3_sw = sw;
         g_st.fa3_qr = qr;
+        g_st.fa3_wg = wg;
         *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, 0);
     } else {
         *err = mv_cuda_attention_bf16(&g_st, out, qkv, tiles, nt, heads, D, 0);
@@ -80,32 +82,48 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
     CU(cudaMalloc(&dq, hq.size() * sizeof(bf16)));
     CU(cudaMemcpy(dq, hq.data(), hq.size() * sizeof(bf16), cudaMemcpyHostToDevice));
     CU(cudaMalloc(&dout, (size_t)((n + guard) * H) * sizeof(bf16)));
-    int nt = mv_attn_tile_count(cu.data(), (int)lens.size(), MV_ATTN_BM_BF16);
-    std::vector<mv_attn_tile> tiles((size_t)nt);
-    mv_attn_tiles(tiles.data(), cu.data(), (int)lens.size(), MV_ATTN_BM_BF16);
-    mv_attn_tile *dt;
-    CU(cudaMalloc(&dt, (size_t)nt * sizeof(mv_attn_tile)));
-    CU(cudaMemcpy(dt, tiles.data(), (size_t)nt * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
+    /* tile lists of 128 rows (builtin kernel, fa3 with 2 consumer warpgroups) and 192 (3) */
+    int ntl[2];
+    mv_attn_tile *dtl[2];
+    for (int w = 0; w < 2; w++) {
+        const int bm = w ? 192 : MV_ATTN_BM_BF16;
+        ntl[w] = mv_attn_tile_count(cu.data(), (int)lens.size(), bm);
+        std::vector<mv_attn_tile> tiles((size_t)ntl[w]);
+        mv_attn_tiles(tiles.data(), cu.data(), (int)lens.size(), bm);
+        CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
+        CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
+    }
+    mv_attn_tile *dt = dtl[0];
+    const int nt = ntl[0];
     char segs[128] = "";
     for (size_t i = 0; i < lens.size() && strlen(segs) < 100; i++)
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
 
     cudaError_t e0;
-    std::vector<uint16_t> hb = run(0, 0, 0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
+    std::vector<uint16_t> hb = run(0, 0, 0, 0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
     CU(e0);
     std::vector<float> fb = bf16_to_f32(hb);
     cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
-    /* version 2 with each layout (sw) and Q placement (qr), then version 1; both key-tile sizes */
-    for (int vb = 0; vb < 10; vb++) {
-        const int ver = vb < 8 ? 2 : 1, bn = vb % 2 ? 64 : 128, sw = vb < 8 ? (vb >> 1) & 1 : 0,
-                  qr = vb < 8 ? (vb >> 2) & 1 : 0;
+    /* version 2 with each layout (sw), Q placement (qr) and 2 or 3 consumer warpgroups (wg), then
+     * version 1; both key-tile sizes */
+    for (int vb = 0; vb < 18; vb++) {
+        const int ver = vb < 16 ? 2 : 1, bn = vb % 2 ? 64 : 128, sw = vb < 16 ? (vb >> 1) & 1 : 0,
+                  qr = vb < 16 ? (vb >> 2) & 1 : 0, wg = vb < 16 ? 2 + ((vb >> 3) & 1) : 2;
+        g_st.fa3_ver = ver;
+        g_st.fa3_wg = wg;
+        const int w = mv_cuda_fa3_bm(&g_st, D) == 192;
+        if (mv_cuda_fa3_bm(&g_st, D) != 64 * wg) {
+            CHECK(0, "fa3 v%d with %d consumer warpgroups: tile rows %d, not %d", ver, wg, mv_cuda_fa3_bm(&g_st, D),
+                  64 * wg);
+            continue;
+        }
         cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
-        std::vector<uint16_t> h1 = run(bn, ver, sw, qr, dout, dq, dt, nt, n, heads, D, guard, &e1);
+        std::vector<uint16_t> h1 = run(bn, ver, sw, qr, wg, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1);
         std::vector<uint16_t> h2 =
-            e1 == cudaSuccess ? run(bn, ver, sw, qr, dout, dq, dt, nt, n, heads, D, guard, &e2) : h1;
+            e1 == cudaSuccess ? run(bn, ver, sw, qr, wg, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
         if (e1 != cudaSuccess || e2 != cudaSuccess) {
-            CHECK(0, "fa3 v%d sw %d qr %d BN=%d D=%d heads=%d segments [%s]: %s", ver, sw, qr, bn, D, heads, segs,
-                  cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+            CHECK(0, "fa3 v%d sw %d qr %d wg %d BN=%d D=%d heads=%d segments [%s]: %s", ver, sw, qr, wg, bn, D, heads,
+                  segs, cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
             printf("Bail out! a failed launch may leave the context unusable\n");
             exit(2);
         }
@@ -115,14 +133,15 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
         const int same = h1 == h2;
         CHECK(c.nonfinite == 0 && c.rel_l2 < 8e-3 && c.rel_l2 <= 2 * cb.rel_l2 && guard_hit == 0 && same,
-              "fa3 v%d sw %d qr %d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin %.2e) "
-              "max_abs %.2e nonfinite %ld, guard band written %ld, second run %s",
-              ver, sw, qr, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
+              "fa3 v%d sw %d qr %d wg %d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin "
+              "%.2e) max_abs %.2e nonfinite %ld, guard band written %ld, second run %s",
+              ver, sw, qr, wg, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
               same ? "identical" : "DIFFERENT");
     }
     cudaFree(dq);
     cudaFree(dout);
-    cudaFree(dt);
+    cudaFree(dtl[0]);
+    cudaFree(dtl[1]);
 }
 
 /* ---- layout probes ----------------------------------------------------------------------
@@ -379,7 +398,8 @@ int main(int argc, char **argv)
         return UNIT_DONE();
     }
     test_refusals();
-    const std::vector<std::vector<int>> mixes = {{1}, {127, 128, 129}, {784, 784, 784}, {17, 130, 64, 1, 1, 2}};
+    const std::vector<std::vector<int>> mixes = {{1}, {127, 128, 129}, {784, 784, 784}, {17, 130, 64, 1, 1, 2},
+                                                 {191, 192, 193, 385}};
     for (auto &mx : mixes) {
         test_fa3(mx, 2, 72, 2.f);
         test_fa3(mx, 3, 64, 2.f);
