@@ -353,7 +353,8 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
                  * block's first), prefetched into L2 while this one runs, its lines shared out
                  * over this panel's row tile pairs, pfl per k step. Without it the first row
                  * tile pair of every panel streamed the weights from L3 at the tile loads'
-                 * latency (one panel in 6-8 runs at L3 speed): +8-18 % (bench/NOTES.md). */
+                 * latency: one core, 1.03-1.19x on the tower shapes; the panel in L1 instead (K
+                 * sub-blocks of 4-8 steps) lost 2-13 %, rows prefetched into L1 lost (NOTES.md). */
                 const char *pf = NULL;
                 int pfs = 0;
                 if (nt + 2 < w->ntiles)
