@@ -24,7 +24,8 @@
  * that changes (block()). An accumulator tile starts at zero, or (K blocked) at the block's f32 partial
  * sum stored before: exact, so the blocking never changes a bit. Each output element is the
  * same sequence of TDPBF16PS on its own row of A and column of B whatever m, so the result does
- * not depend on the row count or on -j. */
+ * not depend on the row count or on -j. While a weight panel runs, the next one is prefetched
+ * into L2 (mv_amx_rows: the weights otherwise come from L3 at tile-load latency). */
 #include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h"
 
@@ -254,7 +255,8 @@ AMX_FN static void tiles_on(void)
 /* One 2 x 2 (two 0: 1 x 2) block of C tiles over nsteps k steps. a0, a1: the two m-tiles' row
  * tiles at the first step (A[mt][s0]), b0, b1: the n-tile pair's weight tiles there; c[q]: the
  * four accumulators' f32 homes (row stride ldc[q] bytes), q = 2 (m-tile) + (n-tile); init: start
- * at zero, else load them.
+ * at zero, else load them; pf: pfn cache lines to prefetch into L2, pfl of them per step (only a
+ * hint: no result depends on it).
  * Tiles are not renamed: a load into a tile waits for the products still reading it, and the
  * next products wait for the load. So the six products run in an order where each changes one
  * operand pair only, (x0,w2) (x0,w1) (x1,w1) (x1,w0) (x0,w0) (x2,w0) (14 tile loads per 24
@@ -274,7 +276,8 @@ AMX_FN static void tiles_on(void)
 
 static inline __attribute__((always_inline)) AMX_FN void
 block(int two, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
-      int nsteps, float *const c[4], const int64_t ldc[4], int init)
+      int nsteps, float *const c[4], const int64_t ldc[4], int init, const char *pf, int pfl,
+      int pfn)
 {
     if (init) {
         _tile_zero(0);
@@ -296,6 +299,8 @@ block(int two, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const
     LB0(2);
     LB1(2);
     for (int s = 0; s < nsteps; s++) {
+        for (int i = 0; i < pfl && pfn > 0; i++, pfn--, pf += 64)
+            _mm_prefetch(pf, _MM_HINT_T1);
         GB(1); /* x0 w2 */
         GA(1); /* x0 w1 */
         GB(0); /* x1 w1 */
@@ -344,6 +349,23 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
         for (int k0 = 0; k0 < S; k0 += AMX_KS) {
             int ns = S - k0 < AMX_KS ? S - k0 : AMX_KS;
             for (int nt = 0; nt < w->ntiles; nt += 2) {
+                /* The next weight panel (the next n-tile pair's, else the next K block's or M
+                 * block's first), prefetched into L2 while this one runs, its lines shared out
+                 * over this panel's row tile pairs, pfl per k step. Without it the first row
+                 * tile pair of every panel streamed the weights from L3 at the tile loads'
+                 * latency: one core, 1.03-1.19x on the tower shapes; the panel in L1 instead (K
+                 * sub-blocks of 4-8 steps) lost 2-13 %, rows prefetched into L1 lost (NOTES.md). */
+                const char *pf = NULL;
+                int pfs = 0;
+                if (nt + 2 < w->ntiles)
+                    pf = (const char *)(w->b + wtile(w, nt + 2, k0, 0)), pfs = ns;
+                else if (k0 + AMX_KS < S)
+                    pf = (const char *)(w->b + wtile(w, 0, k0 + AMX_KS, 0)),
+                    pfs = S - k0 - AMX_KS < AMX_KS ? S - k0 - AMX_KS : AMX_KS;
+                else if (m1 < mt)
+                    pf = (const char *)(w->b + wtile(w, 0, 0, 0)), pfs = S < AMX_KS ? S : AMX_KS;
+                int pairs = (int)((m1 - m0 + 1) / 2), lines = pfs * 6 * TE * 2 / 64;
+                int pfl = (lines + pairs * ns - 1) / (pairs * ns);
                 const uint16_t *b0 = w->b + wtile(w, nt, k0, 0), *b1 = w->b + wtile(w, nt + 1, k0, 0);
                 for (int64_t t = m0; t < m1; t += 2) {
                     int two = t + 1 < m1;
@@ -367,10 +389,14 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
                                     c[q][i * 16 + j] = out[(r + i) * ldo + n + j];
                         }
                     }
+                    /* this pair's share of the next panel: lines [pf0, pf0 + pfn) */
+                    int per = pfl * ns, pf0 = (int)(t - m0) / 2 * per;
+                    int pfn = !pf || pf0 >= lines ? 0 : lines - pf0 < per ? lines - pf0 : per;
+                    const char *pfp = pfn ? pf + (size_t)pf0 * 64 : NULL;
                     if (two)
-                        block(1, a0, a1, b0, b1, ns, c, ldc, k0 == 0);
+                        block(1, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
                     else
-                        block(0, a0, a1, b0, b1, ns, c, ldc, k0 == 0);
+                        block(0, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
                     for (int q = 0; q < 4; q++) {
                         if (!edge_of[q])
                             continue;

@@ -139,5 +139,7 @@ int main(void)
     check_rows(15, 1152, 64);
     check_rows(1, 64, 16);
     check_rows(300, 1152, 48); /* two M blocks of the kernel (256 rows each) */
+    check_rows(290, 1600, 100); /* 3 K blocks x 4 n-tile pairs x 2 M blocks: every weight
+                                   panel prefetch target (next pair, next K block, next M block) */
     return UNIT_DONE();
 }
