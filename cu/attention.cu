@@ -353,7 +353,7 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->variant = e && atoi(e) == 1 ? 1 : 2;
     s->attr_set = 0;
     const char *bn = getenv("MV_FA3_BN");
-    s->fa3_bn = bn && atoi(bn) == 64 ? 64 : 128;
+    s->fa3_bn = bn && (atoi(bn) == 64 || atoi(bn) == 112 || atoi(bn) == 128) ? atoi(bn) : 0;
     s->fa3_attr = 0;
     s->fa3_cc = 0;
     const char *ver = getenv("MV_FA3_VERSION"), *sw = getenv("MV_FA3_SWIZZLE"), *qr = getenv("MV_FA3_QREG");
@@ -362,6 +362,9 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->fa3_qr = qr && *qr ? atoi(qr) != 0 : -1;
     const char *wg = getenv("MV_FA3_WG");
     s->fa3_wg = wg && (atoi(wg) == 2 || atoi(wg) == 3) ? atoi(wg) : -1;
+    const char *ps = getenv("MV_FA3_PERSIST");
+    s->fa3_ps = ps && *ps ? atoi(ps) != 0 : -1;
+    s->fa3_sms = 0;
     s->fa3_encode = NULL;
 }
 

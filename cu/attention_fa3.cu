@@ -1,26 +1,34 @@
 /* attention_fa3.cu - varlen bidirectional attention for Hopper (sm_90a only) on wgmma.mma_async,
  * the FlashAttention-3 instruction set: bf16 q/k/v, f32 accumulators in registers, online softmax
  * in f32. Same inputs and outputs as the builtin bf16 kernel (cu/attention.cu): q|k|v read from
- * the packed qkv [n, 3*heads*D], out [n, heads*D], one CTA per (query tile of
- * MV_ATTN_BM_BF16 = 128 rows, head) from the tile list mv_attn_tiles() builds out of cu_seqlens,
- * per-device state in mv_attn_state. Head dims 64 and 72 only (the tower's); anything else is
+ * the packed qkv [n, 3*heads*D], out [n, heads*D], work items (query tile of mv_cuda_fa3_bm() =
+ * 128 or 192 rows, head) from the tile list mv_attn_tiles() builds out of cu_seqlens, per-device
+ * state in mv_attn_state. Head dims 64 and 72 only (the tower's); anything else is
  * refused (cudaErrorInvalidValue here, a message from mv_cuda_fa3_check).
  *
  * Two versions, same function, both twin-tested (test/cuda/test_fa3.cu, with wgmma layout probes
  * for each shared-memory layout) and clean under compute-sanitizer memcheck / racecheck on an
  * H200 (2026-11-30):
- *   - version 2 (default): TMA loads by a producer warp on an mbarrier ring, two consumer
- *     warpgroups ping-ponging, softmax overlapped with P.V inside each warpgroup (FlashAttention-
- *     3's design). Two options, chosen per head dim (fa3_auto_sw / fa3_auto_qr) or by
- *     MV_FA3_SWIZZLE / MV_FA3_QREG: K and V in 32-byte-swizzled TMA boxes of 16 columns, and Q
- *     held in registers. At head dim 72, 397-426 TFLOP/s on 8160- and 47376-patch segments
- *     (cuDNN 9.19: 339-349), 383-389 on 16 x 4096 (cuDNN 401), 224 on 64 x 784 (cuDNN 245):
- *     bench/RESULTS.md, seventh session.
+ *   - version 2 (default): TMA loads by a producer warp on an mbarrier ring, two or three
+ *     consumer warpgroups taking turns, softmax overlapped with P.V inside each warpgroup
+ *     (FlashAttention-3's design), a persistent grid. Options, each chosen by what measured
+ *     fastest (fa3_auto_*, mv_cuda_fa3_keys) or set by MV_FA3_WG / MV_FA3_SWIZZLE / MV_FA3_QREG /
+ *     MV_FA3_BN / MV_FA3_PERSIST: 3 consumer warpgroups (192 query rows per K/V tile, 160
+ *     registers each) or 2 (128, 240); K and V in 32-byte-swizzled TMA boxes of 16 columns; Q
+ *     held in registers; 112 keys per tile (784 = 7 x 112) or 128 or 64; one CTA per SM taking
+ *     work items in turn, or one per item. Defaults (3, swizzled, Q in shared memory, 112 or 128
+ *     by segment length, persistent) at head dim 72: 316 TFLOP/s on 64 x 784, 442 on 16 x 4096,
+ *     467 on 4 x 8160, 487 on 1 x 47376 (cuDNN 9.19: 249 / 398 / 332 / 337); at 64: 357 / 471 /
+ *     493 / 498 (cuDNN 294 / 490 / 425 / 425): bench/RESULTS.md, eighth session.
  *   - version 1 (MV_FA3_VERSION=1): all 256 threads load with cp.async, every wgmma waited for:
  *     half the speed; kept as the simplest correct wgmma kernel to bisect version 2 against.
  * A wrong number in a later change: run test_fa3 (its probes say whether the descriptors or the
  * fragment layouts broke), then compare MV_FA3_VERSION=1 and 2, MV_FA3_BN=64 and 128. A result
- * that changes between runs is a missing fence or barrier (racecheck / synccheck).
+ * that changes between runs is a missing fence or barrier (racecheck / synccheck). A change that
+ * makes it slow: look for ptxas "Potential Performance Loss: wgmma.mma_async instructions are
+ * serialized" (C7518: a wgmma under a branch that is not uniform for the compiler, e.g. skipping
+ * the products of a warpgroup with no rows, cost 30 % everywhere; C7512: too few registers, the
+ * Q-in-registers option with 3 warpgroups).
  *
  * Design of version 1 (version 2 opens with its own, further down):
  *   - 256 threads = 2 consumer warpgroups; warpgroup w owns query rows [64w, 64w + 64) of the tile.
@@ -43,11 +51,9 @@
  *   - O += P V: BN / 16 wgmma m64nDk16 (RS: A = P from registers, B = V N-major), wait 0.
  *   - BN (keys per tile) 128 by default, 64 with MV_FA3_BN=64 (fewer registers; a fallback to try
  *     when the 128 one spills or fails).
- * Next steps for speed (version 2 at 64 x 784 and at head dim 64 is still behind cuDNN): a
- * persistent grid whose producer loads the next tile while the consumers finish one (short
- * segments are mostly prologue and epilogue), key tiles sized to the segment (784 = 7 x 112, not
- * 6.1 x 128), some of the exponentials on the FMA pipe (MUFU is near its limit at D <= 72), a
- * third consumer warpgroup (192 query rows per K/V tile: less L2 traffic per FLOP).
+ * Next steps for speed (version 2 is behind cuDNN at head dim 64 on 16 x 4096 only, 471 vs 490):
+ * some of the exponentials on the FMA pipe (MUFU is near its limit at D <= 72), three K/V
+ * stages, 192-key tiles with P through shared memory (FlashAttention-3's choice at head dim 64).
  *
  * Not here: f32/tf32 attention, causal masks, head dims other than 64/72, other GPUs (sm_90a
  * code runs on compute capability 9.0 only; the launcher refuses other devices). CPU twin:
@@ -285,20 +291,23 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
 }
 
 /* ---- version 2: TMA loads by a producer warp, mbarrier ring, ping-pong consumers ---------
- * 384 threads: warpgroup 0 is the producer (one thread issues every TMA load; the warpgroup gives
- * its registers back), warpgroups 1 and 2 are consumers owning query rows [0, 64) and [64, 128)
- * of the tile. Shared memory in the chunk-major layout a TMA box of 8 columns x R rows writes
- * (wgmma.cuh): Q (128 rows, C = DP / 8 chunks, the last one zero when D = 72), K (FA3V2_ST stages
- * of BN rows, same chunks) and V (FA3V2_ST stages of BN rows, D / 8 chunks). Barriers: q_full;
- * k_full / v_full per stage (the producer's arrival with the transaction bytes, completed by the
- * TMA unit), k_empty / v_empty per stage (one arrival per consumer warp, 8, after its wgmma read
- * the stage). K and V have their own barriers so that K(j + 1) can load while P(j - 1) V(j - 1)
- * still reads V.
+ * 128 (NC + 1) threads: warpgroup 0 is the producer (one thread issues every TMA load; the
+ * warpgroup gives its registers back), warpgroups 1..NC are consumers owning query rows
+ * [64 (w - 1), 64 w) of the tile (BM = 64 NC rows). Shared memory in the chunk-major layout a TMA
+ * box of 8 columns x R rows writes (wgmma.cuh): Q in two buffers (BM rows, C = DP / 8 chunks, the
+ * last one zero when D = 72; work item i in buffer i % 2), K (FA3V2_ST stages of BN rows, same
+ * chunks) and V (FA3V2_ST stages of BN rows, D / 8 chunks). Barriers: q_full / q_empty per Q
+ * buffer; k_full / v_full per stage (the producer's arrival with the transaction bytes, completed
+ * by the TMA unit), k_empty / v_empty per stage and q_empty (one arrival per consumer warp, 4 NC,
+ * after its wgmma read the stage). K and V have their own barriers so that K(j + 1) can load
+ * while P(j - 1) V(j - 1) still reads V. A CTA runs work items blockIdx.x, + gridDim.x, ...
+ * (one per CTA, or several on a persistent grid of one CTA per SM), its K/V tiles counted across
+ * them, so the producer fills the next item's stages while the consumers finish the last one.
  * Consumer loop (FlashAttention-3's intra-warpgroup overlap): S(j) = Q K(j)^T and O += P(j - 1)
  * V(j - 1) are issued together; the softmax of S(j) runs while the P.V product is in flight; O
- * is rescaled once that product is done. Inter-warpgroup ping-pong: each consumer issues its
- * wgmma only after the other one has issued its own (named barriers 1 and 2, 256 threads), so
- * one warpgroup's softmax runs beside the other's matrix work. Rows of K and V past the segment
+ * is rescaled once that product is done. Inter-warpgroup turns: each consumer issues its wgmma
+ * only after the previous one (cw - 1 mod NC) has issued its own (named barriers 1..NC, 256
+ * threads), so one warpgroup's softmax runs beside the others' matrix work. Rows of K and V past the segment
  * hold the next segment's keys (or TMA's zeros past the last row): keys past kv_end are masked
  * to -inf, so their P is 0 and V's rows there add nothing. */
 #define FA3V2_ST 2 /* stages of K and of V */
@@ -315,8 +324,8 @@ template <int D, int BN, bool SW, int NC> struct fa3v2_shape : fa3_shape<D, BN> 
     static constexpr int Q_BYTES = BM * B::C * 16;
     static constexpr int VG = (D + 15) / 16;
     static constexpr int V_BYTES = SW ? BN * VG * 32 : B::V_BYTES;
-    static constexpr int DATA = Q_BYTES + FA3V2_ST * (B::K_BYTES + V_BYTES);
-    static constexpr size_t SMEM = (size_t)DATA + 8 * (1 + 4 * FA3V2_ST) + 256;
+    static constexpr int DATA = 2 * Q_BYTES + FA3V2_ST * (B::K_BYTES + V_BYTES); /* Q: two buffers */
+    static constexpr size_t SMEM = (size_t)DATA + 8 * (4 + 4 * FA3V2_ST) + 256;
 };
 
 /* SW: K (its first D / 16 column pairs) and V in 32-byte-swizzled boxes of 16 columns (whole
@@ -331,188 +340,220 @@ template <int D, int BN, bool SW, int NC> struct fa3v2_shape : fa3_shape<D, BN> 
 template <int D, int BN, bool SW, bool QR, int NC>
 __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
     attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16,
-                      const __grid_constant__ CUtensorMap tmq, bf16 *out, const mv_attn_tile *tiles, int heads,
-                      float scale_log2)
+                      const __grid_constant__ CUtensorMap tmq, bf16 *out, const mv_attn_tile *tiles, int n_tiles,
+                      int heads, float scale_log2)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fa3v2_shape<D, BN, SW, NC> S;
     constexpr int C = S::C, CV = S::CV, KS = S::KS, ST = FA3V2_ST, KG = SW ? D / 16 : 0, BM = S::BM;
     constexpr int VW = SW ? 16 : 8, VB = SW ? S::VG : CV; /* V: boxes of VW columns, VB of them */
-    static_assert(BN == 64 || BN == 128, "keys per tile");
+    static_assert(BN == 64 || BN == 112 || BN == 128, "keys per tile");
     static_assert(NC == 2 || NC == 3, "consumer warpgroups");
     static_assert(S::Q_BYTES % 256 == 0 && S::K_BYTES % 256 == 0 && S::V_BYTES % 256 == 0, "256-byte boxes");
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    const uint32_t sQ = (smem_u32(smem_raw) + 255u) & ~255u, sK = sQ + S::Q_BYTES, sV = sK + ST * S::K_BYTES;
-    const uint32_t q_full = sQ + S::DATA, k_full = q_full + 8, v_full = k_full + 8 * ST, k_empty = v_full + 8 * ST,
-                   v_empty = k_empty + 8 * ST;
+    /* Q in two buffers (work item i in buffer i % 2), then the K and V stages, then the barriers */
+    const uint32_t sQ = (smem_u32(smem_raw) + 255u) & ~255u, sK = sQ + 2 * S::Q_BYTES, sV = sK + ST * S::K_BYTES;
+    const uint32_t q_full = sQ + S::DATA, q_empty = q_full + 16, k_full = q_empty + 16, v_full = k_full + 8 * ST,
+                   k_empty = v_full + 8 * ST, v_empty = k_empty + 8 * ST;
     const int tid = threadIdx.x, wg = tid / 128;
-    const mv_attn_tile tile = tiles[blockIdx.x];
-    const int h = blockIdx.y, H = heads * D;
-    const int q0 = tile.q0, kv0 = tile.kv_start, kv1 = tile.kv_end;
-    const int nkv = (kv1 - kv0 + BN - 1) / BN;
+    const int items = n_tiles * heads, H = heads * D;
 
     if (tid == 0) {
-        mbar_init(q_full, 1);
+        for (int i = 0; i < 2; i++) {
+            mbar_init(q_full + 8 * i, 1);
+            mbar_init(q_empty + 8 * i, 4 * NC); /* one arrival per consumer warp */
+        }
         for (int i = 0; i < ST; i++) {
             mbar_init(k_full + 8 * i, 1);
             mbar_init(v_full + 8 * i, 1);
-            mbar_init(k_empty + 8 * i, 4 * NC); /* one arrival per consumer warp */
+            mbar_init(k_empty + 8 * i, 4 * NC);
             mbar_init(v_empty + 8 * i, 4 * NC);
         }
         mbar_init_fence();
     }
     if constexpr (C > CV) {
-        /* chunk CV (columns D..DP-1) of Q and of every K stage: zero, once (TMA never writes it) */
-        for (int i = tid; i < BM + ST * BN; i += S::THREADS) {
-            const uint32_t a = i < BM ? sQ + (uint32_t)((CV * BM + i) * 16)
-                                      : sK + (uint32_t)(((i - BM) / BN) * S::K_BYTES + (CV * BN + (i - BM) % BN) * 16);
+        /* chunk CV (columns D..DP-1) of both Q buffers and of every K stage: zero, once (TMA never
+         * writes it) */
+        for (int i = tid; i < 2 * BM + ST * BN; i += S::THREADS) {
+            const uint32_t a = i < 2 * BM ? sQ + (uint32_t)((i / BM) * S::Q_BYTES + (CV * BM + i % BM) * 16)
+                                          : sK + (uint32_t)(((i - 2 * BM) / BN) * S::K_BYTES +
+                                                            (CV * BN + (i - 2 * BM) % BN) * 16);
             asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
         }
         fence_proxy_async(); /* generic-proxy stores -> wgmma's async-proxy reads */
     }
     __syncthreads();
 
+    /* Work items w = blockIdx.x, + gridDim.x, ...: (query tile w % n_tiles, head w / n_tiles). One
+     * item per CTA when the grid has one CTA per item; a persistent grid (one CTA per SM) runs
+     * several, and its producer loads the next item's Q and first K/V tiles while the consumers
+     * finish the last one. K/V tiles are counted over all of the CTA's items (kt), so the ring's
+     * stages and phases run on across items. */
     if (wg == 0) { /* producer */
         regs_dealloc<24>();
         if (tid == 0) {
             tma_prefetch_desc(&tm);
-            mbar_expect_tx(q_full, BM * CV * 16);
-            for (int c = 0; c < CV; c++) /* tmq: boxes of 8 columns x 64 rows */
-                for (int r = 0; r < BM; r += 64)
-                    tma_load_2d(sQ + (uint32_t)((c * BM + r) * 16), &tmq, h * D + c * 8, q0 + r, q_full);
-            for (int j = 0; j < nkv; j++) {
-                const int st = j % ST;
-                const uint32_t ph = (uint32_t)(j / ST) & 1u, row = (uint32_t)(kv0 + j * BN);
-                mbar_wait(k_empty + 8 * st, ph ^ 1u);
-                mbar_expect_tx(k_full + 8 * st, BN * CV * 16);
-                /* SW: column pairs as swizzled 16-column boxes, the rest (8 columns when D %
-                 * 16 = 8) in the 8-column layout at the offsets they have without SW */
-                for (int g = 0; g < KG; g++)
-                    tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + g * BN * 32), &tm16, H + h * D + g * 16, (int)row,
-                                k_full + 8 * st);
-                for (int c = 2 * KG; c < CV; c++)
-                    tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + h * D + c * 8, (int)row,
-                                k_full + 8 * st);
-                mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                mbar_expect_tx(v_full + 8 * st, S::V_BYTES); /* VB boxes of VW columns x BN rows */
-                for (int c = 0; c < VB; c++)
-                    tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * VW * 2), SW ? &tm16 : &tm,
-                                2 * H + h * D + c * VW, (int)row, v_full + 8 * st);
+            int kt = 0, qi = 0;
+            for (int w = blockIdx.x; w < items; w += gridDim.x, qi++) {
+                const mv_attn_tile tile = tiles[w % n_tiles];
+                const int h = w / n_tiles, kv0 = tile.kv_start, nkv = (tile.kv_end - kv0 + BN - 1) / BN;
+                const uint32_t qb = (uint32_t)(qi & 1), qbuf = sQ + qb * S::Q_BYTES;
+                mbar_wait(q_empty + 8 * qb, (uint32_t)((qi >> 1) & 1) ^ 1u);
+                mbar_expect_tx(q_full + 8 * qb, BM * CV * 16);
+                for (int c = 0; c < CV; c++) /* tmq: boxes of 8 columns x 64 rows */
+                    for (int r = 0; r < BM; r += 64)
+                        tma_load_2d(qbuf + (uint32_t)((c * BM + r) * 16), &tmq, h * D + c * 8, tile.q0 + r,
+                                    q_full + 8 * qb);
+                for (int j = 0; j < nkv; j++, kt++) {
+                    const int st = kt % ST;
+                    const uint32_t ph = (uint32_t)(kt / ST) & 1u, row = (uint32_t)(kv0 + j * BN);
+                    mbar_wait(k_empty + 8 * st, ph ^ 1u);
+                    mbar_expect_tx(k_full + 8 * st, BN * CV * 16);
+                    /* SW: column pairs as swizzled 16-column boxes, the rest (8 columns when D %
+                     * 16 = 8) in the 8-column layout at the offsets they have without SW */
+                    for (int g = 0; g < KG; g++)
+                        tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + g * BN * 32), &tm16, H + h * D + g * 16,
+                                    (int)row, k_full + 8 * st);
+                    for (int c = 2 * KG; c < CV; c++)
+                        tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + h * D + c * 8, (int)row,
+                                    k_full + 8 * st);
+                    mbar_wait(v_empty + 8 * st, ph ^ 1u);
+                    mbar_expect_tx(v_full + 8 * st, S::V_BYTES); /* VB boxes of VW columns x BN rows */
+                    for (int c = 0; c < VB; c++)
+                        tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * VW * 2), SW ? &tm16 : &tm,
+                                    2 * H + h * D + c * VW, (int)row, v_full + 8 * st);
+                }
             }
         }
         return;
     }
 
-    /* consumers */
-    /* 24 + 2 x 240 or 24 + 3 x 160 registers per thread: 65536 or 64512 of the 65536 */
+    /* consumers: 24 + 2 x 240 or 24 + 3 x 160 registers per thread: 65536 or 64512 of the 65536 */
     regs_alloc<NC == 2 ? 240 : 160>();
     const int cw = wg - 1, wl = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    /* named barrier ids 1..NC: "my turn to issue wgmma"; the turn goes round cw = 0, 1, .. NC - 1 */
+    /* named barrier ids 1..NC: "my turn to issue wgmma"; the turn goes round cw = 0, 1, .. NC - 1,
+     * on across items (every consumer takes nkv + 1 turns per item) */
     const int me = 1 + cw, next = 1 + (cw + 1) % NC;
-    const uint32_t qw = sQ + (uint32_t)(cw * 64 * 16); /* this warpgroup's 64 rows of every chunk */
-    float o[D / 2], s[BN / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, corr[2];
+    float o[D / 2], s[BN / 2], m[2], l[2], corr[2];
     uint32_t p[BN / 4];
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-    if (cw == NC - 1) named_arrive(1, 256); /* consumer 0 issues first */
-    mbar_wait(q_full, 0);
     uint32_t qf[QR ? KS * 4 : 4]; /* QR: k16 step ks = chunks 2ks, 2ks + 1 of rows r0 and r0 + 8 */
-    if constexpr (QR) {
-        const int r0 = cw * 64 + wl * 16 + g;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int hf = 0; hf < 2; hf++) {
-                const uint32_t at = sQ + (uint32_t)(((2 * ks + hf) * BM + r0) * 16 + 4 * t);
-                qf[4 * ks + 2 * hf] = ld_shared_u32(at);
-                qf[4 * ks + 2 * hf + 1] = ld_shared_u32(at + 8 * 16);
-            }
-    }
-
-    /* S(j) -> P(j) in s (f32), corr = exp2(m_old - m_new), m and l updated */
-    auto softmax = [&](int j) {
-        fa3_mask_tail<BN>(s, kv0 + j * BN, kv1, t);
-        fa3_softmax<BN>(s, m, l, corr, scale_log2);
-    };
-    auto issue_s = [&](int j) {
-        const uint32_t kb = sK + (uint32_t)((j % ST) * S::K_BYTES);
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            const uint64_t bd =
-                ks < KG ? desc_kmajor_sw32(kb + ks * BN * 32) : desc_kmajor_cols(kb + ks * 2 * BN * 16, BN);
-            if constexpr (QR) wgmma_rs_kb<BN>(s, &qf[4 * ks], bd, ks > 0);
-            else wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * BM * 16, BM), bd, ks > 0);
-        }
-    };
-    auto issue_pv = [&](int j) {
-        const uint32_t vb = sV + (uint32_t)((j % ST) * S::V_BYTES);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs<D>(o, &p[4 * kk], SW ? desc_nmajor_sw32(vb + kk * 16 * 32, BN) : desc_nmajor_cols(vb + kk * 256, BN));
-    };
-    auto pack_p = [&]() { fa3_pack_p<BN>(p, s); };
+    if (cw == NC - 1) named_arrive(1, 256); /* consumer 0 issues first */
     auto release = [&](uint32_t bar) {
         if (lane == 0) mbar_arrive(bar);
     };
+    int kt = 0, qi = 0;
+    for (int w = blockIdx.x; w < items; w += gridDim.x, qi++) {
+        const mv_attn_tile tile = tiles[w % n_tiles];
+        const int h = w / n_tiles, kv0 = tile.kv_start, kv1 = tile.kv_end;
+        const int nkv = (kv1 - kv0 + BN - 1) / BN;
+        const bool last = w + (int)gridDim.x >= items; /* this CTA's last item */
+        const uint32_t qb = (uint32_t)(qi & 1), qw = sQ + qb * S::Q_BYTES + (uint32_t)(cw * 64 * 16);
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.f;
+        mbar_wait(q_full + 8 * qb, (uint32_t)(qi >> 1) & 1u);
+        if constexpr (QR) {
+            const int r0 = cw * 64 + wl * 16 + g;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    const uint32_t at = sQ + qb * S::Q_BYTES + (uint32_t)(((2 * ks + hf) * BM + r0) * 16 + 4 * t);
+                    qf[4 * ks + 2 * hf] = ld_shared_u32(at);
+                    qf[4 * ks + 2 * hf + 1] = ld_shared_u32(at + 8 * 16);
+                }
+            __syncwarp();
+            release(q_empty + 8 * qb); /* Q is in registers: the buffer may take item qi + 2 */
+        }
 
-    /* prologue: S(0), P(0) */
-    mbar_wait(k_full, 0);
-    named_sync(me, 256);
-    reg_fence(s);
-    wg_fence();
-    issue_s(0);
-    wg_commit();
-    named_arrive(next, 256);
-    wg_wait<0>();
-    reg_fence(s);
-    release(k_empty);
-    softmax(0);
-    pack_p();
+        /* S(j) -> P(j) in s (f32), corr = exp2(m_old - m_new), m and l updated */
+        auto softmax = [&](int j) {
+            fa3_mask_tail<BN>(s, kv0 + j * BN, kv1, t);
+            fa3_softmax<BN>(s, m, l, corr, scale_log2);
+        };
+        auto issue_s = [&](int j) {
+            const uint32_t kb = sK + (uint32_t)(((kt + j) % ST) * S::K_BYTES);
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                const uint64_t bd =
+                    ks < KG ? desc_kmajor_sw32(kb + ks * BN * 32) : desc_kmajor_cols(kb + ks * 2 * BN * 16, BN);
+                if constexpr (QR) wgmma_rs_kb<BN>(s, &qf[4 * ks], bd, ks > 0);
+                else wgmma_ss<BN>(s, desc_kmajor_cols(qw + ks * 2 * BM * 16, BM), bd, ks > 0);
+            }
+        };
+        auto issue_pv = [&](int j) {
+            const uint32_t vb = sV + (uint32_t)(((kt + j) % ST) * S::V_BYTES);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+                wgmma_rs<D>(o, &p[4 * kk],
+                            SW ? desc_nmajor_sw32(vb + kk * 16 * 32, BN) : desc_nmajor_cols(vb + kk * 256, BN));
+        };
+        auto pack_p = [&]() { fa3_pack_p<BN>(p, s); };
+        auto kphase = [&](int j) { return (uint32_t)((kt + j) / ST) & 1u; };
 
-    for (int j = 1; j < nkv; j++) {
-        const int sk = j % ST, sv = (j - 1) % ST;
-        mbar_wait(k_full + 8 * sk, (uint32_t)(j / ST) & 1u);
-        mbar_wait(v_full + 8 * sv, (uint32_t)((j - 1) / ST) & 1u);
+        /* prologue: S(0), P(0) */
+        mbar_wait(k_full + 8 * (kt % ST), kphase(0));
         named_sync(me, 256);
         reg_fence(s);
-        reg_fence(o);
-        reg_fence(p);
         wg_fence();
-        issue_s(j);
-        wg_commit();
-        issue_pv(j - 1);
+        issue_s(0);
         wg_commit();
         named_arrive(next, 256);
-        wg_wait<1>();
+        wg_wait<0>();
         reg_fence(s);
-        release(k_empty + 8 * sk);
-        softmax(j);
-        wg_wait<0>();
-        reg_fence(o);
-        reg_fence(p);
-        release(v_empty + 8 * sv);
-        fa3_rescale_o<D>(o, corr);
+        release(k_empty + 8 * (kt % ST));
+        softmax(0);
         pack_p();
-    }
 
-    /* epilogue: O += P(n - 1) V(n - 1); the last consumer makes no arrival for a turn that never comes */
-    {
-        const int sv = (nkv - 1) % ST;
-        mbar_wait(v_full + 8 * sv, (uint32_t)((nkv - 1) / ST) & 1u);
-        named_sync(me, 256);
-        reg_fence(o);
-        reg_fence(p);
-        wg_fence();
-        issue_pv(nkv - 1);
-        wg_commit();
-        if (cw != NC - 1) named_arrive(next, 256);
-        wg_wait<0>();
-        reg_fence(o);
-        reg_fence(p);
-        release(v_empty + 8 * sv);
-    }
+        for (int j = 1; j < nkv; j++) {
+            const int sk = (kt + j) % ST, sv = (kt + j - 1) % ST;
+            mbar_wait(k_full + 8 * sk, kphase(j));
+            mbar_wait(v_full + 8 * sv, kphase(j - 1));
+            named_sync(me, 256);
+            reg_fence(s);
+            reg_fence(o);
+            reg_fence(p);
+            wg_fence();
+            issue_s(j);
+            wg_commit();
+            issue_pv(j - 1);
+            wg_commit();
+            named_arrive(next, 256);
+            wg_wait<1>();
+            reg_fence(s);
+            release(k_empty + 8 * sk);
+            softmax(j);
+            wg_wait<0>();
+            reg_fence(o);
+            reg_fence(p);
+            release(v_empty + 8 * sv);
+            fa3_rescale_o<D>(o, corr);
+            pack_p();
+        }
+        if constexpr (!QR) release(q_empty + 8 * qb); /* every S of the item is done */
 
-    fa3_store<D>(out, o, l, q0 + cw * 64 + wl * 16 + g, kv1, H, h, t);
+        /* epilogue: O += P(n - 1) V(n - 1); the last consumer makes no arrival after the CTA's last
+         * item, for a turn that never comes */
+        {
+            const int sv = (kt + nkv - 1) % ST;
+            mbar_wait(v_full + 8 * sv, kphase(nkv - 1));
+            named_sync(me, 256);
+            reg_fence(o);
+            reg_fence(p);
+            wg_fence();
+            issue_pv(nkv - 1);
+            wg_commit();
+            if (!last || cw != NC - 1) named_arrive(next, 256);
+            wg_wait<0>();
+            reg_fence(o);
+            reg_fence(p);
+            release(v_empty + 8 * sv);
+        }
+
+        fa3_store<D>(out, o, l, tile.q0 + cw * 64 + wl * 16 + g, kv1, H, h, t);
+        kt += nkv;
+    }
 #endif
 }
 
@@ -584,11 +625,18 @@ static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-/* version 2's layout and Q placement when not set (MV_FA3_SWIZZLE, MV_FA3_QREG): what measured
- * fastest per head dim on an H200 (bench/RESULTS.md, seventh session) */
-static int fa3_auto_sw(int D) { return D == 64; }
-static int fa3_auto_qr(int D) { return D == 64; }
-static int fa3_auto_wg(int D) { (void)D; return 2; }
+/* version 2's consumer warpgroups, layout and Q placement when not set (MV_FA3_WG,
+ * MV_FA3_SWIZZLE, MV_FA3_QREG): what measured fastest on an H200 (bench/RESULTS.md, eighth
+ * session). Three warpgroups at both head dims (+10-25 % over two), with the swizzled K/V layout
+ * (+2-10 % with three); Q in registers only with two at head dim 64 (with three it spills: 160
+ * registers per consumer thread). */
+static int fa3_auto_wg(int D)
+{
+    (void)D;
+    return 3;
+}
+static int fa3_auto_sw(int D, int wg) { return wg == 3 || D == 64; }
+static int fa3_auto_qr(int D, int wg) { return wg == 2 && D == 64; }
 
 /* consumer warpgroups of the kernel s runs at head dim D: 2 (version 1 always) or 3 */
 static int fa3_wg(const mv_attn_state *s, int D)
@@ -599,15 +647,38 @@ static int fa3_wg(const mv_attn_state *s, int D)
 
 int mv_cuda_fa3_bm(const mv_attn_state *s, int D) { return 64 * fa3_wg(s, D); }
 
+/* version 2's grid (MV_FA3_PERSIST): 1 (default) = persistent, one CTA per SM taking items in
+ * turn, 0 = one CTA per item. Persistent measured 3-20 % faster on segments up to 8160 patches
+ * (the next item's loads run under the last one's tail) and equal on 47376 (bench/RESULTS.md,
+ * eighth session). */
+static int fa3_persist(const mv_attn_state *s) { return s->fa3_ps != 0; }
+
+/* The cost of a key-tile size: every query tile walks ceil(L / BN) key tiles of BN keys plus a
+ * fixed ~16 keys' worth (barriers, softmax bookkeeping), L query rows per segment. Measured
+ * (attnbench, eighth session): 112 gains 8-12 % on 784-patch segments, 128 gains 2-4 % on 4096
+ * and longer at head dim 64 (equal within noise at 72). */
+int mv_cuda_fa3_keys(const mv_attn_state *s, int D, const int32_t *cu, int nseg)
+{
+    (void)D;
+    if (s->fa3_bn == 64 || s->fa3_bn == 112 || s->fa3_bn == 128) return s->fa3_bn;
+    double c112 = 0, c128 = 0;
+    for (int i = 0; i < nseg; i++) {
+        const double L = cu[i + 1] - cu[i];
+        c112 += L * ceil(L / 112) * (112 + 16);
+        c128 += L * ceil(L / 128) * (128 + 16);
+    }
+    return c112 < c128 ? 112 : 128;
+}
+
 template <int D, int BN, bool SW, bool QR, int NC>
 static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                 int n_tiles, int heads, cudaStream_t st)
 {
     typedef fa3v2_shape<D, BN, SW, NC> S;
     const size_t smem = S::SMEM;
-    /* bits 4..35: one per (NC, SW, QR, D, BN) */
+    /* bits 4..51: one per (NC, SW, QR, D, BN) */
     cudaError_t r = fa3_smem_limit(
-        s, 1ull << (4 + 16 * (NC == 3) + 8 * SW + 4 * QR + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1)),
+        s, 1ull << (4 + 24 * (NC == 3) + 12 * SW + 6 * QR + 3 * (D == 72) + (BN == 128 ? 0 : BN == 112 ? 1 : 2)),
         (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC>, smem);
     if (r != cudaSuccess) return r;
     CUtensorMap tm, tm16, tmq;
@@ -617,40 +688,51 @@ static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, in
     if (r != cudaSuccess) return r;
     if (!SW) tm16 = tm; /* not read */
     if (BN == 64) tmq = tm;
-    dim3 grid((unsigned)n_tiles, (unsigned)heads);
+    /* one CTA per work item (query tile, head), or a persistent grid of one CTA per SM */
+    const int64_t items = (int64_t)n_tiles * heads;
+    if (items > 0x7fffffff) return cudaErrorInvalidValue;
+    if (fa3_persist(s) && s->fa3_sms == 0) {
+        r = cudaDeviceGetAttribute(&s->fa3_sms, cudaDevAttrMultiProcessorCount, s->device);
+        if (r != cudaSuccess) return r;
+    }
+    const int64_t grid = fa3_persist(s) && s->fa3_sms > 0 && s->fa3_sms < items ? s->fa3_sms : items;
     attn_fa3v2_kernel<D, BN, SW, QR, NC>
-        <<<grid, S::THREADS, smem, st>>>(tm, tm16, tmq, out, tiles, heads, fa3_scale_log2(D));
+        <<<(unsigned)grid, S::THREADS, smem, st>>>(tm, tm16, tmq, out, tiles, n_tiles, heads, fa3_scale_log2(D));
     return cudaGetLastError();
 }
 
 cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
-                                  int n_tiles, int heads, int D, cudaStream_t st)
+                                  int n_tiles, int heads, int D, int keys, cudaStream_t st)
 {
     int cur = -1;
     cudaError_t r = cudaGetDevice(&cur);
     if (r != cudaSuccess) return r;
     if (cur != s->device) return cudaErrorInvalidDevice;
-    if (!mv_cuda_fa3_head_dim_ok(D) || heads > 65535) return cudaErrorInvalidValue;
+    if (!mv_cuda_fa3_head_dim_ok(D) || heads > 65535 || (keys != 64 && keys != 112 && keys != 128))
+        return cudaErrorInvalidValue;
     if (s->fa3_cc == 0) { /* once per state: sm_90a code has no image for any other device */
         mv_err e;
         s->fa3_cc = mv_cuda_fa3_check(s->device, D, &e) == MV_OK ? 1 : -1;
     }
     if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
     if (n_tiles <= 0) return cudaSuccess;
-    const int bn64 = s->fa3_bn == 64;
-#define FA3V2_LAUNCH(SW, QR, NC)                                                                           \
-    (D == 72 ? (bn64 ? launch_fa3v2<72, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                 \
-                     : launch_fa3v2<72, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st))               \
-             : (bn64 ? launch_fa3v2<64, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                 \
-                     : launch_fa3v2<64, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)))
-#define FA3V2_LAUNCH_NC(SW, QR) (fa3_wg(s, D) == 3 ? FA3V2_LAUNCH(SW, QR, 3) : FA3V2_LAUNCH(SW, QR, 2))
+    const int bn64 = keys == 64, bn112 = keys == 112;
+#define FA3V2_LAUNCH_BN(D_, SW, QR, NC)                                                                      \
+    (bn64    ? launch_fa3v2<D_, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                      \
+     : bn112 ? launch_fa3v2<D_, 112, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                     \
+             : launch_fa3v2<D_, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st))
+#define FA3V2_LAUNCH(SW, QR, NC) (D == 72 ? FA3V2_LAUNCH_BN(72, SW, QR, NC) : FA3V2_LAUNCH_BN(64, SW, QR, NC))
+#define FA3V2_LAUNCH_NC(SW, QR) (wg == 3 ? FA3V2_LAUNCH(SW, QR, 3) : FA3V2_LAUNCH(SW, QR, 2))
     if (s->fa3_ver == 2) {
-        const int sw = s->fa3_sw >= 0 ? s->fa3_sw : fa3_auto_sw(D), qr = s->fa3_qr >= 0 ? s->fa3_qr : fa3_auto_qr(D);
+        const int wg = fa3_wg(s, D);
+        const int sw = s->fa3_sw >= 0 ? s->fa3_sw : fa3_auto_sw(D, wg),
+                  qr = s->fa3_qr >= 0 ? s->fa3_qr : fa3_auto_qr(D, wg);
         return sw ? (qr ? FA3V2_LAUNCH_NC(true, true) : FA3V2_LAUNCH_NC(true, false))
                   : (qr ? FA3V2_LAUNCH_NC(false, true) : FA3V2_LAUNCH_NC(false, false));
     }
 #undef FA3V2_LAUNCH_NC
 #undef FA3V2_LAUNCH
+#undef FA3V2_LAUNCH_BN
     if (D == 72)
         return bn64 ? launch_fa3<72, 64>(s, out, qkv, tiles, n_tiles, heads, st)
                     : launch_fa3<72, 128>(s, out, qkv, tiles, n_tiles, heads, st);

@@ -84,7 +84,8 @@ typedef struct {
     int variant;       /* bf16 kernel: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows */
     uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
     /* fa3 kernel (attention_fa3.cu): limits raised (one bit per instantiation), keys per tile
-     * (128, or 64 from MV_FA3_BN=64), device checked for sm_90a (0 not yet, 1 yes, -1 no) */
+     * (MV_FA3_BN: 64, 112 or 128; 0 = by segment lengths, mv_cuda_fa3_keys), device checked
+     * for sm_90a (0 not yet, 1 yes, -1 no) */
     uint64_t fa3_attr;
     int fa3_bn;
     int fa3_cc;
@@ -96,10 +97,14 @@ typedef struct {
                   * every S product, -1 = by head dim */
     int fa3_wg;  /* version 2's consumer warpgroups (MV_FA3_WG): 2 (128 query rows per CTA) or 3
                   * (192), -1 = by head dim; the tile list's BM is mv_cuda_fa3_bm() */
+    int fa3_ps;  /* version 2's grid (MV_FA3_PERSIST): 1 = persistent (one CTA per SM), 0 = one CTA
+                  * per (query tile, head), -1 = the default (persistent) */
+    int fa3_sms; /* multiprocessors of `device` (0: not yet asked) */
     void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
 /* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
- * tile 128, or MV_FA3_BN (64 or 128). */
+ * tile by segment lengths, or MV_FA3_BN (64, 112 or 128); fa3 warpgroups by head dim, or
+ * MV_FA3_WG (2 or 3). */
 void mv_cuda_attn_state_init(mv_attn_state *s, int device);
 
 /* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
@@ -119,15 +124,20 @@ mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv
 
 /* ---- attention_fa3.cu (sm_90a only: TMA, wgmma; see the file's opening) ------------------ */
 /* The same function and inputs as mv_cuda_attention_bf16 (tiles of mv_cuda_fa3_bm() rows) on
- * Hopper's TMA and wgmma; n = the rows of qkv (the TMA tensor map's extent).
+ * Hopper's TMA and wgmma; n = the rows of qkv (the TMA tensor map's extent), keys = keys per tile
+ * from mv_cuda_fa3_keys() (version 1 runs 112 as 128).
  * cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice on a device that
  * is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
 cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
-                                  int n_tiles, int heads, int D, cudaStream_t st);
+                                  int n_tiles, int heads, int D, int keys, cudaStream_t st);
 int mv_cuda_fa3_head_dim_ok(int D);
 /* Query rows per tile of the fa3 kernel that s runs at head dim D (128 or 192): the BM its tile
  * list must be built with (mv_attn_tiles). */
 int mv_cuda_fa3_bm(const mv_attn_state *s, int D);
+/* Keys per tile (`keys` of mv_cuda_attention_fa3: 64, 112 or 128) for the segments cu[0..nseg]:
+ * MV_FA3_BN when set, else 112 or 128, whichever pads the segments' key tiles less (784 = 7 x 112,
+ * 4096 = 32 x 128), counting each tile's fixed cost (bench/RESULTS.md, eighth session). */
+int mv_cuda_fa3_keys(const mv_attn_state *s, int D, const int32_t *cu, int nseg);
 /* MV_OK when the fa3 kernel runs head dim D on `device`, else MV_ERR_UNSUPPORTED saying why. */
 mv_status mv_cuda_fa3_check(int device, int D, mv_err *e);
 

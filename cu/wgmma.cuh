@@ -67,13 +67,15 @@ static __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo
         "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_D32 WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
 #define WG_D36 WG_D32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
-#define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+#define WG_D56 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48)
+#define WG_D64 WG_D56, WG_D8(56)
 #define WG_R32                                                                                       \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                                                  \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define WG_R36 WG_R32 ", %32, %33, %34, %35"
-#define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                           \
-                      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_R56 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                           \
+                      "%48, %49, %50, %51, %52, %53, %54, %55"
+#define WG_R64 WG_R56 ", %56, %57, %58, %59, %60, %61, %62, %63"
 
 /* d[32] (+)= A . B, m64n64k16, A = descriptor a (K-major), B = descriptor b (K-major) */
 static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a, uint64_t b, int scale_d)
@@ -89,6 +91,14 @@ static __device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t a, uint6
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
                  : WG_D64
+                 : "l"(a), "l"(b), "r"(scale_d));
+}
+/* d[56] (+)= A . B, m64n112k16 (112-key tiles: 784 = 7 x 112), operands as wgmma_ss_n128 */
+static __device__ __forceinline__ void wgmma_ss_n112(float *d, uint64_t a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 {" WG_R56 "}, %56, %57, p, 1, 1, 0, 0;\n}\n"
+                 : WG_D56
                  : "l"(a), "l"(b), "r"(scale_d));
 }
 /* d[32] += A . B, m64n64k16, A = a[4] in registers (bf16 pairs), B = descriptor b (N-major,
@@ -118,6 +128,14 @@ static __device__ __forceinline__ void wgmma_rs_kb_n128(float *d, const uint32_t
                  : WG_D64
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
 }
+/* d[56] (+)= A . B, m64n112k16, A in registers, B K-major (as wgmma_rs_kb_n128) */
+static __device__ __forceinline__ void wgmma_rs_kb_n112(float *d, const uint32_t *a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 {" WG_R56 "}, {%56, %57, %58, %59}, %60, p, 1, 1, 0;\n}\n"
+                 : WG_D56
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
+}
 /* d[32] (+)= A . B, m64n64k16, A in registers, B K-major (as wgmma_rs_kb_n128) */
 static __device__ __forceinline__ void wgmma_rs_kb_n64(float *d, const uint32_t *a, uint64_t b, int scale_d)
 {
@@ -129,23 +147,27 @@ static __device__ __forceinline__ void wgmma_rs_kb_n64(float *d, const uint32_t 
 #undef WG_D8
 #undef WG_D32
 #undef WG_D36
+#undef WG_D56
 #undef WG_D64
 #undef WG_R32
 #undef WG_R36
+#undef WG_R56
 #undef WG_R64
-/* S-shaped product with A from registers (B K-major), N = 64 or 128 */
+/* S-shaped product with A from registers (B K-major), N = 64, 112 or 128 */
 template <int N> static __device__ __forceinline__ void wgmma_rs_kb(float *d, const uint32_t *a, uint64_t b, int scale_d)
 {
-    static_assert(N == 64 || N == 128, "wgmma_rs_kb: N");
+    static_assert(N == 64 || N == 112 || N == 128, "wgmma_rs_kb: N");
     if constexpr (N == 128) wgmma_rs_kb_n128(d, a, b, scale_d);
+    else if constexpr (N == 112) wgmma_rs_kb_n112(d, a, b, scale_d);
     else wgmma_rs_kb_n64(d, a, b, scale_d);
 }
 
-/* S-shaped product (both operands descriptors, B K-major) with N = 64 or 128 */
+/* S-shaped product (both operands descriptors, B K-major) with N = 64, 112 or 128 */
 template <int N> static __device__ __forceinline__ void wgmma_ss(float *d, uint64_t a, uint64_t b, int scale_d)
 {
-    static_assert(N == 64 || N == 128, "wgmma_ss: N");
+    static_assert(N == 64 || N == 112 || N == 128, "wgmma_ss: N");
     if constexpr (N == 128) wgmma_ss_n128(d, a, b, scale_d);
+    else if constexpr (N == 112) wgmma_ss_n112(d, a, b, scale_d);
     else wgmma_ss_n64(d, a, b, scale_d);
 }
 /* O-shaped product (A from registers, B N-major) with N = 64 or 72 */

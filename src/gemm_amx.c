@@ -326,11 +326,15 @@ block(int two, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const
 }
 
 /* Blocking: row tiles per M block (even) and steps per K block, so that a block of row tiles
- * (AMX_MT x AMX_KS x 3 KiB: 1.1 MiB) stays in the 2 MiB L2 while each weight panel (2 n-tiles x
- * AMX_KS steps x 3 parts: 144 KiB) is used by every row tile pair of it. Measured on one core
+ * (AMX_MT x AMX_KS x 3 KiB: 576 KiB) stays in L2 while each weight panel (2 n-tiles x AMX_KS
+ * steps x 3 parts: 144 KiB) is used by every row tile pair of it. Measured on one core
  * (bench/NOTES.md): K blocks of 4-12 steps lose 10-30 % (the accumulators are stored and reloaded
- * more often), 36-68 lose 5-15 %; software prefetch into L1 lost 5-10 %. */
-#define AMX_MT 16
+ * more often), 36-68 lose 5-15 %; software prefetch into L1 lost 5-10 %. M blocks of 8 row tiles,
+ * not 16 (1.1 MiB): two hyperthreads share a core's 2 MiB L2, and on the GPU machine's 16 vCPUs
+ * (8 cores) 16 threads ran the GEMMs in 0.63 s instead of 0.73 (4: 0.66; eighth session). */
+#ifndef AMX_MT /* a -D of its own only for measurements (bench/NOTES.md) */
+#define AMX_MT 8
+#endif
 #define AMX_KS 24
 
 AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float *x, int64_t ldx,

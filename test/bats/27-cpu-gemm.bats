@@ -90,7 +90,7 @@ check_refusal() {
     [[ "$output" =~ "GEMMs through "[^\ ]*" "[0-9.]*" f32" || "$output" =~ "GEMMs through OpenBLAS" ]]
 }
 
-@test "--cpu-gemm: auto is bf16x6 exactly where the CPU has AMX; -v names mode and implementation; bad values" {
+@test "--cpu-gemm: auto (the default) is bf16x6 exactly where the CPU has AMX; -v names mode and implementation; bad values" {
     run "$MVEMBED" -v --device cpu --cpu-gemm auto --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" \
         "$ROOT/fixtures/media/images/"*.png
     [ "$status" -eq 0 ]
@@ -101,6 +101,28 @@ check_refusal() {
     else
         [[ "$line" =~ " f32" ]]
     fi
+    # no --cpu-gemm: the same mode, and the same bytes as auto (numpy reads both outputs)
+    run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/od" "$ROOT/fixtures/media/images/"*.png
+    [ "$status" -eq 0 ]
+    dline=$(grep "GEMMs through" <<< "$output")
+    [ "${dline%% (weights packed*}" = "${line%% (weights packed*}" ] # the packing time varies
+    n=0
+    while IFS= read -r f; do # outputs mirror the inputs' paths under --out
+        g="$BATS_TEST_TMPDIR/od/${f#"$BATS_TEST_TMPDIR"/o/}"
+        [ -f "$g" ]
+        "$PY" - "$f" "$g" <<'PYEOF'
+import sys, io, numpy as np
+def load(p):
+    if p.endswith(".zst"):
+        import subprocess
+        return np.load(io.BytesIO(subprocess.run(["zstd", "-dc", p], check=True, capture_output=True).stdout))
+    return np.load(p)
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b), (sys.argv[1], a.shape, b.shape)
+PYEOF
+        n=$((n + 1))
+    done < <(find "$BATS_TEST_TMPDIR/o" -name '*.npy*')
+    [ "$n" -gt 0 ]
     run "$MVEMBED" --device cpu --cpu-gemm bf16 --model "$MODEL" --out "$BATS_TEST_TMPDIR/o3" "$ROOT/fixtures/media"
     [ "$status" -eq 1 ]
     [[ "$output" =~ "--cpu-gemm must be f32, bf16x6 or auto: bf16" ]]

@@ -112,31 +112,33 @@ int main(int argc, char **argv)
                 CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
                 CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
             }
-            /* builtin v2 and v1, cudnn, fa3 version 1, version 2 with each K/V layout (sw: MV_FA3_SWIZZLE),
-             * Q placement (qr: MV_FA3_QREG) and consumer warpgroup count (wg: MV_FA3_WG; -1: by head dim),
-             * and 64-key tiles; the agreement check below reads the last fa3 run */
+            /* builtin v2 and v1, cudnn, fa3 version 1, version 2 with options (-1: the default by
+             * head dim) of keys per tile (bn: MV_FA3_BN), K/V layout (sw: MV_FA3_SWIZZLE), Q
+             * placement (qr: MV_FA3_QREG) and consumer warpgroups (wg: MV_FA3_WG); the agreement
+             * check below reads the last fa3 run (the default) */
             static const struct {
                 const char *name;
-                int kind, ver, bn, sw, qr, wg; /* kind 0 builtin (ver = variant), 1 cudnn, 2 fa3 */
+                int kind, ver, bn, sw, qr, wg, ps; /* kind 0 builtin (ver = variant), 1 cudnn, 2 fa3 */
             } impls[] = {
-                {"builtin_v2", 0, 2, 0, 0, 0, 0},   {"builtin_v1", 0, 1, 0, 0, 0, 0},
-                {"cudnn", 1, 0, 0, 0, 0, 0},        {"fa3_v1", 2, 1, 128, -1, -1, 2},
-                {"fa3_v2", 2, 2, 128, 0, 0, 2},     {"fa3_sw", 2, 2, 128, 1, 0, 2},
-                {"fa3_qr", 2, 2, 128, 0, 1, 2},     {"fa3_swqr", 2, 2, 128, 1, 1, 2},
-                {"fa3_wg3", 2, 2, 128, 0, 0, 3},    {"fa3_wg3_sw", 2, 2, 128, 1, 0, 3},
-                {"fa3_wg3_qr", 2, 2, 128, 0, 1, 3}, {"fa3_wg3_bn64", 2, 2, 64, -1, -1, 3},
-                {"fa3_bn64", 2, 2, 64, -1, -1, -1}, {"fa3", 2, 2, 128, -1, -1, -1},
+                {"builtin_v2", 0, 2, 0, 0, 0, 0, 0},     {"builtin_v1", 0, 1, 0, 0, 0, 0, 0},
+                {"cudnn", 1, 0, 0, 0, 0, 0, 0},          {"fa3_v1", 2, 1, 128, -1, -1, 2, 0},
+                {"fa3_wg2", 2, 2, 128, -1, -1, 2, 0},    {"fa3_wg3_nosw", 2, 2, -1, 0, -1, 3, 0},
+                {"fa3_bn112", 2, 2, 112, -1, -1, -1, 0}, {"fa3_bn128", 2, 2, 128, -1, -1, -1, 0},
+                {"fa3_ps", 2, 2, -1, -1, -1, -1, 1},     {"fa3_ps_nosw", 2, 2, -1, 0, -1, -1, 1},
+                {"fa3", 2, 2, -1, -1, -1, -1, -1},
             };
             for (const auto &im : impls) {
                 if (im.kind == 1 && !dnn) continue;
                 if (im.kind == 2 && !fa3) continue;
                 const char *name = im.name;
                 as.variant = im.kind == 0 ? im.ver : 2;
-                as.fa3_bn = im.bn ? im.bn : 128;
+                as.fa3_bn = im.bn > 0 ? im.bn : 0;
+                const int keys = mv_cuda_fa3_keys(&as, D, cu.data(), sh.nseg);
                 as.fa3_ver = im.kind == 2 ? im.ver : 2;
                 as.fa3_sw = im.sw;
                 as.fa3_qr = im.qr;
                 as.fa3_wg = im.wg;
+                as.fa3_ps = im.ps;
                 const int w = im.kind == 2 && mv_cuda_fa3_bm(&as, D) == 192;
                 mv_attn_tile *dt = dtl[w];
                 const int nt = ntl[w];
@@ -154,7 +156,7 @@ int main(int argc, char **argv)
                 for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
                     CU(cudaEventRecord(e0, st));
                     if (im.kind == 1) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
-                    else if (im.kind == 2) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, st));
+                    else if (im.kind == 2) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, keys, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
                     CU(cudaEventSynchronize(e1));

@@ -43,18 +43,19 @@ static mv_attn_state g_st;
  * 0xffff = NaN first). fa3: 0 = builtin kernel, 64 / 128 = fa3 with that many keys per tile;
  * ver: the fa3 kernel version (1 or 2); sw, qr, wg: version 2's K/V layout, Q placement and consumer
  * warpgroups (tiles built with mv_cuda_fa3_bm's rows). */
-static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, int wg, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
+static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, int wg, int ps, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
                                  int heads, int D, int64_t guard, cudaError_t *err)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
     CU(cudaMemset(out, 0xff, total * sizeof(bf16)));
     if (fa3) {
-        g_st.fa3_bn = fa3;
         g_st.fa3_ver = ver;
         g_st.fa3_sw = sw;
         g_st.fa3_qr = qr;
         g_st.fa3_wg = wg;
-        *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, 0);
+        g_st.fa3_ps = ps;
+        g_st.fa3_sms = ps ? 5 : 0; /* a persistent grid of 5 CTAs: several items each, unevenly */
+        *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, fa3, 0);
     } else {
         *err = mv_cuda_attention_bf16(&g_st, out, qkv, tiles, nt, heads, D, 0);
     }
@@ -100,15 +101,18 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
 
     cudaError_t e0;
-    std::vector<uint16_t> hb = run(0, 0, 0, 0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
+    std::vector<uint16_t> hb = run(0, 0, 0, 0, 0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
     CU(e0);
     std::vector<float> fb = bf16_to_f32(hb);
     cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
-    /* version 2 with each layout (sw), Q placement (qr) and 2 or 3 consumer warpgroups (wg), then
-     * version 1; both key-tile sizes */
-    for (int vb = 0; vb < 18; vb++) {
-        const int ver = vb < 16 ? 2 : 1, bn = vb % 2 ? 64 : 128, sw = vb < 16 ? (vb >> 1) & 1 : 0,
-                  qr = vb < 16 ? (vb >> 2) & 1 : 0, wg = vb < 16 ? 2 + ((vb >> 3) & 1) : 2;
+    /* version 2 with 128, 112 or 64 keys per tile, each layout (sw), Q placement (qr) and 2 or 3
+     * consumer warpgroups (wg), then version 1 with 128 and 64 */
+    for (int vb = 0; vb < 26; vb++) {
+        static const int bns[3] = {128, 112, 64};
+        const int v2 = vb < 24, o = vb / 3; /* version 2: bn cycles fastest, then sw, qr, wg */
+        const int ver = v2 ? 2 : 1, bn = v2 ? bns[vb % 3] : vb % 2 ? 64 : 128,
+                  sw = v2 ? o & 1 : 0, qr = v2 ? (o >> 1) & 1 : 0, wg = v2 ? 2 + ((o >> 2) & 1) : 2,
+                  ps = v2 ? sw ^ qr : 0; /* persistent grid: half of each sw and qr */
         g_st.fa3_ver = ver;
         g_st.fa3_wg = wg;
         const int w = mv_cuda_fa3_bm(&g_st, D) == 192;
@@ -118,12 +122,12 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
             continue;
         }
         cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
-        std::vector<uint16_t> h1 = run(bn, ver, sw, qr, wg, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1);
+        std::vector<uint16_t> h1 = run(bn, ver, sw, qr, wg, ps, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1);
         std::vector<uint16_t> h2 =
-            e1 == cudaSuccess ? run(bn, ver, sw, qr, wg, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
+            e1 == cudaSuccess ? run(bn, ver, sw, qr, wg, ps, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
         if (e1 != cudaSuccess || e2 != cudaSuccess) {
-            CHECK(0, "fa3 v%d sw %d qr %d wg %d BN=%d D=%d heads=%d segments [%s]: %s", ver, sw, qr, wg, bn, D, heads,
-                  segs, cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+            CHECK(0, "fa3 v%d sw %d qr %d wg %d ps %d BN=%d D=%d heads=%d segments [%s]: %s", ver, sw, qr, wg, ps, bn, D,
+                  heads, segs, cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
             printf("Bail out! a failed launch may leave the context unusable\n");
             exit(2);
         }
@@ -133,9 +137,9 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
         const int same = h1 == h2;
         CHECK(c.nonfinite == 0 && c.rel_l2 < 8e-3 && c.rel_l2 <= 2 * cb.rel_l2 && guard_hit == 0 && same,
-              "fa3 v%d sw %d qr %d wg %d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin "
-              "%.2e) max_abs %.2e nonfinite %ld, guard band written %ld, second run %s",
-              ver, sw, qr, wg, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
+              "fa3 v%d sw %d qr %d wg %d ps %d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e "
+              "(builtin %.2e) max_abs %.2e nonfinite %ld, guard band written %ld, second run %s",
+              ver, sw, qr, wg, ps, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
               same ? "identical" : "DIFFERENT");
     }
     cudaFree(dq);
@@ -364,7 +368,7 @@ static void test_refusals(void)
         mv_status s = mv_cuda_fa3_check(0, D, &e);
         char want[32];
         snprintf(want, sizeof want, "head dim is %d", D);
-        cudaError_t r = mv_cuda_attention_fa3(&g_st, NULL, NULL, 1, NULL, 1, 1, D, 0);
+        cudaError_t r = mv_cuda_attention_fa3(&g_st, NULL, NULL, 1, NULL, 1, 1, D, 128, 0);
         CHECK(s == MV_ERR_UNSUPPORTED && strstr(e.msg, want) && strstr(e.msg, "64 and 72") &&
                   r == cudaErrorInvalidValue,
               "fa3 refuses head dim %d: \"%s\", launcher: %s", D, e.msg, cudaGetErrorString(r));
