@@ -398,7 +398,9 @@ static mv_status dump(mv_stage_fn fn, void *ud, const char *stage, const float *
 #define KEEP_BYTES ((size_t)1 << 30)
 
 /* The backend's state: the thread count, every Linear layer's packed weights, and the
- * activation buffer kept between forwards. */
+ * activation buffer and GEMM workspace kept between forwards (the workspace holds bf16x6's
+ * split rows, tens of MB per thread: made anew per forward, its first touch cost ~7 % of a
+ * 4 x 448^2 forward on 2 cores in page faults). */
 typedef struct {
     int threads;
     mv_gemm_cpu *g;
@@ -407,6 +409,8 @@ typedef struct {
     pthread_mutex_t mu; /* one forward at a time uses buf */
     float *buf;         /* cap floats, 64-byte aligned; NULL after a forward larger than KEEP_BYTES */
     size_t cap;
+    mv_gemm_ws *ws;     /* ws_slots thread slots; NULL after a forward larger than KEEP_BYTES */
+    int ws_slots;
 } cpu_impl;
 
 enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_PER_BLOCK };
@@ -438,7 +442,6 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         tot += (sz[k] + 15) / 16 * 16;
     }
     int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
-    mv_gemm_ws *ws = NULL;
     par_err pe = {0};
     pthread_mutex_lock(&ci->mu);
     if (tot > ci->cap) {
@@ -454,8 +457,16 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     float *x = ci->buf + off[0], *xn = ci->buf + off[1], *qkv = ci->buf + off[2], *hm = ci->buf + off[3];
     float *big = ci->buf + off[4], *cos_t = ci->buf + off[5], *sin_t = ci->buf + off[6];
     float *scratch = ci->buf + off[7];
-    if ((st = mv_gemm_ws_create(ci->g, T, &ws, e)))
-        goto out;
+    if (ci->ws && ci->ws_slots < T) {
+        mv_gemm_ws_destroy(ci->ws);
+        ci->ws = NULL;
+    }
+    if (!ci->ws) {
+        if ((st = mv_gemm_ws_create(ci->g, T, &ci->ws, e)))
+            goto out;
+        ci->ws_slots = T;
+    }
+    mv_gemm_ws *ws = ci->ws;
     if ((st = dump(fn, ud, "pixel_values", pixels, N, c->patch_dim, e)))
         goto out;
     if ((st = linear_rows(ws, ci->patch, x, pixels, m->patch_b, N, c->patch_dim, H, e)))
@@ -556,9 +567,10 @@ out:
         free(ci->buf);
         ci->buf = NULL;
         ci->cap = 0;
+        mv_gemm_ws_destroy(ci->ws);
+        ci->ws = NULL;
     }
     pthread_mutex_unlock(&ci->mu);
-    mv_gemm_ws_destroy(ws);
     free(cu);
     mv_plan_free(&plan);
     return st;
@@ -619,6 +631,7 @@ static void cpu_impl_free(cpu_impl *ci, int depth)
     free(ci->blk);
     mv_gemm_cpu_destroy(ci->g);
     free(ci->buf);
+    mv_gemm_ws_destroy(ci->ws);
     pthread_mutex_destroy(&ci->mu);
     free(ci);
 }
