@@ -51,9 +51,13 @@
  *   - O += P V: BN / 16 wgmma m64nDk16 (RS: A = P from registers, B = V N-major), wait 0.
  *   - BN (keys per tile) 128 by default, 64 with MV_FA3_BN=64 (fewer registers; a fallback to try
  *     when the 128 one spills or fails).
- * Next steps for speed (version 2 is behind cuDNN at head dim 64 on 16 x 4096 only, 471 vs 490):
- * some of the exponentials on the FMA pipe (MUFU is near its limit at D <= 72), three K/V
- * stages, 192-key tiles with P through shared memory (FlashAttention-3's choice at head dim 64).
+ * Tried and dropped (ninth session, bench/NOTES.md): a quarter or half of the exponentials on the
+ * FMA pipe (a degree-3 polynomial, FlashAttention-4's trick: -5 to -20 %, the softmax is bound by
+ * its instruction count, not by MUFU), three K/V stages (no change), the row sums of P from the
+ * tensor cores (an m64n8 product with ones beside P.V instead of one FADD per score: no change
+ * where it fits in the registers, -35 % at head dim 72 x 128 keys where it spills). Left: splitting
+ * the last wave's items over their keys (one 2048² image: 16 x 86 items of 192 rows on 132 SMs
+ * make 10.4 waves, run as 11), 192-key tiles with P through shared memory at head dim 64.
  *
  * Not here: f32/tf32 attention, causal masks, head dims other than 64/72, other GPUs (sm_90a
  * code runs on compute capability 9.0 only; the launcher refuses other devices). CPU twin:
@@ -310,7 +314,9 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
  * threads), so one warpgroup's softmax runs beside the others' matrix work. Rows of K and V past the segment
  * hold the next segment's keys (or TMA's zeros past the last row): keys past kv_end are masked
  * to -inf, so their P is 0 and V's rows there add nothing. */
+#ifndef FA3V2_ST /* a -D of its own only for measurements (scripts/device-bundle.sh FA3_VARIANTS) */
 #define FA3V2_ST 2 /* stages of K and of V */
+#endif
 
 /* the same tile sizes as version 1 (fa3_shape: C chunks of Q and K, CV of V), more stages, and
  * the mbarriers after the data. SW: K's first D / 16 column pairs and all of V in

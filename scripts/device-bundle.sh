@@ -51,6 +51,23 @@ for src in test/cuda/*.cu; do
     $NVCC $NVFLAGS $ARCH -o $OUTD/bin/$name "$src" $BUILD/libmvembed.a -L$CUDA_HOME/lib64 -lcublasLt \
         -lcudart $LIBS
 done
+# FA3_VARIANTS="name:-DFLAG=V ...": attnbench, test_fa3 and mvtower again as NAME-suffixed binaries
+# (attnbench-NAME, ...) with cu/attention_fa3.cu compiled with those flags (its build-time
+# measurement options: FA3_EMU, FA3V2_ST), for A/B runs in one device call
+for v in ${FA3_VARIANTS:-}; do
+    vn=${v%%:*}
+    vf=${v#*:}
+    $NVCC $NVFLAGS -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr ${vf//,/ } -c \
+        cu/attention_fa3.cu -o $BUILD/fa3-$vn.o
+    for t in attnbench test_fa3 mvtower; do
+        ARCH="-gencode=arch=compute_90,code=sm_90"
+        [ $t = test_fa3 ] && ARCH="-gencode=arch=compute_90a,code=sm_90a"
+        [ $BUILD/tc-$t.o -nt test/cuda/$t.cu ] || $NVCC $NVFLAGS $ARCH -c test/cuda/$t.cu -o $BUILD/tc-$t.o
+        echo "device-bundle: test/cuda/$t.cu + fa3 ($vf) -> $OUTD/bin/$t-$vn"
+        $NVCC $ARCH -o $OUTD/bin/$t-$vn $BUILD/tc-$t.o $BUILD/fa3-$vn.o $BUILD/libmvembed.a \
+            -L$CUDA_HOME/lib64 -lcublasLt -lcudart $LIBS
+    done
+done
 if [ -f src/main.c ]; then
     make -s BUILD=$BUILD $VIDEO $BUILD/main.o
     g++ -o $OUTD/bin/mvembed $BUILD/main.o $BUILD/libmvembed.a -fopenmp -L$CUDA_HOME/lib64 \

@@ -9,7 +9,8 @@
  * JSON line per (impl, D, shape) and a table at the end. Also checks that they agree
  * (rel L2 of cuDNN and of fa3 vs builtin, bf16 budget) so a fast wrong answer shows. Not a test:
  * the twin tests are in test_cuda_ops and test_fa3.
- * Usage: attnbench [--iters N] [--no-fa3] */
+ * Usage: attnbench [--iters N] [--no-fa3] [--only IMPL,IMPL...] (--only: those rows and builtin_v2,
+ * the agreement check's reference) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,9 +45,11 @@ typedef struct {
 int main(int argc, char **argv)
 {
     int iters = 20, fa3 = 1;
+    char only[512] = ""; /* ",a,b," when --only a,b */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--no-fa3")) fa3 = 0;
+        if (!strcmp(argv[i], "--only") && i + 1 < argc) snprintf(only, sizeof only, ",%s,", argv[i + 1]);
     }
     if (iters < 1) iters = 1;
     const int heads = 16;
@@ -131,6 +134,9 @@ int main(int argc, char **argv)
                 if (im.kind == 1 && !dnn) continue;
                 if (im.kind == 2 && !fa3) continue;
                 const char *name = im.name;
+                char key[64];
+                snprintf(key, sizeof key, ",%s,", name);
+                if (only[0] && strcmp(name, "builtin_v2") && !strstr(only, key)) continue;
                 as.variant = im.kind == 0 ? im.ver : 2;
                 as.fa3_bn = im.bn > 0 ? im.bn : 0;
                 const int keys = mv_cuda_fa3_keys(&as, D, cu.data(), sh.nseg);
