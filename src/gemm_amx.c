@@ -50,12 +50,6 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-struct mv_amx_w {
-    int in, od;
-    int steps;   /* KP / 32 */
-    int ntiles;  /* n-tiles, even */
-    uint16_t *b; /* [ntiles][steps][3][TE] */
-};
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int amx_ok;
@@ -92,9 +86,10 @@ int mv_amx_available(const char **why)
     return amx_ok;
 }
 
+/* the tile of n-tile nt, k step s, part p: element offset in w->b */
 static inline size_t wtile(const mv_amx_w *w, int nt, int s, int p)
 {
-    return ((((size_t)(nt >> 1) * w->steps + s) * 3 + p) * 2 + (nt & 1)) * TE;
+    return (size_t)(nt >> 1) * w->pstride + (((size_t)s * 3 + p) * 2 + (nt & 1)) * TE;
 }
 
 #if MV_AMX_BUILD
@@ -116,82 +111,157 @@ AMX_FN static inline __m512i bf16_hi16(__m512i u)
     return _mm512_srli_epi32(r, 16); /* the bf16 bits, in the low half */
 }
 
+/* bf16_hi16 for values below 2^127 in magnitude (finite, and their rounding cannot overflow):
+ * the same bits with none of its masks */
+AMX_FN static inline __m512i bf16_hi16_small(__m512i u)
+{
+    __m512i r = _mm512_add_epi32(
+        _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    return _mm512_srli_epi32(r, 16);
+}
+
+/* 16 values -> their three parts' bf16 bits, each in the low half of a 32-bit lane */
+AMX_FN static inline void split_lanes(__m512 x, __m512i *h1, __m512i *h2, __m512i *h3)
+{
+    __m512i u = _mm512_castps_si512(x);
+    if (!_mm512_cmpge_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                 _mm512_set1_epi32(0x7F000000))) {
+        /* every lane below 2^127 (the rows of attention's products always; residuals are
+         * smaller than their values): half the instructions, the same bits */
+        *h1 = bf16_hi16_small(u);
+        __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(*h1, 16)));
+        *h2 = bf16_hi16_small(_mm512_castps_si512(r1));
+        __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(*h2, 16)));
+        *h3 = bf16_hi16_small(_mm512_castps_si512(r2));
+        return;
+    }
+    const __m512i expo = _mm512_set1_epi32(0x7F800000);
+    __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
+    *h1 = bf16_hi16(u);
+    __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(*h1, 16)));
+    r1 = _mm512_mask_mov_ps(r1, nonfin, _mm512_setzero_ps()); /* inf - inf: all of it is in p1 */
+    *h2 = bf16_hi16(_mm512_castps_si512(r1));
+    __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(*h2, 16)));
+    *h3 = bf16_hi16(_mm512_castps_si512(r2));
+}
+
 /* n <= 16 values of a (the rest read as 0) -> their three parts' bf16 bits at p1, p2, p3 (16 each) */
 AMX_FN static inline void split16(const float *a, int n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
 {
-    __m512 x = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), a);
-    __m512i u = _mm512_castps_si512(x);
-    const __m512i expo = _mm512_set1_epi32(0x7F800000);
-    __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
-    __m512i h1 = bf16_hi16(u);
-    __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(h1, 16)));
-    r1 = _mm512_mask_mov_ps(r1, nonfin, _mm512_setzero_ps()); /* inf - inf: all of it is in p1 */
-    __m512i h2 = bf16_hi16(_mm512_castps_si512(r1));
-    __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(h2, 16)));
-    __m512i h3 = bf16_hi16(_mm512_castps_si512(r2));
+    __m512i h1, h2, h3;
+    split_lanes(_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), a), &h1, &h2, &h3);
     _mm256_storeu_si256((__m256i *)p1, _mm512_cvtepi32_epi16(h1));
     _mm256_storeu_si256((__m256i *)p2, _mm512_cvtepi32_epi16(h2));
     _mm256_storeu_si256((__m256i *)p3, _mm512_cvtepi32_epi16(h3));
 }
 
-/* n values of a -> the three parts [3][kp], zeros past n */
-AMX_FN static void split_padded(const float *a, int n, int kp, uint16_t *p)
+/* W(n, k) = src[n sn + k sk] for nn <= 16 outputs n0.. and one input k (the rest 0), as 16 lanes */
+AMX_FN static inline __m512 gather16(const float *src, int64_t sn, int64_t sk, int n0, int nn, int k)
 {
-    for (int k = 0; k < kp; k += 16) {
-        int c = n - k < 0 ? 0 : n - k > 16 ? 16 : n - k;
-        split16(c ? a + k : a, c, p + k, p + kp + k, p + 2 * kp + k);
+    __mmask16 mk = (__mmask16)((1u << nn) - 1);
+    const float *a = src + (int64_t)n0 * sn + (int64_t)k * sk;
+    if (sn == 1)
+        return _mm512_maskz_loadu_ps(mk, a);
+    if (sn <= INT32_MAX / 16) {
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)sn));
+        return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, a, 4);
+    }
+    float v[16] = {0};
+    for (int j = 0; j < nn; j++)
+        v[j] = a[(int64_t)j * sn];
+    return _mm512_loadu_ps(v);
+}
+
+/* the three part tiles of n-tile nt, step s: row r holds inputs (32 s + 2 r, + 1) of the 16
+ * outputs, each pair one 32-bit lane (VNNI): the even input's bits low, the odd one's high */
+AMX_FN static void pack_tile(const mv_amx_w *w, const float *src, int64_t sn, int64_t sk, int nt, int s)
+{
+    int n0 = nt * 16, nn = w->od - n0 < 0 ? 0 : w->od - n0 > 16 ? 16 : w->od - n0;
+    uint16_t *t[3];
+    for (int p = 0; p < 3; p++)
+        t[p] = w->b + wtile(w, nt, s, p);
+    for (int r = 0; r < 16; r++) {
+        int k = s * TK + 2 * r;
+        __m512i e1, e2, e3, o1, o2, o3;
+        __m512 z = _mm512_setzero_ps();
+        split_lanes(nn && k < w->in ? gather16(src, sn, sk, n0, nn, k) : z, &e1, &e2, &e3);
+        split_lanes(nn && k + 1 < w->in ? gather16(src, sn, sk, n0, nn, k + 1) : z, &o1, &o2, &o3);
+        _mm512_store_si512((__m512i *)(t[0] + r * 32), _mm512_or_si512(e1, _mm512_slli_epi32(o1, 16)));
+        _mm512_store_si512((__m512i *)(t[1] + r * 32), _mm512_or_si512(e2, _mm512_slli_epi32(o2, 16)));
+        _mm512_store_si512((__m512i *)(t[2] + r * 32), _mm512_or_si512(e3, _mm512_slli_epi32(o3, 16)));
     }
 }
 #else
-static void split_padded(const float *a, int n, int kp, uint16_t *p)
+static void pack_tile(const mv_amx_w *w, const float *src, int64_t sn, int64_t sk, int nt, int s)
 {
-    memset(p, 0, (size_t)3 * kp * sizeof *p);
-    mv_bf16x3_split(a, n, p, p + kp, p + 2 * kp);
+    for (int p = 0; p < 3; p++)
+        memset(w->b + wtile(w, nt, s, p), 0, TE * sizeof(uint16_t));
+    for (int j = 0; j < 16 && nt * 16 + j < w->od; j++)
+        for (int k = s * TK; k < (s + 1) * TK && k < w->in; k++) {
+            float a = src[(int64_t)(nt * 16 + j) * sn + (int64_t)k * sk];
+            uint16_t q[3];
+            mv_bf16x3_split(&a, 1, q, q + 1, q + 2);
+            for (int p = 0; p < 3; p++)
+                w->b[wtile(w, nt, s, p) + (k % TK) / 2 * 32 + j * 2 + (k & 1)] = q[p];
+        }
 }
 #endif
+
+size_t mv_amx_packed_bytes(int in, int od)
+{
+    return (size_t)((od + 31) / 32) * ((in + TK - 1) / TK) * 6 * TE * sizeof(uint16_t);
+}
+
+void mv_amx_view_init(mv_amx_w *w, void *mem, int in, int od)
+{
+    int steps = (in + TK - 1) / TK;
+    *w = (mv_amx_w){.in = in, .od = od, .steps = steps, .ntiles = (od + 31) / 32 * 2,
+                    .pstride = (size_t)steps * 6 * TE, .b = mem};
+}
+
+void mv_amx_pack_strided(const mv_amx_w *w, const float *src, int64_t sn, int64_t sk, int nt0,
+                         int nt1, int s0, int s1)
+{
+    for (int nt = nt0; nt < nt1; nt++)
+        for (int s = s0; s < s1; s++)
+            pack_tile(w, src, sn, sk, nt, s);
+}
+
+mv_amx_w mv_amx_cols(const mv_amx_w *w, int n0, int nn)
+{
+    mv_amx_w v = *w;
+    v.od = nn;
+    v.ntiles = (nn + 31) / 32 * 2;
+    v.b = w->b + (size_t)(n0 / 32) * w->pstride;
+    return v;
+}
+
+mv_amx_w mv_amx_inputs(const mv_amx_w *w, int k0, int kk)
+{
+    mv_amx_w v = *w;
+    v.in = kk;
+    v.steps = (kk + TK - 1) / TK;
+    v.b = w->b + (size_t)(k0 / TK) * 6 * TE;
+    return v;
+}
 
 mv_status mv_amx_pack(const float *W, int in, int od, const char *name, mv_amx_w **out, mv_err *e)
 {
     if (in <= 0 || od <= 0)
         return mv_fail(e, MV_ERR_INTERNAL, "%s: AMX packing of a %d x %d matrix", name, od, in);
     mv_amx_w *w = calloc(1, sizeof *w);
-    if (!w)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
-    *w = (mv_amx_w){.in = in, .od = od, .steps = (in + TK - 1) / TK, .ntiles = (od + 31) / 32 * 2};
-    size_t n = (size_t)w->ntiles * w->steps * 3 * TE;
-    w->b = aligned_alloc(64, n * sizeof *w->b);
-    if (!w->b) {
+    size_t bytes = mv_amx_packed_bytes(in, od);
+    void *mem = w ? aligned_alloc(64, bytes) : NULL;
+    if (!mem) {
         free(w);
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for AMX weights (%zu bytes)", name,
-                       n * sizeof(uint16_t));
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for AMX weights (%zu bytes)", name, bytes);
     }
-    int kp = w->steps * TK, bad = 0;
-#pragma omp parallel for schedule(dynamic) reduction(| : bad)
-    for (int nt = 0; nt < w->ntiles; nt++) {
-        uint16_t *p3 = calloc((size_t)3 * kp, sizeof *p3);
-        if (!p3) {
-            bad = 1;
-            continue;
-        }
-        for (int j = 0; j < 16; j++) {
-            int row = nt * 16 + j;
-            split_padded(row < od ? W + (size_t)row * in : W, row < od ? in : 0, kp, p3);
-            for (int p = 0; p < 3; p++)
-                for (int s = 0; s < w->steps; s++) {
-                    uint16_t *t = w->b + wtile(w, nt, s, p);
-                    const uint16_t *src = p3 + (size_t)p * kp + (size_t)s * TK;
-                    for (int r = 0; r < 16; r++) {
-                        t[r * 32 + j * 2] = src[2 * r];
-                        t[r * 32 + j * 2 + 1] = src[2 * r + 1];
-                    }
-                }
-        }
-        free(p3);
-    }
-    if (bad) {
-        mv_amx_w_free(w);
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory packing AMX weights", name);
-    }
+    mv_amx_view_init(w, mem, in, od);
+#pragma omp parallel for schedule(dynamic)
+    for (int nt = 0; nt < w->ntiles; nt++)
+        mv_amx_pack_strided(w, W, in, 1, nt, nt + 1, 0, w->steps);
     *out = w;
     return MV_OK;
 }
