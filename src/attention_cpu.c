@@ -1,9 +1,13 @@
 /* attention_cpu.c - the CPU tower's attention (tower_cpu_int.h, mv_ops_cpu.h): heads split out
  * of qkv (rope fused), then per (segment, head, ATT_QB queries) item a flash-style loop over key
- * blocks through the GEMM library's single-threaded sgemm, f32 online softmax; and
- * mv_attention_cpu, the CPU twin of cu/attention.cu's kernels. Results do not depend on the
- * thread count: an item is one thread's, its key blocks depend on the segment length alone. Not
- * here: the Linear layers, the block loop (tower_cpu.c). */
+ * blocks, f32 online softmax, its two products per block (S = Q K_b^T, O_b = P V_b) either
+ * through the GEMM library's single-threaded sgemm (--cpu-gemm f32) or, in bf16x6 mode, through
+ * the AMX kernel (gemm_amx.c) against K and V^T packed once per forward by a parallel pre-pass
+ * (heads in groups under ATT_PACK_CAP bytes) into memory the caller keeps; and
+ * mv_attention_cpu(_gemm), the CPU twin of cu/attention.cu's kernels. Results do not depend on
+ * the thread count: an item is one thread's, its key blocks depend on the segment length (and
+ * the mode) alone, and the AMX kernel gives a row the same bytes in any call. Not here: the
+ * Linear layers, the block loop (tower_cpu.c). */
 #include "mv_gemm_amx.h"
 #include "mv_ops_cpu.h"
 #include "tower_cpu_int.h"

@@ -1,7 +1,9 @@
 /* gemm_amx.c - the bf16x6 GEMM kernel on Intel AMX (mv_gemm_amx.h): weights split into three
- * bf16 parts and packed once into VNNI tiles, each call's rows split the same way into row
- * tiles, six tile products per 32-k step. Not here: choosing the mode, the f32 path, threads
- * (gemm_cpu.c, tower_cpu.c).
+ * bf16 parts and packed into VNNI tiles (once per Linear layer, mv_amx_pack; or strided, into
+ * the caller's memory, for attention's K and V^T each forward, mv_amx_pack_strided, multiplied
+ * by key blocks through views of outputs or inputs), each call's rows split the same way into
+ * row tiles, six tile products per 32-k step. Not here: choosing the mode, the f32 path, threads
+ * (gemm_cpu.c, tower_cpu.c, attention_cpu.c).
  *
  * Why our own kernel and not oneDNN's bf16 matmul over 6 x K (bench/NOTES.md, "bf16x6 CPU GEMMs
  * on AMX"): oneDNN 2.6.3's AMX matmul made 0.86 TFLOP/s bf16 on one core (0.14 f32-equivalent,
@@ -17,6 +19,10 @@
  *   rows     A[mt][s][p]: m-tile mt (16 rows), step s, part p; tile row i = row 16 mt + i, its 32
  *            inputs of step s
  * in is padded to KP = 32 * steps, od to a multiple of 32 (n-tile pairs), rows to 16, with zeros.
+ * An n-tile pair's tiles are contiguous, pstride elements from the next pair's: a view of
+ * outputs [n0, n0 + nn) starts at pair n0 / 32, a view of inputs [k0, k0 + kk) at step k0 / 32
+ * of every pair (mv_amx_cols, mv_amx_inputs). A pair whose second n-tile holds no output (od 72:
+ * 5 n-tiles) runs the first alone.
  *
  * The micro-kernel holds a 2 x 2 block of accumulator tiles (tmm0-3: C(m0,n0), C(m0,n1),
  * C(m1,n0), C(m1,n1)), two row tiles (tmm4-5) and two weight tiles (tmm6-7); per step it runs

@@ -91,9 +91,12 @@ static inline void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
     row_range_a(n, t, P, MV_ROW_ATOM, r0, r1);
 }
 
-/* Bytes of bf16x6 attention's packed K and V^T (per head group, attention_cpu.c) at most; a
- * 47376-key segment of 72-wide heads packs 4 heads at a time under it. */
+/* Bytes of bf16x6 attention's packed K and V^T (per head group, attention_cpu.c) at most, unless
+ * one head needs more; a 47376-key segment of 72-wide heads packs 4 heads at a time under it.
+ * Overridable for tests of the grouping (-DATT_PACK_CAP=...). */
+#ifndef ATT_PACK_CAP
 #define ATT_PACK_CAP ((size_t)256 << 20)
+#endif
 
 /* Attention on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out[n, heads * D], its two
  * products per key block in f32 through the GEMM library (amx 0) or in bf16x6 through the AMX
