@@ -11,7 +11,8 @@
 # the reason, and auto must run f32.
 load test_helper
 
-BENCH="$ROOT/build/cpubench"
+# CPUBENCH (env): the cpubench binary of the build under test (default build/cpubench)
+BENCH="${CPUBENCH:-$ROOT/build/cpubench}"
 
 setup_file() {
     export T72="$BATS_FILE_TMPDIR/t72" T64="$BATS_FILE_TMPDIR/t64"

@@ -105,6 +105,15 @@ static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, in
                       const char *qkv_path, int threads, int iters, const char *out_path,
                       mv_cpu_gemm gmode)
 {
+    /* the products' library, as the tower's attention runs them in that GEMM mode */
+    const char *why = "";
+    int amx = mv_amx_available(&why);
+    if (gmode == MV_CPU_GEMM_AUTO)
+        gmode = amx ? MV_CPU_GEMM_BF16X6 : MV_CPU_GEMM_F32;
+    if (gmode == MV_CPU_GEMM_BF16X6 && !amx) {
+        fprintf(stderr, "cpubench: attn: bf16x6 GEMMs need Intel AMX: %s\n", why);
+        return 1;
+    }
     int H = c->hidden, heads = c->heads, D = c->head_dim;
     mv_err e;
     mv_plan plan; /* the tower's segments and cu_seqlens (src/plan.c) */
@@ -143,15 +152,6 @@ static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, in
     }
     printf("cpubench: attention, %d segments, %lld patches, %d heads x %d, %d threads\n", nseg,
            (long long)N, heads, D, threads);
-    /* the products' library, as the tower's attention runs them in that GEMM mode */
-    const char *why = "";
-    int amx = mv_amx_available(&why);
-    if (gmode == MV_CPU_GEMM_AUTO)
-        gmode = amx ? MV_CPU_GEMM_BF16X6 : MV_CPU_GEMM_F32;
-    if (gmode == MV_CPU_GEMM_BF16X6 && !amx) {
-        fprintf(stderr, "cpubench: attn: bf16x6 GEMMs need Intel AMX: %s\n", why);
-        return 1;
-    }
     if (gmode == MV_CPU_GEMM_BF16X6)
         printf("attn_lib AMX bf16x6 (gemm_amx.c)\n");
     else
