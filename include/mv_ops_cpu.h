@@ -5,6 +5,7 @@
 #define MV_OPS_CPU_H
 
 #include "mv_common.h"
+#include "mv_gemm_cpu.h" /* mv_cpu_gemm */
 #include "mv_model.h"
 #include "mv_plan.h" /* mv_mb_decode: the merge-block order */
 
@@ -34,8 +35,13 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
                        int D);
 /* Bidirectional attention per segment: out[n, H] from qkv[n, 3H] (q | k | v, head-major inside
  * each). cu_seqlens[n_seg + 1]. scale = D^-0.5. Any segment length. Q K^T and P V are sgemm calls
- * per (segment, head, 128 queries); softmax in f32. */
+ * per (segment, head, 128 queries); softmax in f32. The CPU tower's attention with --cpu-gemm f32. */
 void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                       int heads, int D);
+/* The same with the products in `mode` (mv_gemm_cpu.h; bf16x6: the AMX kernel, as the CPU tower
+ * runs attention with --cpu-gemm bf16x6; auto: bf16x6 where AMX is usable). Returns 0, or -1 (out
+ * all NaN) when out of memory, the GEMM library failed or bf16x6 was asked for without AMX. */
+int mv_attention_cpu_gemm(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
+                          int heads, int D, mv_cpu_gemm mode);
 
 #endif

@@ -1,7 +1,9 @@
 /* gemm_amx.c - the bf16x6 GEMM kernel on Intel AMX (mv_gemm_amx.h): weights split into three
- * bf16 parts and packed once into VNNI tiles, each call's rows split the same way into row
- * tiles, six tile products per 32-k step. Not here: choosing the mode, the f32 path, threads
- * (gemm_cpu.c, tower_cpu.c).
+ * bf16 parts and packed into VNNI tiles (once per Linear layer, mv_amx_pack; or strided, into
+ * the caller's memory, for attention's K and V^T each forward, mv_amx_pack_strided, multiplied
+ * by key blocks through views of outputs or inputs), each call's rows split the same way into
+ * row tiles, six tile products per 32-k step. Not here: choosing the mode, the f32 path, threads
+ * (gemm_cpu.c, tower_cpu.c, attention_cpu.c).
  *
  * Why our own kernel and not oneDNN's bf16 matmul over 6 x K (bench/NOTES.md, "bf16x6 CPU GEMMs
  * on AMX"): oneDNN 2.6.3's AMX matmul made 0.86 TFLOP/s bf16 on one core (0.14 f32-equivalent,
@@ -17,6 +19,10 @@
  *   rows     A[mt][s][p]: m-tile mt (16 rows), step s, part p; tile row i = row 16 mt + i, its 32
  *            inputs of step s
  * in is padded to KP = 32 * steps, od to a multiple of 32 (n-tile pairs), rows to 16, with zeros.
+ * An n-tile pair's tiles are contiguous, pstride elements from the next pair's: a view of
+ * outputs [n0, n0 + nn) starts at pair n0 / 32, a view of inputs [k0, k0 + kk) at step k0 / 32
+ * of every pair (mv_amx_cols, mv_amx_inputs). A pair whose second n-tile holds no output (od 72:
+ * 5 n-tiles) runs the first alone.
  *
  * The micro-kernel holds a 2 x 2 block of accumulator tiles (tmm0-3: C(m0,n0), C(m0,n1),
  * C(m1,n0), C(m1,n1)), two row tiles (tmm4-5) and two weight tiles (tmm6-7); per step it runs
@@ -50,12 +56,6 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-struct mv_amx_w {
-    int in, od;
-    int steps;   /* KP / 32 */
-    int ntiles;  /* n-tiles, even */
-    uint16_t *b; /* [ntiles][steps][3][TE] */
-};
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int amx_ok;
@@ -92,9 +92,10 @@ int mv_amx_available(const char **why)
     return amx_ok;
 }
 
+/* the tile of n-tile nt, k step s, part p: element offset in w->b */
 static inline size_t wtile(const mv_amx_w *w, int nt, int s, int p)
 {
-    return ((((size_t)(nt >> 1) * w->steps + s) * 3 + p) * 2 + (nt & 1)) * TE;
+    return (size_t)(nt >> 1) * w->pstride + (((size_t)s * 3 + p) * 2 + (nt & 1)) * TE;
 }
 
 #if MV_AMX_BUILD
@@ -116,82 +117,167 @@ AMX_FN static inline __m512i bf16_hi16(__m512i u)
     return _mm512_srli_epi32(r, 16); /* the bf16 bits, in the low half */
 }
 
-/* n <= 16 values of a (the rest read as 0) -> their three parts' bf16 bits at p1, p2, p3 (16 each) */
-AMX_FN static inline void split16(const float *a, int n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
+/* bf16_hi16 for values below 2^127 in magnitude (finite, and their rounding cannot overflow):
+ * the same bf16 bits with none of its masks, in the high half of the lane (the low half is not
+ * zeroed) */
+AMX_FN static inline __m512i bf16_hi_small(__m512i u)
 {
-    __m512 x = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), a);
-    __m512i u = _mm512_castps_si512(x);
-    const __m512i expo = _mm512_set1_epi32(0x7F800000);
-    __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
-    __m512i h1 = bf16_hi16(u);
-    __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(h1, 16)));
-    r1 = _mm512_mask_mov_ps(r1, nonfin, _mm512_setzero_ps()); /* inf - inf: all of it is in p1 */
-    __m512i h2 = bf16_hi16(_mm512_castps_si512(r1));
-    __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(h2, 16)));
-    __m512i h3 = bf16_hi16(_mm512_castps_si512(r2));
-    _mm256_storeu_si256((__m256i *)p1, _mm512_cvtepi32_epi16(h1));
-    _mm256_storeu_si256((__m256i *)p2, _mm512_cvtepi32_epi16(h2));
-    _mm256_storeu_si256((__m256i *)p3, _mm512_cvtepi32_epi16(h3));
+    return _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
 }
 
-/* n values of a -> the three parts [3][kp], zeros past n */
-AMX_FN static void split_padded(const float *a, int n, int kp, uint16_t *p)
+/* 16 values -> their three parts' bf16 bits, each in the high half of a 32-bit lane (the low
+ * half: anything) */
+AMX_FN static inline void split_lanes(__m512 x, __m512i *h1, __m512i *h2, __m512i *h3)
 {
-    for (int k = 0; k < kp; k += 16) {
-        int c = n - k < 0 ? 0 : n - k > 16 ? 16 : n - k;
-        split16(c ? a + k : a, c, p + k, p + kp + k, p + 2 * kp + k);
+    __m512i u = _mm512_castps_si512(x);
+    const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+    if (!_mm512_cmpge_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                 _mm512_set1_epi32(0x7F000000))) {
+        /* every lane below 2^127 (the rows of attention's products always; residuals are
+         * smaller than their values): half the instructions, the same bits */
+        *h1 = bf16_hi_small(u);
+        __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_and_si512(*h1, hi)));
+        *h2 = bf16_hi_small(_mm512_castps_si512(r1));
+        __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_and_si512(*h2, hi)));
+        *h3 = bf16_hi_small(_mm512_castps_si512(r2));
+        return;
+    }
+    const __m512i expo = _mm512_set1_epi32(0x7F800000);
+    __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
+    *h1 = _mm512_slli_epi32(bf16_hi16(u), 16);
+    __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(*h1));
+    r1 = _mm512_mask_mov_ps(r1, nonfin, _mm512_setzero_ps()); /* inf - inf: all of it is in p1 */
+    *h2 = _mm512_slli_epi32(bf16_hi16(_mm512_castps_si512(r1)), 16);
+    __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(*h2));
+    *h3 = _mm512_slli_epi32(bf16_hi16(_mm512_castps_si512(r2)), 16);
+}
+
+/* n <= 32 values of a (the rest read as 0) -> their three parts' bf16 bits at p1, p2, p3 (32
+ * each, 64-byte stores): split_lanes on both halves, the high 16-bit halves gathered by one permute
+ * per part instead of two narrowing stores (attention's P . V, od = D, spends a third of its time
+ * splitting its rows) */
+AMX_FN static inline void split32(const float *a, int n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
+{
+    int n0 = n < 16 ? n : 16, n1 = n > 16 ? n - 16 : 0;
+    __m512i a1, a2, a3, b1, b2, b3;
+    split_lanes(_mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), a), &a1, &a2, &a3);
+    split_lanes(_mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), n1 ? a + 16 : a), &b1, &b2, &b3);
+    const __m512i od = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35,
+                                        33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    _mm512_storeu_si512(p1, _mm512_permutex2var_epi16(a1, od, b1));
+    _mm512_storeu_si512(p2, _mm512_permutex2var_epi16(a2, od, b2));
+    _mm512_storeu_si512(p3, _mm512_permutex2var_epi16(a3, od, b3));
+}
+
+/* W(n, k) = src[n sn + k sk] for nn <= 16 outputs n0.. and one input k (the rest 0), as 16 lanes */
+AMX_FN static inline __m512 gather16(const float *src, int64_t sn, int64_t sk, int n0, int nn, int k)
+{
+    __mmask16 mk = (__mmask16)((1u << nn) - 1);
+    const float *a = src + (int64_t)n0 * sn + (int64_t)k * sk;
+    if (sn == 1)
+        return _mm512_maskz_loadu_ps(mk, a);
+    if (sn <= INT32_MAX / 16) {
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)sn));
+        return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, a, 4);
+    }
+    float v[16] = {0};
+    for (int j = 0; j < nn; j++)
+        v[j] = a[(int64_t)j * sn];
+    return _mm512_loadu_ps(v);
+}
+
+/* the three part tiles of n-tile nt, step s: row r holds inputs (32 s + 2 r, + 1) of the 16
+ * outputs, each pair one 32-bit lane (VNNI): the even input's bits low, the odd one's high */
+AMX_FN static void pack_tile(const mv_amx_w *w, const float *src, int64_t sn, int64_t sk, int nt, int s)
+{
+    int n0 = nt * 16, nn = w->od - n0 < 0 ? 0 : w->od - n0 > 16 ? 16 : w->od - n0;
+    uint16_t *t[3];
+    for (int p = 0; p < 3; p++)
+        t[p] = w->b + wtile(w, nt, s, p);
+    for (int r = 0; r < 16; r++) {
+        int k = s * TK + 2 * r;
+        __m512i e1, e2, e3, o1, o2, o3;
+        __m512 z = _mm512_setzero_ps();
+        split_lanes(nn && k < w->in ? gather16(src, sn, sk, n0, nn, k) : z, &e1, &e2, &e3);
+        split_lanes(nn && k + 1 < w->in ? gather16(src, sn, sk, n0, nn, k + 1) : z, &o1, &o2, &o3);
+        const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+        /* (even >> 16) | (odd & hi) */
+        _mm512_store_si512((__m512i *)(t[0] + r * 32), _mm512_ternarylogic_epi32(_mm512_srli_epi32(e1, 16), o1, hi, 0xF8));
+        _mm512_store_si512((__m512i *)(t[1] + r * 32), _mm512_ternarylogic_epi32(_mm512_srli_epi32(e2, 16), o2, hi, 0xF8));
+        _mm512_store_si512((__m512i *)(t[2] + r * 32), _mm512_ternarylogic_epi32(_mm512_srli_epi32(e3, 16), o3, hi, 0xF8));
     }
 }
 #else
-static void split_padded(const float *a, int n, int kp, uint16_t *p)
+static void pack_tile(const mv_amx_w *w, const float *src, int64_t sn, int64_t sk, int nt, int s)
 {
-    memset(p, 0, (size_t)3 * kp * sizeof *p);
-    mv_bf16x3_split(a, n, p, p + kp, p + 2 * kp);
+    for (int p = 0; p < 3; p++)
+        memset(w->b + wtile(w, nt, s, p), 0, TE * sizeof(uint16_t));
+    for (int j = 0; j < 16 && nt * 16 + j < w->od; j++)
+        for (int k = s * TK; k < (s + 1) * TK && k < w->in; k++) {
+            float a = src[(int64_t)(nt * 16 + j) * sn + (int64_t)k * sk];
+            uint16_t q[3];
+            mv_bf16x3_split(&a, 1, q, q + 1, q + 2);
+            for (int p = 0; p < 3; p++)
+                w->b[wtile(w, nt, s, p) + (k % TK) / 2 * 32 + j * 2 + (k & 1)] = q[p];
+        }
 }
 #endif
+
+size_t mv_amx_packed_bytes(int in, int od)
+{
+    return (size_t)((od + 31) / 32) * ((in + TK - 1) / TK) * 6 * TE * sizeof(uint16_t);
+}
+
+void mv_amx_view_init(mv_amx_w *w, void *mem, int in, int od)
+{
+    int steps = (in + TK - 1) / TK;
+    *w = (mv_amx_w){.in = in, .od = od, .steps = steps, .ntiles = (od + 31) / 32 * 2,
+                    .pstride = (size_t)steps * 6 * TE, .b = mem};
+}
+
+void mv_amx_pack_strided(const mv_amx_w *w, const float *src, int64_t sn, int64_t sk, int nt0,
+                         int nt1, int s0, int s1)
+{
+    for (int nt = nt0; nt < nt1; nt++)
+        for (int s = s0; s < s1; s++)
+            pack_tile(w, src, sn, sk, nt, s);
+}
+
+mv_amx_w mv_amx_cols(const mv_amx_w *w, int n0, int nn)
+{
+    mv_amx_w v = *w;
+    v.od = nn;
+    v.ntiles = (nn + 31) / 32 * 2;
+    v.b = w->b + (size_t)(n0 / 32) * w->pstride;
+    return v;
+}
+
+mv_amx_w mv_amx_inputs(const mv_amx_w *w, int k0, int kk)
+{
+    mv_amx_w v = *w;
+    v.in = kk;
+    v.steps = (kk + TK - 1) / TK;
+    v.b = w->b + (size_t)(k0 / TK) * 6 * TE;
+    return v;
+}
 
 mv_status mv_amx_pack(const float *W, int in, int od, const char *name, mv_amx_w **out, mv_err *e)
 {
     if (in <= 0 || od <= 0)
         return mv_fail(e, MV_ERR_INTERNAL, "%s: AMX packing of a %d x %d matrix", name, od, in);
     mv_amx_w *w = calloc(1, sizeof *w);
-    if (!w)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
-    *w = (mv_amx_w){.in = in, .od = od, .steps = (in + TK - 1) / TK, .ntiles = (od + 31) / 32 * 2};
-    size_t n = (size_t)w->ntiles * w->steps * 3 * TE;
-    w->b = aligned_alloc(64, n * sizeof *w->b);
-    if (!w->b) {
+    size_t bytes = mv_amx_packed_bytes(in, od);
+    void *mem = w ? aligned_alloc(64, bytes) : NULL;
+    if (!mem) {
         free(w);
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for AMX weights (%zu bytes)", name,
-                       n * sizeof(uint16_t));
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for AMX weights (%zu bytes)", name, bytes);
     }
-    int kp = w->steps * TK, bad = 0;
-#pragma omp parallel for schedule(dynamic) reduction(| : bad)
-    for (int nt = 0; nt < w->ntiles; nt++) {
-        uint16_t *p3 = calloc((size_t)3 * kp, sizeof *p3);
-        if (!p3) {
-            bad = 1;
-            continue;
-        }
-        for (int j = 0; j < 16; j++) {
-            int row = nt * 16 + j;
-            split_padded(row < od ? W + (size_t)row * in : W, row < od ? in : 0, kp, p3);
-            for (int p = 0; p < 3; p++)
-                for (int s = 0; s < w->steps; s++) {
-                    uint16_t *t = w->b + wtile(w, nt, s, p);
-                    const uint16_t *src = p3 + (size_t)p * kp + (size_t)s * TK;
-                    for (int r = 0; r < 16; r++) {
-                        t[r * 32 + j * 2] = src[2 * r];
-                        t[r * 32 + j * 2 + 1] = src[2 * r + 1];
-                    }
-                }
-        }
-        free(p3);
-    }
-    if (bad) {
-        mv_amx_w_free(w);
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory packing AMX weights", name);
-    }
+    mv_amx_view_init(w, mem, in, od);
+#pragma omp parallel for schedule(dynamic)
+    for (int nt = 0; nt < w->ntiles; nt++)
+        mv_amx_pack_strided(w, W, in, 1, nt, nt + 1, 0, w->steps);
     *out = w;
     return MV_OK;
 }
@@ -228,8 +314,7 @@ AMX_FN static void pack_rows(const mv_amx_w *w, const float *x, int64_t ldx, int
                 uint16_t *a = A + ((((size_t)(t >> 1) * w->steps + s) * 3) * 2 + (t & 1)) * TE + i * TK;
                 int k0 = s * TK, n = row >= m ? 0 : w->in - k0 < TK ? w->in - k0 : TK;
                 const float *xr = x + (row < m ? row * ldx + k0 : 0);
-                split16(xr, n < 16 ? n : 16, a, a + 2 * TE, a + 4 * TE);
-                split16(n > 16 ? xr + 16 : xr, n > 16 ? n - 16 : 0, a + 16, a + 2 * TE + 16, a + 4 * TE + 16);
+                split32(xr, n, a, a + 2 * TE, a + 4 * TE);
             }
         }
 }
@@ -263,35 +348,39 @@ AMX_FN static void tiles_on(void)
  * products), and inside each the two products that free the tile to be reloaded next go first,
  * so that the load runs under the other two. */
 #define T00 _tile_dpbf16ps(0, 4, 6)
-#define T01 _tile_dpbf16ps(1, 4, 7)
+#define T01 if (twon) _tile_dpbf16ps(1, 4, 7)
 #define T10 if (two) _tile_dpbf16ps(2, 5, 6)
-#define T11 if (two) _tile_dpbf16ps(3, 5, 7)
+#define T11 if (two && twon) _tile_dpbf16ps(3, 5, 7)
 #define LA0(p) _tile_loadd(4, a0 + (p) * 2 * TE, 64)
 #define LA1(p) if (two) _tile_loadd(5, a1 + (p) * 2 * TE, 64)
 #define LB0(p) _tile_loadd(6, b0 + (p) * 2 * TE, 64)
-#define LB1(p) _tile_loadd(7, b1 + (p) * 2 * TE, 64)
+#define LB1(p) if (twon) _tile_loadd(7, b1 + (p) * 2 * TE, 64)
 /* a group whose successor changes the weight tiles to part q, or the row tiles to part q */
 #define GB(q) do { T00; T10; LB0(q); T01; T11; LB1(q); } while (0)
 #define GA(q) do { T00; T01; LA0(q); T10; T11; LA1(q); } while (0)
 
 static inline __attribute__((always_inline)) AMX_FN void
-block(int two, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
+block(int two, int twon, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
       int nsteps, float *const c[4], const int64_t ldc[4], int init, const char *pf, int pfl,
       int pfn)
 {
     if (init) {
         _tile_zero(0);
-        _tile_zero(1);
+        if (twon)
+            _tile_zero(1);
         if (two) {
             _tile_zero(2);
-            _tile_zero(3);
+            if (twon)
+                _tile_zero(3);
         }
     } else {
         _tile_loadd(0, c[0], ldc[0]);
-        _tile_loadd(1, c[1], ldc[1]);
+        if (twon)
+            _tile_loadd(1, c[1], ldc[1]);
         if (two) {
             _tile_loadd(2, c[2], ldc[2]);
-            _tile_loadd(3, c[3], ldc[3]);
+            if (twon)
+                _tile_loadd(3, c[3], ldc[3]);
         }
     }
     LA0(0);
@@ -318,10 +407,12 @@ block(int two, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const
         }
     }
     _tile_stored(0, c[0], ldc[0]);
-    _tile_stored(1, c[1], ldc[1]);
+    if (twon)
+        _tile_stored(1, c[1], ldc[1]);
     if (two) {
         _tile_stored(2, c[2], ldc[2]);
-        _tile_stored(3, c[3], ldc[3]);
+        if (twon)
+            _tile_stored(3, c[3], ldc[3]);
     }
 }
 
@@ -371,6 +462,8 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
                 int pairs = (int)((m1 - m0 + 1) / 2), lines = pfs * 6 * TE * 2 / 64;
                 int pfl = (lines + pairs * ns - 1) / (pairs * ns);
                 const uint16_t *b0 = w->b + wtile(w, nt, k0, 0), *b1 = w->b + wtile(w, nt + 1, k0, 0);
+                /* the pair's second n-tile only when it holds an output (od 72: 5 n-tiles) */
+                int twon = (nt + 1) * 16 < w->od;
                 for (int64_t t = m0; t < m1; t += 2) {
                     int two = t + 1 < m1;
                     const uint16_t *a0 = A + (((size_t)(t >> 1) * S + k0) * 6) * TE;
@@ -379,6 +472,8 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
                     int64_t ldc[4];
                     int edge_of[4] = {0, 0, 0, 0};
                     for (int q = 0; q < (two ? 4 : 2); q++) {
+                        if ((q & 1) && !twon)
+                            continue;
                         int64_t r = (t + (q >> 1)) * 16, n = (int64_t)(nt + (q & 1)) * 16;
                         if (r + 16 <= m && n + 16 <= w->od) {
                             c[q] = out + r * ldo + n;
@@ -397,10 +492,14 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
                     int per = pfl * ns, pf0 = (int)(t - m0) / 2 * per;
                     int pfn = !pf || pf0 >= lines ? 0 : lines - pf0 < per ? lines - pf0 : per;
                     const char *pfp = pfn ? pf + (size_t)pf0 * 64 : NULL;
-                    if (two)
-                        block(1, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
+                    if (two && twon)
+                        block(1, 1, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
+                    else if (twon)
+                        block(0, 1, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
+                    else if (two)
+                        block(1, 0, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
                     else
-                        block(0, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
+                        block(0, 0, a0, a1, b0, b1, ns, c, ldc, k0 == 0, pfp, pfl, pfn);
                     for (int q = 0; q < 4; q++) {
                         if (!edge_of[q])
                             continue;

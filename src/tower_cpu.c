@@ -1,6 +1,7 @@
 /* tower_cpu.c - the Qwen3.5 vision tower in plain C, f32 throughout (the Linear layers and
  * attention's two products through gemm_cpu.c: oneDNN against weights packed at backend creation,
- * or OpenBLAS in a NO_DNNL build; OpenMP loops elsewhere). This is the readable
+ * or OpenBLAS in a NO_DNNL build; with --cpu-gemm bf16x6 both through the AMX kernel, gemm_amx.c;
+ * OpenMP loops elsewhere). This is the readable
  * reference: each function below is the CPU twin of a CUDA kernel in cu/, and
  * mv_backend_cpu_create composes them exactly as HF's Qwen3_5VisionModel.forward does
  * (QWEN35_VISION.md section 3):
@@ -431,17 +432,31 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     cpu_impl *ci = be->impl;
     omp_set_num_threads(ci->threads); /* this thread's parallel regions (the tower thread) */
     int T = omp_get_max_threads();
+    int nseg = plan.nseg;
+    int32_t *cu = malloc((nseg + 1) * sizeof(int32_t));
+    if (!cu) {
+        mv_plan_free(&plan);
+        return mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %d segments", nseg);
+    }
+    if ((st = mv_plan_cu_seqlens(&plan, 0, nseg, cu, e))) {
+        free(cu);
+        mv_plan_free(&plan);
+        return st;
+    }
+    int amx = mv_gemm_cpu_mode(ci->g) == MV_CPU_GEMM_BF16X6; /* attention's products too */
     /* the activations, carved from ci->buf (each part a multiple of 16 floats: 64-byte aligned):
      * x, xn [N, H]; qkv, hm [N, 3H] (hm head-major, split_heads); big [N, max(F, H mm)] (fc1
-     * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, ATT_QB, ATT_KB] */
-    size_t sz[8] = {N * H, N * H, N * 3 * H, N * 3 * H, N * (F > H * mm ? F : H * mm), N * D, N * D,
-                    (size_t)T * ATT_QB * ATT_KB};
-    size_t off[8], tot = 0;
-    for (int k = 0; k < 8; k++) {
+     * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, its floats per thread] and
+     * (bf16x6) its packed K and V^T */
+    size_t sz[9] = {N * H, N * H, N * 3 * H, N * 3 * H, N * (F > H * mm ? F : H * mm), N * D, N * D,
+                    (size_t)T * mv_cpu_attention_scratch_floats(D, amx),
+                    (mv_cpu_attention_pack_bytes(cu, nseg, c->heads, D, amx) + sizeof(float) - 1) /
+                        sizeof(float)};
+    size_t off[9], tot = 0;
+    for (int k = 0; k < 9; k++) {
         off[k] = tot;
         tot += (sz[k] + 15) / 16 * 16;
     }
-    int32_t *cu = malloc((plan.nseg + 1) * sizeof(int32_t));
     par_err pe = {0};
     pthread_mutex_lock(&ci->mu);
     if (tot > ci->cap) {
@@ -450,13 +465,14 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         if ((ci->buf = aligned_alloc(64, tot * sizeof(float))))
             ci->cap = tot;
     }
-    if (!cu || !ci->buf) {
+    if (!ci->buf) {
         st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
         goto out;
     }
     float *x = ci->buf + off[0], *xn = ci->buf + off[1], *qkv = ci->buf + off[2], *hm = ci->buf + off[3];
     float *big = ci->buf + off[4], *cos_t = ci->buf + off[5], *sin_t = ci->buf + off[6];
     float *scratch = ci->buf + off[7];
+    void *pack = ci->buf + off[8];
     if (ci->ws && ci->ws_slots < T) {
         mv_gemm_ws_destroy(ci->ws);
         ci->ws = NULL;
@@ -482,9 +498,6 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     if ((st = dump(fn, ud, "embed", x, N, H, e)))
         goto out;
     mv_rope_tables_cpu(cos_t, sin_t, grid, n_entries, D, c->rope_theta, c->merge);
-    int nseg = plan.nseg;
-    if ((st = mv_plan_cu_seqlens(&plan, 0, nseg, cu, e)))
-        goto out;
     /* Per block: x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))). Everything
      * but attention is row-local, so each thread runs the chain on its own rows with no barrier:
      * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
@@ -543,7 +556,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             if ((st = dump(fn, ud, name, x, N, H, e)))
                 goto out;
         }
-        if (Bn && mv_cpu_attention(xn, hm, N, cu, nseg, c->heads, D, scratch)) {
+        if (Bn && mv_cpu_attention(xn, hm, N, cu, nseg, c->heads, D, amx, scratch, pack)) {
             st = mv_fail(e, MV_ERR_INTERNAL, "cpu tower: %s failed in attention of block %d",
                          mv_gemm_cpu_name(ci->g), b);
             goto out;

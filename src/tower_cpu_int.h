@@ -91,11 +91,22 @@ static inline void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
     row_range_a(n, t, P, MV_ROW_ATOM, r0, r1);
 }
 
-/* Attention through the GEMM library on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out
- * [n, heads * D]; scratch: n_threads x ATT_QB x ATT_KB floats. 0, or -1 when the GEMM library
- * failed (attention_cpu.c). */
+/* Bytes of bf16x6 attention's packed K and V^T (per head group, attention_cpu.c) at most, unless
+ * one head needs more; a 47376-key segment of 72-wide heads packs 4 heads at a time under it.
+ * Overridable for tests of the grouping (-DATT_PACK_CAP=...). */
+#ifndef ATT_PACK_CAP
+#define ATT_PACK_CAP ((size_t)256 << 20)
+#endif
+
+/* Attention on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out[n, heads * D], its two
+ * products per key block in f32 through the GEMM library (amx 0) or in bf16x6 through the AMX
+ * kernel (amx 1: the tower's --cpu-gemm bf16x6); scratch: n_threads x
+ * mv_cpu_attention_scratch_floats(D, amx) floats, pack: mv_cpu_attention_pack_bytes(...) bytes
+ * (none for f32), both 64-byte aligned. 0, or -1 when the GEMM library failed (attention_cpu.c). */
 int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg, int heads, int D,
-                     float *scratch);
+                     int amx, float *scratch, void *pack);
+size_t mv_cpu_attention_scratch_floats(int D, int amx);
+size_t mv_cpu_attention_pack_bytes(const int32_t *cu, int n_seg, int heads, int D, int amx);
 /* Rows [r0, r1) of mv_cpu_split_heads, on the calling thread. */
 void mv_cpu_split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t, int64_t n,
                               int64_t r0, int64_t r1, int heads, int D);

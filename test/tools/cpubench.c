@@ -15,12 +15,16 @@
  * default f32), printed as "gemm_lib oneDNN 2.6.3 bf16x6 (brg:...)"; gemm_tflop counts f32 flop
  * (bf16x6 runs 6x as many bf16 ones).
  *   cpubench --model DIR --grid G --what attn [--qkv QKV.npy] [-j N] [--iters K] [--out O.npy]
- * times attention alone (mv_attention_cpu, the tower's attention with its head split, N threads)
+ *            [--cpu-gemm f32|bf16x6|auto]
+ * times attention alone (mv_attention_cpu_gemm, the tower's attention with its head split, N
+ * threads, its products as the tower runs them in that GEMM mode: f32 sgemm, or bf16x6 on AMX)
  * on the grid's segments (one per frame of an entry: h x w patches) with the model's heads and
- * head_dim: qkv [n_patches, 3 x hidden] from QKV.npy or uniform [-1, 1); prints "attn S",
- * "attn_min S" and "attn_tflop T" (4 L^2 D per segment and head); --out saves out [n, hidden]. */
+ * head_dim: qkv [n_patches, 3 x hidden] from QKV.npy or uniform [-1, 1); prints "attn_lib ...",
+ * "attn S", "attn_min S" and "attn_tflop T" (4 L^2 D per segment and head); --out saves out
+ * [n, hidden]. bf16x6 without AMX: exit 1 with the reason. */
 #include "mv_backend.h"
 #include "mv_common.h"
+#include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h"
 #include "mv_npy.h"
 #include "mv_ops_cpu.h"
@@ -98,8 +102,18 @@ static int run_gemms_tower(const gemm_shape *g, int ng, float *a, float *c, mv_g
 
 /* --what attn: attention alone (see the file comment). Returns the exit code. */
 static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, int64_t N,
-                      const char *qkv_path, int threads, int iters, const char *out_path)
+                      const char *qkv_path, int threads, int iters, const char *out_path,
+                      mv_cpu_gemm gmode)
 {
+    /* the products' library, as the tower's attention runs them in that GEMM mode */
+    const char *why = "";
+    int amx = mv_amx_available(&why);
+    if (gmode == MV_CPU_GEMM_AUTO)
+        gmode = amx ? MV_CPU_GEMM_BF16X6 : MV_CPU_GEMM_F32;
+    if (gmode == MV_CPU_GEMM_BF16X6 && !amx) {
+        fprintf(stderr, "cpubench: attn: bf16x6 GEMMs need Intel AMX: %s\n", why);
+        return 1;
+    }
     int H = c->hidden, heads = c->heads, D = c->head_dim;
     mv_err e;
     mv_plan plan; /* the tower's segments and cu_seqlens (src/plan.c) */
@@ -138,10 +152,15 @@ static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, in
     }
     printf("cpubench: attention, %d segments, %lld patches, %d heads x %d, %d threads\n", nseg,
            (long long)N, heads, D, threads);
+    if (gmode == MV_CPU_GEMM_BF16X6)
+        printf("attn_lib AMX bf16x6 (gemm_amx.c)\n");
+    else
+        printf("attn_lib %s f32\n", MV_HAVE_DNNL ? "oneDNN sgemm" : "OpenBLAS sgemm");
     omp_set_num_threads(threads);
     for (int it = 0; it <= iters; it++) {
         double t0 = mv_now();
-        mv_attention_cpu(out, qkv, cu, nseg, heads, D);
+        if (mv_attention_cpu_gemm(out, qkv, cu, nseg, heads, D, gmode))
+            return die("attn", "attention failed (out of memory or the GEMM library)");
         tt[it] = mv_now() - t0;
     }
     double med = median(tt + 1, iters);
@@ -224,7 +243,7 @@ int main(int argc, char **argv)
     if (mv_grid_check(c, grid, ne, &N, &e))
         return die(gs, e.msg);
     if (!strcmp(what, "attn")) {
-        int rc = bench_attn(c, grid, ne, N, qkv_path, threads, iters, out_path);
+        int rc = bench_attn(c, grid, ne, N, qkv_path, threads, iters, out_path, gmode);
         mv_model_free(m);
         return rc;
     }

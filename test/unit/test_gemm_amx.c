@@ -3,7 +3,9 @@
  * test_bf16split) and a plain loop over (n, k) for the VNNI packing, on awkward K (40, 4304: one
  * partial 32-k step) and N (48, 40: an odd and a partial 16-column tile), with infinities, NaN,
  * FLT_MAX, subnormals and -0 among the weights; a double triple loop for the products; the full
- * product's bytes for row blocks of 1, 7, 16, 33 and 200 rows (determinism). Without AMX (or with
+ * product's bytes for row blocks of 1, 7, 16, 33 and 200 rows (determinism); attention's strided
+ * packing of K and V^T against the row-major packing of the same matrices, and its key-block views
+ * (the whole product's bytes; a double loop over the block). Without AMX (or with
  * MV_NO_AMX=1) it checks that the kernel says so with a reason, and nothing else can run. */
 #include <float.h>
 #include <math.h>
@@ -118,6 +120,80 @@ static void check_rows(int m, int in, int od)
     free(x), free(W), free(o), free(ob);
 }
 
+/* attention's use (attention_cpu.c): K [L, D] packed strided as W(key, d) and V [L, D] as
+ * V^T, W(d, key), into caller memory, against mv_amx_pack of the same matrices made row-major
+ * (every part's bits); then products through views of a key block (outputs [j0, j0 + nk) of K,
+ * inputs [j0, j0 + nk) of V^T): the K view's bytes equal the whole product's columns, the V^T
+ * view's product against a double loop over the block's keys */
+static void check_views(int L, int D, int j0, int nk)
+{
+    int m = 37;
+    float *K = malloc(sizeof *K * L * D), *V = malloc(sizeof *V * L * D), *Vt = malloc(sizeof *Vt * L * D);
+    float *q = malloc(sizeof *q * m * D), *p = malloc(sizeof *p * m * nk);
+    float *s = malloc(sizeof *s * m * L), *sb = malloc(sizeof *sb * m * nk), *o = malloc(sizeof *o * m * D);
+    for (int i = 0; i < L * D; i++)
+        K[i] = urand() * 2, V[i] = urand();
+    for (int key = 0; key < L; key++)
+        for (int d = 0; d < D; d++)
+            Vt[(size_t)d * L + key] = V[(size_t)key * D + d];
+    for (int i = 0; i < m * D; i++)
+        q[i] = urand() * 3;
+    for (int i = 0; i < m * nk; i++)
+        p[i] = urand() * 0.5f + 0.5f;
+    void *kb = aligned_alloc(64, mv_amx_packed_bytes(D, L)), *vb = aligned_alloc(64, mv_amx_packed_bytes(L, D));
+    mv_amx_w Kw, Vw, *Kr = NULL, *Vr = NULL;
+    mv_err e;
+    mv_amx_view_init(&Kw, kb, D, L);
+    mv_amx_view_init(&Vw, vb, L, D);
+    /* in pieces, as the pre-pass's threads write them */
+    for (int nt = 0; nt < Kw.ntiles; nt += 3)
+        mv_amx_pack_strided(&Kw, K, D, 1, nt, nt + 3 < Kw.ntiles ? nt + 3 : Kw.ntiles, 0, Kw.steps);
+    for (int st = 0; st < Vw.steps; st += 5)
+        mv_amx_pack_strided(&Vw, V, 1, D, 0, Vw.ntiles, st, st + 5 < Vw.steps ? st + 5 : Vw.steps);
+    if (mv_amx_pack(K, D, L, "K", &Kr, &e) || mv_amx_pack(Vt, L, D, "Vt", &Vr, &e)) {
+        CHECK(0, "pack: %s", e.msg);
+        return;
+    }
+    int bad = 0;
+    for (int part = 0; part < 3; part++) {
+        for (int n = 0; n < Kw.ntiles * 16; n++)
+            for (int k = 0; k < Kw.steps * 32; k++)
+                bad += mv_amx_w_at(&Kw, part, n, k) != mv_amx_w_at(Kr, part, n, k);
+        for (int n = 0; n < Vw.ntiles * 16; n++)
+            for (int k = 0; k < Vw.steps * 32; k++)
+                bad += mv_amx_w_at(&Vw, part, n, k) != mv_amx_w_at(Vr, part, n, k);
+    }
+    CHECK(bad == 0, "strided packing of K [%d, %d] and V^T (in pieces): the row-major packing's bits (%d differ)",
+          L, D, bad);
+    size_t sc = mv_amx_scratch_bytes(&Vw, m) > mv_amx_scratch_bytes(&Kw, m) ? mv_amx_scratch_bytes(&Vw, m)
+                                                                          : mv_amx_scratch_bytes(&Kw, m);
+    void *scr = aligned_alloc(64, (sc + 63) / 64 * 64);
+    mv_amx_rows(&Kw, s, L, q, D, m, scr);
+    mv_amx_w Kb = mv_amx_cols(&Kw, j0, nk), Vb = mv_amx_inputs(&Vw, j0, nk);
+    mv_amx_rows(&Kb, sb, nk, q, D, m, scr);
+    int same = 1;
+    for (int r = 0; r < m; r++)
+        same &= !memcmp(s + (size_t)r * L + j0, sb + (size_t)r * nk, sizeof *s * nk);
+    CHECK(same, "Q . K^T through the view of keys [%d, %d): the whole product's bytes", j0, j0 + nk);
+    mv_amx_rows(&Vb, o, D, p, nk, m, scr);
+    double worst = 0;
+    for (int r = 0; r < m; r++)
+        for (int d = 0; d < D; d++) {
+            double t = 0, a = 0;
+            for (int k = 0; k < nk; k++) {
+                t += (double)p[(size_t)r * nk + k] * V[(size_t)(j0 + k) * D + d];
+                a += fabs((double)p[(size_t)r * nk + k] * V[(size_t)(j0 + k) * D + d]);
+            }
+            double dd = fabs(o[(size_t)r * D + d] - t) / a;
+            worst = dd > worst ? dd : worst;
+        }
+    CHECK(worst < 2e-6, "P . V over keys [%d, %d) through the V^T view: worst error %.2e of sum |p v|", j0,
+          j0 + nk, worst);
+    free(scr), free(kb), free(vb);
+    mv_amx_w_free(Kr), mv_amx_w_free(Vr);
+    free(K), free(V), free(Vt), free(q), free(p), free(s), free(sb), free(o);
+}
+
 int main(void)
 {
     const char *why = NULL;
@@ -141,5 +217,9 @@ int main(void)
     check_rows(300, 1152, 48); /* two M blocks of the kernel (256 rows each) */
     check_rows(290, 1600, 100); /* 3 K blocks x 4 n-tile pairs x 2 M blocks: every weight
                                    panel prefetch target (next pair, next K block, next M block) */
+    check_views(2116, 72, 736, 736);  /* the middle of 3 key blocks of a 2116-key segment */
+    check_views(2116, 72, 1472, 644); /* the last block: a partial k step, od past the keys */
+    check_views(1088, 64, 0, 544);
+    check_views(1500, 72, 768, 732);
     return UNIT_DONE();
 }
