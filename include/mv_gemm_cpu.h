@@ -83,6 +83,11 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
                        mv_gemm_w **out, mv_err *e);
 void mv_gemm_w_free(mv_gemm_w *w);
 
+/* 1 when a row's result through w does not depend on how rows are grouped into mv_gemm_rows
+ * calls (the bf16x6 AMX kernel), so a caller may cut a thread's rows into smaller calls; 0 for
+ * the f32 libraries, whose row results may depend on a call's row count. */
+int mv_gemm_w_rows_free(const mv_gemm_w *w);
+
 /* A work space for `slots` threads (thread t of a parallel region uses slot t). */
 mv_status mv_gemm_ws_create(mv_gemm_cpu *g, int slots, mv_gemm_ws **out, mv_err *e);
 void mv_gemm_ws_destroy(mv_gemm_ws *ws);

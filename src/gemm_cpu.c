@@ -423,6 +423,8 @@ out:
     return MV_OK;
 }
 
+int mv_gemm_w_rows_free(const mv_gemm_w *w) { return w && w->amx; }
+
 void mv_gemm_w_free(mv_gemm_w *w)
 {
     if (!w)
