@@ -1,8 +1,10 @@
 /* attention_cpu.c - the CPU tower's attention (tower_cpu_int.h, mv_ops_cpu.h): heads split out
  * of qkv (rope fused), then per (segment, head, ATT_QB queries) item a flash-style loop over key
  * blocks, f32 online softmax, its two products per block (S = Q K_b^T, O_b = P V_b) either
- * through the GEMM library's single-threaded sgemm (--cpu-gemm f32) or, in bf16x6 mode, through
- * the AMX kernel (gemm_amx.c) against K and V^T packed once per forward by a parallel pre-pass
+ * through the GEMM library's single-threaded sgemm (the tower's path in both --cpu-gemm modes)
+ * or, when the caller asks (cpubench --what attn --cpu-gemm bf16x6; tower_cpu.c built with
+ * MV_CPU_ATTN_AMX=1: measured no faster, see there), through the AMX kernel (gemm_amx.c) in
+ * bf16x6 against K and V^T packed once per forward by a parallel pre-pass
  * (heads in groups under ATT_PACK_CAP bytes) into memory the caller keeps; and
  * mv_attention_cpu(_gemm), the CPU twin of cu/attention.cu's kernels. Results do not depend on
  * the thread count: an item is one thread's, its key blocks depend on the segment length (and

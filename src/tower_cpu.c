@@ -1,7 +1,8 @@
 /* tower_cpu.c - the Qwen3.5 vision tower in plain C, f32 throughout (the Linear layers and
  * attention's two products through gemm_cpu.c: oneDNN against weights packed at backend creation,
- * or OpenBLAS in a NO_DNNL build; with --cpu-gemm bf16x6 both through the AMX kernel, gemm_amx.c;
- * OpenMP loops elsewhere). This is the readable
+ * or OpenBLAS in a NO_DNNL build; with --cpu-gemm bf16x6 the Linear layers through the AMX
+ * kernel, gemm_amx.c, and the row-local chain of each block in 128-row chunks; OpenMP loops
+ * elsewhere). This is the readable
  * reference: each function below is the CPU twin of a CUDA kernel in cu/, and
  * mv_backend_cpu_create composes them exactly as HF's Qwen3_5VisionModel.forward does
  * (QWEN35_VISION.md section 3):
@@ -133,6 +134,15 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
     }
 }
 
+/* Attention's two products in bf16x6 mode: on the f32 sgemm (0, default) or on the AMX kernel
+ * (1; attention_cpu.c has both paths; a -D, for measurements). Measured (bench/RESULTS.md,
+ * ninth session): on this machine's 2 cores no faster at 4 x 448² (alternating runs: tower/GEMMs
+ * 1.36-1.40 either way); at 16 threads on the GPU machine (8 cores x 2 hyperthreads sharing a
+ * core's AMX unit) attention alone took 1.5x oneDNN's time, the tower at one 1024² image (8
+ * blocks) 1.39-1.63 s against 1.31-1.34. */
+#ifndef MV_CPU_ATTN_AMX
+#define MV_CPU_ATTN_AMX 0
+#endif
 #ifndef LIN_CHUNK /* -D only for measurements */
 #define LIN_CHUNK 128
 #endif
@@ -455,7 +465,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         mv_plan_free(&plan);
         return st;
     }
-    int amx = mv_gemm_cpu_mode(ci->g) == MV_CPU_GEMM_BF16X6; /* attention's products too */
+    int amx = MV_CPU_ATTN_AMX && mv_gemm_cpu_mode(ci->g) == MV_CPU_GEMM_BF16X6; /* attention on AMX */
     /* the activations, carved from ci->buf (each part a multiple of 16 floats: 64-byte aligned):
      * x, xn [N, H]; qkv, hm [N, 3H] (hm head-major, split_heads); big [N, max(F, H mm)] (fc1
      * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, its floats per thread] and
