@@ -19,7 +19,8 @@
  *     work items in turn, or one per item. Defaults (3, swizzled, Q in shared memory, 112 or 128
  *     by segment length, persistent) at head dim 72: 316 TFLOP/s on 64 x 784, 442 on 16 x 4096,
  *     467 on 4 x 8160, 487 on 1 x 47376 (cuDNN 9.19: 249 / 398 / 332 / 337); at 64: 357 / 471 /
- *     493 / 498 (cuDNN 294 / 490 / 425 / 425): bench/RESULTS.md, eighth session.
+ *     493 / 498 (cuDNN 294 / 490 / 425 / 425): bench/RESULTS.md, eighth session; in the ninth's
+ *     four runs 16 x 4096 at head dim 64 made 492-521 against cuDNN's 484-488.
  *   - version 1 (MV_FA3_VERSION=1): all 256 threads load with cp.async, every wgmma waited for:
  *     half the speed; kept as the simplest correct wgmma kernel to bisect version 2 against.
  * A wrong number in a later change: run test_fa3 (its probes say whether the descriptors or the

@@ -104,7 +104,8 @@ typedef struct {
 } mv_attn_state;
 /* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
  * tile by segment lengths, or MV_FA3_BN (64, 112 or 128); fa3 warpgroups by head dim, or
- * MV_FA3_WG (2 or 3). */
+ * MV_FA3_WG (2 or 3); fa3's version (MV_FA3_VERSION), K/V layout (MV_FA3_SWIZZLE), Q placement
+ * (MV_FA3_QREG) and grid (MV_FA3_PERSIST) by default, or from those variables. */
 void mv_cuda_attn_state_init(mv_attn_state *s, int device);
 
 /* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
