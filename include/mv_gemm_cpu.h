@@ -1,7 +1,8 @@
 /* mv_gemm_cpu.h - the CPU tower's f32 matrix products: each Linear layer's weights packed once
  * for the GEMM library (oneDNN's matmul primitive; OpenBLAS in a `make NO_DNNL=1` build, which
  * packs nothing), row blocks multiplied against them on the calling thread alone, and
- * attention's two small products (f32 mode). Not here: the tower's threading and epilogues (tower_cpu.c).
+ * attention's two small products in f32 (in both modes). Not here: the tower's threading and
+ * epilogues (tower_cpu.c).
  *
  * Modes (one per mv_gemm_cpu): f32, oneDNN's or OpenBLAS's f32 matmul; bf16x6, f32 operands split
  * exactly into three bf16 parts each (mv_bf16x3_split) and x . W^T summed from the six products
@@ -62,8 +63,7 @@ typedef struct mv_gemm_ws mv_gemm_ws;   /* per-forward work space: one slot per 
 mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, mv_err *e);
 void mv_gemm_cpu_destroy(mv_gemm_cpu *g);
 /* "oneDNN 2.6.3 f32 (brg:avx512_core)" (the implementation once weights were packed), "AMX
- * bf16x6 (gemm_amx.c; attention too)" (the CPU tower runs attention's products on the AMX kernel
- * in this mode, attention_cpu.c) or "OpenBLAS (core SkylakeX) f32" */
+ * bf16x6 (gemm_amx.c; attention: oneDNN 2.6.3 f32)" or "OpenBLAS (core SkylakeX) f32" */
 const char *mv_gemm_cpu_name(const mv_gemm_cpu *g);
 /* the mode that runs: MV_CPU_GEMM_F32 or MV_CPU_GEMM_BF16X6 (what MV_CPU_GEMM_AUTO became) */
 mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g);
@@ -102,8 +102,7 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
 void mv_blas_single_threaded(void);
 
 /* Row-major C[m, n] = alpha . A[m, k] . op(B) + beta . C (op(B) = B[k, n], or B[n, k]^T when
- * tb), on the calling thread alone (attention's products in f32 mode; bf16x6 attention calls the
- * AMX kernel, mv_gemm_amx.h). Returns 0, or -1 on a library error. */
+ * tb), on the calling thread alone (attention's products). Returns 0, or -1 on a library error. */
 int mv_sgemm_1t(int tb, int m, int n, int k, float alpha, const float *A, int lda, const float *B,
                 int ldb, float beta, float *C, int ldc);
 

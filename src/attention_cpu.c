@@ -98,7 +98,6 @@ void mv_cpu_split_heads(float *hm, const float *qkv, const float *cos_t, const f
     }
 }
 
-
 /* Keys per block of a segment of L keys: L when L <= ATT_KB, else L cut into equal blocks of at
  * most ATT_KB keys, a multiple of 16 (bf16x6: of 32, the AMX kernel's k step, so that a block is
  * a view of the packed K and V^T) but the last. Depends on L (and the mode) alone. */
@@ -114,6 +113,15 @@ static int att_key_block(int L, int amx)
 /* bf16x6's packed K and V^T of one head of a segment of L keys: K as W[L, D] (S = Q K^T), then V^T
  * as W[D, L] (O = P V); a multiple of 1 KiB */
 static size_t seg_pack_bytes(int L, int D) { return mv_amx_packed_bytes(D, L) + mv_amx_packed_bytes(L, D); }
+
+/* *Kw, *Vw: the packed K and V^T of head hl (of a group of gc) of a segment of L keys whose
+ * group's packing starts poff bytes per head into pack (seg_pos) */
+static void head_views(void *pack, size_t poff, int gc, int hl, int L, int D, mv_amx_w *Kw, mv_amx_w *Vw)
+{
+    char *base = (char *)pack + poff * gc + (size_t)hl * seg_pack_bytes(L, D);
+    mv_amx_view_init(Kw, base, D, L);
+    mv_amx_view_init(Vw, base + mv_amx_packed_bytes(D, L), L, D);
+}
 
 /* heads per group of the bf16x6 pre-pass: as many as fit ATT_PACK_CAP (at least 1) */
 static int pack_group(size_t per_head, int heads)
@@ -293,10 +301,8 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
                     int64_t k = it - p.first, nt = seg_count(L, 1);
                     int hl = (int)(k / nt), t = (int)(k % nt), c = t / 2;
                     int hd = h0 + hl;
-                    char *base = (char *)pack + p.poff * gc + (size_t)hl * seg_pack_bytes(L, D);
                     mv_amx_w Kw, Vw;
-                    mv_amx_view_init(&Kw, base, D, L);
-                    mv_amx_view_init(&Vw, base + mv_amx_packed_bytes(D, L), L, D);
+                    head_views(pack, p.poff, gc, hl, L, D, &Kw, &Vw);
                     if (t % 2 == 0) {
                         const float *K = hm + ((int64_t)(heads + hd) * n + cu[p.sg]) * D;
                         int n1 = (c + 1) * 2 * PACK_CH;
@@ -327,10 +333,8 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
                                         hm + ((int64_t)(2 * heads + hd) * n + s0) * D, m, L, D, scale, S);
                     continue;
                 }
-                char *base = (char *)pack + p.poff * gc + (size_t)hl * seg_pack_bytes(L, D);
                 mv_amx_w Kw, Vw;
-                mv_amx_view_init(&Kw, base, D, L);
-                mv_amx_view_init(&Vw, base + mv_amx_packed_bytes(D, L), L, D);
+                head_views(pack, p.poff, gc, hl, L, D, &Kw, &Vw);
                 item_amx(O, H, Q, &Kw, &Vw, m, L, D, scale, S, Ot, ascr);
             }
         }

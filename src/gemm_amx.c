@@ -56,7 +56,6 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int amx_ok;
 static const char *amx_why = "not probed";
@@ -99,15 +98,22 @@ static inline size_t wtile(const mv_amx_w *w, int nt, int s, int p)
 }
 
 #if MV_AMX_BUILD
+/* f32 bits -> the nearest bf16, ties to even, in the high half of the lane (the low half is not
+ * zeroed): exact for values below 2^127 in magnitude (finite, and their rounding cannot
+ * overflow); bf16_hi16 adds the masks for the rest */
+AMX_FN static inline __m512i bf16_hi_small(__m512i u)
+{
+    return _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+}
+
 /* mv_bf16x3_split (gemm_cpu.c) on 16 values at once, bit for bit (the unit test compares the
  * packed weights, split here, with it): f32 bits -> the nearest bf16, ties to even, in the high
  * half; a finite value whose rounding would overflow truncated; infinities kept, NaNs quiet. */
 AMX_FN static inline __m512i bf16_hi16(__m512i u)
 {
     const __m512i expo = _mm512_set1_epi32(0x7F800000);
-    __m512i r = _mm512_add_epi32(
-        _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
-        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    __m512i r = bf16_hi_small(u); /* rounded to nearest, ties to even */
     __mmask16 nonfin = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, expo), expo);
     __mmask16 ovf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(r, expo), expo);
     __mmask16 man = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF));
@@ -115,15 +121,6 @@ AMX_FN static inline __m512i bf16_hi16(__m512i u)
     r = _mm512_mask_mov_epi32(r, ovf, u);
     r = _mm512_mask_mov_epi32(r, nonfin, keep);
     return _mm512_srli_epi32(r, 16); /* the bf16 bits, in the low half */
-}
-
-/* bf16_hi16 for values below 2^127 in magnitude (finite, and their rounding cannot overflow):
- * the same bf16 bits with none of its masks, in the high half of the lane (the low half is not
- * zeroed) */
-AMX_FN static inline __m512i bf16_hi_small(__m512i u)
-{
-    return _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
-                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
 }
 
 /* 16 values -> their three parts' bf16 bits, each in the high half of a 32-bit lane (the low
@@ -134,8 +131,8 @@ AMX_FN static inline void split_lanes(__m512 x, __m512i *h1, __m512i *h2, __m512
     const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
     if (!_mm512_cmpge_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
                                  _mm512_set1_epi32(0x7F000000))) {
-        /* every lane below 2^127 (the rows of attention's products always; residuals are
-         * smaller than their values): half the instructions, the same bits */
+        /* every lane below 2^127 (weights and activations in practice; residuals are smaller
+         * than their values): half the instructions, the same bits */
         *h1 = bf16_hi_small(u);
         __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_and_si512(*h1, hi)));
         *h2 = bf16_hi_small(_mm512_castps_si512(r1));

@@ -19,14 +19,15 @@
  * 7, 16, 48, 64, 192 and 333 rows on the tower's shapes; 25-cpu-threads.bats checks -j 1..7).
  * A thread's rows are multiplied in calls of at most MB rows, so that the primitive cache holds
  * at most MB entries per weight shape, however many image sizes go by.
- * Attention's products (the tower's, in both modes) go through dnnl_sgemm, with the thread count set to 1 around the call
- * (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
+ * Attention's products (the tower's, in both modes) go through dnnl_sgemm, with the thread count
+ * set to 1 around the call (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
  * and its sgemm's bytes depend on its thread count).
  *
  * bf16x6 (mv_gemm_cpu.h) runs our AMX kernel (gemm_amx.c: weights packed once into its tiles,
  * rows split per call into the slot's buffer; attention_cpu.c can run attention's products on it
- * too, a build option measured no faster: tower_cpu.c, MV_CPU_ATTN_AMX); oneDNN's bf16 matmul over 6 x K was slower than its f32 one and
- * row-count dependent (bench/NOTES.md). Without AMX there is no bf16x6. */
+ * too, a build option measured no faster: tower_cpu.c, MV_CPU_ATTN_AMX); oneDNN's bf16 matmul
+ * over 6 x K was slower than its f32 one and row-count dependent (bench/NOTES.md). Without AMX
+ * there is no bf16x6. */
 #include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h"
 

@@ -147,6 +147,17 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
 #define LIN_CHUNK 128
 #endif
 
+/* Rows per GEMM call (and per step of the block chain) on rows [r0, r1): LIN_CHUNK where a row's
+ * bytes do not depend on its call (bf16x6: mv_gemm_w_rows_free), so that each chunk's outputs
+ * are still in L2 for the next step (the AMX kernel streams the weights once per 128 rows anyway:
+ * its M block; a thread's whole range at once left the GELU epilogue reading ~27 MB of fc1
+ * outputs back from memory, 4.5 % of a 4 x 448² forward on 2 cores); else all of them at once
+ * (f32: oneDNN's row bytes may depend on a call's row count). At least 1. */
+static int64_t row_chunk(const mv_gemm_w *w, int64_t r0, int64_t r1)
+{
+    return mv_gemm_w_rows_free(w) ? LIN_CHUNK : r1 > r0 ? r1 - r0 : 1;
+}
+
 /* Rows [r0, r1) of x . W^T (weights w packed), one single-threaded GEMM on the calling thread
  * (slot omp_get_thread_num() of ws), then the epilogue on those rows while they are in cache.
  * o: row r0's output, row stride ldo; xi: row r0's input, row stride ldx; res (EPI_RES) is
@@ -156,11 +167,9 @@ static mv_status linear_block(mv_gemm_ws *ws, const mv_gemm_w *w, float *o, int6
                               const float *xi, int64_t ldx, const float *b, int64_t r0, int64_t r1,
                               int od, epilogue ep, float *res, mv_err *e)
 {
-    /* bf16x6: calls of LIN_CHUNK rows, each one's epilogue right after it, while its outputs are
-     * still in L2 (the AMX kernel streams the weights once per 128 rows anyway: its M block);
-     * a thread's whole range at once left the epilogue reading ~27 MB of fc1 outputs back from
-     * memory (4.5 % of a 4 x 448² forward on 2 cores). f32: one call (see mv_gemm_w_rows_free). */
-    int64_t ch = mv_gemm_w_rows_free(w) ? LIN_CHUNK : r1 - r0;
+    /* calls of row_chunk rows, each one's epilogue right after it (linear_rows: the patch
+     * embedding and the merger; the block chain's chunks are no larger already) */
+    int64_t ch = row_chunk(w, r0, r1);
     for (int64_t c0 = r0; c0 < r1; c0 += ch) {
         int64_t c1 = r1 - c0 < ch ? r1 : c0 + ch;
         float *oc = o + (c0 - r0) * ldo;
@@ -537,11 +546,9 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             mv_err te;
             mv_status ts = MV_OK;
             row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-            /* the chain runs on chunks of LIN_CHUNK rows when the GEMMs allow it (bf16x6: a row's
-             * bytes do not depend on its call), so that each chunk's activations stay in L2 from
-             * one step to the next; else on the thread's rows at once */
-            const mv_gemm_w *w0 = B ? WB[W_PROJ] : Bn ? WBn[W_QKV] : NULL;
-            const int64_t ch = mv_gemm_w_rows_free(w0) ? LIN_CHUNK : (r1 > r0 ? r1 - r0 : 1);
+            /* the chain on chunks of row_chunk rows: each chunk's activations stay in L2 from
+             * one step to the next */
+            const int64_t ch = row_chunk(B ? WB[W_PROJ] : Bn ? WBn[W_QKV] : NULL, r0, r1);
             for (int64_t c0 = r0; c0 < r1 && !ts; c0 += ch) {
                 const int64_t c1 = r1 - c0 < ch ? r1 : c0 + ch;
                 if (B) { /* the rest of block b - 1; xn holds its attention output */

@@ -99,8 +99,8 @@ static inline void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
 #endif
 
 /* Attention on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out[n, heads * D], its two
- * products per key block in f32 through the GEMM library (amx 0) or in bf16x6 through the AMX
- * kernel (amx 1: the tower's --cpu-gemm bf16x6); scratch: n_threads x
+ * products per key block in f32 through the GEMM library (amx 0: the tower's, in both GEMM
+ * modes) or in bf16x6 through the AMX kernel (amx 1: tower_cpu.c's MV_CPU_ATTN_AMX); scratch: n_threads x
  * mv_cpu_attention_scratch_floats(D, amx) floats, pack: mv_cpu_attention_pack_bytes(...) bytes
  * (none for f32), both 64-byte aligned. 0, or -1 when the GEMM library failed (attention_cpu.c). */
 int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg, int heads, int D,
