@@ -366,6 +366,17 @@ void mv_cuda_attn_state_init(mv_attn_state *s, int device)
     s->fa3_ps = ps && *ps ? atoi(ps) != 0 : -1;
     s->fa3_sms = 0;
     s->fa3_encode = NULL;
+    const char *sp = getenv("MV_FA3_SPLIT");
+    s->fa3_split = sp && *sp ? (atoi(sp) > 0 ? atoi(sp) : 0) : -1;
+    s->fa3_part = NULL;
+    s->fa3_part_bytes = 0;
+}
+
+void mv_cuda_attn_state_free(mv_attn_state *s)
+{
+    if (s->fa3_part) cudaFree(s->fa3_part);
+    s->fa3_part = NULL;
+    s->fa3_part_bytes = 0;
 }
 
 static int d_index(int D)

@@ -56,9 +56,12 @@
  * FMA pipe (a degree-3 polynomial, FlashAttention-4's trick: -5 to -20 %, the softmax is bound by
  * its instruction count, not by MUFU), three K/V stages (no change), the row sums of P from the
  * tensor cores (an m64n8 product with ones beside P.V instead of one FADD per score: no change
- * where it fits in the registers, -35 % at head dim 72 x 128 keys where it spills). Left: splitting
- * the last wave's items over their keys (one 2048² image: 16 x 86 items of 192 rows on 132 SMs
- * make 10.4 waves, run as 11), 192-key tiles with P through shared memory at head dim 64.
+ * where it fits in the registers, -35 % at head dim 72 x 128 keys where it spills). Left: 192-key
+ * tiles with P through shared memory at head dim 64.
+ * Split work items (tenth session, version 2): a last wave of the persistent grid at most half
+ * full (one 2048² image: 16 x 86 items of 192 rows on 132 SMs make 10 waves + 56 items) runs its
+ * items as two pieces over halves of their keys, merged by attn_fa3_merge (mv_cuda_fa3_split
+ * decides from the host tile list; MV_FA3_SPLIT=0 turns it off, =N splits the last N items).
  *
  * Not here: f32/tf32 attention, causal masks, head dims other than 64/72, other GPUs (sm_90a
  * code runs on compute capability 9.0 only; the launcher refuses other devices). CPU twin:
@@ -295,6 +298,81 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
 #endif
 }
 
+/* ---- split work items (version 2): the last `split` of the items * heads work items are run as
+ * two pieces each, over the first and the second half of their key tiles, so that a last wave
+ * that would leave most SMs idle (one 2048² image: 1376 items on 132 SMs, 10.4 waves) runs half
+ * as long. A piece writes its unnormalised O (f32) and its rows' m and l (log2 units) to `part`;
+ * attn_fa3_merge combines the two pieces as two steps of the online softmax and writes out.
+ * Layout of part for P = 2 split pieces of BM rows: O [P][BM][D], then (m, l) [P][BM][2]. ---- */
+struct fa3_item {
+    mv_attn_tile tile;
+    int h;      /* head */
+    int jb, je; /* key tiles [jb, je) of the tile's ceil((kv_end - kv_start) / BN) */
+    int piece;  /* -1: a whole item (out); else its piece index in part (2 per split item) */
+};
+/* virtual item v of items + split: items before items - split whole, then two pieces each (an
+ * item with one key tile runs whole in both pieces, whose merge is then that item's result) */
+template <int BN>
+static __device__ __forceinline__ fa3_item fa3_item_of(int v, int items, int split, const mv_attn_tile *tiles,
+                                                      int n_tiles)
+{
+    fa3_item it;
+    const int w0 = items - split, piece = v - w0, w = piece < 0 ? v : w0 + piece / 2;
+    it.tile = tiles[w % n_tiles];
+    it.h = w / n_tiles;
+    const int nkv = (it.tile.kv_end - it.tile.kv_start + BN - 1) / BN;
+    it.jb = 0;
+    it.je = nkv;
+    it.piece = piece < 0 ? -1 : piece;
+    if (piece >= 0 && nkv >= 2) {
+        if (piece & 1) it.jb = nkv / 2;
+        else it.je = nkv / 2;
+    }
+    return it;
+}
+/* one piece's unnormalised O, and m and l, for this thread's rows row_l and row_l + 8 of the
+ * tile (those before kv1), into part (np pieces of BM rows) */
+template <int D>
+static __device__ __forceinline__ void fa3_store_part(float *part, const float *o, const float *m, const float *l,
+                                                      int piece, int np, int BM, int row_l, int q0, int kv1, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const int row = row_l + 8 * r;
+        if (q0 + row < kv1) {
+            float *po = part + ((int64_t)piece * BM + row) * D + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < D / 8; nt++) *(float2 *)(po + nt * 8) = make_float2(o[4 * nt + 2 * r], o[4 * nt + 2 * r + 1]);
+            if (t == 0) *(float2 *)(part + (int64_t)np * BM * D + ((int64_t)piece * BM + row) * 2) = make_float2(m[r], lr);
+        }
+    }
+}
+/* grid: one CTA per split item; out rows of item items - split + blockIdx.x from its two pieces:
+ * O = (O0 2^(m0 - m) + O1 2^(m1 - m)) / (l0 2^(m0 - m) + l1 2^(m1 - m)), m = max(m0, m1) */
+template <int D>
+__global__ void attn_fa3_merge(bf16 *out, const float *part, const mv_attn_tile *tiles, int n_tiles, int items,
+                               int split, int BM, int heads)
+{
+    const int w = items - split + blockIdx.x, np = 2 * split;
+    const mv_attn_tile tile = tiles[w % n_tiles];
+    const int h = w / n_tiles, H = heads * D;
+    const float *o0 = part + (int64_t)(2 * blockIdx.x) * BM * D, *o1 = o0 + (int64_t)BM * D;
+    const float *ml0 = part + (int64_t)np * BM * D + (int64_t)(2 * blockIdx.x) * BM * 2, *ml1 = ml0 + 2 * BM;
+    for (int i = threadIdx.x; i < BM * (D / 2); i += blockDim.x) {
+        const int r = i / (D / 2), c = 2 * (i % (D / 2));
+        if (tile.q0 + r >= tile.kv_end) continue;
+        const float m0 = ml0[2 * r], m1 = ml1[2 * r], mx = fmaxf(m0, m1);
+        const float a0 = exp2f(m0 - mx), a1 = exp2f(m1 - mx);
+        const float inv = 1.f / (ml0[2 * r + 1] * a0 + ml1[2 * r + 1] * a1);
+        const float2 x0 = *(const float2 *)(o0 + r * D + c), x1 = *(const float2 *)(o1 + r * D + c);
+        *(__nv_bfloat162 *)(out + (int64_t)(tile.q0 + r) * H + h * D + c) =
+            __floats2bfloat162_rn((x0.x * a0 + x1.x * a1) * inv, (x0.y * a0 + x1.y * a1) * inv);
+    }
+}
+
 /* ---- version 2: TMA loads by a producer warp, mbarrier ring, ping-pong consumers ---------
  * 128 (NC + 1) threads: warpgroup 0 is the producer (one thread issues every TMA load; the
  * warpgroup gives its registers back), warpgroups 1..NC are consumers owning query rows
@@ -348,7 +426,7 @@ template <int D, int BN, bool SW, bool QR, int NC>
 __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
     attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16,
                       const __grid_constant__ CUtensorMap tmq, bf16 *out, const mv_attn_tile *tiles, int n_tiles,
-                      int heads, float scale_log2)
+                      int heads, float scale_log2, int split, float *part)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fa3v2_shape<D, BN, SW, NC> S;
@@ -363,7 +441,7 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
     const uint32_t q_full = sQ + S::DATA, q_empty = q_full + 16, k_full = q_empty + 16, v_full = k_full + 8 * ST,
                    k_empty = v_full + 8 * ST, v_empty = k_empty + 8 * ST;
     const int tid = threadIdx.x, wg = tid / 128;
-    const int items = n_tiles * heads, H = heads * D;
+    const int items = n_tiles * heads, H = heads * D, vitems = items + split;
 
     if (tid == 0) {
         for (int i = 0; i < 2; i++) {
@@ -401,9 +479,10 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
         if (tid == 0) {
             tma_prefetch_desc(&tm);
             int kt = 0, qi = 0;
-            for (int w = blockIdx.x; w < items; w += gridDim.x, qi++) {
-                const mv_attn_tile tile = tiles[w % n_tiles];
-                const int h = w / n_tiles, kv0 = tile.kv_start, nkv = (tile.kv_end - kv0 + BN - 1) / BN;
+            for (int v = blockIdx.x; v < vitems; v += gridDim.x, qi++) {
+                const fa3_item it = fa3_item_of<BN>(v, items, split, tiles, n_tiles);
+                const mv_attn_tile tile = it.tile;
+                const int h = it.h, kv0 = tile.kv_start + it.jb * BN, nkv = it.je - it.jb;
                 const uint32_t qb = (uint32_t)(qi & 1), qbuf = sQ + qb * S::Q_BYTES;
                 mbar_wait(q_empty + 8 * qb, (uint32_t)((qi >> 1) & 1) ^ 1u);
                 mbar_expect_tx(q_full + 8 * qb, BM * CV * 16);
@@ -449,11 +528,12 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
         if (lane == 0) mbar_arrive(bar);
     };
     int kt = 0, qi = 0;
-    for (int w = blockIdx.x; w < items; w += gridDim.x, qi++) {
-        const mv_attn_tile tile = tiles[w % n_tiles];
-        const int h = w / n_tiles, kv0 = tile.kv_start, kv1 = tile.kv_end;
-        const int nkv = (kv1 - kv0 + BN - 1) / BN;
-        const bool last = w + (int)gridDim.x >= items; /* this CTA's last item */
+    for (int v = blockIdx.x; v < vitems; v += gridDim.x, qi++) {
+        const fa3_item it = fa3_item_of<BN>(v, items, split, tiles, n_tiles);
+        const mv_attn_tile tile = it.tile;
+        /* this piece's keys: [kv0, kv1) of the segment's, from its first key tile it.jb */
+        const int h = it.h, kv0 = tile.kv_start + it.jb * BN, kv1 = tile.kv_end, nkv = it.je - it.jb;
+        const bool last = v + (int)gridDim.x >= vitems; /* this CTA's last item */
         const uint32_t qb = (uint32_t)(qi & 1), qw = sQ + qb * S::Q_BYTES + (uint32_t)(cw * 64 * 16);
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -558,7 +638,8 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC>::THREADS, 1)
             release(v_empty + 8 * sv);
         }
 
-        fa3_store<D>(out, o, l, tile.q0 + cw * 64 + wl * 16 + g, kv1, H, h, t);
+        if (it.piece < 0) fa3_store<D>(out, o, l, tile.q0 + cw * 64 + wl * 16 + g, kv1, H, h, t);
+        else fa3_store_part<D>(part, o, m, l, it.piece, 2 * split, BM, cw * 64 + wl * 16 + g, tile.q0, kv1, t);
         kt += nkv;
     }
 #endif
@@ -679,7 +760,7 @@ int mv_cuda_fa3_keys(const mv_attn_state *s, int D, const int32_t *cu, int nseg)
 
 template <int D, int BN, bool SW, bool QR, int NC>
 static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
-                                int n_tiles, int heads, cudaStream_t st)
+                                int n_tiles, int heads, int split, cudaStream_t st)
 {
     typedef fa3v2_shape<D, BN, SW, NC> S;
     const size_t smem = S::SMEM;
@@ -695,21 +776,73 @@ static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, in
     if (r != cudaSuccess) return r;
     if (!SW) tm16 = tm; /* not read */
     if (BN == 64) tmq = tm;
-    /* one CTA per work item (query tile, head), or a persistent grid of one CTA per SM */
-    const int64_t items = (int64_t)n_tiles * heads;
-    if (items > 0x7fffffff) return cudaErrorInvalidValue;
+    /* one CTA per work item (query tile, head; a split item's two pieces are two), or a
+     * persistent grid of one CTA per SM */
+    const int64_t items = (int64_t)n_tiles * heads, vitems = items + split;
+    if (vitems > 0x7fffffff || split < 0 || split > items) return cudaErrorInvalidValue;
     if (fa3_persist(s) && s->fa3_sms == 0) {
         r = cudaDeviceGetAttribute(&s->fa3_sms, cudaDevAttrMultiProcessorCount, s->device);
         if (r != cudaSuccess) return r;
     }
-    const int64_t grid = fa3_persist(s) && s->fa3_sms > 0 && s->fa3_sms < items ? s->fa3_sms : items;
-    attn_fa3v2_kernel<D, BN, SW, QR, NC>
-        <<<(unsigned)grid, S::THREADS, smem, st>>>(tm, tm16, tmq, out, tiles, n_tiles, heads, fa3_scale_log2(D));
+    const int64_t grid = fa3_persist(s) && s->fa3_sms > 0 && s->fa3_sms < vitems ? s->fa3_sms : vitems;
+    attn_fa3v2_kernel<D, BN, SW, QR, NC><<<(unsigned)grid, S::THREADS, smem, st>>>(
+        tm, tm16, tmq, out, tiles, n_tiles, heads, fa3_scale_log2(D), split, s->fa3_part);
+    r = cudaGetLastError();
+    if (r != cudaSuccess || split == 0) return r;
+    attn_fa3_merge<D><<<(unsigned)split, 256, 0, st>>>(out, s->fa3_part, tiles, n_tiles, (int)items, split, S::BM, heads);
     return cudaGetLastError();
 }
 
+/* part's bytes for `split` items of BM rows at head dim D (fa3_store_part's layout) */
+static size_t fa3_part_bytes(int split, int BM, int D) { return (size_t)2 * split * BM * (D + 2) * sizeof(float); }
+
+int mv_cuda_fa3_split(mv_attn_state *s, int D, const mv_attn_tile *tiles, int n_tiles, int heads, int keys)
+{
+    const int64_t items = (int64_t)n_tiles * heads;
+    if (s->fa3_ver != 2 || s->fa3_split == 0 || items <= 0 || items > 0x3fffffff || keys <= 0) return 0;
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != s->device) {
+        (void)cudaGetLastError();
+        return 0; /* the launch refuses the wrong device */
+    }
+    int split = 0;
+    if (s->fa3_split > 0) { /* MV_FA3_SPLIT=N: the last N items (tests, measurements) */
+        split = s->fa3_split < items ? s->fa3_split : (int)items;
+    } else {
+        if (!fa3_persist(s)) return 0;
+        if (s->fa3_sms == 0 && cudaDeviceGetAttribute(&s->fa3_sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            s->fa3_sms = 0;
+            return 0;
+        }
+        const int64_t G = s->fa3_sms, rem = G > 0 ? items % G : 0;
+        /* a last wave at most half full behind at least one full one; items of equal cost (every
+         * tile walks the same number of key tiles), each worth halving (>= 8 key tiles) */
+        if (G <= 0 || items < G || rem == 0 || 2 * rem > G) return 0;
+        const int nkv = (tiles[0].kv_end - tiles[0].kv_start + keys - 1) / keys;
+        if (nkv < 8) return 0;
+        for (int i = 1; i < n_tiles; i++)
+            if ((tiles[i].kv_end - tiles[i].kv_start + keys - 1) / keys != nkv) return 0;
+        split = (int)rem;
+    }
+    /* part: grown on demand (once per state in practice); no memory means no split */
+    const size_t need = fa3_part_bytes(split, mv_cuda_fa3_bm(s, D), D);
+    if (need > s->fa3_part_bytes) {
+        if (s->fa3_part) cudaFree(s->fa3_part);
+        s->fa3_part = NULL;
+        s->fa3_part_bytes = 0;
+        if (cudaMalloc((void **)&s->fa3_part, need) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: the attention runs without splitting */
+            s->fa3_part = NULL;
+            return 0;
+        }
+        s->fa3_part_bytes = need;
+    }
+    return split;
+}
+
 cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
-                                  int n_tiles, int heads, int D, int keys, cudaStream_t st)
+                                  int n_tiles, int heads, int D, int keys, int split, cudaStream_t st)
 {
     int cur = -1;
     cudaError_t r = cudaGetDevice(&cur);
@@ -723,11 +856,14 @@ cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, 
     }
     if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
     if (n_tiles <= 0) return cudaSuccess;
+    if (split < 0 || split > (int64_t)n_tiles * heads || (split > 0 && s->fa3_ver != 2) ||
+        (split > 0 && s->fa3_part_bytes < fa3_part_bytes(split, mv_cuda_fa3_bm(s, D), D)))
+        return cudaErrorInvalidValue; /* split comes from mv_cuda_fa3_split, which sized part */
     const int bn64 = keys == 64, bn112 = keys == 112;
 #define FA3V2_LAUNCH_BN(D_, SW, QR, NC)                                                                      \
-    (bn64    ? launch_fa3v2<D_, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                      \
-     : bn112 ? launch_fa3v2<D_, 112, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st)                     \
-             : launch_fa3v2<D_, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, st))
+    (bn64    ? launch_fa3v2<D_, 64, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, split, st)                      \
+     : bn112 ? launch_fa3v2<D_, 112, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, split, st)                     \
+             : launch_fa3v2<D_, 128, SW, QR, NC>(s, out, qkv, n, tiles, n_tiles, heads, split, st))
 #define FA3V2_LAUNCH(SW, QR, NC) (D == 72 ? FA3V2_LAUNCH_BN(72, SW, QR, NC) : FA3V2_LAUNCH_BN(64, SW, QR, NC))
 #define FA3V2_LAUNCH_NC(SW, QR) (wg == 3 ? FA3V2_LAUNCH(SW, QR, 3) : FA3V2_LAUNCH(SW, QR, 2))
     if (s->fa3_ver == 2) {

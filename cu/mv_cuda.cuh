@@ -101,12 +101,19 @@ typedef struct {
                   * per (query tile, head), -1 = the default (persistent) */
     int fa3_sms; /* multiprocessors of `device` (0: not yet asked) */
     void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
+    int fa3_split;    /* version 2's split work items (MV_FA3_SPLIT): -1 = by the last wave
+                       * (mv_cuda_fa3_split), 0 = never, N > 0 = the last N items always */
+    float *fa3_part;  /* the split pieces' partial results on `device` (grown by mv_cuda_fa3_split;
+                       * one stream at a time per state), fa3_part_bytes of them */
+    size_t fa3_part_bytes;
 } mv_attn_state;
 /* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
  * tile by segment lengths, or MV_FA3_BN (64, 112 or 128); fa3 warpgroups by head dim, or
  * MV_FA3_WG (2 or 3); fa3's version (MV_FA3_VERSION), K/V layout (MV_FA3_SWIZZLE), Q placement
  * (MV_FA3_QREG) and grid (MV_FA3_PERSIST) by default, or from those variables. */
 void mv_cuda_attn_state_init(mv_attn_state *s, int device);
+/* Frees what s holds on its device (fa3's split scratch); s may be initialised again after. */
+void mv_cuda_attn_state_free(mv_attn_state *s);
 
 /* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
  * tiles[n_tiles] from mv_attn_tiles() with the kernel's BM. bf16: mma.sync tensor cores, online
@@ -126,11 +133,20 @@ mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv
 /* ---- attention_fa3.cu (sm_90a only: TMA, wgmma; see the file's opening) ------------------ */
 /* The same function and inputs as mv_cuda_attention_bf16 (tiles of mv_cuda_fa3_bm() rows) on
  * Hopper's TMA and wgmma; n = the rows of qkv (the TMA tensor map's extent), keys = keys per tile
- * from mv_cuda_fa3_keys() (version 1 runs 112 as 128).
- * cudaErrorInvalidValue for D other than 64 / 72, cudaErrorNoKernelImageForDevice on a device that
- * is not compute capability 9.0, cudaErrorInvalidDevice as the builtin's. */
+ * from mv_cuda_fa3_keys() (version 1 runs 112 as 128), split = work items run as two pieces over
+ * halves of their keys, then merged (0, or what mv_cuda_fa3_split returned for these tiles).
+ * cudaErrorInvalidValue for D other than 64 / 72 or a split mv_cuda_fa3_split did not size,
+ * cudaErrorNoKernelImageForDevice on a device that is not compute capability 9.0,
+ * cudaErrorInvalidDevice as the builtin's. */
 cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
-                                  int n_tiles, int heads, int D, int keys, cudaStream_t st);
+                                  int n_tiles, int heads, int D, int keys, int split, cudaStream_t st);
+/* How many of the n_tiles * heads work items (the last ones) mv_cuda_attention_fa3 should split
+ * over their keys, from the host copy of the tile list: by default (MV_FA3_SPLIT unset) the
+ * items of a last wave of the persistent grid that is at most half full, behind full ones, when
+ * every tile walks the same number (>= 8) of key tiles of `keys` (one large image: 16 x 86 items
+ * on 132 SMs); MV_FA3_SPLIT=0 never, =N the last N. Allocates s's scratch for them on s's device
+ * (no memory: 0). Version 2 only (0 for version 1). */
+int mv_cuda_fa3_split(mv_attn_state *s, int D, const mv_attn_tile *tiles, int n_tiles, int heads, int keys);
 int mv_cuda_fa3_head_dim_ok(int D);
 /* Query rows per tile of the fa3 kernel that s runs at head dim D (128 or 192): the BM its tile
  * list must be built with (mv_attn_tiles). */

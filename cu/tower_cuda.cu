@@ -337,6 +337,7 @@ typedef struct {
     int n_tiles;
     int dnn;                /* attention through cuDNN (else fa3 or the builtin kernel: b->fa3) */
     int fa3_keys;           /* fa3: keys per tile (mv_cuda_fa3_keys) */
+    int fa3_split;          /* fa3: work items split over their keys (mv_cuda_fa3_split) */
 } chunk;
 
 /* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
@@ -461,7 +462,7 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
         else if (sizeof(T) == 2 && b->fa3)
             CK(mv_cuda_attention_fa3(&b->attn, (bf16 *)att, (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D,
-                                     ch->fa3_keys, st),
+                                     ch->fa3_keys, ch->fa3_split, st),
                "fa3 attention");
         else if (sizeof(T) == 2)
             CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
@@ -681,10 +682,10 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     }
 
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
-    chunk prev = {0, 0, 0, 0, 0, 0, 0, 0};
+    chunk prev = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     int have_prev = 0, k = 0;
     while (st == MV_OK && (k < plan.nchunk || have_prev)) {
-        chunk ch = {0, 0, 0, 0, k & 1, 0, 0, 0};
+        chunk ch = {0, 0, 0, 0, k & 1, 0, 0, 0, 0};
         int have_cur = k < plan.nchunk;
         if (have_cur) {
             const mv_chunk *pc = &plan.chunk[k];
@@ -705,6 +706,8 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                 break;
             }
             ch.fa3_keys = b->fa3 ? mv_cuda_fa3_keys(&b->attn, c->head_dim, b->h_cu, ch.nseg) : 0;
+            ch.fa3_split =
+                b->fa3 ? mv_cuda_fa3_split(&b->attn, c->head_dim, b->h_tiles, ch.n_tiles, c->heads, ch.fa3_keys) : 0;
             ch.dnn = 0;
             if (b->dnn) {
                 mv_err pe;
@@ -838,6 +841,7 @@ static void cuda_destroy(mv_backend *be)
     if (b->io) cudaStreamSynchronize(b->io);
     free_workspace(b);
     mv_cudnn_attn_destroy(b->dnn);
+    mv_cuda_attn_state_free(&b->attn);
     mv_gemm_destroy(b->gemm);
     if (b->arena) cudaFree(b->arena);
     if (b->lut) cudaFree(b->lut);

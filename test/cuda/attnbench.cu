@@ -3,19 +3,23 @@
  * Hopper wgmma kernel (cu/attention_fa3.cu, 128- and 64-key tiles; only on compute capability 9.0,
  * and not with --no-fa3) on
  * the tower's shapes: head dim 72 and 64, 16 heads, segments 64 x 784, 16 x 4096, 4 x 8160,
- * 1 x 47376, q|k|v read from one packed [n, 3*16*D] bf16 buffer of random values. Times with
+ * 1 x 16384 (one 2048² image: fa3 splits its last wave's items, fa3_nosplit does not), 1 x 47376, q|k|v read from one packed [n, 3*16*D] bf16 buffer of random values. Times with
  * CUDA events, median of --iters (default 20) after 3 warm-ups (cuDNN's plan is built in the
  * first, timed apart as plan_s); work = sum over segments of 4 * S^2 * D * heads. Prints one
  * JSON line per (impl, D, shape) and a table at the end. Also checks that they agree
  * (rel L2 of cuDNN and of fa3 vs builtin, bf16 budget) so a fast wrong answer shows. Not a test:
  * the twin tests are in test_cuda_ops and test_fa3.
- * Usage: attnbench [--iters N] [--no-fa3] [--only IMPL,IMPL...] (--only: those rows and builtin_v2,
+ * Usage: attnbench [--iters N] [--no-fa3] [--only IMPL,IMPL...] [--shape NxL] [--dim D] [--reverse]
+ * [--rest MS] (--shape, --dim: that shape / head dim alone; --reverse: the rows in the opposite
+ * order, --rest: an idle pause before each row: a card that slows down as it heats makes a row
+ * that follows heavy ones look slower, so compare both orders; --only: those rows and builtin_v2,
  * the agreement check's reference) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -46,14 +50,20 @@ int main(int argc, char **argv)
 {
     int iters = 20, fa3 = 1;
     char only[512] = ""; /* ",a,b," when --only a,b */
+    const char *only_shape = NULL;
+    int only_dim = 0, reverse = 0, rest_ms = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--no-fa3")) fa3 = 0;
         if (!strcmp(argv[i], "--only") && i + 1 < argc) snprintf(only, sizeof only, ",%s,", argv[i + 1]);
+        if (!strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[i + 1];
+        if (!strcmp(argv[i], "--dim") && i + 1 < argc) only_dim = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--reverse")) reverse = 1;
+        if (!strcmp(argv[i], "--rest") && i + 1 < argc) rest_ms = atoi(argv[i + 1]);
     }
     if (iters < 1) iters = 1;
     const int heads = 16;
-    const shape shapes[] = {{64, 784}, {16, 4096}, {4, 8160}, {1, 47376}};
+    const shape shapes[] = {{64, 784}, {16, 4096}, {4, 8160}, {1, 16384}, {1, 47376}};
     const int dims[] = {72, 64};
     CU(cudaSetDevice(0));
     cudaStream_t st;
@@ -70,12 +80,13 @@ int main(int argc, char **argv)
             fa3 = 0;
         }
     }
-    char table[8192] = "";
+    char table[16384] = "";
     size_t tl = 0;
     tl += snprintf(table + tl, sizeof table - tl, "%-12s %4s %-10s %10s %9s %9s\n", "impl", "D", "segments",
                    "median_ms", "TFLOP/s", "plan_s");
     int rc = 0;
     for (int D : dims) {
+        if (only_dim && D != only_dim) continue;
         mv_cudnn_attn *dnn = NULL;
         mv_err e;
         if (mv_cudnn_attn_create(&dnn, 0, heads, D, st, &e) != MV_OK) {
@@ -83,6 +94,9 @@ int main(int argc, char **argv)
             dnn = NULL;
         }
         for (const shape &sh : shapes) {
+            char shname[32];
+            snprintf(shname, sizeof shname, "%dx%d", sh.nseg, sh.len);
+            if (only_shape && strcmp(only_shape, shname)) continue;
             int64_t n = (int64_t)sh.nseg * sh.len, H = (int64_t)heads * D;
             std::vector<int32_t> cu((size_t)sh.nseg + 1);
             for (int i = 0; i <= sh.nseg; i++) cu[(size_t)i] = i * sh.len;
@@ -107,10 +121,12 @@ int main(int argc, char **argv)
             /* tile lists of 128 query rows (builtin, fa3 with 2 consumer warpgroups) and 192 (3) */
             int ntl[2];
             mv_attn_tile *dtl[2];
+            std::vector<mv_attn_tile> htl[2];
             for (int w = 0; w < 2; w++) {
                 const int bm = w ? 192 : MV_ATTN_BM_BF16;
                 ntl[w] = mv_attn_tile_count(cu.data(), sh.nseg, bm);
-                std::vector<mv_attn_tile> tiles((size_t)ntl[w]);
+                std::vector<mv_attn_tile> &tiles = htl[w];
+                tiles.resize((size_t)ntl[w]);
                 mv_attn_tiles(tiles.data(), cu.data(), sh.nseg, bm);
                 CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
                 CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
@@ -128,9 +144,11 @@ int main(int argc, char **argv)
                 {"fa3_wg2", 2, 2, 128, -1, -1, 2, 0},    {"fa3_wg3_nosw", 2, 2, -1, 0, -1, 3, 0},
                 {"fa3_bn112", 2, 2, 112, -1, -1, -1, 0}, {"fa3_bn128", 2, 2, 128, -1, -1, -1, 0},
                 {"fa3_ps", 2, 2, -1, -1, -1, -1, 1},     {"fa3_ps_nosw", 2, 2, -1, 0, -1, -1, 1},
-                {"fa3", 2, 2, -1, -1, -1, -1, -1},
+                {"fa3_nosplit", 2, 2, -1, -1, -1, -1, -2}, {"fa3", 2, 2, -1, -1, -1, -1, -1},
             };
-            for (const auto &im : impls) {
+            const int n_impls = (int)(sizeof impls / sizeof impls[0]);
+            for (int ii = 0; ii < n_impls; ii++) {
+                const auto &im = impls[reverse ? n_impls - 1 - ii : ii];
                 if (im.kind == 1 && !dnn) continue;
                 if (im.kind == 2 && !fa3) continue;
                 const char *name = im.name;
@@ -144,10 +162,12 @@ int main(int argc, char **argv)
                 as.fa3_sw = im.sw;
                 as.fa3_qr = im.qr;
                 as.fa3_wg = im.wg;
-                as.fa3_ps = im.ps;
+                as.fa3_ps = im.ps == -2 ? -1 : im.ps; /* -2: the default grid, no split */
                 const int w = im.kind == 2 && mv_cuda_fa3_bm(&as, D) == 192;
                 mv_attn_tile *dt = dtl[w];
                 const int nt = ntl[w];
+                as.fa3_split = im.ps == -2 ? 0 : -1;
+                const int split = im.kind == 2 ? mv_cuda_fa3_split(&as, D, htl[w].data(), nt, heads, keys) : 0;
                 bf16 *o = im.kind == 1 ? o2 : im.kind == 2 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;
@@ -158,11 +178,12 @@ int main(int argc, char **argv)
                     CU(cudaStreamSynchronize(st));
                     plan_s = now_s() - t0;
                 }
+                if (rest_ms > 0) usleep((useconds_t)rest_ms * 1000u);
                 std::vector<float> ts;
                 for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
                     CU(cudaEventRecord(e0, st));
                     if (im.kind == 1) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
-                    else if (im.kind == 2) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, keys, st));
+                    else if (im.kind == 2) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, keys, split, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
                     CU(cudaEventSynchronize(e1));
@@ -218,6 +239,7 @@ int main(int argc, char **argv)
         }
         mv_cudnn_attn_destroy(dnn);
     }
+    mv_cuda_attn_state_free(&as);
     printf("%s", table);
     return rc;
 }

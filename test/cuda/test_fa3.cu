@@ -44,7 +44,7 @@ static mv_attn_state g_st;
  * ver: the fa3 kernel version (1 or 2); sw, qr, wg: version 2's K/V layout, Q placement and consumer
  * warpgroups (tiles built with mv_cuda_fa3_bm's rows). */
 static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, int wg, int ps, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
-                                 int heads, int D, int64_t guard, cudaError_t *err)
+                                 int heads, int D, int64_t guard, cudaError_t *err, int split = 0)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
     CU(cudaMemset(out, 0xff, total * sizeof(bf16)));
@@ -55,7 +55,16 @@ static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, int wg, int p
         g_st.fa3_wg = wg;
         g_st.fa3_ps = ps;
         g_st.fa3_sms = ps ? 5 : 0; /* a persistent grid of 5 CTAs: several items each, unevenly */
-        *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, fa3, 0);
+        /* split > 0: the last `split` items in two pieces (MV_FA3_SPLIT=split; the forced count
+         * reads no tile) */
+        g_st.fa3_split = split;
+        const int sp = split ? mv_cuda_fa3_split(&g_st, D, NULL, nt, heads, fa3) : 0;
+        g_st.fa3_split = -1;
+        if (split && sp != (split < nt * heads ? split : nt * heads)) {
+            *err = cudaErrorMemoryAllocation;
+            return std::vector<uint16_t>();
+        }
+        *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, fa3, sp, 0);
     } else {
         *err = mv_cuda_attention_bf16(&g_st, out, qkv, tiles, nt, heads, D, 0);
     }
@@ -142,6 +151,35 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
               ver, sw, qr, wg, ps, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
               same ? "identical" : "DIFFERENT");
     }
+    /* split work items (version 2, defaults otherwise): the last item, half of them, all of them
+     * (items of one key tile run whole in both pieces), on a persistent grid and one CTA per item */
+    g_st.fa3_ver = 2;
+    g_st.fa3_wg = -1;
+    const int w = mv_cuda_fa3_bm(&g_st, D) == 192, items = ntl[w] * heads;
+    for (int split : {1, items / 2 + 1, items})
+        for (int ps = 0; ps < 2; ps++)
+            for (int bn : {112, 128}) {
+                cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
+                std::vector<uint16_t> h1 = run(bn, 2, -1, -1, -1, ps, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1, split);
+                std::vector<uint16_t> h2 =
+                    e1 == cudaSuccess ? run(bn, 2, -1, -1, -1, ps, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2, split) : h1;
+                if (e1 != cudaSuccess || e2 != cudaSuccess) {
+                    CHECK(0, "fa3 split %d of %d items ps %d BN=%d D=%d segments [%s]: %s", split, items, ps, bn, D,
+                          segs, cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+                    printf("Bail out! a failed launch may leave the context unusable\n");
+                    exit(2);
+                }
+                std::vector<float> f1 = bf16_to_f32(h1);
+                cmp_t c = compare(f1.data(), ref.data(), (size_t)(n * H));
+                long guard_hit = 0;
+                for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
+                const int same = h1 == h2;
+                CHECK(c.nonfinite == 0 && c.rel_l2 < 8e-3 && c.rel_l2 <= 2 * cb.rel_l2 && guard_hit == 0 && same,
+                      "fa3 split %d of %d items ps %d BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e "
+                      "(builtin %.2e) max_abs %.2e nonfinite %ld, guard band written %ld, second run %s",
+                      split, items, ps, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite,
+                      guard_hit, same ? "identical" : "DIFFERENT");
+            }
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(dtl[0]);
@@ -360,6 +398,50 @@ static void test_probes(void)
     probe<1, 2, 64, 64>();
 }
 
+/* mv_cuda_fa3_split's rule (by default): split the items of a last wave of the persistent grid
+ * that is at most half full, behind full waves, when all tiles walk the same >= 8 key tiles */
+static void test_split_policy(void)
+{
+    mv_attn_state s;
+    mv_cuda_attn_state_init(&s, 0);
+    s.fa3_split = -1;
+    s.fa3_wg = 3;
+    s.fa3_ps = 1;
+    s.fa3_sms = 132;
+    const int heads = 16, keys = 128;
+    struct {
+        std::vector<int> lens;
+        bool want; /* what the rule gives (checked, so that both outcomes are covered) */
+    } cases[] = {
+        {{16384}, true},                    /* one 2048² image: 16 x 86 items = 10 waves + 56 */
+        {{900, 900, 900, 900, 900, 900, 900, 900, 900}, true}, /* 720 items = 5 waves + 60, 8 key tiles */
+        {{8160, 8160, 8160, 8160}, false},  /* 16 x 172 items = 20 waves + 112: more than half */
+        {{16384, 784}, false},              /* unequal segments */
+        {{784, 784}, false},                /* 160 items = 1 wave + 28, but 7 key tiles */
+        {{784}, false},                     /* 16 x 5 items: less than one wave */
+    };
+    for (auto &c : cases) {
+        std::vector<int32_t> cu(c.lens.size() + 1, 0);
+        for (size_t i = 0; i < c.lens.size(); i++) cu[i + 1] = cu[i] + c.lens[i];
+        const int nseg = (int)c.lens.size(), bm = mv_cuda_fa3_bm(&s, 72);
+        const int nt = mv_attn_tile_count(cu.data(), nseg, bm);
+        std::vector<mv_attn_tile> tiles((size_t)nt);
+        mv_attn_tiles(tiles.data(), cu.data(), nseg, bm);
+        const int items = nt * heads, rem = items % s.fa3_sms;
+        int equal = 1, nkv = (tiles[0].kv_end - tiles[0].kv_start + keys - 1) / keys;
+        for (int i = 1; i < nt; i++) equal &= (tiles[i].kv_end - tiles[i].kv_start + keys - 1) / keys == nkv;
+        /* the rule, restated from the inputs */
+        const bool rule = items >= s.fa3_sms && rem > 0 && 2 * rem <= s.fa3_sms && equal && nkv >= 8;
+        const int got = mv_cuda_fa3_split(&s, 72, tiles.data(), nt, heads, keys);
+        CHECK(got == (rule ? rem : 0) && rule == c.want,
+              "fa3 split policy: %zu segments of %d, %d items on %d SMs (last wave %d), %d key tiles%s: split %d, want %d",
+              c.lens.size(), c.lens[0], items, s.fa3_sms, rem, nkv, equal ? "" : " (unequal)", got, rule ? rem : 0);
+    }
+    s.fa3_split = 0;
+    CHECK(mv_cuda_fa3_split(&s, 72, NULL, 86, heads, keys) == 0, "fa3 split policy: MV_FA3_SPLIT=0 never splits");
+    mv_cuda_attn_state_free(&s);
+}
+
 static void test_refusals(void)
 {
     for (int D : {32, 80, 96, 128}) {
@@ -368,7 +450,7 @@ static void test_refusals(void)
         mv_status s = mv_cuda_fa3_check(0, D, &e);
         char want[32];
         snprintf(want, sizeof want, "head dim is %d", D);
-        cudaError_t r = mv_cuda_attention_fa3(&g_st, NULL, NULL, 1, NULL, 1, 1, D, 128, 0);
+        cudaError_t r = mv_cuda_attention_fa3(&g_st, NULL, NULL, 1, NULL, 1, 1, D, 128, 0, 0);
         CHECK(s == MV_ERR_UNSUPPORTED && strstr(e.msg, want) && strstr(e.msg, "64 and 72") &&
                   r == cudaErrorInvalidValue,
               "fa3 refuses head dim %d: \"%s\", launcher: %s", D, e.msg, cudaGetErrorString(r));
@@ -399,9 +481,11 @@ int main(int argc, char **argv)
     if (big) {
         test_fa3({47376}, 1, 64, 2.f);
         test_fa3({47376, 1}, 1, 72, 2.f);
+        mv_cuda_attn_state_free(&g_st);
         return UNIT_DONE();
     }
     test_refusals();
+    test_split_policy();
     const std::vector<std::vector<int>> mixes = {{1}, {127, 128, 129}, {784, 784, 784}, {17, 130, 64, 1, 1, 2},
                                                  {191, 192, 193, 385}};
     for (auto &mx : mixes) {
@@ -414,5 +498,6 @@ int main(int argc, char **argv)
         test_fa3({8160}, 1, 64, 2.f);
         test_fa3({8160, 784, 129, 1}, 2, 64, 2.f);
     }
+    mv_cuda_attn_state_free(&g_st);
     return UNIT_DONE();
 }
