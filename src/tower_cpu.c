@@ -45,7 +45,7 @@ static inline float gelu_tanh_f32(float v)
 }
 
 /* One row: mean and variance in double, 8 partial sums in a fixed order (vectorises). */
-static void layernorm_row(float *oi, const float *xi, const float *w, const float *b, int dim,
+MV_CLONES static void layernorm_row(float *oi, const float *xi, const float *w, const float *b, int dim,
                           float eps)
 {
     double m8[8] = {0}, v8[8] = {0};
