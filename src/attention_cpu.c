@@ -66,8 +66,15 @@ MV_CLONES static float softmax_block(float *si, int L, float scale, float *mx, f
 /* qkv[n, 3H] (q | k | v, head-major inside each) -> hm[3][heads][n][D]: each head's rows
  * contiguous, so that sgemm packs them from consecutive memory. With cos_t/sin_t (non-NULL), q and
  * k are rotated on the way (mv_rope_apply_cpu's arithmetic, fused into the same pass). */
-void mv_cpu_split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
-                              int64_t n, int64_t r0, int64_t r1, int heads, int D)
+/* Compiled for AVX-512 / AVX2 too (MV_CLONES), but with fp-contract=off: the rope keeps HF's
+ * arithmetic, each product rounded to f32 before the sum (an FMA would round once), so the bytes
+ * are the same in every clone (test_rope_cpu). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+MV_CLONES void mv_cpu_split_heads_range(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
+                                        int64_t n, int64_t r0, int64_t r1, int heads, int D)
 {
     int H = heads * D, half = D / 2;
     for (int64_t i = r0; i < r1; i++)
@@ -80,12 +87,16 @@ void mv_cpu_split_heads_range(float *hm, const float *qkv, const float *cos_t, c
                     continue;
                 }
                 const float *c = cos_t + i * D, *s = sin_t + i * D;
-                for (int d = 0; d < half; d++) {
+#pragma omp simd
+                for (int d = 0; d < half; d++) { /* o never overlaps x, c, s */
                     o[d] = x[d] * c[d] - x[d + half] * s[d];
                     o[d + half] = x[d + half] * c[d + half] + x[d] * s[d + half];
                 }
             }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 void mv_cpu_split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t,
                         int64_t n, int heads, int D)
