@@ -158,22 +158,30 @@ typedef enum {
 MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, int od, epilogue ep,
                                    float *restrict ri)
 {
-    static const float zero[1];
-    /* -O2 vectorises only the simplest loops: omp simd asks for it (o, b, ri never overlap) */
-    const float *bb = b ? b : zero;
-    int bs = b ? 1 : 0;
+    /* -O2 vectorises only the simplest loops: omp simd asks for it (o, b, ri never overlap). No
+     * bias: + 0.0f all the same (-0 becomes +0, as with a zero bias); a loop of its own, as a
+     * stride-0 read of a zero (b[k * bs]) was gathered lane by lane, 16 loads a vector */
+    const float zero = 0.0f;
     if (ep == EPI_BIAS && b) {
 #pragma omp simd
         for (int k = 0; k < od; k++)
             o[k] += b[k];
+    } else if (ep == EPI_GELU && b) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            o[k] = gelu_tanh_f32(o[k] + b[k]);
     } else if (ep == EPI_GELU) {
 #pragma omp simd
         for (int k = 0; k < od; k++)
-            o[k] = gelu_tanh_f32(o[k] + bb[k * bs]);
+            o[k] = gelu_tanh_f32(o[k] + zero);
+    } else if (ep == EPI_RES && b) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            ri[k] += o[k] + b[k];
     } else if (ep == EPI_RES) {
 #pragma omp simd
         for (int k = 0; k < od; k++)
-            ri[k] += o[k] + bb[k * bs];
+            ri[k] += o[k] + zero;
     }
 }
 
