@@ -37,10 +37,20 @@ MV_CLONES static float softmax_block(float *si, int L, float scale, float *mx, f
             m64[l] = si[j + l] > m64[l] ? si[j + l] : m64[l];
     for (; j < L; j++)
         m = si[j] > m ? si[j] : m;
-    for (int w = 32; w >= 1; w /= 2) /* a tree, not a 64-long chain of scalar max */
-        for (int l = 0; l < w; l++)
-            m64[l] = m64[l + w] > m64[l] ? m64[l + w] : m64[l];
-    m = m64[0] > m ? m64[0] : m;
+    /* a tree, not a 64-long chain of scalar max; halves in arrays of their own (one array
+     * halved in place, m64[l] against m64[l + w], stayed scalar: 63 dependent loads and stores a
+     * row, 10-15 % of this function) */
+    float m32[32], m16[16], m8[8], m4[4];
+    for (int l = 0; l < 32; l++)
+        m32[l] = m64[l + 32] > m64[l] ? m64[l + 32] : m64[l];
+    for (int l = 0; l < 16; l++)
+        m16[l] = m32[l + 16] > m32[l] ? m32[l + 16] : m32[l];
+    for (int l = 0; l < 8; l++)
+        m8[l] = m16[l + 8] > m16[l] ? m16[l + 8] : m16[l];
+    for (int l = 0; l < 4; l++)
+        m4[l] = m8[l + 4] > m8[l] ? m8[l + 4] : m8[l];
+    for (int l = 0; l < 4; l++)
+        m = m4[l] > m ? m4[l] : m;
     m = m * scale;
     m = m > *mx ? m : *mx;
     j = 0;
