@@ -233,6 +233,7 @@ static int item_f32(float *O, int H, const float *Q, const float *K, const float
         for (int i = 0; i < m; i++) {
             float alpha = softmax_block(S + (int64_t)i * nk, nk, 1.0f, &mx[i], &sum[i]);
             if (j0 > 0 && alpha != 1.0f)
+#pragma omp simd
                 for (int d = 0; d < D; d++)
                     O[(int64_t)i * H + d] *= alpha;
         }
@@ -241,6 +242,7 @@ static int item_f32(float *O, int H, const float *Q, const float *K, const float
     }
     for (int i = 0; i < m; i++) {
         float r = 1.0f / sum[i];
+#pragma omp simd /* -O2 left this scalar (0.4 % of a bf16x6 forward's samples) */
         for (int d = 0; d < D; d++)
             O[(int64_t)i * H + d] *= r;
     }
@@ -274,6 +276,7 @@ static void item_amx(float *O, int H, const float *Q, const mv_amx_w *Kw, const 
     }
     for (int i = 0; i < m; i++) {
         float r = 1.0f / sum[i];
+#pragma omp simd /* -O2 left this scalar (0.4 % of a bf16x6 forward's samples) */
         for (int d = 0; d < D; d++)
             O[(int64_t)i * H + d] *= r;
     }
