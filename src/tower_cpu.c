@@ -519,7 +519,19 @@ typedef struct {
     int ws_slots;
 } cpu_impl;
 
-enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_PER_BLOCK };
+/* W_FC1B: where a row's bytes do not depend on the call (bf16x6), fc1 is packed as two halves of
+ * its outputs, W_FC1 [0, fc1_split) and W_FC1B [fc1_split, F), each GEMM'd and GELU'd in turn: a
+ * 128-row chunk's half (1.1 MB) is still in L2 for its epilogue, the whole (2.2 MB) was not. */
+enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_FC1B, W_PER_BLOCK };
+
+/* fc1's outputs [0, F1) in W_FC1, [F1, F) in W_FC1B: F1 about F / 2 at a multiple of 16 (the AMX
+ * kernel's tile: a column's bytes are the same in either call) where rows are free (w: a packed
+ * weight of the same mode), else F (one weight). */
+static int fc1_split(const mv_gemm_w *w, int F)
+{
+    int F1 = F / 2 / 16 * 16;
+    return mv_gemm_w_rows_free(w) && F1 >= 16 ? F1 : F;
+}
 
 static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t *grid,
                              int n_entries, float *out, mv_stage_fn fn, void *ud, mv_err *e)
@@ -610,6 +622,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
     const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
     int P = row_parts(N, min_nk, T);
+    const int F1 = c->depth > 0 ? fc1_split(ci->blk[W_QKV], F) : F; /* fc1's split (pack_all) */
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
         mv_gemm_w *const *WB = B ? ci->blk + (size_t)(b - 1) * W_PER_BLOCK : NULL;
@@ -635,9 +648,14 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
                                       EPI_RES, x, &te);
                     for (int64_t i = c0; !ts && i < c1; i++)
                         layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
+                    epilogue ep1 = c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS;
                     if (!ts)
-                        ts = linear_block(ws, WB[W_FC1], bt, F, xn + c0 * H, H, B->fc1_b, c0, c1, F,
-                                          c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL, &te);
+                        ts = linear_block(ws, WB[W_FC1], bt, F, xn + c0 * H, H, B->fc1_b, c0, c1, F1,
+                                          ep1, NULL, &te);
+                    if (!ts && F1 < F)
+                        ts = linear_block(ws, WB[W_FC1B], bt + F1, F, xn + c0 * H, H,
+                                          B->fc1_b ? B->fc1_b + F1 : NULL, c0, c1, F - F1, ep1, NULL,
+                                          &te);
                     if (!ts && c->act != MV_ACT_GELU_TANH)
                         for (int64_t i = 0; i < c1 - c0; i++)
                             act_row(c->act, bt + i * F, F);
@@ -786,8 +804,12 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
         snprintf(name, sizeof name, "block %d", b);
         if ((st = mv_gemm_pack(ci->g, B->qkv_w, H, 3 * H, name, &w[W_QKV], e)) ||
             (st = mv_gemm_pack(ci->g, B->proj_w, H, H, name, &w[W_PROJ], e)) ||
-            (st = mv_gemm_pack(ci->g, B->fc1_w, H, F, name, &w[W_FC1], e)) ||
             (st = mv_gemm_pack(ci->g, B->fc2_w, F, H, name, &w[W_FC2], e)))
+            return st;
+        int F1 = fc1_split(w[W_QKV], F);
+        if ((st = mv_gemm_pack(ci->g, B->fc1_w, H, F1, name, &w[W_FC1], e)))
+            return st;
+        if (F1 < F && (st = mv_gemm_pack(ci->g, B->fc1_w + (size_t)F1 * H, H, F - F1, name, &w[W_FC1B], e)))
             return st;
     }
     return MV_OK;
