@@ -1,5 +1,5 @@
 /* test_gelu_cpu.c - the CPU tower's GELUs (src/tower_cpu.c: mv_gelu_erf_cpu, libm-free and
- * vectorised; mv_gelu_tanh_cpu, fc1's epilogue arithmetic) against libm in double: the oracle is
+ * vectorised; mv_gelu_tanh_cpu, fc1's epilogue arithmetic, on [-2, 10]) against libm in double: the oracle is
  * 0.5 v (1 + erf(v / sqrt 2)), resp. 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))), computed
  * in double (as 0.5 v erfc(-v / sqrt 2), resp. v / (1 + e^(-2u)), exact identities that do not
  * cancel for v << 0) and rounded to f32. Inputs: every 2^-14 on [-10, 10] (327681 values; the GEMM outputs
@@ -90,8 +90,16 @@ int main(void)
     mv_gelu_erf_cpu(z, 2);
     CHECK(z[0] == 0.0f && z[1] == 0.0f, "erf-GELU(+-0) = 0");
 
-    u = check(mv_gelu_tanh_cpu, ref_tanh, xs, n, &bad, &worst);
-    printf("# tanh-GELU: max %.0f ulp at %.9g\n", u, worst);
+    /* tanh-GELU in f32 (exp_f32, then the division): u's rounding grows with |u|, so the bound
+     * is per range (measured at this commit, AVX-512: 7 ulp on [-2, 10], 18 on [-4, -2), 170 on
+     * [-10, -4)); 16 leaves room for the clones without FMA */
+    int64_t n2 = 0;
+    for (int64_t i = 0; i < nd; i++)
+        if (xs[i] >= -2.0f)
+            xs[n2++] = xs[i];
+    u = check(mv_gelu_tanh_cpu, ref_tanh, xs, n2, &bad, &worst);
+    CHECK(u <= 16.0 && bad == 0, "tanh-GELU on [-2, 10] within 16 ulp of libm's double exp (max %.0f, at %.9g)",
+          u, worst);
     free(xs);
     return UNIT_DONE();
 }
