@@ -44,6 +44,66 @@ static inline float gelu_tanh_f32(float v)
     return v / (1.0f + exp_f32(-2.0f * u));
 }
 
+/* e^x in double for x in [-708, 0] (the erf-GELU's range: [-112, 0]), within ~2 ulp of double:
+ * n = round(x / ln 2) by the 1.5 * 2^52 trick, r = x - n ln 2 in two parts (fdlibm's), Taylor to
+ * r^11 (|r| <= 0.347: truncation 6e-15), 2^n from n's bits; no libm call, so loops vectorise. */
+static inline __attribute__((always_inline)) double exp_f64(double x)
+{
+    x = x < -708.0 ? -708.0 : x;
+    union {
+        double d;
+        int64_t i;
+    } u = {.d = x * 1.4426950408889634 + 6755399441055744.0};
+    double n = u.d - 6755399441055744.0;
+    double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+    double p = 1.0 / 39916800;
+    p = p * r + 1.0 / 3628800;
+    p = p * r + 1.0 / 362880;
+    p = p * r + 1.0 / 40320;
+    p = p * r + 1.0 / 5040;
+    p = p * r + 1.0 / 720;
+    p = p * r + 1.0 / 120;
+    p = p * r + 1.0 / 24;
+    p = p * r + 1.0 / 6;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    u.i = (u.i - 0x4338000000000000LL + 1023) << 52; /* 2^n */
+    return p * u.d;
+}
+
+/* 0.5 v (1 + erf(v / sqrt 2)) = v Phi(v), computed in double and rounded once (libm-free, so that
+ * loops vectorise; test_gelu_cpu checks it against libm's double erf: <= 1 ulp of the f32 result).
+ * With z = |v| / sqrt 2 (erfc(z) = 0 above 10.5: erfc(10.5) = 1.4e-49), t = 2 / (2 + z):
+ * erfc(z) = t exp(-z^2 + g(t)), g a degree-12 Chebyshev fit on t in [0.16, 1] (numpy, 400 Chebyshev
+ * nodes, max |error| 1.7e-10 on [0, 10.5], the form of Numerical Recipes' erfccheb); then
+ * Phi = erfc(z) / 2 for v < 0, 1 - erfc(z) / 2 else. */
+static inline __attribute__((always_inline)) float gelu_erf_f32(float v)
+{
+    double vd = v, za = fabs(vd) * 0.70710678118654752440;
+    double z = za > 10.5 ? 10.5 : za;
+    double t = 2.0 / (2.0 + z);
+    double y = t * 2.3809523809523809 - 1.3809523809523809; /* t in [0.16, 1] -> [-1, 1] */
+    /* Clenshaw, unrolled (a loop over a coefficient array kept -O2 from vectorising the caller) */
+    double y2 = 2.0 * y, b1 = 2.7335963664766592e-09, b2 = 0.0, tmp;
+#define MV_CLENSHAW(ck) (tmp = b1, b1 = y2 * b1 - b2 + (ck), b2 = tmp)
+    MV_CLENSHAW(-5.5414192768581577e-09);
+    MV_CLENSHAW(-4.6909607703761478e-08);
+    MV_CLENSHAW(2.3636369181347938e-07);
+    MV_CLENSHAW(5.6615194355752336e-07);
+    MV_CLENSHAW(-6.8234661622460206e-06);
+    MV_CLENSHAW(-1.8477900128560815e-06);
+    MV_CLENSHAW(0.00018777263809518011);
+    MV_CLENSHAW(-0.00017890037696904169);
+    MV_CLENSHAW(-0.0064951375454084482);
+    MV_CLENSHAW(0.007669392760473819);
+    MV_CLENSHAW(0.55413574731222182);
+#undef MV_CLENSHAW
+    double g = y * b1 - b2 - 0.55531095615809045;
+    double ec = za > 10.5 ? 0.0 : t * exp_f64(g - z * z);
+    return (float)(vd * (vd < 0.0 ? 0.5 * ec : 1.0 - 0.5 * ec));
+}
+
 /* One row: mean and variance in double, 8 partial sums in a fixed order (vectorises). */
 MV_CLONES static void layernorm_row(float *oi, const float *xi, const float *w, const float *b, int dim,
                           float eps)
@@ -98,22 +158,30 @@ typedef enum {
 MV_CLONES static void epilogue_row(float *restrict o, const float *restrict b, int od, epilogue ep,
                                    float *restrict ri)
 {
-    static const float zero[1];
-    /* -O2 vectorises only the simplest loops: omp simd asks for it (o, b, ri never overlap) */
-    const float *bb = b ? b : zero;
-    int bs = b ? 1 : 0;
+    /* -O2 vectorises only the simplest loops: omp simd asks for it (o, b, ri never overlap). No
+     * bias: + 0.0f all the same (-0 becomes +0, as with a zero bias); a loop of its own, as a
+     * stride-0 read of a zero (b[k * bs]) was gathered lane by lane, 16 loads a vector */
+    const float zero = 0.0f;
     if (ep == EPI_BIAS && b) {
 #pragma omp simd
         for (int k = 0; k < od; k++)
             o[k] += b[k];
+    } else if (ep == EPI_GELU && b) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            o[k] = gelu_tanh_f32(o[k] + b[k]);
     } else if (ep == EPI_GELU) {
 #pragma omp simd
         for (int k = 0; k < od; k++)
-            o[k] = gelu_tanh_f32(o[k] + bb[k * bs]);
+            o[k] = gelu_tanh_f32(o[k] + zero);
+    } else if (ep == EPI_RES && b) {
+#pragma omp simd
+        for (int k = 0; k < od; k++)
+            ri[k] += o[k] + b[k];
     } else if (ep == EPI_RES) {
 #pragma omp simd
         for (int k = 0; k < od; k++)
-            ri[k] += o[k] + bb[k * bs];
+            ri[k] += o[k] + zero;
     }
 }
 
@@ -242,13 +310,19 @@ void mv_gelu_tanh_cpu(float *x, int64_t count)
         x[i] = gelu_tanh_f32(x[i]);
 }
 
+MV_CLONES static void gelu_erf_run(float *x, int64_t count)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < count; i++)
+        x[i] = gelu_erf_f32(x[i]);
+}
+
 void mv_gelu_erf_cpu(float *x, int64_t count)
 {
+    int64_t nb = (count + 4095) / 4096; /* elementwise: the cut cannot change a result */
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) {
-        float v = x[i];
-        x[i] = (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
-    }
+    for (int64_t j = 0; j < nb; j++)
+        gelu_erf_run(x + j * 4096, count - j * 4096 < 4096 ? count - j * 4096 : 4096);
 }
 
 /* act in place on one row (the non-tanh activations; tanh-GELU is fused into fc1's epilogue) */
@@ -259,7 +333,7 @@ static void act_row(mv_act act, float *x, int64_t count)
         if (act == MV_ACT_GELU_TANH)
             x[i] = gelu_tanh_f32(v);
         else if (act == MV_ACT_GELU_ERF)
-            x[i] = (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
+            x[i] = gelu_erf_f32(v);
         else
             x[i] = v / (1.0f + expf(-v));
     }
@@ -445,7 +519,19 @@ typedef struct {
     int ws_slots;
 } cpu_impl;
 
-enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_PER_BLOCK };
+/* W_FC1B: where a row's bytes do not depend on the call (bf16x6), fc1 is packed as two halves of
+ * its outputs, W_FC1 [0, fc1_split) and W_FC1B [fc1_split, F), each GEMM'd and GELU'd in turn: a
+ * 128-row chunk's half (1.1 MB) is still in L2 for its epilogue, the whole (2.2 MB) was not. */
+enum { W_QKV, W_PROJ, W_FC1, W_FC2, W_FC1B, W_PER_BLOCK };
+
+/* fc1's outputs [0, F1) in W_FC1, [F1, F) in W_FC1B: F1 about F / 2 at a multiple of 16 (the AMX
+ * kernel's tile: a column's bytes are the same in either call) where rows are free (w: a packed
+ * weight of the same mode), else F (one weight). */
+static int fc1_split(const mv_gemm_w *w, int F)
+{
+    int F1 = F / 2 / 16 * 16;
+    return mv_gemm_w_rows_free(w) && F1 >= 16 ? F1 : F;
+}
 
 static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t *grid,
                              int n_entries, float *out, mv_stage_fn fn, void *ud, mv_err *e)
@@ -536,6 +622,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
     const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
     int P = row_parts(N, min_nk, T);
+    const int F1 = c->depth > 0 ? fc1_split(ci->blk[W_QKV], F) : F; /* fc1's split (pack_all) */
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
         mv_gemm_w *const *WB = B ? ci->blk + (size_t)(b - 1) * W_PER_BLOCK : NULL;
@@ -561,9 +648,14 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
                                       EPI_RES, x, &te);
                     for (int64_t i = c0; !ts && i < c1; i++)
                         layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
+                    epilogue ep1 = c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS;
                     if (!ts)
-                        ts = linear_block(ws, WB[W_FC1], bt, F, xn + c0 * H, H, B->fc1_b, c0, c1, F,
-                                          c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS, NULL, &te);
+                        ts = linear_block(ws, WB[W_FC1], bt, F, xn + c0 * H, H, B->fc1_b, c0, c1, F1,
+                                          ep1, NULL, &te);
+                    if (!ts && F1 < F)
+                        ts = linear_block(ws, WB[W_FC1B], bt + F1, F, xn + c0 * H, H,
+                                          B->fc1_b ? B->fc1_b + F1 : NULL, c0, c1, F - F1, ep1, NULL,
+                                          &te);
                     if (!ts && c->act != MV_ACT_GELU_TANH)
                         for (int64_t i = 0; i < c1 - c0; i++)
                             act_row(c->act, bt + i * F, F);
@@ -712,8 +804,12 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
         snprintf(name, sizeof name, "block %d", b);
         if ((st = mv_gemm_pack(ci->g, B->qkv_w, H, 3 * H, name, &w[W_QKV], e)) ||
             (st = mv_gemm_pack(ci->g, B->proj_w, H, H, name, &w[W_PROJ], e)) ||
-            (st = mv_gemm_pack(ci->g, B->fc1_w, H, F, name, &w[W_FC1], e)) ||
             (st = mv_gemm_pack(ci->g, B->fc2_w, F, H, name, &w[W_FC2], e)))
+            return st;
+        int F1 = fc1_split(w[W_QKV], F);
+        if ((st = mv_gemm_pack(ci->g, B->fc1_w, H, F1, name, &w[W_FC1], e)))
+            return st;
+        if (F1 < F && (st = mv_gemm_pack(ci->g, B->fc1_w + (size_t)F1 * H, H, F - F1, name, &w[W_FC1B], e)))
             return st;
     }
     return MV_OK;
