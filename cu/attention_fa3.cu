@@ -758,6 +758,15 @@ int mv_cuda_fa3_keys(const mv_attn_state *s, int D, const int32_t *cu, int nseg)
     return c112 < c128 ? 112 : 128;
 }
 
+/* s->fa3_sms, the multiprocessors of s's device, asked once per state (0 again after a failure) */
+static cudaError_t fa3_sms(mv_attn_state *s)
+{
+    if (s->fa3_sms > 0) return cudaSuccess;
+    const cudaError_t r = cudaDeviceGetAttribute(&s->fa3_sms, cudaDevAttrMultiProcessorCount, s->device);
+    if (r != cudaSuccess) s->fa3_sms = 0;
+    return r;
+}
+
 template <int D, int BN, bool SW, bool QR, int NC>
 static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
                                 int n_tiles, int heads, int split, cudaStream_t st)
@@ -780,10 +789,7 @@ static cudaError_t launch_fa3v2(mv_attn_state *s, bf16 *out, const bf16 *qkv, in
      * persistent grid of one CTA per SM */
     const int64_t items = (int64_t)n_tiles * heads, vitems = items + split;
     if (vitems > 0x7fffffff || split < 0 || split > items) return cudaErrorInvalidValue;
-    if (fa3_persist(s) && s->fa3_sms == 0) {
-        r = cudaDeviceGetAttribute(&s->fa3_sms, cudaDevAttrMultiProcessorCount, s->device);
-        if (r != cudaSuccess) return r;
-    }
+    if (fa3_persist(s) && (r = fa3_sms(s)) != cudaSuccess) return r;
     const int64_t grid = fa3_persist(s) && s->fa3_sms > 0 && s->fa3_sms < vitems ? s->fa3_sms : vitems;
     attn_fa3v2_kernel<D, BN, SW, QR, NC><<<(unsigned)grid, S::THREADS, smem, st>>>(
         tm, tm16, tmq, out, tiles, n_tiles, heads, fa3_scale_log2(D), split, s->fa3_part);
@@ -810,9 +816,8 @@ int mv_cuda_fa3_split(mv_attn_state *s, int D, const mv_attn_tile *tiles, int n_
         split = s->fa3_split < items ? s->fa3_split : (int)items;
     } else {
         if (!fa3_persist(s)) return 0;
-        if (s->fa3_sms == 0 && cudaDeviceGetAttribute(&s->fa3_sms, cudaDevAttrMultiProcessorCount, s->device) != cudaSuccess) {
+        if (fa3_sms(s) != cudaSuccess) {
             (void)cudaGetLastError();
-            s->fa3_sms = 0;
             return 0;
         }
         const int64_t G = s->fa3_sms, rem = G > 0 ? items % G : 0;

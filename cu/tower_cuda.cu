@@ -49,7 +49,13 @@ extern "C" {
 #include "mv_preprocess.h"
 }
 
-#define DEFAULT_BATCH_TOKENS 16384
+/* Workspace rows (patches per chunk) when opts.batch_tokens is 0, or fewer if free memory is
+ * short (80 % of it). 32768 over 16384: fewer, larger chunks, whose fa3 items fill whole waves
+ * better (64 x 448²: chunks of 10 / 41 / 13 images = 40 rounds of 132 items for 38.8 rounds of
+ * work, against 5 chunks and 42 rounds) and whose GEMMs and launches have fewer tails: 448² tower
+ * +3.5 %, 1024² +1.5 %, others equal (bench/RESULTS.md, eleventh session). The cost is the
+ * workspace, twice as large (mv_tower_sizes.per_token rows). */
+#define DEFAULT_BATCH_TOKENS 32768
 #define MAX_BATCH_TOKENS (1 << 20)
 
 typedef struct {

@@ -511,7 +511,8 @@ typedef struct {
     int threads;
     mv_gemm_cpu *g;
     mv_gemm_w *patch, *mfc1, *mfc2;
-    mv_gemm_w **blk;    /* depth x {qkv, proj, fc1, fc2} */
+    mv_gemm_w **blk;    /* depth x {qkv, proj, fc1, fc2, fc1's second half} */
+    int fc1_f1;         /* fc1's outputs in W_FC1, the rest in W_FC1B (fc1_split; set by pack_all) */
     pthread_mutex_t mu; /* one forward at a time uses buf */
     float *buf;         /* cap floats, 64-byte aligned; NULL after a forward larger than KEEP_BYTES */
     size_t cap;
@@ -622,7 +623,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
     const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
     int P = row_parts(N, min_nk, T);
-    const int F1 = c->depth > 0 ? fc1_split(ci->blk[W_QKV], F) : F; /* fc1's split (pack_all) */
+    const int F1 = ci->fc1_f1; /* fc1's split, the same in every block */
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
         mv_gemm_w *const *WB = B ? ci->blk + (size_t)(b - 1) * W_PER_BLOCK : NULL;
@@ -797,6 +798,7 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
         return st;
     if (!(ci->blk = calloc((size_t)c->depth * W_PER_BLOCK, sizeof *ci->blk)))
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    ci->fc1_f1 = F; /* no block: no split */
     for (int b = 0; b < c->depth; b++) {
         const mv_block *B = &m->blocks[b];
         mv_gemm_w **w = ci->blk + (size_t)b * W_PER_BLOCK;
@@ -806,7 +808,8 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
             (st = mv_gemm_pack(ci->g, B->proj_w, H, H, name, &w[W_PROJ], e)) ||
             (st = mv_gemm_pack(ci->g, B->fc2_w, F, H, name, &w[W_FC2], e)))
             return st;
-        int F1 = fc1_split(w[W_QKV], F);
+        const int F1 = fc1_split(w[W_QKV], F); /* every block's weights in one mode: one value */
+        ci->fc1_f1 = F1;
         if ((st = mv_gemm_pack(ci->g, B->fc1_w, H, F1, name, &w[W_FC1], e)))
             return st;
         if (F1 < F && (st = mv_gemm_pack(ci->g, B->fc1_w + (size_t)F1 * H, H, F - F1, name, &w[W_FC1B], e)))
