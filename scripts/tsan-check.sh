@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tsan-check.sh MVEMBED_TSAN - runs a ThreadSanitizer build of mvembed over the fixture media and
-# the bad-input corpus with several decode threads, a packing tower thread and the writers, and
-# fails on any data race, deadlock or lock-order report. FFmpeg's frame threads and libgomp are not
+# the bad-input corpus with several decode threads, a packing tower thread (or, with the CPU test
+# devices of MVEMBED_TEST_CPU_DEVICES, 8 or 12 tower threads) and the writers, and fails on any
+# data race, deadlock or lock-order report. FFmpeg's frame threads and libgomp are not
 # instrumented (their own atomics look like races to TSan): reports inside them are suppressed,
 # nothing else is. Prints TAP lines and "N passed, N failed".
 set -u
@@ -45,6 +46,10 @@ QUIET= check "progress ticker, -v lines and packed forwards sharing output slabs
     --batch-tokens 4096 -v --progress-every 0.01
 check "tar layout: 4 writers each filling 16K shards, --pool mean" --jobs 8 -j 1 --layout tar --shard-size 16K --pool mean
 check "files layout, --pool mean" --jobs 4 -j 1 --pool mean
+# many devices without a GPU (src/run.c's test hook): a tower thread per backend, 8 or 12 of them
+MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 2 forwards in flight (8 tower threads)" --jobs 4 -j 1
+MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 3 in flight, packed forwards, tar layout" --jobs 4 -j 1 \
+    --inflight 3 --batch-tokens 2048 --layout tar --shard-size 16K
 KEEP=1 check "8 decode threads, resuming the finished run (ok inputs skipped, failed ones retried)" --jobs 8 -j 1
 echo "1..$n"
 echo "$pass passed, $fail failed"

@@ -633,9 +633,10 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
 {
     memset(res, 0, sizeof *res);
     mv_status st;
-    dev_busy dbz[64] = {{.active = 0}};
-    if (n_dev < 1 || n_dev > 64)
-        n_dev = 1;
+    dev_busy dbz[MV_PIPELINE_MAX_TOWERS] = {{.active = 0}};
+    if (n_be < 1 || n_be > MV_PIPELINE_MAX_TOWERS || n_dev < 1 || n_dev > n_be)
+        return mv_fail(e, MV_ERR_USAGE, "pipeline: %d backends on %d devices: 1..%d backends, each device one or more",
+                       n_be, n_dev, MV_PIPELINE_MAX_TOWERS);
     if ((st = mv_mkdirs(o->out_dir, e)))
         return st;
     if (access(o->out_dir, W_OK) != 0)
@@ -716,8 +717,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
             from_stdin |= !strcmp(o->paths[i], "-");
         counting = !from_stdin && !pthread_create(&counter, NULL, pl_count_main, R);
     }
-    pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[64], wr[MAX_WRITERS];
-    tower_arg ta[64];
+    pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[MV_PIPELINE_MAX_TOWERS], wr[MAX_WRITERS];
+    tower_arg ta[MV_PIPELINE_MAX_TOWERS];
     const char *turns = getenv("MVEMBED_FORWARD_TURNS");
     for (int d = 0; d < n_dev; d++) {
         pthread_mutex_init(&dbz[d].mu, NULL);
@@ -728,7 +729,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     for (; dec && nd < jobs; nd++)
         if (pthread_create(&dec[nd], NULL, decode_main, R))
             break;
-    for (; dec && nt < n_be && nt < 64; nt++) {
+    for (; dec && nt < n_be; nt++) {
         ta[nt] = (tower_arg){.R = R, .be = be[nt], .dev = &dbz[nt % n_dev]};
         pthread_mutex_init(&ta[nt].out.mu, NULL);
         pthread_cond_init(&ta[nt].out.freed, NULL);

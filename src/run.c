@@ -185,18 +185,52 @@ static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
     return MV_OK;
 }
 
-static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backend ***bep, int *n_bep,
-                               mv_err *e)
+/* Test hook: MVEMBED_TEST_CPU_DEVICES=N (2..MV_TEST_CPU_DEVICES_MAX) makes the CPU backend N
+ * "devices" of --inflight (default 2) backends each, laid out as CUDA's below (device i's k-th
+ * forward in flight at be[k * N + i]), so that the pipeline's many-device scheduling (a tower
+ * thread per backend, per-device busy time, outputs and the manifest from many threads at once)
+ * runs and is tested where there is no GPU (test/bats/37-fake-devices.bats, scripts/tsan-check.sh).
+ * Every CPU backend is a whole tower of its own; an input that is its own forward gets the same
+ * bytes whichever runs it. 0 or unset: one backend. Any other value is refused (a test must not
+ * run what it did not ask for). */
+#define MV_TEST_CPU_DEVICES_MAX 8 /* x --inflight 8 = MV_PIPELINE_MAX_TOWERS */
+static mv_status test_cpu_devices(int *n, mv_err *e)
 {
+    const char *v = getenv("MVEMBED_TEST_CPU_DEVICES");
+    *n = 1;
+    if (!v || !*v || !strcmp(v, "0"))
+        return MV_OK;
+    char *end = NULL;
+    long k = strtol(v, &end, 10);
+    if (*end || k < 2 || k > MV_TEST_CPU_DEVICES_MAX)
+        return mv_fail(e, MV_ERR_USAGE, "MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset", v,
+                       MV_TEST_CPU_DEVICES_MAX);
+    *n = (int)k;
+    return MV_OK;
+}
+
+/* The backends, and the number of devices they are spread over (*n_devp: be[i] on i % n). */
+static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backend ***bep, int *n_bep,
+                               int *n_devp, mv_err *e)
+{
+    *n_devp = 1;
     int use_cuda = o->device == MV_DEV_CUDA || (o->device == MV_DEV_AUTO && mv_cuda_available());
     /* CUDA: `inflight` backends per GPU, each with its own stream, buffers and tower thread, so
      * the GPU computes one forward while another thread packs, uploads or copies out the next */
     int nd = o->n_devices > 0 ? o->n_devices : 1, per = o->inflight > 0 ? o->inflight : 2;
-    mv_backend **be = calloc((size_t)nd * per, sizeof *be);
+    int fake = 1;
+    mv_status hs = test_cpu_devices(&fake, e);
+    if (hs)
+        return hs;
+    size_t n_alloc = (size_t)nd * per > (size_t)fake * per ? (size_t)nd * per : (size_t)fake * per;
+    mv_backend **be = calloc(n_alloc, sizeof *be);
     int n_be = 0;
     if (!be)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
     *bep = be;
+    if (use_cuda && nd * per > MV_PIPELINE_MAX_TOWERS) /* a tower thread per backend */
+        return mv_fail(e, MV_ERR_USAGE, "%d GPUs x --inflight %d = %d forwards in flight: at most %d", nd, per,
+                       nd * per, MV_PIPELINE_MAX_TOWERS);
     if (use_cuda) {
         mv_status st = MV_OK;
         for (int k = 0; k < per && !st; k++)
@@ -216,6 +250,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
                 fprintf(stderr, "mvembed: using the CUDA backend on %d GPU%s, %d forward%s in flight each\n",
                         nd, nd > 1 ? "s" : "", per, per > 1 ? "s" : "");
             *n_bep = n_be;
+            *n_devp = o->n_devices > 0 ? o->n_devices : 1;
             return MV_OK;
         }
         if (o->device == MV_DEV_CUDA) {
@@ -230,10 +265,19 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
     } else if (o->device == MV_DEV_AUTO && !o->quiet) {
         fprintf(stderr, "mvembed: no usable GPU; using the CPU backend\n");
     }
-    mv_status st = mv_backend_cpu_create(m, &o->bopts, &be[0], e);
-    if (!st) {
-        n_be = 1;
-        be[0]->max_batch_tokens = o->bopts.batch_tokens; /* 0: one input per forward */
+    const int n_cpu = fake > 1 ? fake * per : 1;
+    mv_status st = MV_OK;
+    for (; n_be < n_cpu && !st; n_be++) {
+        st = mv_backend_cpu_create(m, &o->bopts, &be[n_be], e);
+        if (st)
+            break;
+        be[n_be]->max_batch_tokens = o->bopts.batch_tokens; /* 0: one input per forward */
+    }
+    if (!st && fake > 1) {
+        *n_devp = fake;
+        if (!o->quiet)
+            fprintf(stderr, "mvembed: using the CPU backend as %d test devices (MVEMBED_TEST_CPU_DEVICES), %d "
+                    "forward%s in flight each\n", fake, per, per > 1 ? "s" : "");
     }
     *n_bep = n_be;
     return st;
@@ -251,7 +295,8 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     if (st)
         return st;
     tl = mv_now() - tl;
-    if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, e)))
+    int n_dev = 1;
+    if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, &n_dev, e)))
         goto out;
     fingerprint(o, m, be[0]->name); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->verbose) {
@@ -271,7 +316,6 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     if ((st = resolve_shard(o, &shard_k, &shard_n, e)))
         goto out;
     /* make_backends puts one backend per device first, then the next forward in flight of each */
-    int n_dev = o->n_devices > 0 ? o->n_devices : 1;
     if (n_dev > n_be)
         n_dev = n_be;
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);

@@ -19,15 +19,6 @@ setup_file() {
     ffmpeg -v error -f lavfi -i mandelbrot=size=448x448 -frames:v 1 "$BIG/b_448x448.png"
 }
 
-# same_bytes DIR_A DIR_B: the same .npy.zst files in both, byte for byte
-same_bytes() {
-    (cd "$1" && find . -name '*.npy.zst' | sort) > "$BATS_TEST_TMPDIR/la"
-    (cd "$2" && find . -name '*.npy.zst' | sort) > "$BATS_TEST_TMPDIR/lb"
-    diff "$BATS_TEST_TMPDIR/la" "$BATS_TEST_TMPDIR/lb"
-    [ -s "$BATS_TEST_TMPDIR/la" ]
-    while read -r f; do cmp "$1/$f" "$2/$f"; done < "$BATS_TEST_TMPDIR/la"
-}
-
 @test "-j 1, -j 2, -j 3: byte-identical outputs (wide MLP tower, fixture images and videos)" {
     T="$BATS_TEST_TMPDIR"
     V="$ROOT/fixtures/media/videos"

@@ -45,14 +45,6 @@ embed() {
     run env "$@" "$MVEMBED" -q --device cpu --model "$model" --out "$out" "${IMGS[@]}"
 }
 
-same_bytes() { # DIR_A DIR_B: both hold the same .npy.zst files, byte for byte
-    (cd "$1" && find . -name '*.npy.zst' | sort) > "$T/la"
-    (cd "$2" && find . -name '*.npy.zst' | sort) > "$T/lb"
-    diff "$T/la" "$T/lb"
-    [ -s "$T/la" ]
-    while read -r f; do cmp "$1/$f" "$2/$f"; done < "$T/la"
-}
-
 @test "hub id: Org/Name is the cache's refs/main snapshot; outputs byte-identical to the plain directory" {
     make_cache "$T/hc"
     embed "$T/ref" "$MODEL"

@@ -27,6 +27,15 @@ npy_zst_info() {
     "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); print(a.shape, a.dtype, bool(np.isfinite(a).all()))' "$BATS_TEST_TMPDIR/x.npy"
 }
 
+# same_bytes DIR_A DIR_B: both hold the same .npy.zst files (at least one), byte for byte
+same_bytes() {
+    (cd "$1" && find . -name '*.npy.zst' | sort) > "$BATS_TEST_TMPDIR/same_bytes_a"
+    (cd "$2" && find . -name '*.npy.zst' | sort) > "$BATS_TEST_TMPDIR/same_bytes_b"
+    diff "$BATS_TEST_TMPDIR/same_bytes_a" "$BATS_TEST_TMPDIR/same_bytes_b"
+    [ -s "$BATS_TEST_TMPDIR/same_bytes_a" ]
+    while read -r f; do cmp "$1/$f" "$2/$f"; done < "$BATS_TEST_TMPDIR/same_bytes_a"
+}
+
 # forwards TEXT: the number of forwards a `mvembed -v` run reports ("... N forwards, M patches each")
 forwards() {
     echo "$1" | sed -n 's/.* \([0-9][0-9]*\) forwards, .*/\1/p'
