@@ -222,15 +222,14 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
     mv_status hs = test_cpu_devices(&fake, e);
     if (hs)
         return hs;
-    size_t n_alloc = (size_t)nd * per > (size_t)fake * per ? (size_t)nd * per : (size_t)fake * per;
-    mv_backend **be = calloc(n_alloc, sizeof *be);
+    if (use_cuda && nd * per > MV_PIPELINE_MAX_TOWERS) /* a tower thread per backend */
+        return mv_fail(e, MV_ERR_USAGE, "%d GPUs x --inflight %d = %d forwards in flight: at most %d", nd, per,
+                       nd * per, MV_PIPELINE_MAX_TOWERS);
+    mv_backend **be = calloc((size_t)(nd > fake ? nd : fake) * per, sizeof *be);
     int n_be = 0;
     if (!be)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory");
     *bep = be;
-    if (use_cuda && nd * per > MV_PIPELINE_MAX_TOWERS) /* a tower thread per backend */
-        return mv_fail(e, MV_ERR_USAGE, "%d GPUs x --inflight %d = %d forwards in flight: at most %d", nd, per,
-                       nd * per, MV_PIPELINE_MAX_TOWERS);
     if (use_cuda) {
         mv_status st = MV_OK;
         for (int k = 0; k < per && !st; k++)
@@ -315,9 +314,8 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int shard_k, shard_n;
     if ((st = resolve_shard(o, &shard_k, &shard_n, e)))
         goto out;
-    /* make_backends puts one backend per device first, then the next forward in flight of each */
-    if (n_dev > n_be)
-        n_dev = n_be;
+    /* make_backends puts one backend per device first, then the next forward in flight of each
+     * (n_dev <= n_be: every device has all its forwards in flight) */
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
 out:
     for (int i = 0; i < n_be; i++)
