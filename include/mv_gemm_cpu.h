@@ -13,8 +13,7 @@
  *
  * Determinism: a row's result depends on the row and the weights only, never on how many rows
  * the call had or where the row sat in it, as long as calls start at multiples of
- * MV_GEMM_ROW_ATOM rows and (OpenBLAS) have more than MV_GEMM_MIN_CALL_MNK multiply-adds. Every
- * call is single-threaded, whatever -j is. */
+ * MV_GEMM_ROW_ATOM rows. Every call is single-threaded, whatever -j is. */
 #ifndef MV_GEMM_CPU_H
 #define MV_GEMM_CPU_H
 
@@ -28,13 +27,24 @@
 /* oneDNN's brgemm matmul gives a row the same bytes in any call (25-cpu-threads.bats checks it
  * on blocks of every size); 16-row cuts balance 16 threads on 3136 rows to 94 % (64: 77 %). */
 #define MV_GEMM_ROW_ATOM 16
-#define MV_GEMM_MIN_CALL_MNK 0LL
+#define MV_GEMM_MIN_ATOMS 2 /* a thread's part: at least this many atoms */
 #else
-/* OpenBLAS: its tail kernel and its "small matrix" kernel (M*N*K <= 1e6 on SkylakeX) sum in
- * another order, so calls start at multiples of 64 rows and are not small (bench/NOTES.md). */
-#define MV_GEMM_ROW_ATOM 64
-#define MV_GEMM_MIN_CALL_MNK (1LL << 23)
+/* OpenBLAS: mv_gemm_rows multiplies in calls of exactly MV_BLAS_ROW_ATOM rows (mv_blas_rows_nt) */
+#define MV_GEMM_ROW_ATOM MV_BLAS_ROW_ATOM
+#define MV_GEMM_MIN_ATOMS 1
 #endif
+
+/* OpenBLAS gives a row other bytes depending on the call it sits in, even where the calls start
+ * at multiples of 64 rows and are large: its driver cuts a call's rows into blocks whose size it
+ * derives from the row count and the L2 cache it detects, and its tail kernels and "small
+ * matrix" kernel (M*N*K <= 1e6 on SkylakeX) sum in another order (bench/NOTES.md; on the AMD
+ * EPYC of 2026-12-01, Haswell and Cooperlake kernels, a 320-row patch embedding gave rows
+ * 120-319 other bytes cut as 128 + 192 rows). So rows go to OpenBLAS only in calls of exactly
+ * this many (the last of a matrix fewer), starting at multiples of it: the same calls whatever
+ * the thread cut. 128 rather than 64: each call packs the whole weight matrix again (2 cores,
+ * 4 x 448², 4 blocks, NO_DNNL: one call per thread 2.91 s, 64-row calls 3.23-3.45 s, 128-row
+ * calls 3.07 s). */
+#define MV_BLAS_ROW_ATOM 128
 
 /* Row loops compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): the CPU tower's
  * elementwise loops and the bf16x3 split. Not under the sanitizers: their ifunc resolvers run
@@ -83,9 +93,10 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
                        mv_gemm_w **out, mv_err *e);
 void mv_gemm_w_free(mv_gemm_w *w);
 
-/* 1 when a row's result through w does not depend on how rows are grouped into mv_gemm_rows
- * calls (the bf16x6 AMX kernel), so a caller may cut a thread's rows into smaller calls; 0 for
- * the f32 libraries, whose row results may depend on a call's row count. */
+/* 1 when a row's result through w does not depend on how a thread's rows are grouped into
+ * mv_gemm_rows calls starting at multiples of MV_GEMM_ROW_ATOM (the bf16x6 AMX kernel; OpenBLAS,
+ * which mv_gemm_rows calls per atom anyway), so a caller may cut them into smaller calls; 0 for
+ * oneDNN's f32 matmul, whose row results may depend on a call's row count. */
 int mv_gemm_w_rows_free(const mv_gemm_w *w);
 
 /* A work space for `slots` threads (thread t of a parallel region uses slot t). */
@@ -96,6 +107,12 @@ void mv_gemm_ws_destroy(mv_gemm_ws *ws);
  * which uses slot `slot` of ws. Thread-safe for distinct slots. m may be 0. */
 mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out, int64_t ldo,
                        const float *x, int64_t ldx, int64_t m, mv_err *e);
+
+/* out[m, od] (row stride ldo) = x[m, in] (row stride ldx) . W[od, in]^T through OpenBLAS on the
+ * calling thread, in calls of MV_BLAS_ROW_ATOM rows from x's first row: row bytes independent of
+ * how a matrix's rows are cut between threads when the cuts are at multiples of the atom. */
+void mv_blas_rows_nt(float *out, int64_t ldo, const float *x, int64_t ldx, const float *W, int in,
+                     int od, int64_t m);
 
 /* Makes OpenBLAS's own calls single-threaded, once per process (every parallel loop is ours):
  * call before any direct cblas call. */

@@ -100,6 +100,15 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
 void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
 
+void mv_blas_rows_nt(float *out, int64_t ldo, const float *x, int64_t ldx, const float *W, int in,
+                     int od, int64_t m)
+{
+    for (int64_t r = 0; r < m; r += MV_BLAS_ROW_ATOM)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+                    (int)(m - r < MV_BLAS_ROW_ATOM ? m - r : MV_BLAS_ROW_ATOM), od, in, 1.0f,
+                    x + r * ldx, (int)ldx, W, in, 0.0f, out + r * ldo, (int)ldo);
+}
+
 #if MV_HAVE_DNNL
 #define DNNL_TRY(call, what)                                                                   \
     do {                                                                                       \
@@ -426,7 +435,7 @@ out:
     return MV_OK;
 }
 
-int mv_gemm_w_rows_free(const mv_gemm_w *w) { return w && w->amx; }
+int mv_gemm_w_rows_free(const mv_gemm_w *w) { return w && (w->amx || !MV_HAVE_DNNL); }
 
 void mv_gemm_w_free(mv_gemm_w *w)
 {
@@ -546,8 +555,7 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
             return st;
     }
 #else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, w->od, w->in, 1.0f, x, (int)ldx,
-                w->W, w->in, 0.0f, out, (int)ldo);
+    mv_blas_rows_nt(out, ldo, x, ldx, w->W, w->in, w->od, m);
 #endif
     return MV_OK;
 }

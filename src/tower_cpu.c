@@ -16,7 +16,8 @@
  * loop is ours (OpenMP), and each GEMM call is made by one thread on a block of rows, so two
  * pools never fight over the cores. Results do not depend on the thread count: no reduction is
  * ever split across threads. A GEMM's rows are split at multiples of MV_ROW_ATOM, each row's dot
- * products are summed by one single-threaded call whose K blocking depends on K alone; attention
+ * products are summed by single-threaded calls that give a row the same bytes wherever such cuts
+ * fall (mv_gemm_cpu.h); attention
  * works on fixed (segment, head, ATT_QB-query) items, each walking its segment's keys in blocks
  * that depend on the segment length alone; LayerNorm and softmax reduce one row in one thread in
  * a fixed order. It is not a bf16 model of the GPU path. */
@@ -27,7 +28,6 @@
 #include "mv_preprocess.h"
 #include "tower_cpu_int.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -216,11 +216,12 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
 #endif
 
 /* Rows per GEMM call (and per step of the block chain) on rows [r0, r1): LIN_CHUNK where a row's
- * bytes do not depend on its call (bf16x6: mv_gemm_w_rows_free), so that each chunk's outputs
- * are still in L2 for the next step (the AMX kernel streams the weights once per 128 rows anyway:
- * its M block; a thread's whole range at once left the GELU epilogue reading ~27 MB of fc1
- * outputs back from memory, 4.5 % of a 4 x 448² forward on 2 cores); else all of them at once
- * (f32: oneDNN's row bytes may depend on a call's row count). At least 1. */
+ * bytes do not depend on its call (bf16x6, OpenBLAS: mv_gemm_w_rows_free), so that each chunk's
+ * outputs are still in L2 for the next step (the AMX kernel streams the weights once per 128 rows
+ * anyway: its M block; a thread's whole range at once left the GELU epilogue reading ~27 MB of
+ * fc1 outputs back from memory, 4.5 % of a 4 x 448² forward on 2 cores); else all of them at once
+ * (oneDNN f32: its row bytes may depend on a call's row count). At least 1. */
+_Static_assert(LIN_CHUNK % MV_ROW_ATOM == 0, "LIN_CHUNK: a multiple of the GEMM row atom");
 static int64_t row_chunk(const mv_gemm_w *w, int64_t r0, int64_t r1)
 {
     return mv_gemm_w_rows_free(w) ? LIN_CHUNK : r1 > r0 ? r1 - r0 : 1;
@@ -266,7 +267,7 @@ static mv_status linear_rows(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, con
     if (n <= 0)
         return MV_OK;
     par_err pe = {0};
-    int P = row_parts(n, (int64_t)od * in, omp_get_max_threads());
+    int P = row_parts(n, omp_get_max_threads());
 #pragma omp parallel num_threads(P)
     {
         int64_t r0, r1;
@@ -281,23 +282,20 @@ static mv_status linear_rows(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, con
     return pe.st;
 }
 
-/* The twin (CUDA tests' reference): W as stored, through OpenBLAS single-threaded per row block
- * (OpenBLAS's row atom and call floor), in every build. */
+/* The twin (CUDA tests' reference): W as stored, through OpenBLAS single-threaded in calls of
+ * MV_BLAS_ROW_ATOM rows (mv_blas_rows_nt), in every build. */
 void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, int64_t n, int in,
                    int out_dim)
 {
     if (n <= 0)
         return;
     mv_blas_single_threaded();
-    int P = row_parts_a(n, (int64_t)out_dim * in, omp_get_max_threads(), BLAS_ROW_ATOM,
-                        BLAS_MIN_CALL_MNK);
+    int P = row_parts_a(n, omp_get_max_threads(), MV_BLAS_ROW_ATOM, 1);
 #pragma omp parallel num_threads(P)
     {
         int64_t r0, r1;
-        row_range_a(n, omp_get_thread_num(), omp_get_num_threads(), BLAS_ROW_ATOM, &r0, &r1);
-        if (r0 < r1)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), out_dim, in, 1.0f,
-                        x + r0 * in, in, W, in, 0.0f, out + r0 * out_dim, out_dim);
+        row_range_a(n, omp_get_thread_num(), omp_get_num_threads(), MV_BLAS_ROW_ATOM, &r0, &r1);
+        mv_blas_rows_nt(out + r0 * out_dim, out_dim, x + r0 * in, in, W, in, out_dim, r1 - r0);
         for (int64_t i = r0; i < r1; i++)
             epilogue_row(out + i * out_dim, b, out_dim, EPI_BIAS, NULL);
     }
@@ -620,9 +618,8 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
      * but attention is row-local, so each thread runs the chain on its own rows with no barrier:
      * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
      * split] of block b + 1; attention, which needs every row of a segment, sits between. */
-    int64_t min_nk = (int64_t)H * H; /* the smallest GEMM of a block (proj) */
     const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
-    int P = row_parts(N, min_nk, T);
+    int P = row_parts(N, T);
     const int F1 = ci->fc1_f1; /* fc1's split, the same in every block */
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;

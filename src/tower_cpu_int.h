@@ -8,14 +8,11 @@
 
 #include <stdint.h>
 
-/* GEMM rows are split between threads at multiples of this, and no call of a split GEMM has
- * fewer multiply-adds (rows x cols x K) than MV_MIN_CALL_MNK: what the GEMM library needs for a
- * row's bytes not to depend on the call (mv_gemm_cpu.h). mv_linear_cpu, the twin that always
- * calls OpenBLAS, splits with OpenBLAS's values. */
+/* GEMM rows are split between threads at multiples of this, each thread's part at least
+ * MV_MIN_ATOMS of them: what the GEMM library needs for a row's bytes not to depend on the call
+ * (mv_gemm_cpu.h). mv_linear_cpu, the twin that always calls OpenBLAS, splits at its atom. */
 #define MV_ROW_ATOM MV_GEMM_ROW_ATOM
-#define MV_MIN_CALL_MNK MV_GEMM_MIN_CALL_MNK
-#define BLAS_ROW_ATOM 64
-#define BLAS_MIN_CALL_MNK (1LL << 23)
+#define MV_MIN_ATOMS MV_GEMM_MIN_ATOMS
 /* Attention work item: this many query rows of one head of one segment. */
 #define ATT_QB 128
 /* Keys per block of attention's online softmax, at most (att_key_block): the item's score block
@@ -60,13 +57,11 @@ static inline __attribute__((always_inline)) float exp_f32(float x)
     return y * sc.f;
 }
 
-/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms, where a call of
- * one atom less than that still has more than min_mnk multiply-adds for every shape in
- * (min_nk = the smallest od * in). Depends on n and the shapes, never on T beyond the cap. */
-static inline int row_parts_a(int64_t n, int64_t min_nk, int T, int atom, int64_t min_mnk)
+/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms. Depends on n,
+ * never on T beyond the cap. */
+static inline int row_parts_a(int64_t n, int T, int atom, int atoms_min)
 {
     int64_t atoms = (n + atom - 1) / atom;
-    int64_t atoms_min = min_mnk / ((int64_t)atom * min_nk) + 2;
     int64_t P = atoms / atoms_min;
     return P < 1 ? 1 : (P > T ? T : (int)P);
 }
@@ -81,9 +76,9 @@ static inline void row_range_a(int64_t n, int t, int P, int atom, int64_t *r0, i
     *r1 = *r1 < n ? *r1 : n;
 }
 
-static inline int row_parts(int64_t n, int64_t min_nk, int T)
+static inline int row_parts(int64_t n, int T)
 {
-    return row_parts_a(n, min_nk, T, MV_ROW_ATOM, MV_MIN_CALL_MNK);
+    return row_parts_a(n, T, MV_ROW_ATOM, MV_MIN_ATOMS);
 }
 
 static inline void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)

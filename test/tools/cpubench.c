@@ -73,15 +73,15 @@ static void run_gemms_blas(const gemm_shape *g, int ng, float *a, float *c)
 }
 
 /* The tower's path: T threads, thread t multiplies rows [r0, r1), cut at multiples of
- * MV_GEMM_ROW_ATOM with calls of at least MV_GEMM_MIN_CALL_MNK multiply-adds (tower_cpu.c's
- * row_parts / row_range). */
+ * MV_GEMM_ROW_ATOM, at least MV_GEMM_MIN_ATOMS of them each (tower_cpu.c's row_parts /
+ * row_range). */
 static int run_gemms_tower(const gemm_shape *g, int ng, float *a, float *c, mv_gemm_ws *ws, int T,
                            mv_err *e)
 {
     int bad = 0;
     for (int k = 0; k < ng && !bad; k++) {
         int64_t n = g[k].n, atom = MV_GEMM_ROW_ATOM, atoms = (n + atom - 1) / atom;
-        int64_t amin = MV_GEMM_MIN_CALL_MNK / (atom * g[k].in * g[k].out) + 2, P = atoms / amin;
+        int64_t P = atoms / MV_GEMM_MIN_ATOMS;
         P = P < 1 ? 1 : (P > T ? T : P);
 #pragma omp parallel num_threads((int)P) reduction(| : bad)
         {
