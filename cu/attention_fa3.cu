@@ -112,6 +112,15 @@ static __device__ __forceinline__ float fa3_ex2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+/* FA3_RESCALE_MIN (a -D only for measurements, scripts/device-bundle.sh FA3_VARIANTS; 0 = off):
+ * a row keeps its running max unless a tile raises it by more than this many powers of 2
+ * (FlashAttention-4's conditional rescale), so O's rescale (fa3_rescale_o, skipped when no row of
+ * the warp moved) is skipped more often; P then reaches at most 2^FA3_RESCALE_MIN, which bf16 P,
+ * the f32 row sum and the f32 O hold without loss of relative precision. The value stays the
+ * same for the row's 4 threads (m and mx are equal across them after the shuffles). */
+#ifndef FA3_RESCALE_MIN
+#define FA3_RESCALE_MIN 0
+#endif
 /* online softmax in log2 units: s <- P (f32), m and l updated, corr[r] = exp2(m_old - m_new), the
  * factor the row's earlier output must be scaled by (0 on the first tile). The row max is taken
  * over the raw scores and scaled once (scale_log2 > 0: the same value as the max of the scaled
@@ -127,6 +136,9 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
         float mx = fmaxf(m[r], raw * scale_log2);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#if FA3_RESCALE_MIN > 0
+        if (mx - m[r] <= (float)FA3_RESCALE_MIN) mx = m[r]; /* false on the first tile (m = -inf) */
+#endif
         corr[r] = fa3_ex2(m[r] - mx);
         m[r] = mx;
         float sum = 0.f;

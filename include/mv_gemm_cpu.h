@@ -34,16 +34,15 @@
 #define MV_GEMM_MIN_ATOMS 1
 #endif
 
-/* OpenBLAS gives a row other bytes depending on the call it sits in, even where the calls start
- * at multiples of 64 rows and are large: its driver cuts a call's rows into blocks whose size it
- * derives from the row count and the L2 cache it detects, and its tail kernels and "small
- * matrix" kernel (M*N*K <= 1e6 on SkylakeX) sum in another order (bench/NOTES.md; on the AMD
- * EPYC of 2026-12-01, Haswell and Cooperlake kernels, a 320-row patch embedding gave rows
- * 120-319 other bytes cut as 128 + 192 rows). So rows go to OpenBLAS only in calls of exactly
- * this many (the last of a matrix fewer), starting at multiples of it: the same calls whatever
- * the thread cut. 128 rather than 64: each call packs the whole weight matrix again (2 cores,
- * 4 x 448², 4 blocks, NO_DNNL: one call per thread 2.91 s, 64-row calls 3.23-3.45 s, 128-row
- * calls 3.07 s). */
+/* OpenBLAS gives a row other bytes depending on where it sits in its call, even where the calls
+ * start at multiples of 64 rows and are large: its kernels take rows in groups (Haswell's sgemm,
+ * by what we measured: 24 at a time) with tail kernels, and a "small matrix" kernel (M*N*K <= 1e6
+ * on SkylakeX), that sum in another order (bench/NOTES.md: on the AMD EPYC of 2026-12-01, Haswell
+ * and Zen kernels, a 320-row patch embedding cut as 128 + 192 rows gave rows 120-319 other
+ * bytes). So rows go to OpenBLAS only in calls of exactly this many (the last of a matrix fewer),
+ * starting at multiples of it: the same calls whatever the thread cut. 128 rather than 64: each
+ * call packs the whole weight matrix again (2 cores, 4 x 448², 4 blocks, NO_DNNL, alternated: one
+ * call per thread 2.66-2.69 s, 128-row calls 2.97-3.01 s; 64-row calls 3.23-3.45 s). */
 #define MV_BLAS_ROW_ATOM 128
 
 /* Row loops compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): the CPU tower's
