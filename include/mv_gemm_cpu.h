@@ -13,7 +13,7 @@
  *
  * Determinism: a row's result depends on the row and the weights only, never on how many rows
  * the call had or where the row sat in it, as long as calls start at multiples of
- * MV_GEMM_ROW_ATOM rows. Every call is single-threaded, whatever -j is. */
+ * mv_gemm_row_atom rows. Every call is single-threaded, whatever -j is. */
 #ifndef MV_GEMM_CPU_H
 #define MV_GEMM_CPU_H
 
@@ -23,18 +23,13 @@
 #define MV_HAVE_DNNL 0 /* the Makefile sets 1 when it links oneDNN */
 #endif
 
-#if MV_HAVE_DNNL
-/* oneDNN's brgemm matmul gives a row the same bytes in any call (25-cpu-threads.bats checks it
- * on blocks of every size); 16-row cuts balance 16 threads on 3136 rows to 94 % (64: 77 %). */
-#define MV_GEMM_ROW_ATOM 16
-#define MV_GEMM_MIN_ATOMS 2 /* a thread's part: at least this many atoms */
-#else
-/* OpenBLAS: mv_gemm_rows multiplies in calls of exactly MV_BLAS_ROW_ATOM rows (mv_blas_rows_nt) */
-#define MV_GEMM_ROW_ATOM MV_BLAS_ROW_ATOM
-#define MV_GEMM_MIN_ATOMS 1
-#endif
+/* The row atom where every call gives a row the same bytes (oneDNN's brgemm matmul, the AMX
+ * kernel; 25-cpu-threads.bats checks it on blocks of every size): 16-row cuts balance 16 threads
+ * on 3136 rows to 94 % (64: 77 %). */
+#define MV_GEMM_ROW_ATOM_FREE 16
 
-/* OpenBLAS gives a row other bytes depending on where it sits in its call, even where the calls
+/* OpenBLAS (and oneDNN's gemm:jit, its f32 matmul on CPUs without AVX-512) gives a row other
+ * bytes depending on where it sits in its call, even where the calls
  * start at multiples of 64 rows and are large: its kernels take rows in groups (Haswell's sgemm,
  * by what we measured: 24 at a time) with tail kernels, and a "small matrix" kernel (M*N*K <= 1e6
  * on SkylakeX), that sum in another order (bench/NOTES.md: on the AMD EPYC of 2026-12-01, Haswell
@@ -93,17 +88,25 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
 void mv_gemm_w_free(mv_gemm_w *w);
 
 /* 1 when a row's result through w does not depend on how a thread's rows are grouped into
- * mv_gemm_rows calls starting at multiples of MV_GEMM_ROW_ATOM (the bf16x6 AMX kernel; OpenBLAS,
- * which mv_gemm_rows calls per atom anyway), so a caller may cut them into smaller calls; 0 for
- * oneDNN's f32 matmul, whose row results may depend on a call's row count. */
+ * mv_gemm_rows calls starting at multiples of mv_gemm_row_atom (the bf16x6 AMX kernel; OpenBLAS
+ * and oneDNN's gemm:jit, which mv_gemm_rows calls per MV_BLAS_ROW_ATOM rows anyway), so a caller
+ * may cut them into smaller calls; 0 for oneDNN's brgemm f32 matmul. */
 int mv_gemm_w_rows_free(const mv_gemm_w *w);
+
+/* Callers cut a matrix's rows between threads (and into mv_gemm_rows calls) at multiples of this
+ * many rows, counted from the matrix's first row: MV_GEMM_ROW_ATOM_FREE where every call gives a
+ * row the same bytes, MV_BLAS_ROW_ATOM where mv_gemm_rows makes calls of exactly that many
+ * (OpenBLAS; oneDNN once any weights were packed for its gemm:jit). Ask after packing. */
+int mv_gemm_row_atom(const mv_gemm_cpu *g);
 
 /* A work space for `slots` threads (thread t of a parallel region uses slot t). */
 mv_status mv_gemm_ws_create(mv_gemm_cpu *g, int slots, mv_gemm_ws **out, mv_err *e);
 void mv_gemm_ws_destroy(mv_gemm_ws *ws);
 
 /* out[m, od] (row stride ldo) = x[m, in] (row stride ldx) . W^T, on the calling thread alone,
- * which uses slot `slot` of ws. Thread-safe for distinct slots. m may be 0. */
+ * which uses slot `slot` of ws. Thread-safe for distinct slots. m may be 0. Where the library's
+ * row bytes depend on the call (OpenBLAS, oneDNN's gemm:jit), it multiplies in calls of exactly
+ * MV_BLAS_ROW_ATOM rows from x's first row. */
 mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out, int64_t ldo,
                        const float *x, int64_t ldx, int64_t m, mv_err *e);
 

@@ -114,7 +114,7 @@ void mv_cpu_split_heads(float *hm, const float *qkv, const float *cos_t, const f
 #pragma omp parallel
     {
         int64_t r0, r1;
-        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), 16, &r0, &r1); /* any cut */
         mv_cpu_split_heads_range(hm, qkv, cos_t, sin_t, n, r0, r1, heads, D);
     }
 }

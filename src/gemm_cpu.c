@@ -18,7 +18,11 @@
  * the call: every block of rows gives the bytes of the whole product (measured for blocks of 1,
  * 7, 16, 48, 64, 192 and 333 rows on the tower's shapes; 25-cpu-threads.bats checks -j 1..7).
  * A thread's rows are multiplied in calls of at most MB rows, so that the primitive cache holds
- * at most MB entries per weight shape, however many image sizes go by.
+ * at most MB entries per weight shape, however many image sizes go by. Without AVX-512, oneDNN
+ * 2.6's f32 matmul is gemm:jit, whose row bytes depend on the call as OpenBLAS's do: weights
+ * packed for it are multiplied in calls of exactly MV_BLAS_ROW_ATOM rows, and the tower cuts
+ * its threads' rows at that atom (mv_gemm_row_atom; 25-cpu-threads.bats runs -j 1 / 3 / 4 under
+ * ONEDNN_MAX_CPU_ISA=SSE41, AVX, AVX2 and AVX512_CORE).
  * Attention's products (the tower's, in both modes) go through dnnl_sgemm, with the thread count
  * set to 1 around the call (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
  * and its sgemm's bytes depend on its thread count).
@@ -61,6 +65,7 @@ typedef struct prim {
 struct mv_gemm_cpu {
     char name[128];
     mv_cpu_gemm mode; /* MV_CPU_GEMM_F32 or MV_CPU_GEMM_BF16X6 */
+    int row_atom;     /* mv_gemm_row_atom (set by create, raised by a pack for gemm:jit) */
 #if MV_HAVE_DNNL
     dnnl_engine_t eng;
     pthread_mutex_t mu; /* guards cache and name */
@@ -77,6 +82,7 @@ struct mv_gemm_w {
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
     char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
+    int fixed;     /* impl is not brgemm: calls of exactly MV_BLAS_ROW_ATOM rows (mv_gemm_row_atom) */
 #endif
 };
 
@@ -305,6 +311,7 @@ mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, m
         return mv_fail(e, MV_ERR_UNSUPPORTED, "bf16x6 GEMMs need Intel AMX: %s; use f32 GEMMs", why);
     }
     g->mode = mode;
+    g->row_atom = mode == MV_CPU_GEMM_BF16X6 || MV_HAVE_DNNL ? MV_GEMM_ROW_ATOM_FREE : MV_BLAS_ROW_ATOM;
 #if MV_HAVE_DNNL
     const dnnl_version_t *v = dnnl_version();
     if (mode == MV_CPU_GEMM_BF16X6)
@@ -388,7 +395,12 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
         goto out;
     w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     snprintf(w->impl, sizeof w->impl, "%s", pd_impl(pd));
+    /* brgemm's row bytes do not depend on the call; anything else (gemm:jit: oneDNN 2.6's f32
+     * matmul without AVX-512) is multiplied in fixed calls, as OpenBLAS (mv_gemm_row_atom) */
+    w->fixed = strncmp(w->impl, "brg", 3) != 0;
     pthread_mutex_lock(&g->mu);
+    if (w->fixed)
+        g->row_atom = MV_BLAS_ROW_ATOM;
     if (!strchr(g->name, '('))
         snprintf(g->name + strlen(g->name), sizeof g->name - strlen(g->name), " (%s)", pd_impl(pd));
     pthread_mutex_unlock(&g->mu);
@@ -435,7 +447,16 @@ out:
     return MV_OK;
 }
 
-int mv_gemm_w_rows_free(const mv_gemm_w *w) { return w && (w->amx || !MV_HAVE_DNNL); }
+int mv_gemm_w_rows_free(const mv_gemm_w *w)
+{
+#if MV_HAVE_DNNL
+    return w && (w->amx || w->fixed);
+#else
+    return w != NULL;
+#endif
+}
+
+int mv_gemm_row_atom(const mv_gemm_cpu *g) { return g->row_atom; }
 
 void mv_gemm_w_free(mv_gemm_w *w)
 {
@@ -548,12 +569,20 @@ mv_status mv_gemm_rows(mv_gemm_ws *ws, int slot, const mv_gemm_w *w, float *out,
         return MV_OK;
     }
 #if MV_HAVE_DNNL
-    for (int64_t r = 0; r < m; r += MB) {
-        mv_status st = gemm_call(ws, &ws->s[slot], w, out + r * ldo, ldo, x + r * ldx, ldx,
-                                 m - r < MB ? m - r : MB, e);
-        if (st)
-            return st;
-    }
+    /* one thread at execution too: gemm:jit asks omp_get_max_threads() when it runs, not when it
+     * was created, and from a one-thread region (a tower part of one thread) that is the
+     * caller's -j: it then split its product over -j threads of its own and gave other bytes
+     * at -j 4 than at -j 1 (ONEDNN_MAX_CPU_ISA=AVX, 25-cpu-threads.bats) */
+    const int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const int64_t cb = w->fixed ? MV_BLAS_ROW_ATOM : MB; /* rows per call */
+    mv_status st = MV_OK;
+    for (int64_t r = 0; r < m && !st; r += cb)
+        st = gemm_call(ws, &ws->s[slot], w, out + r * ldo, ldo, x + r * ldx, ldx,
+                       m - r < cb ? m - r : cb, e);
+    omp_set_num_threads(nt);
+    if (st)
+        return st;
 #else
     mv_blas_rows_nt(out, ldo, x, ldx, w->W, w->in, w->od, m);
 #endif

@@ -15,7 +15,7 @@
  * Threads: one pool. The GEMM libraries run single-threaded (mv_gemm_cpu.h); every parallel
  * loop is ours (OpenMP), and each GEMM call is made by one thread on a block of rows, so two
  * pools never fight over the cores. Results do not depend on the thread count: no reduction is
- * ever split across threads. A GEMM's rows are split at multiples of MV_ROW_ATOM, each row's dot
+ * ever split across threads. A GEMM's rows are split at multiples of mv_gemm_row_atom, each row's dot
  * products are summed by single-threaded calls that give a row the same bytes wherever such cuts
  * fall (mv_gemm_cpu.h); attention
  * works on fixed (segment, head, ATT_QB-query) items, each walking its segment's keys in blocks
@@ -221,7 +221,8 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
  * anyway: its M block; a thread's whole range at once left the GELU epilogue reading ~27 MB of
  * fc1 outputs back from memory, 4.5 % of a 4 x 448² forward on 2 cores); else all of them at once
  * (oneDNN f32: its row bytes may depend on a call's row count). At least 1. */
-_Static_assert(LIN_CHUNK % MV_ROW_ATOM == 0, "LIN_CHUNK: a multiple of the GEMM row atom");
+_Static_assert(LIN_CHUNK % MV_GEMM_ROW_ATOM_FREE == 0 && LIN_CHUNK % MV_BLAS_ROW_ATOM == 0,
+               "LIN_CHUNK: a multiple of every GEMM row atom");
 static int64_t row_chunk(const mv_gemm_w *w, int64_t r0, int64_t r1)
 {
     return mv_gemm_w_rows_free(w) ? LIN_CHUNK : r1 > r0 ? r1 - r0 : 1;
@@ -260,19 +261,20 @@ static mv_status linear_range(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, co
     return linear_block(ws, w, out + r0 * od, od, x + r0 * in, in, b, r0, r1, od, ep, res, e);
 }
 
-/* out[n, od] = x[n, in] . W^T + b (w packed); rows split by row_parts/row_range. */
+/* out[n, od] = x[n, in] . W^T + b (w packed); rows split by row_parts/row_range at the GEMM
+ * library's row atom. */
 static mv_status linear_rows(mv_gemm_ws *ws, const mv_gemm_w *w, float *out, const float *x,
-                             const float *b, int64_t n, int in, int od, mv_err *e)
+                             const float *b, int64_t n, int in, int od, int atom, mv_err *e)
 {
     if (n <= 0)
         return MV_OK;
     par_err pe = {0};
-    int P = row_parts(n, omp_get_max_threads());
+    int P = row_parts(n, omp_get_max_threads(), atom);
 #pragma omp parallel num_threads(P)
     {
         int64_t r0, r1;
         mv_err te;
-        row_range(n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), atom, &r0, &r1);
         mv_status st = linear_range(ws, w, out, x, b, r0, r1, in, od, EPI_BIAS, NULL, &te);
         if (st)
             par_fail(&pe, st, &te);
@@ -290,11 +292,11 @@ void mv_linear_cpu(float *out, const float *x, const float *W, const float *b, i
     if (n <= 0)
         return;
     mv_blas_single_threaded();
-    int P = row_parts_a(n, omp_get_max_threads(), MV_BLAS_ROW_ATOM, 1);
+    int P = row_parts(n, omp_get_max_threads(), MV_BLAS_ROW_ATOM);
 #pragma omp parallel num_threads(P)
     {
         int64_t r0, r1;
-        row_range_a(n, omp_get_thread_num(), omp_get_num_threads(), MV_BLAS_ROW_ATOM, &r0, &r1);
+        row_range(n, omp_get_thread_num(), omp_get_num_threads(), MV_BLAS_ROW_ATOM, &r0, &r1);
         mv_blas_rows_nt(out + r0 * out_dim, out_dim, x + r0 * in, in, W, in, out_dim, r1 - r0);
         for (int64_t i = r0; i < r1; i++)
             epilogue_row(out + i * out_dim, b, out_dim, EPI_BIAS, NULL);
@@ -548,6 +550,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     cpu_impl *ci = be->impl;
     omp_set_num_threads(ci->threads); /* this thread's parallel regions (the tower thread) */
     int T = omp_get_max_threads();
+    const int atom = mv_gemm_row_atom(ci->g); /* thread cuts of every GEMM (mv_gemm_cpu.h) */
     int nseg = plan.nseg;
     int32_t *cu = malloc((nseg + 1) * sizeof(int32_t));
     if (!cu) {
@@ -601,7 +604,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     mv_gemm_ws *ws = ci->ws;
     if ((st = dump(fn, ud, "pixel_values", pixels, N, c->patch_dim, e)))
         goto out;
-    if ((st = linear_rows(ws, ci->patch, x, pixels, m->patch_b, N, c->patch_dim, H, e)))
+    if ((st = linear_rows(ws, ci->patch, x, pixels, m->patch_b, N, c->patch_dim, H, atom, e)))
         goto out;
     if ((st = dump(fn, ud, "patch_embed", x, N, H, e)))
         goto out;
@@ -619,7 +622,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
      * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
      * split] of block b + 1; attention, which needs every row of a segment, sits between. */
     const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
-    int P = row_parts(N, T);
+    int P = row_parts(N, T, atom);
     const int F1 = ci->fc1_f1; /* fc1's split, the same in every block */
     for (int b = 0; b <= c->depth; b++) {
         const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
@@ -630,7 +633,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
             int64_t r0, r1;
             mv_err te;
             mv_status ts = MV_OK;
-            row_range(N, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+            row_range(N, omp_get_thread_num(), omp_get_num_threads(), atom, &r0, &r1);
             /* the chain on chunks of row_chunk rows: each chunk's activations stay in L2 from
              * one step to the next */
             const int64_t ch = row_chunk(B ? WB[W_PROJ] : Bn ? WBn[W_QKV] : NULL, r0, r1);
@@ -695,12 +698,12 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     if ((st = dump(fn, ud, "merger_norm", xn, N, H, e)))
         goto out;
     int64_t M = N / mm;
-    if ((st = linear_rows(ws, ci->mfc1, big, xn, m->mfc1_b, M, H * mm, H * mm, e)))
+    if ((st = linear_rows(ws, ci->mfc1, big, xn, m->mfc1_b, M, H * mm, H * mm, atom, e)))
         goto out;
     if ((st = dump(fn, ud, "merger_fc1", big, M, H * mm, e)))
         goto out;
     mv_gelu_erf_cpu(big, M * H * mm);
-    if ((st = linear_rows(ws, ci->mfc2, out, big, m->mfc2_b, M, H * mm, c->out_hidden, e)))
+    if ((st = linear_rows(ws, ci->mfc2, out, big, m->mfc2_b, M, H * mm, c->out_hidden, atom, e)))
         goto out;
     st = dump(fn, ud, "output", out, M, c->out_hidden, e);
 out:

@@ -8,11 +8,6 @@
 
 #include <stdint.h>
 
-/* GEMM rows are split between threads at multiples of this, each thread's part at least
- * MV_MIN_ATOMS of them: what the GEMM library needs for a row's bytes not to depend on the call
- * (mv_gemm_cpu.h). mv_linear_cpu, the twin that always calls OpenBLAS, splits at its atom. */
-#define MV_ROW_ATOM MV_GEMM_ROW_ATOM
-#define MV_MIN_ATOMS MV_GEMM_MIN_ATOMS
 /* Attention work item: this many query rows of one head of one segment. */
 #define ATT_QB 128
 /* Keys per block of attention's online softmax, at most (att_key_block): the item's score block
@@ -57,33 +52,28 @@ static inline __attribute__((always_inline)) float exp_f32(float x)
     return y * sc.f;
 }
 
-/* Parts a GEMM's n rows are cut into: at most T, each of >= atoms_min row atoms. Depends on n,
- * never on T beyond the cap. */
-static inline int row_parts_a(int64_t n, int T, int atom, int atoms_min)
+/* GEMM rows are split between threads at multiples of the GEMM library's row atom
+ * (mv_gemm_row_atom: what it needs for a row's bytes not to depend on the call), each thread's
+ * part at least ROW_PART_MIN rows. */
+#define ROW_PART_MIN 32
+
+/* Parts a GEMM's n rows are cut into: at most T, each of >= ROW_PART_MIN rows (a whole number of
+ * atoms). Depends on n and the atom, never on T beyond the cap. */
+static inline int row_parts(int64_t n, int T, int atom)
 {
     int64_t atoms = (n + atom - 1) / atom;
-    int64_t P = atoms / atoms_min;
+    int64_t P = atoms / ((ROW_PART_MIN + atom - 1) / atom);
     return P < 1 ? 1 : (P > T ? T : (int)P);
 }
 
 /* Rows [r0, r1) of part t of P: cuts at multiples of atom. */
-static inline void row_range_a(int64_t n, int t, int P, int atom, int64_t *r0, int64_t *r1)
+static inline void row_range(int64_t n, int t, int P, int atom, int64_t *r0, int64_t *r1)
 {
     int64_t atoms = (n + atom - 1) / atom;
     *r0 = atoms * t / P * atom;
     *r1 = atoms * (t + 1) / P * atom;
     *r0 = *r0 < n ? *r0 : n;
     *r1 = *r1 < n ? *r1 : n;
-}
-
-static inline int row_parts(int64_t n, int T)
-{
-    return row_parts_a(n, T, MV_ROW_ATOM, MV_MIN_ATOMS);
-}
-
-static inline void row_range(int64_t n, int t, int P, int64_t *r0, int64_t *r1)
-{
-    row_range_a(n, t, P, MV_ROW_ATOM, r0, r1);
 }
 
 /* Bytes of bf16x6 attention's packed K and V^T (per head group, attention_cpu.c) at most, unless

@@ -74,24 +74,25 @@ setup_file() {
     same_bytes "$T/j1" "$T/j7"
 }
 
-# OpenBLAS's kernels block a call's rows differently per CPU family (Haswell's sgemm runs rows 24
-# at a time, SkylakeX's 16): a build whose tower GEMMs run on OpenBLAS (make NO_DNNL=1) must give
-# -j-independent bytes under each kernel family this CPU can run, not only the one it detects.
-# OPENBLAS_CORETYPE picks the family when the library loads; -v names the one that ran.
-@test "-j 1, 3, 4: byte-identical under each OpenBLAS kernel family this CPU runs (wide MLP tower)" {
+# The GEMM libraries block a call's rows differently per CPU family (OpenBLAS's Haswell sgemm runs
+# rows 24 at a time, SkylakeX's 16; oneDNN 2.6's f32 matmul is brgemm with AVX-512, gemm:jit
+# without): the tower must give -j-independent bytes under each family this CPU can run, not only
+# under the one it detects. OPENBLAS_CORETYPE and ONEDNN_MAX_CPU_ISA pick the family when the
+# library loads (each build heeds the one of its library); -v names what ran.
+@test "-j 1, 3, 4: byte-identical under each GEMM kernel family this CPU runs (OpenBLAS cores, oneDNN ISAs)" {
     T="$BATS_TEST_TMPDIR"
     flags=$(grep -m1 '^flags' /proc/cpuinfo)
     has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
-    cores="Prescott"
-    has avx && cores="$cores Sandybridge"
-    has avx2 fma && cores="$cores Haswell Zen"
-    has avx512f avx512bw avx512dq avx512vl avx512cd && cores="$cores SkylakeX"
-    for core in $cores; do
+    fams="Prescott:SSE41"
+    has avx && fams="$fams Sandybridge:AVX"
+    has avx2 fma && fams="$fams Haswell:AVX2 Zen:AVX2"
+    has avx512f avx512bw avx512dq avx512vl avx512cd && fams="$fams SkylakeX:AVX512_CORE"
+    for fam in $fams; do
+        core=${fam%%:*} isa=${fam#*:}
         for j in 1 3 4; do
-            OPENBLAS_CORETYPE=$core run mvembed -v --device cpu --cpu-gemm f32 --model "$WIDE" -j "$j" \
-                --out "$T/$core-j$j" "$BIG" "$ROOT/fixtures/media/videos/h264_3frames.mp4"
+            OPENBLAS_CORETYPE=$core ONEDNN_MAX_CPU_ISA=$isa run mvembed -v --device cpu --cpu-gemm f32 \
+                --model "$WIDE" -j "$j" --out "$T/$core-j$j" "$BIG" "$ROOT/fixtures/media/videos/h264_3frames.mp4"
             [ "$status" -eq 0 ]
-            # the family that ran, where the tower's GEMMs are OpenBLAS's (oneDNN's otherwise)
             if [[ "$output" == *"GEMMs through OpenBLAS"* ]]; then
                 [[ "$output" == *"GEMMs through OpenBLAS (core $core)"* ]]
             else

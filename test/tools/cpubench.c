@@ -73,15 +73,14 @@ static void run_gemms_blas(const gemm_shape *g, int ng, float *a, float *c)
 }
 
 /* The tower's path: T threads, thread t multiplies rows [r0, r1), cut at multiples of
- * MV_GEMM_ROW_ATOM, at least MV_GEMM_MIN_ATOMS of them each (tower_cpu.c's row_parts /
- * row_range). */
-static int run_gemms_tower(const gemm_shape *g, int ng, float *a, float *c, mv_gemm_ws *ws, int T,
-                           mv_err *e)
+ * mv_gemm_row_atom, at least 32 rows each (tower_cpu_int.h's row_parts / row_range). */
+static int run_gemms_tower(const gemm_shape *g, int ng, float *a, float *c, const mv_gemm_cpu *gc,
+                           mv_gemm_ws *ws, int T, mv_err *e)
 {
     int bad = 0;
     for (int k = 0; k < ng && !bad; k++) {
-        int64_t n = g[k].n, atom = MV_GEMM_ROW_ATOM, atoms = (n + atom - 1) / atom;
-        int64_t P = atoms / MV_GEMM_MIN_ATOMS;
+        int64_t n = g[k].n, atom = mv_gemm_row_atom(gc), atoms = (n + atom - 1) / atom;
+        int64_t P = atoms / ((32 + atom - 1) / atom);
         P = P < 1 ? 1 : (P > T ? T : P);
 #pragma omp parallel num_threads((int)P) reduction(| : bad)
         {
@@ -331,7 +330,7 @@ int main(int argc, char **argv)
         if (do_gemm) {
             omp_set_num_threads(threads);
             double t0 = mv_now();
-            if (run_gemms_tower(g, ng, a, cc, ws, threads, &e))
+            if (run_gemms_tower(g, ng, a, cc, gc, ws, threads, &e))
                 return die("gemm", e.msg);
             tg[it] = mv_now() - t0;
         }

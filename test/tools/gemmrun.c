@@ -1,6 +1,6 @@
 /* gemmrun - one product through the CPU tower's GEMM path (mv_gemm_cpu.h), for tests that check it
  * against numpy: OUT[m, od] = X[m, in] . W[od, in]^T, W packed once, X's rows cut into blocks at
- * multiples of MV_GEMM_ROW_ATOM for T threads as the tower cuts them (each block one
+ * multiples of mv_gemm_row_atom for T threads as the tower cuts them (each block one
  * single-threaded mv_gemm_rows call on its thread's slot). Not a benchmark (cpubench), not the
  * tower. Prints "gemm_lib NAME" (library, mode, implementation) on stdout.
  *   gemmrun [--cpu-gemm f32|bf16x6|auto] [-j T] X.npy W.npy OUT.npy
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
         mv_gemm_ws_create(g, T, &ws, &e))
         return die("gemm", e.msg);
     printf("gemm_lib %s\n", mv_gemm_cpu_name(g));
-    int64_t atom = MV_GEMM_ROW_ATOM, atoms = (m + atom - 1) / atom;
+    int64_t atom = mv_gemm_row_atom(g), atoms = (m + atom - 1) / atom;
     int bad = 0;
     mv_err te = {0};
 #pragma omp parallel num_threads(T) reduction(| : bad)
