@@ -29,10 +29,10 @@
 #define MV_GEMM_ROW_ATOM_FREE 16
 
 /* OpenBLAS (and oneDNN's gemm:jit, its f32 matmul on CPUs without AVX-512) gives a row other
- * bytes depending on where it sits in its call, even where the calls
- * start at multiples of 64 rows and are large: its kernels take rows in groups (Haswell's sgemm,
- * by what we measured: 24 at a time) with tail kernels, and a "small matrix" kernel (M*N*K <= 1e6
- * on SkylakeX), that sum in another order (bench/NOTES.md: on the AMD EPYC of 2026-12-01, Haswell
+ * bytes depending on where it sits in its call, even where the calls start at multiples of 64
+ * rows and are large: its kernels take rows in groups (Haswell's sgemm, by what we measured: 24
+ * at a time) with tail kernels, and a "small matrix" kernel (M*N*K <= 1e6 on SkylakeX), that sum
+ * in another order (bench/NOTES.md: on the AMD EPYC of 2026-12-01, Haswell
  * and Zen kernels, a 320-row patch embedding cut as 128 + 192 rows gave rows 120-319 other
  * bytes). So rows go to OpenBLAS only in calls of exactly this many (the last of a matrix fewer),
  * starting at multiples of it: the same calls whatever the thread cut. 128 rather than 64: each

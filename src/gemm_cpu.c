@@ -82,7 +82,7 @@ struct mv_gemm_w {
     dnnl_memory_desc_t md; /* the packed layout */
     void *packed;
     char impl[48]; /* the implementation it was packed for (every call's primitive must be it) */
-    int fixed;     /* impl is not brgemm: calls of exactly MV_BLAS_ROW_ATOM rows (mv_gemm_row_atom) */
+    int fixed;     /* impl is not brgemm: calls of MV_BLAS_ROW_ATOM rows (mv_gemm_row_atom) */
 #endif
 };
 
@@ -311,7 +311,8 @@ mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, m
         return mv_fail(e, MV_ERR_UNSUPPORTED, "bf16x6 GEMMs need Intel AMX: %s; use f32 GEMMs", why);
     }
     g->mode = mode;
-    g->row_atom = mode == MV_CPU_GEMM_BF16X6 || MV_HAVE_DNNL ? MV_GEMM_ROW_ATOM_FREE : MV_BLAS_ROW_ATOM;
+    g->row_atom =
+        mode == MV_CPU_GEMM_BF16X6 || MV_HAVE_DNNL ? MV_GEMM_ROW_ATOM_FREE : MV_BLAS_ROW_ATOM;
 #if MV_HAVE_DNNL
     const dnnl_version_t *v = dnnl_version();
     if (mode == MV_CPU_GEMM_BF16X6)

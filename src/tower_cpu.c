@@ -15,12 +15,12 @@
  * Threads: one pool. The GEMM libraries run single-threaded (mv_gemm_cpu.h); every parallel
  * loop is ours (OpenMP), and each GEMM call is made by one thread on a block of rows, so two
  * pools never fight over the cores. Results do not depend on the thread count: no reduction is
- * ever split across threads. A GEMM's rows are split at multiples of mv_gemm_row_atom, each row's dot
- * products are summed by single-threaded calls that give a row the same bytes wherever such cuts
- * fall (mv_gemm_cpu.h); attention
- * works on fixed (segment, head, ATT_QB-query) items, each walking its segment's keys in blocks
- * that depend on the segment length alone; LayerNorm and softmax reduce one row in one thread in
- * a fixed order. It is not a bf16 model of the GPU path. */
+ * ever split across threads. A GEMM's rows are split at multiples of mv_gemm_row_atom, each
+ * row's dot products are summed by single-threaded calls that give a row the same bytes wherever
+ * such cuts fall (mv_gemm_cpu.h); attention works on fixed (segment, head, ATT_QB-query) items,
+ * each walking its segment's keys in blocks that depend on the segment length alone; LayerNorm
+ * and softmax reduce one row in one thread in a fixed order. It is not a bf16 model of the GPU
+ * path. */
 #include "mv_backend.h"
 #include "mv_gemm_cpu.h"
 #include "mv_ops_cpu.h"
