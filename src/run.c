@@ -249,7 +249,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
                 fprintf(stderr, "mvembed: using the CUDA backend on %d GPU%s, %d forward%s in flight each\n",
                         nd, nd > 1 ? "s" : "", per, per > 1 ? "s" : "");
             *n_bep = n_be;
-            *n_devp = o->n_devices > 0 ? o->n_devices : 1;
+            *n_devp = nd;
             return MV_OK;
         }
         if (o->device == MV_DEV_CUDA) {
