@@ -2,8 +2,8 @@
 # the plan scripts of bench/plans, from the repository root after scripts/device-bundle.sh here
 # with `.device` in the device tool's carry: unpacks .device (xz) into /tmp/mv/{bin,lib} once,
 # puts those libraries, CUDA's, cuBLAS's and cuDNN's (the torch venv's nvidia/* packages) on
-# LD_LIBRARY_PATH, sets MV_CUDNN_LIB, BIN=/tmp/mv/bin and OUT (default /tmp/mvout, created).
-# Not here: any step.
+# LD_LIBRARY_PATH, sets MV_CUDNN_LIB, BIN=/tmp/mv/bin and OUT (default /tmp/mvout, created), and
+# defines the A/B helpers of the plan scripts (attn_ab, tower_ab). Not here: any step.
 OUT=${OUT:-/tmp/mvout}
 mkdir -p "$OUT" /tmp/mv/bin /tmp/mv/lib
 export PYTHONUNBUFFERED=1
@@ -19,3 +19,28 @@ CUDNN_DIR=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.
 export MV_CUDNN_LIB=${MV_CUDNN_LIB:-$CUDNN_DIR}
 export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}:${CUDNN_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BIN=/tmp/mv/bin
+
+# attn_ab VARIANT SHAPE...: fa3 and cuDNN TFLOP/s at head dim 72, attnbench and attnbench-VARIANT
+# (device-bundle.sh FA3_VARIANTS) alternated twice per shape with rests, one line per run
+attn_ab() {
+    local v=$1 sh i b
+    shift
+    for sh in "$@"; do
+        for i in 1 2; do
+            for b in attnbench attnbench-$v; do
+                echo "$sh $b: $(timeout 60 $BIN/$b --iters 30 --only fa3,cudnn --shape $sh --dim 72 --rest 1000 2>&1 |
+                    grep -E "^(cudnn|fa3[a-z0-9_]*) " | awk '{printf "%s %s | ", $1, $5} END {print ""}')"
+            done
+        done
+    done
+}
+# tower_ab VARIANT SIZES MODEL: mvtower and mvtower-VARIANT alternated twice (bench_tower.py, no HF)
+tower_ab() {
+    local i b
+    for i in 1 2; do
+        for b in mvtower mvtower-$1; do
+            timeout 60 python3 scripts/bench_tower.py bench --model "$3" --mvtower $BIN/$b --iters 5 \
+                --sizes "$2" --attention auto --no-hf 2>&1 | grep -E "mvembed" | sed "s/^/$b /"
+        done
+    done
+}

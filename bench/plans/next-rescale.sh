@@ -14,21 +14,10 @@ source scripts/device-env.sh
 timeout 150 $BIN/test_fa3-resc >"$OUT/fa3-resc.log" 2>&1
 echo "test_fa3-resc exit $?: $(grep -c '^ok' "$OUT/fa3-resc.log") ok, $(grep -c '^not ok' "$OUT/fa3-resc.log") not ok"
 grep -E "^not ok" "$OUT/fa3-resc.log" | cut -c1-220 | head -6
-ab() { timeout 60 "$@" 2>&1 | grep -E "^(cudnn|fa3[a-z0-9_]*) " | awk '{printf "%s %s | ", $1, $5} END {print ""}'; }
-for sh in 64x784 16x4096 4x8160 1x16384; do
-    for i in 1 2; do
-        echo "$sh default: $(ab $BIN/attnbench --iters 30 --only fa3,cudnn --shape $sh --dim 72 --rest 1000)"
-        echo "$sh resc:    $(ab $BIN/attnbench-resc --iters 30 --only fa3,cudnn --shape $sh --dim 72 --rest 1000)"
-    done
-done
+attn_ab resc 64x784 16x4096 4x8160 1x16384
 m=/tmp/mv/model_27b
 python3 scripts/hf_reference.py make-model --config 27b --seed 0 --out $m >/dev/null 2>&1
-for i in 1 2; do
-    for b in mvtower mvtower-resc; do
-        timeout 60 python3 scripts/bench_tower.py bench --model $m --mvtower $BIN/$b --iters 5 \
-            --sizes 1x2048x2048,64x448x448 --attention auto --no-hf 2>&1 | grep -E "mvembed" | sed "s/^/$b /"
-    done
-done
+tower_ab resc 1x2048x2048,64x448x448 $m
 S=64x448x448,16x1024x1024,4x1088x1920,1x2048x2048,1x3024x4032
 timeout 200 python3 scripts/bench_tower.py bench --model $m --mvtower $BIN/mvtower-resc --iters 3 --sizes $S \
     --attention auto --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -11
