@@ -120,7 +120,9 @@ PYEOF
 }
 
 @test "kill -9 three times at different points, then resume: still equal, each input once" {
-    for at in 3 25 50; do
+    # kill points well before the 84th line: a run does the last ~30 inputs in under half a
+    # second, and with its third kill at 50 a loaded CI machine once let it finish first
+    for at in 3 15 30; do
         start "$T/o"
         wait_lines "$T/o/manifest.jsonl" "$at"
         kill -9 "$pid"
