@@ -16,9 +16,11 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
             other NAME starting with bf16 (the default f32 residual stream, either attention):
               output min row cosine >= 0.9999 and rel L2 <= 5e-3
   bench   --model DIR --mvtower BIN [--sizes 64x448x448,...] [--iters 10] [--attention LIST]
-          [--json OUT.json] [--batch-tokens N]
-          tower throughput of mvembed (mvtower bench: host f32 pixels in, host f32 out; once per
-          attention implementation in LIST, default builtin,cudnn) and of HF
+          [--json OUT.json] [--batch-tokens N] [--cli]
+          tower throughput of mvembed (mvtower bench: host f32 pixels in, host f32 out, one forward
+          at a time; once per attention implementation in LIST, default builtin,cudnn; with --cli
+          each also as the CLI's pipeline drives it, "NAME+cli": uint8 frames in, 2 forwards in
+          flight, the time per batch in steady state) and of HF
           (bf16, sdpa, same packed inputs, same GPU, same run), HF timed both with inputs already on
           the GPU ("hf_dev") and host to host like mvembed ("hf_e2e"); plus the cuBLASLt bf16 GEMM
           rate measured in the same run (mvtower gemm-peak) and MFU = mvembed TFLOP/s / that rate.
@@ -167,12 +169,19 @@ def cmd_bench(a):
         if a.batch_tokens:
             cmd += ["--batch-tokens", str(a.batch_tokens)]
         runs = {}
-        for impl in a.attention.split(","):
+        # NAME -> extra mvtower arguments: each attention implementation host f32 pixels in, one
+        # forward at a time; with --cli also as the CLI drives the tower ("NAME+cli": uint8
+        # frames in, two forwards in flight taking turns, as the pipeline's default --inflight 2)
+        variants = [(impl, ["--attention", impl]) for impl in a.attention.split(",")]
+        if a.cli:
+            variants += [(impl + "+cli", ["--attention", impl, "--input", "u8", "--inflight", "2"])
+                         for impl in a.attention.split(",")]
+        for name, extra in variants:
             try:
-                runs[impl] = run_json(cmd + ["--attention", impl])
+                runs[name] = run_json(cmd + extra)
             except RuntimeError as ex:
-                runs[impl] = {"error": str(ex)[-500:]}
-                print(f"{spec:14s} mvembed attention {impl}: {runs[impl]['error']}", flush=True)
+                runs[name] = {"error": str(ex)[-500:]}
+                print(f"{spec:14s} mvembed {name}: {runs[name]['error']}", flush=True)
         ok_runs = [k for k in runs if "error" not in runs[k]]
         if not ok_runs:
             results["sizes"].append({"size": spec, "images": n, "mvembed_runs": runs})
@@ -247,6 +256,8 @@ def main():
     b.add_argument("--batch-tokens", type=int, default=0)
     b.add_argument("--json")
     b.add_argument("--no-hf", action="store_true", help="mvembed only (variant comparisons)")
+    b.add_argument("--cli", action="store_true",
+                   help="also time each attention as the CLI drives the tower (uint8 frames, 2 in flight)")
     a = ap.parse_args()
     {"pixels": cmd_pixels, "compare": cmd_compare, "bench": cmd_bench}[a.cmd](a)
 

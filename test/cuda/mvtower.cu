@@ -7,12 +7,13 @@
  *       scripts/hf_reference.py uses (pixel_values patch_embed embed block_NN merger_norm
  *       merger_fc1 output).
  *   mvtower bench --model DIR --pixels P.npy --grid ... [--precision ..] [--batch-tokens N]
- *                 [--iters 10] [--warmup 2]
+ *                 [--iters 10] [--warmup 2] [--input f32|u8] [--inflight K]
  *       times whole forwards (host f32 pixels in, host f32 embeddings out, wall clock, median)
  *       and prints one JSON line: tokens/s, images/s (entries/s), TFLOP/s of the work done.
  *       Pixels and embeddings live in page-locked host memory from the backend's host_alloc,
  *       as the CLI's staging buffers and output slabs do (src/pipeline.c); pageable memory
- *       ("pinned": false in the JSON) where the backend has none.
+ *       ("pinned": false in the JSON) where the backend has none. --input u8 --inflight 2 times
+ *       the tower as the CLI drives it (uint8 frames in, two forwards taking turns): bench().
  *   mvtower gemm-peak
  *       cuBLASLt bf16 GEMM rate (8192^3, random data, f32 accumulation), median of 20: JSON line.
  */
@@ -23,6 +24,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "mv_cuda.cuh"
@@ -129,6 +133,195 @@ static int gemm_peak(void)
     return err != cudaSuccess;
 }
 
+/* ---- bench ------------------------------------------------------------------------------ */
+typedef struct {
+    int iters, warm, inflight, u8;
+} bench_opts;
+
+/* The pipeline's turns (src/pipeline.c dev_busy): forwards on one device queue their device work
+ * one at a time, in ticket order, and give the turn back as soon as their work is queued
+ * (mv_backend.queued), so the next forward's upload and kernels queue behind it. */
+struct bench_turns {
+    std::mutex mu;
+    std::condition_variable cv;
+    unsigned long ticket = 0, serving = 0;
+};
+struct bench_turn {
+    bench_turns *t;
+    int given;
+};
+static void bench_turn_give(void *arg)
+{
+    bench_turn *tn = (bench_turn *)arg;
+    if (tn->given) return;
+    tn->given = 1;
+    std::lock_guard<std::mutex> lk(tn->t->mu);
+    tn->t->serving++;
+    tn->t->cv.notify_all();
+}
+static void bench_turn_take(bench_turns *t)
+{
+    std::unique_lock<std::mutex> lk(t->mu);
+    unsigned long me = t->ticket++;
+    t->cv.wait(lk, [&] { return t->serving == me; });
+}
+
+/* One forward of backend b in its turn: pixels (f32 rows) or frames (uint8, forward_u8). */
+static mv_status bench_forward(mv_backend *b, bench_turns *turns, const float *pix, const uint8_t *frames,
+                               const int32_t *n_frames, const std::vector<int32_t> &grid, int n_entries,
+                               float *dst, mv_err *e)
+{
+    bench_turn tn = {turns, 0};
+    bench_turn_take(turns);
+    b->queued = bench_turn_give;
+    b->queued_arg = &tn;
+    mv_status st = frames ? b->forward_u8(b, frames, n_frames, grid.data(), n_entries, dst, NULL, NULL, e)
+                          : b->forward(b, pix, grid.data(), n_entries, dst, NULL, NULL, e);
+    bench_turn_give(&tn);
+    b->queued = NULL;
+    return st;
+}
+
+/* mvtower bench: whole forwards of the batch, host to host, as one JSON line.
+ *   --input f32 (default): the packed pixel_values (forward), as HF is given them;
+ *   --input u8: random uint8 frames of the grid's sizes (forward_u8: what the CLI's pipeline
+ *     sends; the backend normalises and patchifies them, 8x fewer bytes over the bus);
+ *   --inflight K (default 1): K backends on the device, each forwarding the batch from its own
+ *     thread and taking turns as the pipeline's tower threads do (the CLI's default is 2), so
+ *     one forward's upload and download overlap another's kernels. median_s is then the wall
+ *     time of all timed forwards over their number (the steady-state time per batch), not a
+ *     median of single forwards; each thread's warm-up forwards run before the clock starts.
+ * Host buffers come from the backend's host_alloc (page-locked for CUDA), as the CLI's staging
+ * buffers and output slabs do; pageable memory ("pinned": false) where the backend has none. */
+static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, const char *backend,
+                 const float *pixels, const std::vector<int32_t> &grid, int n_entries, int64_t N,
+                 const bench_opts *bo, const char *prec, const char *attn_s, std::vector<float> *out)
+{
+    const mv_vision_config *c = &m->cfg;
+    const int mm = c->merge * c->merge, K = bo->inflight;
+    mv_err e;
+    if (bo->u8 && !b0->forward_u8) {
+        fprintf(stderr, "mvtower: bench --input u8: the %s backend has no forward_u8\n", backend);
+        return 2;
+    }
+    std::vector<mv_backend *> bs(1, b0);
+    for (int k = 1; k < K; k++) {
+        mv_backend *bk;
+        mv_status st = !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, o, &bk, &e)
+                                               : mv_backend_cuda_create(m, o, &bk, &e);
+        if (st) {
+            for (int j = 1; j < k; j++) bs[j]->destroy(bs[j]);
+            return die("backend (--inflight)", &e);
+        }
+        bs.push_back(bk);
+    }
+    /* inputs: shared by all threads (read only); one output per thread */
+    std::vector<int32_t> n_frames((size_t)n_entries);
+    size_t in_bytes = (size_t)N * c->patch_dim * sizeof(float);
+    if (bo->u8) {
+        in_bytes = 0;
+        for (int i = 0; i < n_entries; i++) {
+            n_frames[i] = grid[3 * i] * c->temporal; /* whole temporal groups: no repeated last frame */
+            in_bytes += (size_t)n_frames[i] * (grid[3 * i + 1] * c->patch) * (grid[3 * i + 2] * c->patch) * 3;
+        }
+    }
+    const size_t out_bytes = out->size() * sizeof(float);
+    void *hin = b0->host_alloc ? b0->host_alloc(b0, in_bytes) : NULL;
+    std::vector<float *> hout((size_t)K, (float *)NULL);
+    int pinned = hin != NULL;
+    for (int k = 0; k < K && pinned; k++) {
+        hout[k] = (float *)bs[k]->host_alloc(bs[k], out_bytes);
+        pinned = hout[k] != NULL;
+    }
+    std::vector<uint8_t> pg_in(pinned ? 0 : in_bytes);
+    std::vector<std::vector<float>> pg_out(pinned ? 0 : (size_t)K, std::vector<float>(out->size()));
+    void *in = pinned ? hin : (void *)pg_in.data();
+    if (bo->u8) { /* xorshift bytes: any frame content costs the same */
+        uint64_t r = 88172645463325252ull;
+        uint8_t *u = (uint8_t *)in;
+        for (size_t i = 0; i < in_bytes; i++) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            u[i] = (uint8_t)(r >> 56);
+        }
+    } else {
+        memcpy(in, pixels, in_bytes);
+    }
+    const float *pix = bo->u8 ? NULL : (const float *)in;
+    const uint8_t *frames = bo->u8 ? (const uint8_t *)in : NULL;
+    bench_turns turns;
+    std::vector<double> ts;            /* inflight 1: each timed forward */
+    std::vector<double> t_end((size_t)K, 0.0);
+    std::vector<int> krc((size_t)K, 0);
+    double t_start = 0;
+    if (K == 1) {
+        float *dst = pinned ? hout[0] : pg_out[0].data();
+        for (int i = 0; i < bo->warm + bo->iters && !krc[0]; i++) {
+            double t0 = now_s();
+            if (bench_forward(b0, &turns, pix, frames, n_frames.data(), grid, n_entries, dst, &e))
+                krc[0] = die("forward", &e);
+            if (i >= bo->warm) ts.push_back(now_s() - t0);
+        }
+    } else {
+        /* warm-up in every thread, then the clock, then each thread's timed forwards */
+        std::mutex bar_mu;
+        std::condition_variable bar_cv;
+        int arrived = 0;
+        std::vector<std::thread> th;
+        for (int k = 0; k < K; k++)
+            th.emplace_back([&, k] {
+                mv_err ek;
+                float *dst = pinned ? hout[k] : pg_out[k].data();
+                for (int i = 0; i < bo->warm && !krc[k]; i++)
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, n_entries, dst, &ek))
+                        krc[k] = die("forward", &ek);
+                {
+                    std::unique_lock<std::mutex> lk(bar_mu);
+                    if (++arrived == K) {
+                        t_start = now_s();
+                        bar_cv.notify_all();
+                    } else {
+                        bar_cv.wait(lk, [&] { return arrived == K; });
+                    }
+                }
+                for (int i = 0; i < bo->iters && !krc[k]; i++)
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, n_entries, dst, &ek))
+                        krc[k] = die("forward", &ek);
+                t_end[k] = now_s();
+            });
+        for (auto &t : th) t.join();
+        double wall = *std::max_element(t_end.begin(), t_end.end()) - t_start;
+        ts.assign(1, wall / ((double)K * bo->iters));
+    }
+    int rc = *std::max_element(krc.begin(), krc.end());
+    memcpy(out->data(), pinned ? hout[0] : pg_out[0].data(), out_bytes);
+    if (hin) b0->host_free(b0, hin);
+    for (int k = 0; k < K; k++)
+        if (hout[k]) bs[k]->host_free(bs[k], hout[k]);
+    for (int k = 1; k < K; k++) bs[k]->destroy(bs[k]);
+    if (rc) return rc;
+    std::sort(ts.begin(), ts.end());
+    double med = ts[ts.size() / 2];
+    /* work: every GEMM, and attention's two products over the real head dim */
+    int64_t H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim;
+    double gemm = 2.0 * N * (P * H + c->depth * (4.0 * H * H + 2.0 * H * I)) +
+                  2.0 * (N / mm) * (mm * H * (double)mm * H + mm * H * (double)L);
+    double attn = 0;
+    for (int i = 0; i < n_entries; i++) {
+        double len = (double)grid[3 * i + 1] * grid[3 * i + 2];
+        attn += grid[3 * i] * 4.0 * len * len * H * c->depth;
+    }
+    double fin = 0;
+    for (float v : *out) fin += isfinite(v) ? 0 : 1;
+    printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"attention\": \"%s\", \"input\": \"%s\", "
+           "\"inflight\": %d, \"entries\": %d, \"tokens\": %lld, "
+           "\"iters\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"tokens_per_s\": %.1f, "
+           "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
+           "\"nonfinite\": %.0f, \"pinned\": %s}\n",
+           prec, attn_s, bo->u8 ? "u8" : "f32", K, n_entries, (long long)N, bo->iters, med, ts[0], N / med,
+           n_entries / med, gemm, attn, (gemm + attn) / med / 1e12, fin, pinned ? "true" : "false");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -189,43 +382,18 @@ int main(int argc, char **argv)
             fprintf(stderr, "mvtower: %s %s forward of %lld patches in %.3f s (with dumps)\n", backend,
                     prec, (long long)N, now_s() - t0);
     } else if (!strcmp(cmd, "bench")) {
-        int iters = atoi(arg(argc, argv, "--iters", "10")), warm = atoi(arg(argc, argv, "--warmup", "2"));
-        const size_t pix_bytes = (size_t)N * c->patch_dim * sizeof(float), out_bytes = out.size() * sizeof(float);
-        float *hpix = b->host_alloc ? (float *)b->host_alloc(b, pix_bytes) : NULL;
-        float *hout = hpix ? (float *)b->host_alloc(b, out_bytes) : NULL;
-        const int pinned = hout != NULL;
-        if (pinned) memcpy(hpix, pa.data, pix_bytes);
-        const float *pix = pinned ? hpix : (const float *)pa.data;
-        float *dst = pinned ? hout : out.data();
-        std::vector<double> ts;
-        for (int i = 0; i < warm + iters && !rc; i++) {
-            double t0 = now_s();
-            if (b->forward(b, pix, grid.data(), n_entries, dst, NULL, NULL, &e)) rc = die("forward", &e);
-            if (i >= warm) ts.push_back(now_s() - t0);
-        }
-        if (pinned) memcpy(out.data(), hout, out_bytes);
-        if (hpix) b->host_free(b, hpix);
-        if (hout) b->host_free(b, hout);
-        if (!rc) {
-            std::sort(ts.begin(), ts.end());
-            double med = ts[ts.size() / 2];
-            /* work: every GEMM, and attention's two products over the real head dim */
-            int64_t H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim;
-            double gemm = 2.0 * N * (P * H + c->depth * (4.0 * H * H + 2.0 * H * I)) +
-                          2.0 * (N / mm) * (mm * H * (double)mm * H + mm * H * (double)L);
-            double attn = 0;
-            for (int i = 0; i < n_entries; i++) {
-                double len = (double)grid[3 * i + 1] * grid[3 * i + 2];
-                attn += grid[3 * i] * 4.0 * len * len * H * c->depth;
-            }
-            double fin = 0;
-            for (float v : out) fin += isfinite(v) ? 0 : 1;
-            printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"attention\": \"%s\", \"entries\": %d, \"tokens\": %lld, "
-                   "\"iters\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"tokens_per_s\": %.1f, "
-                   "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
-                   "\"nonfinite\": %.0f, \"pinned\": %s}\n",
-                   prec, attn_s, n_entries, (long long)N, iters, med, ts[0], N / med, n_entries / med, gemm, attn,
-                   (gemm + attn) / med / 1e12, fin, pinned ? "true" : "false");
+        bench_opts bo;
+        bo.iters = atoi(arg(argc, argv, "--iters", "10"));
+        bo.warm = atoi(arg(argc, argv, "--warmup", "2"));
+        bo.inflight = atoi(arg(argc, argv, "--inflight", "1"));
+        const char *input = arg(argc, argv, "--input", "f32");
+        bo.u8 = !strcmp(input, "u8");
+        if ((!bo.u8 && strcmp(input, "f32")) || bo.iters < 1 || bo.warm < 0 || bo.inflight < 1 ||
+            bo.inflight > 8) {
+            fprintf(stderr, "mvtower: bench wants --input f32|u8, --iters >= 1, --warmup >= 0, --inflight 1..8\n");
+            rc = 2;
+        } else {
+            rc = bench(b, m, &o, backend, (const float *)pa.data, grid, n_entries, N, &bo, prec, attn_s, &out);
         }
     } else {
         fprintf(stderr, "mvtower: unknown command %s\n", cmd);
