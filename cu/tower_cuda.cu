@@ -891,14 +891,15 @@ static void cuda_host_free(mv_backend *be, void *p)
 
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
  * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3 (bf16,
- * sm_90) at head dim 72 without loading cuDNN (bench/RESULTS.md, seventh session, one H200: fa3
- * beats cuDNN 9.19 there on 4096-, 8160- and 47376-patch segments, 386 vs 375, 415 vs 330, 404
- * vs 336 TFLOP/s, and the whole tower at every size, 64 x 448² included, 598 vs 591 img/s, though
- * cuDNN's kernel alone is faster on 784-patch segments, 244 vs 224; at head dim 64 cuDNN wins,
- * 16 x 4096: 491 vs 388), and fa3 on Hopper when cuDNN cannot run. Auto mode builds and runs the
- * smallest cuDNN plan here (one 2-row segment), so that a graph no cuDNN engine takes falls back
- * at creation, never in the middle of a run. With -v (opts.verbose) says which implementation
- * runs, and why. */
+ * sm_90, head dims 72 and 64: every head dim it has) without loading cuDNN: on one H200 against
+ * cuDNN 9.19 the whole tower was faster with fa3 at every image size, at head dim 72 since the
+ * seventh session (598 vs 591 img/s at 64 x 448²) and at head dim 64, the 2B layout, in the
+ * thirteenth (bench/RESULTS.md: 901-908 vs 866-869 img/s at 64 x 448², 13.6 vs 11.9 on one
+ * 2048² image, 2.0 vs 1.7 on a 12 MP photo, in both orders). Elsewhere auto takes cuDNN when it
+ * loads and runs the head dim, else the builtin kernel. Auto mode builds and runs
+ * the smallest cuDNN plan here (one 2-row segment), so that a graph no cuDNN engine takes falls
+ * back at creation, never in the middle of a run. With -v (opts.verbose) says which
+ * implementation runs, and why. */
 static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_err *e)
 {
     const mv_vision_config *c = &b->base.model->cfg;
@@ -909,11 +910,11 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     mv_err de, fe;
     de.msg[0] = 0;
     const int fa3_ok = b->prec == MV_PREC_BF16 && mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK;
-    if (b->attn_impl == MV_ATTN_AUTO && fa3_ok && c->head_dim == 72) {
+    if (b->attn_impl == MV_ATTN_AUTO && fa3_ok) { /* mv_cuda_fa3_check: head dims 64 and 72 */
         b->fa3 = 1;
         if (b->verbose)
-            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (head dim 72: faster than cudnn)\n",
-                    b->device);
+            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (head dim %d: faster than cudnn)\n",
+                    b->device, c->head_dim);
         return MV_OK;
     }
     if (b->attn_impl == MV_ATTN_BUILTIN) {
@@ -961,13 +962,10 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
             why = de.msg;
         }
     }
-    b->fa3 = b->attn_impl == MV_ATTN_AUTO && fa3_ok && !b->dnn; /* Hopper without cuDNN */
     if (b->verbose) {
         if (b->dnn)
             fprintf(stderr, "mvembed: cuda: device %d: attention: cudnn: %s\n", b->device,
                     mv_cudnn_attn_describe(b->dnn));
-        else if (b->fa3)
-            fprintf(stderr, "mvembed: cuda: device %d: attention: fa3 kernel (no cudnn: %s)\n", b->device, why);
         else
             fprintf(stderr, "mvembed: cuda: device %d: attention: builtin kernel (%s)\n", b->device, why);
     }

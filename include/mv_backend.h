@@ -75,9 +75,9 @@ struct mv_backend {
     void *impl;
 };
 
-/* CUDA attention implementation: auto = the fa3 kernel at head dim 72 on Hopper (bf16;
- * cu/tower_cuda.cu choose_attention), cuDNN's fused flash attention when libcudnn.so.9 loads
- * and supports the head dim (bf16 only), fa3 on Hopper without cuDNN, else the builtin kernel
+/* CUDA attention implementation: auto = the fa3 kernel wherever it runs (Hopper, bf16, head dims
+ * 64 and 72; cu/tower_cuda.cu choose_attention), else cuDNN's fused flash attention when
+ * libcudnn.so.9 loads and supports the head dim (bf16 only), else the builtin kernel
  * (cu/attention.cu). fa3 = the Hopper kernel (cu/attention_fa3.cu: TMA, wgmma; bf16, head dims
  * 64 / 72, compute capability 9.0). */
 typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN, MV_ATTN_FA3 } mv_attn_impl;

@@ -722,6 +722,35 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     CHECK(rel_bf16 > 0 && rel_f32res >= 0 && rel_f32res < rel_bf16,
           "tower D=%d: f32 residual stream beats default bf16 vs cpu: rel_l2 %.3e < %.3e (ratio %.2f)",
           H / heads, rel_f32res, rel_bf16, rel_bf16 > 0 ? rel_f32res / rel_bf16 : 0.0);
+    /* --attention auto where fa3 runs (Hopper, head dims 64 and 72: choose_attention) is fa3: the
+     * same bits as --attention fa3 (cuDNN's or the builtin kernel's would differ), and fa3's
+     * tower against the CPU's */
+    mv_err fe;
+    if (mv_cuda_fa3_check(0, H / heads, &fe) == MV_OK) {
+        const mv_attn_impl im[2] = {MV_ATTN_FA3, MV_ATTN_AUTO};
+        std::vector<float> g[2];
+        mv_status s[2] = {MV_ERR_USAGE, MV_ERR_USAGE};
+        for (int k = 0; k < 2; k++) {
+            o.precision = MV_PREC_BF16;
+            o.batch_tokens = 0;
+            o.attention = im[k];
+            mv_backend *cb = NULL;
+            s[k] = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+            g[k].assign(ref.size(), NAN);
+            if (s[k] == MV_OK) s[k] = cb->forward(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
+            if (cb) cb->destroy(cb);
+        }
+        cmp_t cm = compare(g[0].data(), ref.data(), g[0].size());
+        double mc = min_row_cos(g[0].data(), ref.data(), M, c->out_hidden);
+        CHECK(s[0] == MV_OK && cm.nonfinite == 0 && cm.rel_l2 < 3e-2 && mc > 0.999,
+              "tower D=%d bf16 f32 residual, fa3 attention vs cpu: rel_l2 %.2e min row cos %.6f", H / heads,
+              cm.rel_l2, mc);
+        CHECK(s[0] == MV_OK && s[1] == MV_OK && memcmp(g[0].data(), g[1].data(), g[0].size() * 4) == 0,
+              "tower D=%d: --attention auto runs fa3 (the same output bits)", H / heads);
+    } else {
+        printf("# tower D=%d: no fa3 on device 0 (%s): auto's choice there is cuDNN's or builtin\n", H / heads,
+               fe.msg);
+    }
     free(rm.m.blocks);
 }
 
