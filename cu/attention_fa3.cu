@@ -117,7 +117,9 @@ static __device__ __forceinline__ float fa3_ex2(float x)
  * (FlashAttention-4's conditional rescale), so O's rescale (fa3_rescale_o, skipped when no row of
  * the warp moved) is skipped more often; P then reaches at most 2^FA3_RESCALE_MIN, which bf16 P,
  * the f32 row sum and the f32 O hold without loss of relative precision. The value stays the
- * same for the row's 4 threads (m and mx are equal across them after the shuffles). */
+ * same for the row's 4 threads (m and mx are equal across them after the shuffles). Measured with
+ * 8 (thirteenth session, bench/RESULTS.md): test_fa3 passes, the tower at 2048² and 448² does not
+ * move, so it stays off. */
 #ifndef FA3_RESCALE_MIN
 #define FA3_RESCALE_MIN 0
 #endif
