@@ -133,6 +133,13 @@ static int gemm_peak(void)
     return err != cudaSuccess;
 }
 
+/* --backend cpu|cuda (anything but "cpu" is cuda) */
+static mv_status make_backend(const char *backend, const mv_model *m, const mv_backend_opts *o, mv_backend **b,
+                              mv_err *e)
+{
+    return !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, o, b, e) : mv_backend_cuda_create(m, o, b, e);
+}
+
 /* ---- bench ------------------------------------------------------------------------------ */
 typedef struct {
     int iters, warm, inflight, u8;
@@ -207,9 +214,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     std::vector<mv_backend *> bs(1, b0);
     for (int k = 1; k < K; k++) {
         mv_backend *bk;
-        mv_status st = !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, o, &bk, &e)
-                                               : mv_backend_cuda_create(m, o, &bk, &e);
-        if (st) {
+        if (make_backend(backend, m, o, &bk, &e)) {
             for (int j = 1; j < k; j++) bs[j]->destroy(bs[j]);
             return die("backend (--inflight)", &e);
         }
@@ -233,9 +238,10 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
         hout[k] = (float *)bs[k]->host_alloc(bs[k], out_bytes);
         pinned = hout[k] != NULL;
     }
-    std::vector<uint8_t> pg_in(pinned ? 0 : in_bytes);
+    /* pageable: the frames in a vector of their own, the pixels where they were loaded */
+    std::vector<uint8_t> pg_in(pinned || !bo->u8 ? 0 : in_bytes);
     std::vector<std::vector<float>> pg_out(pinned ? 0 : (size_t)K, std::vector<float>(out->size()));
-    void *in = pinned ? hin : (void *)pg_in.data();
+    void *in = pinned ? hin : bo->u8 ? (void *)pg_in.data() : (void *)pixels;
     if (bo->u8) { /* xorshift bytes: any frame content costs the same */
         uint64_t r = 88172645463325252ull;
         uint8_t *u = (uint8_t *)in;
@@ -243,7 +249,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
             r ^= r << 13; r ^= r >> 7; r ^= r << 17;
             u[i] = (uint8_t)(r >> 56);
         }
-    } else {
+    } else if (pinned) {
         memcpy(in, pixels, in_bytes);
     }
     const float *pix = bo->u8 ? NULL : (const float *)in;
@@ -366,9 +372,7 @@ int main(int argc, char **argv)
                                                : MV_ATTN_AUTO;
     o.verbose = 1; /* stderr: which attention ran */
     mv_backend *b;
-    mv_status st = !strcmp(backend, "cpu") ? mv_backend_cpu_create(m, &o, &b, &e)
-                                           : mv_backend_cuda_create(m, &o, &b, &e);
-    if (st) return die("backend", &e);
+    if (make_backend(backend, m, &o, &b, &e)) return die("backend", &e);
     const mv_vision_config *c = &m->cfg;
     int mm = c->merge * c->merge;
     std::vector<float> out((size_t)(N / mm * c->out_hidden));
