@@ -47,7 +47,7 @@ OPENBLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
 OPENBLAS_LIB := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 override CFLAGS += $(OPENBLAS_INC)
 LDLIBS  += $(OPENBLAS_LIB)
-# oneDNN for the CPU tower's GEMMs (src/gemm_cpu.c) when its headers are there; NO_DNNL=1 keeps
+# oneDNN for the CPU tower's GEMMs (src/tower/gemm_cpu.c) when its headers are there; NO_DNNL=1 keeps
 # them on OpenBLAS. DNNL_PREFIX=DIR: a oneDNN installed under DIR instead of /usr.
 ifeq ($(NO_DNNL),)
 DNNL_PREFIX ?= /usr
@@ -111,7 +111,9 @@ CU_OBJS     :=
 BACKENDS    := cpu
 endif
 
-LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
+# src/ is one folder per layer (README, Layout); the library is every layer but cli/
+LIB_SRCS  := $(wildcard src/*/*.c)
+LIB_SRCS  := $(filter-out src/cli/%,$(LIB_SRCS))
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRCS)) $(CU_OBJS)
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
@@ -124,7 +126,7 @@ all: info $(BIN) $(TOOL_BINS)
 info:
 	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
-$(BIN): $(BUILD)/main.o $(BUILD)/libmvembed.a
+$(BIN): $(BUILD)/cli/main.o $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libmvembed.a: $(LIB_OBJS)
@@ -132,6 +134,7 @@ $(BUILD)/libmvembed.a: $(LIB_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/%.o: src/%.c | $(BUILD)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/cu/%.o: cu/%.cu | $(BUILD)
@@ -232,4 +235,4 @@ $(BUILD)/gemmprobe-blis: test/tools/gemmprobe.c | $(BUILD)
 
 # fuzzing targets (make fuzz) live beside their harnesses
 -include test/fuzz/fuzz.mk
--include $(wildcard $(BUILD)/*.d $(BUILD)/cu/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)

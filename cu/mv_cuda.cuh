@@ -124,7 +124,7 @@ cudaError_t mv_cuda_attention_bf16(mv_attn_state *s, bf16 *out, const bf16 *qkv,
 cudaError_t mv_cuda_attention_f32(mv_attn_state *s, float *out, const float *qkv, const mv_attn_tile *tiles,
                                   int n_tiles, int heads, int D, cudaStream_t st);
 int mv_cuda_attn_supported(int D);
-/* The tile lists (mv_attn_tile_count, mv_attn_tiles) are built on the host by src/plan.c. */
+/* The tile lists (mv_attn_tile_count, mv_attn_tiles) are built on the host by src/tower/plan.c. */
 
 /* Residency: MV_OK when the calling thread's current device is `device` and p (when not NULL) is
  * host memory or device memory of `device`; else MV_ERR_DEVICE naming `what`. */

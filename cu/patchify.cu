@@ -1,5 +1,5 @@
 /* patchify.cu - normalise + patchify on the GPU: the resized uint8 frames of a chunk's attention
- * segments -> f32 pixel_values rows, bit for bit as the CPU twin mv_patchify (src/preprocess.c):
+ * segments -> f32 pixel_values rows, bit for bit as the CPU twin mv_patchify (src/input/preprocess.c):
  * the same 256-entry table per channel (mv_norm_lut, uploaded once per backend), rows in HF
  * merge-block order, columns (c, t, ph, pw), a segment short of `temporal` frames repeating its
  * last one (an image's single frame is duplicated). A table lookup is the only arithmetic, so

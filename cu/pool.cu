@@ -2,10 +2,10 @@
  * [out_hidden] vector per input comes back over PCIe instead of its [tokens, out_hidden] rows.
  * Sums are f64 in row order, one thread per (input, column), carried across the forward's chunks
  * in a device accumulator, divided once and rounded once to f32: the same operations in the same
- * order as the CPU twin mv_pool_mean (src/pool.c), so the result is bit-identical to pooling the
+ * order as the CPU twin mv_pool_mean (src/output/pool.c), so the result is bit-identical to pooling the
  * downloaded tokens on the host (test/cuda/test_cuda_ops.cu checks it).
  * Not here: which rows belong to which input (the forward's planning, cu/tower_cuda.cu), writing
- * the vectors (src/writers.c). */
+ * the vectors (src/run/writers.c). */
 #include "mv_cuda.cuh"
 
 /* acc[span.entry, c] += x[span.row0 + r, c] for r = 0 .. span.rows - 1, in that order. */

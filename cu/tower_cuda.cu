@@ -1,6 +1,6 @@
 /* tower_cuda.cu - the CUDA backend (mv_backend_cuda_create, mv_cuda_available): the Qwen3.5
  * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU reference
- * (src/tower_cpu.c) and HF's Qwen3_5VisionModel.forward do:
+ * (src/tower/tower_cpu.c) and HF's Qwen3_5VisionModel.forward do:
  *   pixels -> T -> patch GEMM (+bias) -> + interpolated position table -> depth x pre-LN blocks
  *   [LN1, qkv GEMM, 2D rope, varlen flash attention, proj GEMM (+bias +residual),
  *    LN2, fc1 GEMM (+bias, tanh GELU fused), fc2 GEMM (+bias +residual)]
@@ -12,7 +12,7 @@
  * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
  * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
  * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
- * src/plan.c); chunks are pipelined: the host uploads chunk k+1's input and downloads chunk k-1's
+ * src/tower/plan.c); chunks are pipelined: the host uploads chunk k+1's input and downloads chunk k-1's
  * output on a second stream while chunk k computes. The input is f32 pixel_values (forward) or,
  * from the pipeline, the resized uint8 frames (forward_u8: 8x fewer bytes over the bus), which
  * cu/patchify.cu normalises and patchifies on the GPU first, bit for bit as the CPU's
@@ -95,7 +95,7 @@ typedef struct {
     dblock *blocks;
     /* workspace, sized for `cap` patches per chunk */
     int64_t cap, cap_max;
-    mv_tower_sizes sz;      /* byte sizes of the weight buffers and workspace rows (src/plan.c) */
+    mv_tower_sizes sz;      /* byte sizes of the weight buffers and workspace rows (src/tower/plan.c) */
     float *pix[2];          /* [cap, sz.pix_cols] f32: pixels in, f32 output / dump scratch out */
     uint8_t *u8[2];         /* [cap * patch_dim] bytes: a chunk's uint8 frames (forward_u8), at
                              * most temporal * patch^2 * 3 = patch_dim bytes per patch row */
@@ -611,7 +611,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         int64_t NF;
         ST(mv_frames_check(be->model, n_frames, grid, n_entries, &NF, NULL, e));
     }
-    /* segments (src/plan.c): one per temporal group of each entry; h, w fit mv_rowinfo */
+    /* segments (src/tower/plan.c): one per temporal group of each entry; h, w fit mv_rowinfo */
     mv_plan plan;
     mv_status st = mv_plan_segments(&plan, c, grid, n_entries, MV_ROWINFO_MAX_SIDE, e);
     if (st != MV_OK) {

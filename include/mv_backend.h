@@ -7,7 +7,7 @@
  * this one). Each temporal group of each entry is its own attention segment (cu_seqlens = cumsum
  * of h*w repeated t times), exactly as HF Qwen3_5VisionModel.forward does.
  *
- * Implementations: CPU (src/tower_cpu.c, f32, oneDNN or OpenBLAS) and CUDA (cu/, bf16 tensor cores).
+ * Implementations: CPU (src/tower/tower_cpu.c, f32, oneDNN or OpenBLAS) and CUDA (cu/, bf16 tensor cores).
  */
 #ifndef MV_BACKEND_H
 #define MV_BACKEND_H

@@ -1,7 +1,7 @@
 /* mv_common.h - status codes and error messages shared by every mvembed module.
  *
  * Library code never exits: it returns an mv_status and writes a one-line reason into an
- * mv_err the caller passed in (stb_image style). Only src/main.c decides to exit.
+ * mv_err the caller passed in (stb_image style). Only src/cli/main.c decides to exit.
  * Messages name the file / tensor / cause, e.g. "model/x.safetensors: tensor 'blocks.0.attn.qkv.weight':
  * shape [3,4] does not match config [3456,1152]".
  */

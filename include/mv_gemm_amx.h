@@ -1,4 +1,4 @@
-/* mv_gemm_amx.h - bf16x6 matrix products on Intel AMX (src/gemm_amx.c): out[m, od] =
+/* mv_gemm_amx.h - bf16x6 matrix products on Intel AMX (src/tower/gemm_amx.c): out[m, od] =
  * x[m, in] . W[od, in]^T with both operands split exactly into three bf16 parts
  * (mv_bf16x3_split) and the six part products whose sizes sum to at most 2^-16 of the whole
  * accumulated in f32 by the AMX tile unit. Used by gemm_cpu.c for --cpu-gemm bf16x6 (the Linear

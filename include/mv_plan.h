@@ -1,5 +1,5 @@
 /* mv_plan.h - host-side planning of one tower forward, in plain C (no CUDA), shared by the CPU
- * tower (src/tower_cpu.c) and the CUDA backend (cu/tower_cuda.cu) and unit-tested without a GPU
+ * tower (src/tower/tower_cpu.c) and the CUDA backend (cu/tower_cuda.cu) and unit-tested without a GPU
  * (test/unit/test_plan.c): from the grid list [n_entries][t, h, w] (patches) and the vision
  * config it derives
  *   - the attention segments: one per temporal group of each entry (QWEN35_VISION.md §3.4),

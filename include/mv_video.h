@@ -1,5 +1,5 @@
-/* mv_video.h - video input: decoding with FFmpeg (src/decode_video.c) and HF's frame sampling
- * and video smart_resize (src/video_sample.c).
+/* mv_video.h - video input: decoding with FFmpeg (src/input/decode_video.c) and HF's frame sampling
+ * and video smart_resize (src/input/video_sample.c).
  *
  * Decoding gives exactly the RGB frames that `ffmpeg -i FILE -fps_mode passthrough -pix_fmt rgb24
  * -f rawvideo -` (FFmpeg 5.1 CLI) writes: the display-matrix rotation applied to the decoded planes

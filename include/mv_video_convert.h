@@ -1,7 +1,7 @@
 /* mv_video_convert.h - decoded video frame -> packed RGB24, the way the ffmpeg CLI (FFmpeg 5.1)
  * does it: display-matrix autorotation on the decoder's planes, then libswscale with the options of
- * the CLI's auto-inserted scale filter (src/video_convert.c). Internal to the video module
- * (src/decode_video.c); needs FFmpeg. Not here: demuxing, decoding, frame indexing, sampling.
+ * the CLI's auto-inserted scale filter (src/input/video_convert.c). Internal to the video module
+ * (src/input/decode_video.c); needs FFmpeg. Not here: demuxing, decoding, frame indexing, sampling.
  */
 #ifndef MV_VIDEO_CONVERT_H
 #define MV_VIDEO_CONVERT_H

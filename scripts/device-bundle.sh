@@ -4,7 +4,7 @@
 # (all xz-compressed; scripts/device-run.sh unpacks them)
 #   .device/bin/test_cuda_ops   kernel-vs-CPU-twin tests + whole-tower CUDA-vs-CPU tests (TAP)
 #   .device/bin/mvtower         tower driver: `run` (stage dumps for parity) and `bench` (timing)
-#   .device/bin/mvembed         the CLI, when src/main.c exists (static FFmpeg when built)
+#   .device/bin/mvembed         the CLI, when src/cli/main.c exists (static FFmpeg when built)
 #   .device/bin/cpubench        the CPU tower benchmark tool (scripts/bench-cpu.sh)
 #   .device/bin/writebench      the writer stage alone (NPY + zstd + fsync) on given data
 #   .device/lib/*.xz            shared libraries the GPU machine's Ubuntu 24.04 image may lack
@@ -68,9 +68,9 @@ for v in ${FA3_VARIANTS:-}; do
             -L$CUDA_HOME/lib64 -lcublasLt -lcudart $LIBS
     done
 done
-if [ -f src/main.c ]; then
-    make -s BUILD=$BUILD $VIDEO $BUILD/main.o
-    g++ -o $OUTD/bin/mvembed $BUILD/main.o $BUILD/libmvembed.a -fopenmp -L$CUDA_HOME/lib64 \
+if [ -f src/cli/main.c ]; then
+    make -s BUILD=$BUILD $VIDEO $BUILD/cli/main.o
+    g++ -o $OUTD/bin/mvembed $BUILD/cli/main.o $BUILD/libmvembed.a -fopenmp -L$CUDA_HOME/lib64 \
         -lcublasLt -lcudart $LIBS
 fi
 # the CPU tower benchmark tool (scripts/bench-cpu.sh with CPUBENCH=/tmp/mv/bin/cpubench there)

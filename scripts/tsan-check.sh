@@ -46,7 +46,7 @@ QUIET= check "progress ticker, -v lines and packed forwards sharing output slabs
     --batch-tokens 4096 -v --progress-every 0.01
 check "tar layout: 4 writers each filling 16K shards, --pool mean" --jobs 8 -j 1 --layout tar --shard-size 16K --pool mean
 check "files layout, --pool mean" --jobs 4 -j 1 --pool mean
-# many devices without a GPU (src/run.c's test hook): a tower thread per backend, 8 or 12 of them
+# many devices without a GPU (src/run/run.c's test hook): a tower thread per backend, 8 or 12 of them
 MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 2 forwards in flight (8 tower threads)" --jobs 4 -j 1
 MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 3 in flight, packed forwards, tar layout" --jobs 4 -j 1 \
     --inflight 3 --batch-tokens 2048 --layout tar --shard-size 16K

@@ -5,7 +5,7 @@
 # the last bits; the fixture tower covers the other shapes. The two generated images (728 and
 # 784 patches, under the fixture preprocessor's pixel cap) give each thread several GEMM calls (oneDNN's: 256 rows at most) and row blocks
 # of many sizes, with and without a tail of fewer than 16 rows, at -j 1, 2, 5 and 7; the last test
-# runs them with --cpu-gemm bf16x6 (the AMX kernel of src/gemm_amx.c, under 16-row thread cuts).
+# runs them with --cpu-gemm bf16x6 (the AMX kernel of src/tower/gemm_amx.c, under 16-row thread cuts).
 load test_helper
 
 setup_file() {

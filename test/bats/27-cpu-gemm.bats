@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# --cpu-gemm bf16x6 (src/gemm_amx.c): f32 operands split exactly into three bf16 parts, six part
+# --cpu-gemm bf16x6 (src/tower/gemm_amx.c): f32 operands split exactly into three bf16 parts, six part
 # products per 32-k step on Intel AMX tiles. Oracles: numpy's f64 product for single GEMMs
 # (build/gemmrun, the tower's GEMM path), with f32 GEMMs' error on the same data as the bar; HF's
 # f64 tower (fixtures/ref/parity, with 20-parity.bats's budget: 2x HF f32's error) for the tower;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Many devices without a GPU: the test hook MVEMBED_TEST_CPU_DEVICES=N (src/run.c) makes the CPU
+# Many devices without a GPU: the test hook MVEMBED_TEST_CPU_DEVICES=N (src/run/run.c) makes the CPU
 # backend N "devices" of --inflight backends each, laid out as the CUDA backends of --devices
 # (device i's k-th forward in flight at backend k * N + i), so the pipeline's many-device path runs
 # here: one tower thread per backend taking forwards from one queue, outputs and manifest lines

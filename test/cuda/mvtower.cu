@@ -11,7 +11,7 @@
  *       times whole forwards (host f32 pixels in, host f32 embeddings out, wall clock, median)
  *       and prints one JSON line: tokens/s, images/s (entries/s), TFLOP/s of the work done.
  *       Pixels and embeddings live in page-locked host memory from the backend's host_alloc,
- *       as the CLI's staging buffers and output slabs do (src/pipeline.c); pageable memory
+ *       as the CLI's staging buffers and output slabs do (src/run/pipeline.c); pageable memory
  *       ("pinned": false in the JSON) where the backend has none. --input u8 --inflight 2 times
  *       the tower as the CLI drives it (uint8 frames in, two forwards taking turns): bench().
  *   mvtower gemm-peak
@@ -145,7 +145,7 @@ typedef struct {
     int iters, warm, inflight, u8;
 } bench_opts;
 
-/* The pipeline's turns (src/pipeline.c dev_busy): forwards on one device queue their device work
+/* The pipeline's turns (src/run/pipeline.c dev_busy): forwards on one device queue their device work
  * one at a time, in ticket order, and give the turn back as soon as their work is queued
  * (mv_backend.queued), so the next forward's upload and kernels queue behind it. */
 struct bench_turns {

@@ -5,7 +5,7 @@
 #   make fuzz FUZZ_ONLY="image npy" only these harnesses
 # The library sources are compiled again with clang into build-fuzz/ (the CPU tower and the batch
 # driver are left out: they are not parsers), against the system libraries, single-threaded
-# (no OpenMP), with the CPU backend stub src/backend_nocuda.c and never CUDA.
+# (no OpenMP), with the CPU backend stub src/tower/backend_nocuda.c and never CUDA.
 FUZZ_SECONDS ?= 60
 FUZZ_ONLY    ?=
 FZ_CC      := clang
@@ -17,7 +17,7 @@ FZ_CFLAGS  := -std=gnu11 -g -O1 -Wall -Wextra -Wno-unknown-pragmas -Iinclude -DM
               -DFZ_ROOT='"$(CURDIR)"' $(shell pkg-config --cflags $(FZ_PKGS) 2>/dev/null) $(FZ_SAN)
 FZ_LIBS    := $(shell pkg-config --libs $(FZ_PKGS) 2>/dev/null || echo -ljansson -lzstd -lpng -ljpeg \
               -lwebp -larchive -lavformat -lavcodec -lavutil -lswscale) -lm -lpthread
-FZ_LIB_SRCS := $(filter-out src/main.c src/run.c src/tower_cpu.c,$(LIB_SRCS))
+FZ_LIB_SRCS := $(filter-out src/run/run.c src/tower/tower_cpu.c,$(LIB_SRCS))
 FZ_LIB_OBJS := $(patsubst src/%.c,$(FZ_BUILD)/obj/%.o,$(FZ_LIB_SRCS))
 FZ_BINS    := $(addprefix $(FZ_BUILD)/fuzz_,$(FZ_NAMES))
 
@@ -28,7 +28,7 @@ fuzz: fuzz-build
 	@scripts/fuzz.sh $(FUZZ_SECONDS) $(or $(FUZZ_ONLY),$(FZ_NAMES))
 
 $(FZ_BUILD)/obj/%.o: src/%.c
-	@mkdir -p $(FZ_BUILD)/obj
+	@mkdir -p $(@D)
 	$(FZ_CC) $(FZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
 
 $(FZ_BUILD)/libmvembed-fuzz.a: $(FZ_LIB_OBJS)

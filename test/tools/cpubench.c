@@ -116,7 +116,7 @@ static int bench_attn(const mv_vision_config *c, const int32_t *grid, int ne, in
     }
     int H = c->hidden, heads = c->heads, D = c->head_dim;
     mv_err e;
-    mv_plan plan; /* the tower's segments and cu_seqlens (src/plan.c) */
+    mv_plan plan; /* the tower's segments and cu_seqlens (src/tower/plan.c) */
     if (mv_plan_segments(&plan, c, grid, ne, 0, &e))
         return die("attn", e.msg);
     int nseg = plan.nseg;

@@ -1,4 +1,4 @@
-/* test_busy.c - mv_busy (src/busy.c), the union of a device's busy intervals, against a time line
+/* test_busy.c - mv_busy (src/run/busy.c), the union of a device's busy intervals, against a time line
  * of whole milliseconds marked covered cell by cell (an oracle that shares no code with the
  * merge): empty, one interval, nested and touching ones, and long runs of overlapping, nearly
  * ordered intervals (forwards in flight) past MV_BUSY_MAX, where older ones are folded away; the

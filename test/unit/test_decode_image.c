@@ -1,4 +1,4 @@
-/* test_decode_image.c - unit tests for src/decode_image.c, src/png_write.c and mv_sniff.
+/* test_decode_image.c - unit tests for src/input/decode_image.c, src/output/png_write.c and mv_sniff.
  *
  * Oracles:
  *  - PIL: FNV-1a 64 hashes of np.asarray(transformers.image_utils.load_image(f)) for the committed

@@ -1,4 +1,4 @@
-/* test_gemm_amx.c - the AMX bf16x6 kernel (src/gemm_amx.c). Oracles: /proc/cpuinfo's flags for
+/* test_gemm_amx.c - the AMX bf16x6 kernel (src/tower/gemm_amx.c). Oracles: /proc/cpuinfo's flags for
  * whether AMX is there; mv_bf16x3_split (itself checked against a field-by-field decoder in
  * test_bf16split) and a plain loop over (n, k) for the VNNI packing, on awkward K (40, 4304: one
  * partial 32-k step) and N (48, 40: an odd and a partial 16-column tile), with infinities, NaN,

@@ -1,4 +1,4 @@
-/* test_hub.c - unit tests for src/hub.c: a repo id resolved in a Hugging Face cache laid out as
+/* test_hub.c - unit tests for src/model/hub.c: a repo id resolved in a Hugging Face cache laid out as
  * huggingface_hub lays it out (models--ORG--NAME/{refs,snapshots}), the cache-root variables'
  * precedence, local paths winning, and the not-found message naming every place looked at. */
 #define _GNU_SOURCE

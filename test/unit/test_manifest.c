@@ -1,4 +1,4 @@
-/* test_manifest.c - unit tests for the manifest (src/manifest.c): exact line format and field
+/* test_manifest.c - unit tests for the manifest (src/output/manifest.c): exact line format and field
  * order, non-UTF-8 paths through input_b64, resume set with torn/garbage lines, and two processes
  * appending concurrently. Python's json module (/usr/bin/python3) re-checks every line. */
 #include "mv_manifest.h"

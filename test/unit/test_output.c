@@ -1,4 +1,4 @@
-/* test_output.c - unit tests for the atomic .npy.zst writer (src/output.c).
+/* test_output.c - unit tests for the atomic .npy.zst writer (src/output/output.c).
  * Oracle: the `zstd` CLI decompresses and /usr/bin/python3 numpy.load reads the result, compared
  * with the same floats written raw (f16 checked bit for bit against numpy's astype(float16)).
  * Also: one frame with content size + checksum, no temp file left, failures (unwritable

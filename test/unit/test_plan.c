@@ -1,4 +1,4 @@
-/* test_plan.c - the host-side forward plan (src/plan.c) without a GPU:
+/* test_plan.c - the host-side forward plan (src/tower/plan.c) without a GPU:
  *   - chunk plans on awkward segment mixes (one segment larger than cap/4, hundreds of tiny ones,
  *     videos with t groups, sums of exactly cap and cap/4, random mixes) against an independent
  *     restatement of the rule (prefix sums + binary search instead of the greedy loop), and the

@@ -1,6 +1,6 @@
 /* test_preprocess.c - unit tests for smart_resize, the torch uint8 antialiased bicubic resize,
  * the normalization LUT, patchify layout, the whole image path, and the video pixel budget with
- * HF's per-frame cap (src/preprocess.c; python3 evaluates HF's formula as the oracle).
+ * HF's per-frame cap (src/input/preprocess.c; python3 evaluates HF's formula as the oracle).
  *
  * Bit-exactness oracles (hashes, FNV-1a 64) were produced on the GPU machine with torch 2.11.0
  * (AVX512 and ATEN_CPU_CAPABILITY=default gave identical bytes), torchvision 0.26.0,

@@ -1,4 +1,4 @@
-/* test_rope_cpu.c - mv_cpu_split_heads_range (src/attention_cpu.c: qkv -> head-major, q and k
+/* test_rope_cpu.c - mv_cpu_split_heads_range (src/tower/attention_cpu.c: qkv -> head-major, q and k
  * rotated; compiled for AVX-512 / AVX2 with fp-contract off) against HF's rope arithmetic written
  * out here with every f32 product rounded before the sum (volatile temporaries, so no FMA can
  * fuse them): x1 c - x2 s and x2 c' + x1 s' per pair, compared bit for bit; v copied as is; rows
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/tower_cpu_int.h"
+#include "../../src/tower/tower_cpu_int.h"
 #include "unit.h"
 
 static float rnd(void) { return (float)((double)rand() / RAND_MAX * 4.0 - 2.0); }

@@ -1,4 +1,4 @@
-/* test_tar_in.c - unit tests for reading WebDataset shards (src/tar_in.c) against GNU tar as the
+/* test_tar_in.c - unit tests for reading WebDataset shards (src/input/tar_in.c) against GNU tar as the
  * oracle: members in archive order, only media members, bytes equal to the files tar packed,
  * compressed tars, a truncated archive. */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* test_walk.c - unit tests for the PATH walker (src/walk.c): order, rel names, filters,
+/* test_walk.c - unit tests for the PATH walker (src/input/walk.c): order, rel names, filters,
  * symlinks (to files, dangling, loops), non-UTF-8 names, explicit arguments, stdin lists. */
 #define _GNU_SOURCE
 #include "mv_walk.h"

@@ -544,7 +544,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
     if (st)
         return st;
     int H = c->hidden, F = c->inter, D = c->head_dim, mm = c->merge * c->merge;
-    mv_plan plan; /* segments and cu_seqlens: src/plan.c, as the CUDA backend plans them */
+    mv_plan plan; /* segments and cu_seqlens: src/tower/plan.c, as the CUDA backend plans them */
     if ((st = mv_plan_segments(&plan, c, grid, n_entries, 0, e)))
         return st;
     cpu_impl *ci = be->impl;

@@ -555,7 +555,7 @@ void mv_model_free(mv_model *m)
 mv_status mv_model_load(const char *arg, mv_model **out, mv_err *e)
 {
     *out = NULL;
-    char dir[4096]; /* arg itself, or its snapshot in the Hugging Face cache (src/hub.c) */
+    char dir[4096]; /* arg itself, or its snapshot in the Hugging Face cache (src/model/hub.c) */
     mv_status hst = mv_hub_resolve(arg, dir, sizeof dir, e);
     if (hst)
         return hst;

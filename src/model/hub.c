@@ -1,6 +1,6 @@
 /* hub.c - --model REPO_ID[@REVISION] resolved offline in the Hugging Face cache (see mv_hub.h).
  * Only path logic and small reads of refs/ files: no network, no writes, no model parsing
- * (src/model.c loads whatever directory this returns). */
+ * (src/model/model.c loads whatever directory this returns). */
 #include "mv_hub.h"
 
 #include <ctype.h>

@@ -1,5 +1,5 @@
 /* main.c - command-line parsing for mvembed; the only file that decides exit statuses.
- * Everything else lives in the library (src/run.c drives the batch). */
+ * Everything else lives in the library (src/run/run.c drives the batch). */
 #include "mv_pool.h"
 #include "mv_run.h"
 #include "mv_tar.h"
