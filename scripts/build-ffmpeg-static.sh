@@ -19,20 +19,53 @@ jobs=$(nproc)
 mkdir -p "$work" "$prefix"
 
 # --- sources ----------------------------------------------------------------------------------
-if ! grep -rqs '^Types: deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-    cat >/etc/apt/sources.list.d/debian-src.sources <<'EOF'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
+# apt-get source needs deb-src entries. Without any, they are derived from the machine's own deb
+# entries for its distribution's suites (VERSION_CODENAME, -updates, -security, ...): the same
+# mirrors, suites, components and keys, so this script names no package host itself.
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+deb_src_lines() { # one-line style (sources.list, *.list): "deb [opts] URI SUITE COMP..." -> deb-src
+    awk -v c="$codename" '
+        $1 != "deb" { next }
+        { i = 2; if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ } }
+        $(i + 1) == c || index($(i + 1), c "-") == 1 || index($(i + 1), c "/") == 1 { sub(/^[ \t]*deb/, "deb-src"); print }' "$@"
+}
+deb_src_stanzas() { # deb822 style (*.sources): enabled "Types: deb" stanzas -> "Types: deb-src"
+    awk -v c="$codename" 'BEGIN { RS = ""; FS = "\n" }
+        {
+            types = 0; suites = ""; out = ""
+            for (i = 1; i <= NF; i++) {
+                line = $i
+                if (line ~ /^#/) continue
+                if (tolower(line) ~ /^enabled:[ \t]*no/) { types = -1; break }
+                if (tolower(line) ~ /^types:/) {
+                    n = split(substr(line, 7), t, /[ \t]+/)
+                    for (k = 1; k <= n; k++) if (t[k] == "deb") types = 1
+                    line = "Types: deb-src"
+                } else if (tolower(line) ~ /^suites:/) {
+                    n = split(substr(line, 8), t, /[ \t]+/)
+                    for (k = 1; k <= n; k++)
+                        if (t[k] == c || index(t[k], c "-") == 1 || index(t[k], c "/") == 1) suites = suites " " t[k]
+                    line = "Suites:" suites
+                }
+                out = out line "\n"
+            }
+            if (types == 1 && suites != "") print out
+        }' "$@"
+}
+if ! grep -rqsE '^(deb-src[ \t]|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    [ -n "$codename" ] || { echo "build-ffmpeg-static: no VERSION_CODENAME in /etc/os-release" >&2; exit 1; }
+    shopt -s nullglob
+    lists=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list)
+    stanzas=(/etc/apt/sources.list.d/*.sources)
+    shopt -u nullglob
+    src_list=$(for f in "${lists[@]}"; do if [ -f "$f" ]; then deb_src_lines "$f"; fi; done)
+    src_stanzas=$(for f in "${stanzas[@]}"; do deb_src_stanzas "$f"; done)
+    if [ -z "$src_list$src_stanzas" ]; then
+        echo "build-ffmpeg-static: no deb entry for $codename in the apt sources to derive deb-src from" >&2
+        exit 1
+    fi
+    [ -z "$src_list" ] || printf '%s\n' "$src_list" >/etc/apt/sources.list.d/mvembed-deb-src.list
+    [ -z "$src_stanzas" ] || printf '%s\n' "$src_stanzas" >/etc/apt/sources.list.d/mvembed-deb-src.sources
     apt-get update -qq
 fi
 need=()

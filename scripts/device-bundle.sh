@@ -53,7 +53,7 @@ for src in test/cuda/*.cu; do
 done
 # FA3_VARIANTS="name:-DFLAG=V ...": attnbench, test_fa3 and mvtower again as NAME-suffixed binaries
 # (attnbench-NAME, ...) with cu/attention_fa3.cu compiled with those flags (its build-time
-# measurement options: FA3_EMU, FA3V2_ST, FA3_RESCALE_MIN), for A/B runs in one device call
+# measurement options: FA3V2_ST, FA3_RESCALE_MIN), for A/B runs in one device call
 for v in ${FA3_VARIANTS:-}; do
     vn=${v%%:*}
     vf=${v#*:}

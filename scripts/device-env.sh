@@ -1,9 +1,10 @@
-# device-env.sh - sourced (not run) on the GPU machine by scripts/device-run.sh, device-e2e.sh and
-# the plan scripts of bench/plans, from the repository root after scripts/device-bundle.sh here
-# with `.device` in the device tool's carry: unpacks .device (xz) into /tmp/mv/{bin,lib} once,
-# puts those libraries, CUDA's, cuBLAS's and cuDNN's (the torch venv's nvidia/* packages) on
-# LD_LIBRARY_PATH, sets MV_CUDNN_LIB, BIN=/tmp/mv/bin and OUT (default /tmp/mvout, created), and
-# defines the A/B helpers of the plan scripts (attn_ab, tower_ab). Not here: any step.
+# device-env.sh - sourced (not run) on the GPU machine by scripts/device-run.sh and device-e2e.sh,
+# from the repository root after scripts/device-bundle.sh here with `.device` in the device
+# tool's carry: unpacks .device (xz) into /tmp/mv/{bin,lib} once, puts those libraries, CUDA's,
+# cuBLAS's and cuDNN's (the torch venv's nvidia/* packages) on LD_LIBRARY_PATH, sets MV_CUDNN_LIB,
+# BIN=/tmp/mv/bin and OUT (default /tmp/mvout, created), and defines the helpers the steps share:
+# ensure_model (a random full-size tower), attn_ab and tower_ab (a build variant against the
+# default). Not here: any step.
 OUT=${OUT:-/tmp/mvout}
 mkdir -p "$OUT" /tmp/mv/bin /tmp/mv/lib
 export PYTHONUNBUFFERED=1
@@ -19,6 +20,14 @@ CUDNN_DIR=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.
 export MV_CUDNN_LIB=${MV_CUDNN_LIB:-$CUDNN_DIR}
 export LD_LIBRARY_PATH=/tmp/mv/lib:/usr/local/cuda/lib64:${CUBLAS_DIR}:${CUDNN_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BIN=/tmp/mv/bin
+
+# ensure_model CONFIG: prints the directory of a random full-size tower of that layout (27b, 2b;
+# scripts/hf_reference.py make-model, seed 0), made under /tmp/mv on first use
+ensure_model() {
+    local m=/tmp/mv/model_$1
+    [ -f "$m/config.json" ] || python3 scripts/hf_reference.py make-model --config "$1" --seed 0 --out "$m" >&2
+    echo "$m"
+}
 
 # attn_ab VARIANT SHAPE...: fa3 and cuDNN TFLOP/s at head dim 72, attnbench and attnbench-VARIANT
 # (device-bundle.sh FA3_VARIANTS) alternated twice per shape with rests, one line per run

@@ -25,9 +25,37 @@
 #   u8dump     the CLI on every fixture (tiny model) with --device cuda and --device cpu and
 #              --dump-stages: the GPU-patchified pixel_values (forward_u8, cu/patchify.cu) equal
 #              the CPU's and HF's (fixtures/ref sha256) bit for bit                -> u8dump.log
+#   tower      the tower vs HF at the five sizes (SIZES5 below; bench_tower.py bench): HF sdpa
+#              bf16 with its inputs on the GPU beside ours host to host, f32 pixel_values one
+#              forward at a time and, with --cli (TOWER_ARGS, default --cli), uint8 frames with
+#              two forwards in flight as the CLI feeds it; TOWER_RUNS (2) runs, TOWER_CONFIG
+#              (27b | 2b), TOWER_ATTN (auto), TOWER_ITERS (5), TOWER_SIZES, TOWER_BIN (mvtower;
+#              a variant: mvtower-NAME)                                          -> tower.log/json
+#   attnfair   fa3 against cuDNN with neither row favoured: attnbench --only fa3,cudnn per shape
+#              with an idle second before each row, in both row orders, twice; FAIR_DIMS (64 72),
+#              FAIR_SHAPES (64x784 16x4096 4x8160 1x16384 1x47376), FAIR_ITERS (30)  -> attnfair.log
+#   variant    a build variant of fa3 (device-bundle.sh FA3_VARIANTS="NAME:-DFLAG=V", then
+#              FA3_VARIANT=NAME here): test_fa3-NAME, then attnbench and the tower (no HF), default
+#              and variant alternated (device-env.sh attn_ab, tower_ab) on VARIANT_SHAPES
+#              (64x784 16x4096 4x8160 1x16384) and VARIANT_SIZES (1x2048x2048,64x448x448)
+#                                                                              -> variant.log
+#   cpu        the CPU tower beside HF f32 (scripts/bench-cpu.sh, .device/bin/cpubench): 27
+#              blocks, CPU_MODES (--cpu-gemm f32 bf16x6), CPU_THREADS (16) threads, CPU_SIZES
+#              (4x448x448;1x1024x1024), CPU_ITERS (2)                 -> cpu.log, bench-cpu.md
+#   cpugemm    the CPU tower's GEMMs alone (cpubench --what gemm), f32 and bf16x6, by thread count
+#              (CPUGEMM_THREADS: 1 4 8 16; CPUGEMM_ITERS: 2), a depth-8 27B tower at 4 x 448²
+#                                                                              -> cpugemm.log
+#   kernels    one 64 x 448² forward kernel by kernel: ncu durations of 60 launches from the 600th
+#              (a 15680-row chunk's blocks), no clock or cache control, shares by kernel
+#                                                                        -> kernels.log/csv
+#   chunks     rows per chunk: the tower at 64 x 448² and 16 x 1024² (no HF) with --batch-tokens
+#              CHUNK_ROWS (16384 26400 32768 50176), alternated twice              -> chunks.log
+#   gemmrank   cuBLASLt's other heuristic answers (MV_GEMM_RANK=in,out,k) for proj (1152 -> 1152;
+#              answers GEMMRANK_PROJ: 0 3 4 6 0) and fc2 (4304 -> 1152; GEMMRANK_FC2: 0 3 7),
+#              whole 64 x 448² forwards, images/s (MV_GEMM_LIST=1's list first) -> gemmrank.log
 # The environment (unpacked bundle, libraries, cuDNN from the torch venv) is scripts/device-env.sh.
 # Each step's exit status is logged; the script exits 1 when any step failed.
-# Example (device tool): scripts/device-run.sh tests attn parity bench
+# Example (device tool): OUT=$OUT timeout 560 scripts/device-run.sh tests attn parity tower
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
@@ -43,10 +71,13 @@ sanitize() { # $1 = a twin-test binary, run with --quick under memcheck and race
         echo "== $tool exit $?" >>"$2"
     done
 }
-ensure_model() { # $1 = config
-    local m=/tmp/mv/model_$1
-    [ -f "$m/config.json" ] || python3 scripts/hf_reference.py make-model --config "$1" --seed 0 --out "$m" >&2
-    echo "$m"
+SIZES5=64x448x448,16x1024x1024,4x1088x1920,1x2048x2048,1x3024x4032   # the tower table's sizes
+G448=$(python3 -c 'print(";".join(["1,28,28"] * 64))')                # 64 x 448² images
+pixels448() { # pixel_values of 64 x 448² images (seed 1) at /tmp/mv/p448.npy
+    [ -f /tmp/mv/p448.npy ] || python3 scripts/bench_tower.py pixels --grid "$G448" --seed 1 --out /tmp/mv/p448.npy >&2
+}
+img_s() { # mvtower bench's JSON line on stdin -> "N img/s"
+    python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("%.1f img/s" % d["images_per_s"])' 2>/dev/null || echo "failed"
 }
 
 rc=0
@@ -139,11 +170,10 @@ for step in "$@"; do
     ncu)
         m=$(ensure_model 27b)
         NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-        G448=$(python3 -c 'print(";".join(["1,28,28"]*64))')
-        python3 scripts/bench_tower.py pixels --grid "$G448" --out /tmp/mv/p448.npy
+        python3 scripts/bench_tower.py pixels --grid "$G448" --out /tmp/mv/p448_seed0.npy
         timeout 240 "$NCU" --clock-control none --kernel-name regex:'attn_bf16|gemm|sm90|nvjet|layernorm|rope' \
             --launch-skip 20 --launch-count 12 --section SpeedOfLight --section Occupancy \
-            --section LaunchStats "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy --grid "$G448" \
+            --section LaunchStats "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448_seed0.npy --grid "$G448" \
             --iters 1 --warmup 0 >"$OUT/ncu.log" 2>&1
         grep -E "attn_bf16|gemm|sm90|nvjet|layernorm|rope|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy" "$OUT/ncu.log" | head -80
         ;;
@@ -201,6 +231,121 @@ print(f"u8dump: {len(cpu)} inputs ok on cpu, {len(cuda)} on cuda, {n_hf} with HF
 sys.exit(0 if bad == 0 and len(cuda) == len(cpu) and len(cpu) > 0 else 1)
 PY
         tail -1 "$OUT/u8dump.log"
+        ;;
+    tower)
+        m=$(ensure_model "${TOWER_CONFIG:-27b}")
+        targs=${TOWER_ARGS---cli} # unset: --cli; set (even empty): as given
+        : >"$OUT/tower.log"
+        for i in $(seq 1 "${TOWER_RUNS:-2}"); do
+            echo "== tower run $i: ${TOWER_CONFIG:-27b}, ${TOWER_BIN:-mvtower} --attention ${TOWER_ATTN:-auto} $targs" |
+                tee -a "$OUT/tower.log"
+            timeout "${TOWER_TIMEOUT:-270}" python3 scripts/bench_tower.py bench --model "$m" \
+                --mvtower "$BIN/${TOWER_BIN:-mvtower}" --iters "${TOWER_ITERS:-5}" --sizes "${TOWER_SIZES:-$SIZES5}" \
+                --attention "${TOWER_ATTN:-auto}" $targs --json "$OUT/tower_$i.json" >"$OUT/tower_$i.log" 2>&1 ||
+                { s=$?; rc=1; echo "tower run $i: exit $s" | tee -a "$OUT/tower.log"; }
+            cat "$OUT/tower_$i.log" >>"$OUT/tower.log"
+            grep -vE "^\s*$" "$OUT/tower_$i.log" | tail -16
+        done
+        ;;
+    attnfair)
+        : >"$OUT/attnfair.log"
+        for d in ${FAIR_DIMS:-64 72}; do
+            for sh in ${FAIR_SHAPES:-64x784 16x4096 4x8160 1x16384 1x47376}; do
+                for i in 1 2; do
+                    for ord in "" --reverse; do
+                        echo "D $d $sh ${ord:-forward}: $(timeout 60 "$BIN/attnbench" --iters "${FAIR_ITERS:-30}" \
+                            --only fa3,cudnn --shape "$sh" --dim "$d" --rest 1000 $ord 2>&1 |
+                            grep -E "^(cudnn|fa3) " | awk '{printf "%s %s | ", $1, $5} END {print ""}')" |
+                            tee -a "$OUT/attnfair.log"
+                    done
+                done
+            done
+        done
+        ;;
+    variant)
+        v=${FA3_VARIANT:-}
+        if [ -z "$v" ] || [ ! -x "$BIN/test_fa3-$v" ]; then
+            echo "device-run: variant: set FA3_VARIANT to a name built by device-bundle.sh FA3_VARIANTS" \
+                "(no $BIN/test_fa3-${v:-NAME})" >&2
+            rc=2
+        else
+            timeout 150 "$BIN/test_fa3-$v" >"$OUT/fa3-$v.log" 2>&1; s=$?
+            { [ "$s" = 0 ] && ! grep -q '^not ok' "$OUT/fa3-$v.log"; } || rc=1
+            echo "test_fa3-$v exit $s: $(grep -c '^ok' "$OUT/fa3-$v.log") ok, $(grep -c '^not ok' "$OUT/fa3-$v.log") not ok" |
+                tee "$OUT/variant.log"
+            grep -E "^not ok" "$OUT/fa3-$v.log" | cut -c1-220 | head -6
+            attn_ab "$v" ${VARIANT_SHAPES:-64x784 16x4096 4x8160 1x16384} | tee -a "$OUT/variant.log"
+            tower_ab "$v" "${VARIANT_SIZES:-1x2048x2048,64x448x448}" "$(ensure_model 27b)" | tee -a "$OUT/variant.log"
+        fi
+        ;;
+    cpu)
+        OMP_PROC_BIND=false THREADS="${CPU_THREADS:-16}" SIZES="${CPU_SIZES:-4x448x448;1x1024x1024}" DEPTH=27 \
+            ITERS="${CPU_ITERS:-2}" CPU_GEMM="${CPU_MODES:-f32 bf16x6}" CPUBENCH="$BIN/cpubench" OUT="$OUT" \
+            timeout "${CPU_TIMEOUT:-400}" bash scripts/bench-cpu.sh >"$OUT/cpu.log" 2>&1 ||
+            { s=$?; rc=1; echo "bench-cpu.sh: exit $s"; }
+        lscpu | grep -iE "model name|^CPU\(s\)" | head -2
+        grep -E "^\||bench-cpu:|^hf" "$OUT/cpu.log"
+        ;;
+    cpugemm)
+        t=/tmp/mv/tower-27b-d8
+        [ -f "$t/config.json" ] || python3 scripts/make_random_tower.py "$t" --config 27b --depth 8 >&2
+        G4="1,28,28;1,28,28;1,28,28;1,28,28"
+        : >"$OUT/cpugemm.log"
+        for j in ${CPUGEMM_THREADS:-1 4 8 16}; do
+            for mode in f32 bf16x6; do
+                echo "-j $j $mode: $(OMP_PROC_BIND=false timeout 60 "$BIN/cpubench" --model "$t" --grid "$G4" -j "$j" \
+                    --iters "${CPUGEMM_ITERS:-2}" --what gemm --cpu-gemm $mode 2>&1 | grep -E '^gemm(_min|_tflop|_lib)? ' | tr '\n' ' ')" |
+                    tee -a "$OUT/cpugemm.log"
+            done
+        done
+        ;;
+    kernels)
+        m=$(ensure_model 27b)
+        pixels448
+        NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        timeout 150 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+            --launch-skip 600 --launch-count 60 "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy \
+            --grid "$G448" --iters 1 --warmup 1 >"$OUT/kernels.csv" 2>"$OUT/kernels.err" ||
+            { s=$?; rc=1; echo "ncu: exit $s"; }
+        python3 - "$OUT/kernels.csv" <<'PY' 2>&1 | tee "$OUT/kernels.log"
+import collections, csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+hdr = rows[0]; ki = hdr.index("Kernel Name"); vi = hdr.index("Metric Value"); ui = hdr.index("Metric Unit")
+tot = collections.OrderedDict(); cnt = collections.Counter()
+for r in rows[1:]:
+    v = float(r[vi].replace(",", "")) * (1e-3 if r[ui] == "nsecond" else 1.0 if r[ui] == "usecond" else 1e3)
+    k = r[ki][:60]; tot[k] = tot.get(k, 0) + v; cnt[k] += 1
+s = sum(tot.values())
+for k, v in sorted(tot.items(), key=lambda x: -x[1]): print(f"{v:9.1f} us {100*v/s:5.1f} % x{cnt[k]:<3d} {k}")
+print(f"{s:9.1f} us total over {len(rows)-1} launches")
+PY
+        ;;
+    chunks)
+        m=$(ensure_model 27b)
+        : >"$OUT/chunks.log"
+        for i in 1 2; do
+            for bt in ${CHUNK_ROWS:-16384 26400 32768 50176}; do
+                timeout 60 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters 5 \
+                    --sizes 64x448x448,16x1024x1024 --attention auto --no-hf --batch-tokens "$bt" 2>&1 |
+                    grep -E "mvembed" | sed "s/^/rows $bt: /" | tee -a "$OUT/chunks.log"
+            done
+        done
+        ;;
+    gemmrank)
+        m=$(ensure_model 27b)
+        pixels448
+        MV_GEMM_LIST=1 timeout 60 "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy --grid "$G448" \
+            --iters 1 --warmup 0 2>"$OUT/gemmlist.txt" >/dev/null
+        grep -E "answer" "$OUT/gemmlist.txt" | sed 's/ epi.*answer/ answer/' | sort -u -t: -k1,1 -k2 | head -60
+        : >"$OUT/gemmrank.log"
+        for sh in "1152,1152:${GEMMRANK_PROJ:-0 3 4 6 0}" "4304,1152:${GEMMRANK_FC2:-0 3 7}"; do
+            line="${sh%%:*}:"
+            for k in ${sh#*:}; do
+                line="$line k$k $(MV_GEMM_RANK=${sh%%:*},$k timeout 40 "$BIN/mvtower" bench --model "$m" \
+                    --pixels /tmp/mv/p448.npy --grid "$G448" --iters 7 --warmup 2 2>/dev/null | img_s) |"
+            done
+            echo "$line" | tee -a "$OUT/gemmrank.log"
+        done
         ;;
     *)
         echo "device-run: unknown step $step" >&2

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian packages mvembed builds and tests with (needs root or sudo).
-# Does nothing when everything is already installed.
+# Does nothing when everything is already installed. groff-base and git: test/bats/05-repo.bats
+# (the man page renders clean; the tracked files' checks).
 set -eu
 PKGS="build-essential pkg-config libopenblas-dev libdnnl-dev libjansson-dev libzstd-dev zstd libpng-dev
 libjpeg62-turbo-dev libwebp-dev libarchive-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
-ffmpeg bats python3 python3-numpy python3-zstandard valgrind clang libclang-rt-14-dev file"
+ffmpeg bats python3 python3-numpy python3-zstandard valgrind clang libclang-rt-14-dev file
+groff-base git"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
