@@ -3,10 +3,10 @@
  *
  * Supported: JPEG (libjpeg, PIL's default settings: ISLOW IDCT, fancy upsampling; grayscale,
  * YCbCr, RGB, CMYK and YCCK, baseline and progressive), PNG (libpng: every bit depth and colour
- * type, palette + tRNS, Adam7) and WebP (libwebp, lossy and lossless, still images only).
- * Alpha is dropped, never composited. File types are recognised by their magic bytes, not by
- * their extension (mv_sniff). This module does not resize or normalise (see mv_preprocess.h)
- * and does not decode video (mv_sniff only recognises video containers so the caller can route).
+ * type, palette + tRNS, Adam7) and WebP (libwebp, lossy and lossless, still images only), one
+ * decoder file each (src/input/image_<format>.c). Alpha is dropped, never composited. File types
+ * are recognised by their magic bytes, not by their extension (mv_sniff.h). This module does not
+ * resize or normalise (see mv_preprocess.h) and does not decode video (mv_video.h).
  *
  * Known, deliberate divergence from PIL: 16-bit grayscale PNG opens in PIL as mode "I;16" and
  * convert("RGB") clips every value above 255 to white; here it is scaled to 8 bits (v >> 8), the
@@ -19,27 +19,6 @@
 
 /* PIL's decompression-bomb error threshold: 2 * Image.MAX_IMAGE_PIXELS. */
 #define MV_IMAGE_MAX_PIXELS_DEFAULT MV_DECODE_MAX_PIXELS_DEFAULT
-
-/* How many leading bytes mv_sniff / mv_sniff_format look at; fewer is fine (weaker checks). */
-#define MV_SNIFF_BYTES 512
-
-typedef enum {
-    MV_MEDIA_UNKNOWN = 0,
-    MV_MEDIA_JPEG,
-    MV_MEDIA_PNG,
-    MV_MEDIA_WEBP,
-    MV_MEDIA_VIDEO,       /* ISO-BMFF (mp4/mov/3gp), Matroska/WebM, AVI, MPEG-TS/PS, Ogg, FLV, ASF */
-    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (GIF, TIFF,
-                             BMP, HEIF/AVIF, JPEG 2000, JPEG XL, PSD, ICO) */
-} mv_media_kind;
-
-/* Classifies a file from its first n bytes (pass up to MV_SNIFF_BYTES). */
-mv_media_kind mv_sniff(const uint8_t *head, size_t n);
-
-/* Short format name for messages: "jpeg", "png", "webp", "gif", "tiff", "bmp", "heif", "avif",
- * "jpeg2000", "jpegxl", "psd", "ico", "mp4", "matroska", "avi", "mpegts", "mpegps", "ogg", "flv",
- * "asf", or "unknown". Static storage. */
-const char *mv_sniff_format(const uint8_t *head, size_t n);
 
 typedef struct {
     int width, height;          /* after EXIF orientation */
@@ -68,8 +47,5 @@ mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
                               long long max_pixels, mv_image *img, mv_err *e);
 
 void mv_image_free(mv_image *img);
-
-/* Writes rgb [h][w][3] as an 8-bit RGB PNG (for --dump-stages). */
-mv_status mv_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, mv_err *e);
 
 #endif

@@ -8,7 +8,9 @@
 
 #include "mv_image.h"
 #include "mv_npy.h"
+#include "mv_png_write.h"
 #include "mv_preprocess.h"
+#include "mv_sniff.h"
 #include "mv_video.h"
 
 #include <errno.h>
@@ -213,7 +215,7 @@ static void rename_in_msg(mv_err *e, const char *from, const char *to)
 
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
 {
-    char msg[1200], srcbuf[64];
+    char msg[1200], srcbuf[64], list[128];
     const char *src = it->path;
     if (it->fd >= 0) {
         snprintf(srcbuf, sizeof srcbuf, "/proc/self/fd/%d", it->fd);
@@ -248,9 +250,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     mv_err e;
     mv_status st;
     switch (mv_sniff(head, nh)) {
-    case MV_MEDIA_JPEG:
-    case MV_MEDIA_PNG:
-    case MV_MEDIA_WEBP:
+    case MV_MEDIA_IMAGE:
         it->kind = "image";
         st = prepare_image(c, it, src, &e);
         break;
@@ -260,8 +260,8 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         break;
     case MV_MEDIA_IMAGE_OTHER:
         it->kind = "image";
-        st = mv_fail(&e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (JPEG, PNG, WebP are)",
-                     it->path, mv_sniff_format(head, nh));
+        st = mv_fail(&e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (%s are)", it->path,
+                     mv_sniff_format(head, nh), mv_sniff_image_formats(", ", list, sizeof list));
         break;
     default:
         st = mv_fail(&e, MV_ERR_FORMAT, "%s: not an image or video (unrecognised file type)", it->path);

@@ -10,6 +10,7 @@
 #include "fuzz_util.h"
 #include "mv_image.h"
 #include "mv_preprocess.h"
+#include "mv_sniff.h"
 
 #define FZ_NAME "fuzz-input.img"
 #define FZ_MAX_DECODE (1LL << 22)
@@ -21,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *fmt = mv_sniff_format(data, nh);
     if (!fmt || !*fmt)
         abort();
-    if (kind != MV_MEDIA_JPEG && kind != MV_MEDIA_PNG && kind != MV_MEDIA_WEBP)
+    if (kind != MV_MEDIA_IMAGE)
         return 0; /* the CLI never hands anything else to the image decoder */
 
     mv_image img;

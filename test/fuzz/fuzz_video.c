@@ -8,8 +8,8 @@
  * --timeout), so a hang shows up as a libFuzzer timeout only if that limit is not honoured.
  * Not here: resizing and patchify of frames (shared with images, fuzz_image.c), the tower. */
 #include "fuzz_util.h"
-#include "mv_image.h"
 #include "mv_preprocess.h"
+#include "mv_sniff.h"
 #include "mv_video.h"
 
 #include <math.h>

@@ -1,4 +1,5 @@
-/* test_decode_image.c - unit tests for src/input/decode_image.c, src/output/png_write.c and mv_sniff.
+/* test_decode_image.c - unit tests for the image decoder (src/input/image*.c, orientation.c),
+ * src/output/png_write.c and mv_sniff (src/input/sniff.c).
  *
  * Oracles:
  *  - PIL: FNV-1a 64 hashes of np.asarray(transformers.image_utils.load_image(f)) for the committed
@@ -14,6 +15,8 @@
 #include "unit.h"
 
 #include "mv_image.h"
+#include "mv_png_write.h"
+#include "mv_sniff.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -423,9 +426,9 @@ static void test_sniff(void)
     static uint8_t ts[400];
     ts[0] = ts[188] = ts[376] = 0x47;
     const struct { const char *what; const char *bytes; size_t n; mv_media_kind k; const char *fmt; } t[] = {
-        {"JPEG", "\xff\xd8\xff\xe0\0\x10JFIF", 10, MV_MEDIA_JPEG, "jpeg"},
-        {"PNG", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16, MV_MEDIA_PNG, "png"},
-        {"WebP", "RIFF\x10\0\0\0WEBPVP8 ", 16, MV_MEDIA_WEBP, "webp"},
+        {"JPEG", "\xff\xd8\xff\xe0\0\x10JFIF", 10, MV_MEDIA_IMAGE, "jpeg"},
+        {"PNG", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16, MV_MEDIA_IMAGE, "png"},
+        {"WebP", "RIFF\x10\0\0\0WEBPVP8 ", 16, MV_MEDIA_IMAGE, "webp"},
         {"AVI", "RIFF\x10\0\0\0AVI LIST", 16, MV_MEDIA_VIDEO, "avi"},
         {"WAV", "RIFF\x10\0\0\0WAVEfmt ", 16, MV_MEDIA_UNKNOWN, "unknown"},
         {"MP4", "\0\0\0\x20" "ftypisom\0\0\x02\0", 16, MV_MEDIA_VIDEO, "mp4"},
@@ -451,8 +454,8 @@ static void test_sniff(void)
     }
     /* files on disk: by content, whatever the extension */
     const struct { const char *path; mv_media_kind k; } f[] = {
-        {IMG "png_rgb_320x256.png", MV_MEDIA_PNG}, {IMG "jpeg_gray_200x149.jpg", MV_MEDIA_JPEG},
-        {IMG "webp_lossy_192x128.webp", MV_MEDIA_WEBP}, {BAD "video_no_moov.mp4", MV_MEDIA_VIDEO},
+        {IMG "png_rgb_320x256.png", MV_MEDIA_IMAGE}, {IMG "jpeg_gray_200x149.jpg", MV_MEDIA_IMAGE},
+        {IMG "webp_lossy_192x128.webp", MV_MEDIA_IMAGE}, {BAD "video_no_moov.mp4", MV_MEDIA_VIDEO},
         {BAD "x.jpg", MV_MEDIA_UNKNOWN}, {BAD "empty.jpg", MV_MEDIA_UNKNOWN}};
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         uint8_t head[MV_SNIFF_BYTES];

@@ -1,0 +1,192 @@
+/* image_jpeg.c - JPEG to 8-bit RGB with libjpeg(-turbo), as PIL decodes it (JpegImagePlugin.py,
+ * JpegDecode.c, Convert.c): libjpeg's defaults (ISLOW IDCT, fancy upsampling), the output colour
+ * space chosen from the component count only (1 gray, 3 RGB, 4 CMYK); 4-component data is always
+ * taken as Adobe inverted CMYK ("CMYK;I": every sample inverted), then Convert.c's cmyk2rgb.
+ * libjpeg warnings are ignored, except running out of data before the last scanline, which PIL
+ * reports as "image file is truncated" (we do too). Orientation: the first APP1 "Exif" segment,
+ * else the XMP one. Every libjpeg call runs under setjmp, so a corrupt file returns an error and
+ * never aborts; the time limit is checked by libjpeg's progress monitor (every scan and row).
+ * Not here: applying the orientation (image.c), other formats.
+ */
+#include "image_int.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    int eof;            /* libjpeg ran out of data (JWRN_JPEG_EOF) */
+    int timed_out;      /* the progress monitor stopped the decode at the deadline */
+} jerr_mgr;
+
+typedef struct {
+    struct jpeg_progress_mgr pub;
+    double deadline;
+} jprog_mgr;
+
+typedef struct {
+    FILE *f;
+    const char *name;
+    long long max_pixels;
+    struct jpeg_decompress_struct cinfo;
+    jerr_mgr jerr;
+    jprog_mgr prog;
+    int created;
+    uint8_t *rgb, *row;
+    int w, h, orientation;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_ctx;
+
+static void jpeg_on_error(j_common_ptr c)
+{
+    jerr_mgr *m = (jerr_mgr *)c->err;
+    longjmp(m->jb, 1);
+}
+
+static void jpeg_on_message(j_common_ptr c, int level)
+{
+    /* Warnings (level -1) are ignored as PIL ignores them, except running out of data. */
+    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) ((jerr_mgr *)c->err)->eof = 1;
+}
+
+static void jpeg_silent(j_common_ptr c) { (void)c; }
+
+/* Called for every scan libjpeg absorbs (a progressive file can hold thousands) and every output
+ * row: past the deadline it unwinds like an error. */
+static void jpeg_on_progress(j_common_ptr c)
+{
+    if (mv_image_past(((jprog_mgr *)c->progress)->deadline)) {
+        jerr_mgr *m = (jerr_mgr *)c->err;
+        m->timed_out = 1;
+        longjmp(m->jb, 1);
+    }
+}
+
+/* PIL Convert.c: MULDIV255(a, b) = (a*b + 128 + ((a*b + 128) >> 8)) >> 8. */
+static inline int muldiv255(int a, int b)
+{
+    int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+}
+
+static inline uint8_t clip8(int v) { return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v; }
+
+/* Runs under setjmp; everything it allocates hangs off ctx so the caller can free it. */
+static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
+{
+    struct jpeg_decompress_struct *ci = &x->cinfo;
+    ci->err = jpeg_std_error(&x->jerr.pub);
+    x->jerr.pub.error_exit = jpeg_on_error;
+    x->jerr.pub.emit_message = jpeg_on_message;
+    x->jerr.pub.output_message = jpeg_silent;
+    if (setjmp(x->jerr.jb)) {
+        if (x->jerr.timed_out)
+            return mv_image_fail_time(x->name, "JPEG", e);
+        x->jerr.pub.format_message((j_common_ptr)ci, x->msg);
+        if (x->jerr.eof)
+            return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated): %s",
+                           x->name, x->msg);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: %s", x->name, x->msg);
+    }
+    jpeg_create_decompress(ci);
+    x->created = 1;
+    jpeg_stdio_src(ci, x->f);
+    if (x->prog.deadline > 0) {
+        x->prog.pub.progress_monitor = jpeg_on_progress;
+        ci->progress = &x->prog.pub;
+    }
+    jpeg_save_markers(ci, JPEG_APP0 + 1, 0xffff);
+    if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: no image in the file", x->name);
+    if (x->jerr.eof)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->name);
+    int comps = ci->num_components;
+    if (comps != 1 && comps != 3 && comps != 4)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: cannot handle %d-component JPEG images", x->name, comps);
+    mv_status s = mv_image_check_size(x->name, "JPEG", ci->image_width, ci->image_height, x->max_pixels, e);
+    if (s != MV_OK) return s;
+
+    /* orientation: first APP1 "Exif" segment, else XMP */
+    int exif_o = 0, xmp_o = 0, have_exif = 0;
+    for (jpeg_saved_marker_ptr m = ci->marker_list; m; m = m->next) {
+        if (m->marker != JPEG_APP0 + 1) continue;
+        if (!have_exif && m->data_length >= 6 && memcmp(m->data, "Exif\0\0", 6) == 0) {
+            exif_o = mv_exif_orientation(m->data, m->data_length);
+            have_exif = 1;
+        } else if (!xmp_o && m->data_length >= 29 &&
+                   memcmp(m->data, "http://ns.adobe.com/xap/1.0/\0", 29) == 0) {
+            xmp_o = mv_xmp_orientation(m->data + 29, m->data_length - 29);
+        }
+    }
+    x->orientation = mv_orientation_pick(exif_o, xmp_o);
+
+    ci->out_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : JCS_CMYK;
+    ci->dct_method = JDCT_ISLOW;
+    ci->do_fancy_upsampling = TRUE;
+    jpeg_start_decompress(ci);
+    if (ci->output_components != comps)
+        return mv_fail(e, MV_ERR_INTERNAL, "%s: libjpeg returned %d components, expected %d",
+                       x->name, ci->output_components, comps);
+    int w = (int)ci->output_width, h = (int)ci->output_height;
+    x->rgb = mv_malloc((size_t)w * h * 3);
+    x->row = mv_malloc((size_t)w * comps);
+    if (!x->rgb || !x->row)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %dx%d image", x->name, w, h);
+    while (ci->output_scanline < ci->output_height) {
+        int y = (int)ci->output_scanline;
+        uint8_t *out = x->rgb + (size_t)y * w * 3;
+        JSAMPROW rp = comps == 3 ? out : x->row;
+        if (jpeg_read_scanlines(ci, &rp, 1) != 1)
+            return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->name);
+        if (comps == 1) {
+            for (int i = 0; i < w; i++) out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = x->row[i];
+        } else if (comps == 4) {
+            /* "CMYK;I" (inverted samples), then Convert.c cmyk2rgb */
+            for (int i = 0; i < w; i++) {
+                const uint8_t *p = x->row + 4 * i;
+                int c = 255 - p[0], mm = 255 - p[1], yy = 255 - p[2], k = 255 - p[3];
+                int nk = 255 - k;
+                out[3 * i + 0] = clip8(nk - muldiv255(c, nk));
+                out[3 * i + 1] = clip8(nk - muldiv255(mm, nk));
+                out[3 * i + 2] = clip8(nk - muldiv255(yy, nk));
+            }
+        }
+    }
+    if (x->jerr.eof)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->name);
+    jpeg_finish_decompress(ci);
+    x->w = w;
+    x->h = h;
+    return MV_OK;
+}
+
+int mv_jpeg_sniff(const uint8_t *head, size_t n) { return mv_magic_at(head, n, 0, "\xff\xd8\xff", 3); }
+
+mv_status mv_jpeg_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
+{
+    jpeg_ctx *x = calloc(1, sizeof *x);
+    if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", r->name);
+    x->f = r->f;
+    x->prog.deadline = r->deadline;
+    x->name = r->name;
+    x->max_pixels = r->max_pixels;
+    mv_status s = jpeg_run(x, e);
+    if (x->created) jpeg_destroy_decompress(&x->cinfo);
+    free(x->row);
+    if (s == MV_OK) {
+        out->rgb = x->rgb;
+        out->w = x->w;
+        out->h = x->h;
+        out->orientation = x->orientation;
+    } else {
+        free(x->rgb);
+    }
+    free(x);
+    return s;
+}
