@@ -16,6 +16,7 @@
 #define MV_IMAGE_H
 
 #include "mv_common.h"
+#include "mv_input.h"
 
 /* PIL's decompression-bomb error threshold: 2 * Image.MAX_IMAGE_PIXELS. */
 #define MV_IMAGE_MAX_PIXELS_DEFAULT MV_DECODE_MAX_PIXELS_DEFAULT
@@ -28,17 +29,23 @@ typedef struct {
     const char *format;         /* "jpeg", "png", "webp" (static storage) */
 } mv_image;
 
-/* Decodes the image file at path. max_pixels: refuse (MV_ERR_LIMIT) images whose header declares
- * more pixels than this, before any pixel buffer is allocated; 0 means
- * MV_IMAGE_MAX_PIXELS_DEFAULT, a negative value means no limit. On failure img is zeroed and
- * e names the file and the cause ("photo.jpg: corrupt JPEG data: ..."). */
+/* Decodes the image in in, which nothing has read from beyond its head bytes (mv_input.h: a file,
+ * memory or a stream; every message names in->name). max_pixels: refuse (MV_ERR_LIMIT) images
+ * whose header declares more pixels than this, before any pixel buffer is allocated; 0 means
+ * MV_IMAGE_MAX_PIXELS_DEFAULT, a negative value means no limit. timeout_s: a wall-clock limit in
+ * seconds from this call on (<= 0: none); past it the decode stops with MV_ERR_LIMIT "photo.jpg:
+ * JPEG decode stopped: time limit exceeded (--timeout)". The header's size is checked first and
+ * nothing after the image's end is read. A read error fails with MV_ERR_IO "photo.jpg: read
+ * error". On failure img is zeroed and e names the input and the cause ("photo.jpg: corrupt JPEG
+ * data: ..."); the input stays open (the caller closes it). */
+mv_status mv_image_decode_input(mv_input *in, long long max_pixels, double timeout_s, mv_image *img,
+                                mv_err *e);
+
+/* The same for the file at path, without a time limit (mv_input_open_path: a non-regular file
+ * fails with MV_ERR_IO without blocking). */
 mv_status mv_image_decode(const char *path, long long max_pixels, mv_image *img, mv_err *e);
 
-/* Same, with a wall-clock limit in seconds for the whole decode (timeout_s <= 0: none): past it
- * the decode stops with MV_ERR_LIMIT "photo.jpg: JPEG decode stopped: time limit exceeded
- * (--timeout)". The file is decoded from disk as it is read: the header's size is checked first,
- * and nothing after the image's end is read. Non-regular files (FIFOs, devices) fail with
- * MV_ERR_IO without blocking. */
+/* Same, with the wall-clock limit of mv_image_decode_input. */
 mv_status mv_image_decode_limited(const char *path, long long max_pixels, double timeout_s,
                                   mv_image *img, mv_err *e);
 

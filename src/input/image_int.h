@@ -3,25 +3,25 @@
  * they share: EXIF/XMP orientation (orientation.c) and the per-input limits (inline below, so that
  * no decoder calls back into image.c).
  *
- * A decoder gets the file from its first byte and returns the picture as stored (8-bit RGB, alpha
- * dropped) with the orientation its metadata asks for; image.c applies the orientation. Before
- * allocating any pixel buffer it checks the header's size with mv_image_check_size, and it stops
- * at the deadline (mv_image_past) with mv_image_fail_time. Every message starts with the input's
- * name. Adding a format: one file image_<format>.c (a sniff and a decode function, declared here)
+ * A decoder reads the file from its first byte (an mv_input; a read error returns mv_input_fail)
+ * and returns the picture as stored (8-bit RGB, alpha dropped) with the orientation its metadata
+ * asks for; image.c applies the orientation. Before allocating any pixel buffer it checks the
+ * header's size with mv_image_check_size, and it stops at the deadline (mv_image_past) with
+ * mv_image_fail_time. Every message starts with the input's name. Adding a format: one file image_<format>.c (a sniff and a decode function, declared here)
  * and one row in sniff.c's table. Not a public header: include/mv_image.h is the API.
  */
 #ifndef MV_IMAGE_INT_H
 #define MV_IMAGE_INT_H
 
 #include "mv_image.h"
+#include "mv_input.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* What a decoder reads and under which limits. */
 typedef struct {
-    FILE *f;              /* positioned at the file's first byte */
-    const char *name;     /* for messages */
+    mv_input *in;         /* positioned at the file's first byte (mv_input_read) */
+    const char *name;     /* in->name, for messages */
     long long max_pixels; /* 0: MV_IMAGE_MAX_PIXELS_DEFAULT; < 0: no limit */
     double deadline;      /* an mv_now() value; 0: none */
 } mv_image_req;

@@ -6,6 +6,9 @@
  * reports as "image file is truncated" (we do too). Orientation: the first APP1 "Exif" segment,
  * else the XMP one. Every libjpeg call runs under setjmp, so a corrupt file returns an error and
  * never aborts; the time limit is checked by libjpeg's progress monitor (every scan and row).
+ * The bytes come from an mv_input through a source manager that behaves as libjpeg's stdio one
+ * (4096-byte reads, a fake EOI with a warning at the end of the data), except that a read error
+ * is reported as one.
  * Not here: applying the orientation (image.c), other formats.
  */
 #include "image_int.h"
@@ -30,13 +33,23 @@ typedef struct {
     double deadline;
 } jprog_mgr;
 
+/* libjpeg's stdio source manager (jdatasrc.c) over an mv_input. */
 typedef struct {
-    FILE *f;
+    struct jpeg_source_mgr pub;
+    mv_input *in;
+    int start_of_file;
+    int read_failed;
+    JOCTET buf[4096];
+} jsrc_mgr;
+
+typedef struct {
+    mv_input *in;
     const char *name;
     long long max_pixels;
     struct jpeg_decompress_struct cinfo;
     jerr_mgr jerr;
     jprog_mgr prog;
+    jsrc_mgr src;
     int created;
     uint8_t *rgb, *row;
     int w, h, orientation;
@@ -56,6 +69,44 @@ static void jpeg_on_message(j_common_ptr c, int level)
 }
 
 static void jpeg_silent(j_common_ptr c) { (void)c; }
+
+static void src_init(j_decompress_ptr c) { ((jsrc_mgr *)c->src)->start_of_file = 1; }
+
+static boolean src_fill(j_decompress_ptr c)
+{
+    jsrc_mgr *s = (jsrc_mgr *)c->src;
+    ssize_t n = mv_input_read(s->in, s->buf, sizeof s->buf);
+    if (n < 0) {
+        s->read_failed = 1;
+        ERREXIT(c, JERR_FILE_READ);
+    }
+    if (n == 0) {
+        if (s->start_of_file) ERREXIT(c, JERR_INPUT_EMPTY);
+        WARNMS(c, JWRN_JPEG_EOF);
+        s->buf[0] = (JOCTET)0xFF; /* a fake EOI marker */
+        s->buf[1] = (JOCTET)JPEG_EOI;
+        n = 2;
+    }
+    s->pub.next_input_byte = s->buf;
+    s->pub.bytes_in_buffer = (size_t)n;
+    s->start_of_file = 0;
+    return TRUE;
+}
+
+/* As jdatasrc.c: by reading (past the end, through fake EOI markers). */
+static void src_skip(j_decompress_ptr c, long num_bytes)
+{
+    struct jpeg_source_mgr *src = c->src;
+    if (num_bytes <= 0) return;
+    while (num_bytes > (long)src->bytes_in_buffer) {
+        num_bytes -= (long)src->bytes_in_buffer;
+        (void)src->fill_input_buffer(c);
+    }
+    src->next_input_byte += (size_t)num_bytes;
+    src->bytes_in_buffer -= (size_t)num_bytes;
+}
+
+static void src_term(j_decompress_ptr c) { (void)c; }
 
 /* Called for every scan libjpeg absorbs (a progressive file can hold thousands) and every output
  * row: past the deadline it unwinds like an error. */
@@ -86,6 +137,8 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     x->jerr.pub.emit_message = jpeg_on_message;
     x->jerr.pub.output_message = jpeg_silent;
     if (setjmp(x->jerr.jb)) {
+        if (x->src.read_failed)
+            return mv_input_fail(x->in, e);
         if (x->jerr.timed_out)
             return mv_image_fail_time(x->name, "JPEG", e);
         x->jerr.pub.format_message((j_common_ptr)ci, x->msg);
@@ -96,7 +149,11 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     }
     jpeg_create_decompress(ci);
     x->created = 1;
-    jpeg_stdio_src(ci, x->f);
+    x->src = (jsrc_mgr){.pub = {.init_source = src_init, .fill_input_buffer = src_fill,
+                                .skip_input_data = src_skip, .resync_to_restart = jpeg_resync_to_restart,
+                                .term_source = src_term},
+                        .in = x->in};
+    ci->src = &x->src.pub;
     if (x->prog.deadline > 0) {
         x->prog.pub.progress_monitor = jpeg_on_progress;
         ci->progress = &x->prog.pub;
@@ -172,7 +229,7 @@ mv_status mv_jpeg_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
 {
     jpeg_ctx *x = calloc(1, sizeof *x);
     if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", r->name);
-    x->f = r->f;
+    x->in = r->in;
     x->prog.deadline = r->deadline;
     x->name = r->name;
     x->max_pixels = r->max_pixels;

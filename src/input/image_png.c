@@ -17,9 +17,9 @@
 #include <png.h>
 
 typedef struct {
-    FILE *f;
+    mv_input *in;
     double deadline;
-    int timed_out;
+    int timed_out, read_failed;
     const char *name;
     long long max_pixels;
     png_structp png;
@@ -55,10 +55,12 @@ static void png_on_read(png_structp p, png_bytep out, size_t n)
 {
     png_ctx *x = png_get_io_ptr(p);
     png_check_time(p, x);
-    if (fread(out, 1, n, x->f) != n) {
-        if (ferror(x->f)) png_error(p, "read error");
-        png_error(p, "unexpected end of file (image file is truncated)");
+    ssize_t k = mv_input_read(x->in, out, n);
+    if (k < 0) {
+        x->read_failed = 1;
+        png_error(p, "read error");
     }
+    if ((size_t)k != n) png_error(p, "unexpected end of file (image file is truncated)");
 }
 
 static void png_on_row(png_structp p, png_uint_32 row, int pass)
@@ -100,6 +102,7 @@ static mv_status png_run(png_ctx *x, mv_err *e)
 {
     if (setjmp(png_jmpbuf(x->png))) {
         if (x->timed_out) return mv_image_fail_time(x->name, "PNG", e);
+        if (x->read_failed) return mv_input_fail(x->in, e);
         return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt PNG data: %s", x->name, x->msg);
     }
     /* PIL verifies the CRC of every chunk it reads; do not let libpng skip bad ancillary chunks */
@@ -163,7 +166,7 @@ mv_status mv_png_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
 {
     png_ctx *x = calloc(1, sizeof *x);
     if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", r->name);
-    x->f = r->f;
+    x->in = r->in;
     x->deadline = r->deadline;
     x->name = r->name;
     x->max_pixels = r->max_pixels;

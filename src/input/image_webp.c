@@ -60,13 +60,14 @@ int mv_webp_sniff(const uint8_t *head, size_t n)
 
 mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
 {
-    FILE *f = r->f;
+    mv_input *in = r->in;
     const char *name = r->name;
     long long max_pixels = r->max_pixels;
     double deadline = r->deadline;
     uint8_t head[WEBP_HEAD];
-    size_t hn = fread(head, 1, sizeof head, f);
-    if (ferror(f)) return mv_fail(e, MV_ERR_IO, "%s: read error", name);
+    ssize_t got = mv_input_read(in, head, sizeof head);
+    if (got < 0) return mv_input_fail(in, e);
+    size_t hn = (size_t)got;
     WebPBitstreamFeatures ft;
     VP8StatusCode st = WebPGetFeatures(head, hn, &ft);
     if (st != VP8_STATUS_OK)
@@ -94,13 +95,13 @@ mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
             return mv_image_fail_time(name, "WebP", e);
         }
         size_t want = riff - len < WEBP_STEP ? (size_t)(riff - len) : WEBP_STEP;
-        size_t r = fread(buf + len, 1, want, f);
-        len += r;
-        if (r < want) break;        /* a truncated file: the decoder says what is missing */
-    }
-    if (ferror(f)) {
-        free(buf);
-        return mv_fail(e, MV_ERR_IO, "%s: read error", name);
+        ssize_t k = mv_input_read(in, buf + len, want);
+        if (k < 0) {
+            free(buf);
+            return mv_input_fail(in, e);
+        }
+        len += (size_t)k;
+        if ((size_t)k < want) break; /* a truncated file: the decoder says what is missing */
     }
     rgba = mv_malloc(np * 4);
     WebPDecoderConfig cfg;

@@ -1,12 +1,14 @@
-/* item.c - one input from sniff to manifest record: stat + sniff, decode (mv_image.h /
- * mv_video.h), resize exactly like HF (mv_preprocess.h; the backend normalises and patchifies the
- * resized frames), --dump-stages input images, and the manifest record of the result. Knows
+/* item.c - one input from sniff to manifest record: the input opened once (mv_input.h) and
+ * sniffed from its head, decoded from the same input (mv_image.h / mv_video.h), resized exactly
+ * like HF (mv_preprocess.h; the backend normalises and patchifies the resized frames),
+ * --dump-stages input images, and the manifest record of the result. Knows
  * nothing of threads, queues or backends: the pipeline (pipeline.c) calls these on whichever
  * thread it likes, one item at a time.
  */
 #include "mv_item.h"
 
 #include "mv_image.h"
+#include "mv_input.h"
 #include "mv_npy.h"
 #include "mv_png_write.h"
 #include "mv_preprocess.h"
@@ -89,14 +91,12 @@ int64_t mv_item_patches(const mv_item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
-/* src: what to open (it->path, or /proc/self/fd/N for a tar member) */
-static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
+static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_err *e)
 {
-    const char *path = src;
     mv_prepared *p = &it->p;
     mv_image img;
     double t = mv_now();
-    mv_status st = mv_image_decode_limited(path, c->max_decode_pixels, c->timeout, &img, e);
+    mv_status st = mv_image_decode_input(in, c->max_decode_pixels, c->timeout, &img, e);
     it->t_decode = mv_now() - t;
     if (st)
         return st;
@@ -111,7 +111,7 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *sr
         p->n_frames = 1;
     mv_image_free(&img);
     if (st)
-        return mv_fail_prefix(e, st, "%s", path);
+        return mv_fail_prefix(e, st, "%s", in->name);
     return MV_OK;
 }
 
@@ -215,44 +215,34 @@ static void rename_in_msg(mv_err *e, const char *from, const char *to)
 
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
 {
-    char msg[1200], srcbuf[64], list[128];
+    char srcbuf[64], list[128];
     const char *src = it->path;
+    mv_input in;
+    mv_err e;
+    mv_status st;
     if (it->fd >= 0) {
         snprintf(srcbuf, sizeof srcbuf, "/proc/self/fd/%d", it->fd);
         src = srcbuf;
+        st = mv_input_open_fd(&in, it->fd, it->path, &e);
+    } else {
+        st = mv_input_open_path(&in, it->path, &e);
     }
-    struct stat sb;
-    if (stat(src, &sb) != 0) {
-        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
-        mv_item_fail(it, msg);
+    if (st) {
+        mv_item_fail(it, e.msg);
         return MV_OK;
     }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(msg, sizeof msg, "%s: not a regular file", it->path);
-        mv_item_fail(it, msg);
+    size_t nh;
+    const uint8_t *head = mv_input_head(&in, &nh);
+    if (nh == 0) {
+        mv_fail(&e, MV_ERR_FORMAT, "%s: empty file", it->path);
+        mv_input_close(&in);
+        mv_item_fail(it, e.msg);
         return MV_OK;
     }
-    uint8_t head[MV_SNIFF_BYTES];
-    FILE *f = fopen(src, "rb");
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
-        mv_item_fail(it, msg);
-        return MV_OK;
-    }
-    size_t nh = fread(head, 1, sizeof head, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr || nh == 0) {
-        snprintf(msg, sizeof msg, "%s: %s", it->path, rerr ? "read error" : "empty file");
-        mv_item_fail(it, msg);
-        return MV_OK;
-    }
-    mv_err e;
-    mv_status st;
     switch (mv_sniff(head, nh)) {
     case MV_MEDIA_IMAGE:
         it->kind = "image";
-        st = prepare_image(c, it, src, &e);
+        st = prepare_image(c, it, &in, &e);
         break;
     case MV_MEDIA_VIDEO:
         it->kind = "video";
@@ -267,6 +257,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         st = mv_fail(&e, MV_ERR_FORMAT, "%s: not an image or video (unrecognised file type)", it->path);
         break;
     }
+    mv_input_close(&in);
     if (st) {
         rename_in_msg(&e, src, it->path);
         mv_item_fail(it, e.msg);

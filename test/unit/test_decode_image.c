@@ -9,6 +9,8 @@
  *  - FFmpeg CLI: lossless formats (PNG, lossless WebP) decode identically everywhere, so
  *    `ffmpeg -i f -f rawvideo -pix_fmt <native>` is compared byte for byte.
  *  - EXIF rotation: the same file with its orientation tag patched to 1, rotated by hand.
+ *  - Inputs (mv_input.h): a descriptor, memory and read callbacks give PIL's pixels too; a
+ *    stream cut short gives what the same bytes from memory give.
  * Runs from the repository root (make test does).
  */
 #include "mv_walk.h"
@@ -18,9 +20,11 @@
 #include "mv_png_write.h"
 #include "mv_sniff.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define IMG "fixtures/media/images/"
 #define BAD "fixtures/bad/"
@@ -110,6 +114,107 @@ static void test_fixtures(void)
                   (unsigned long long)h);
         }
         mv_image_free(&img);
+    }
+}
+
+/* A stream over a buffer for mv_input_open_io: at most `chunk` bytes a read, failing once
+ * fail_at bytes have been handed out (fail_at < 0: never). */
+typedef struct {
+    const uint8_t *data;
+    size_t len, off, chunk;
+    long fail_at;
+} stream;
+
+static ssize_t stream_read(void *user, void *buf, size_t n)
+{
+    stream *s = user;
+    if (s->fail_at >= 0 && s->off >= (size_t)s->fail_at) return -1;
+    size_t k = s->len - s->off;
+    if (k > n) k = n;
+    if (k > s->chunk) k = s->chunk;
+    memcpy(buf, s->data + s->off, k);
+    s->off += k;
+    return (ssize_t)k;
+}
+
+static const char *stream_error(void *user)
+{
+    (void)user;
+    return "member data unreadable: damaged archive";
+}
+
+static const mv_input_io stream_io = {stream_read, stream_error};
+
+/* The same pixels from a descriptor, memory and callbacks (short reads) as PIL's. */
+static void test_input_sources(void)
+{
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        if (!fixtures[i].pil) continue;
+        char path[512];
+        snprintf(path, sizeof path, IMG "%s", fixtures[i].file);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        mv_err e = {{0}};
+        int fd = open(path, O_RDONLY);
+        if (fd < 0 || mv_read_file(path, &buf, &len, &e) != MV_OK) {
+            CHECK(0, "%s: open and read", path);
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        const char *what[3] = {"descriptor", "memory", "callbacks, 7 bytes a read"};
+        for (int k = 0; k < 3; k++) {
+            mv_input in;
+            stream s = {buf, len, 0, 7, -1};
+            mv_status st = k == 0 ? mv_input_open_fd(&in, fd, "shard.tar/member", &e)
+                           : k == 1 ? mv_input_open_mem(&in, buf, len, "shard.tar/member", &e)
+                                    : mv_input_open_io(&in, &stream_io, &s, "shard.tar/member", &e);
+            mv_image img = {0};
+            if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+            uint64_t h = st == MV_OK ? fnv1a(img.rgb, (size_t)img.width * img.height * 3) : 0;
+            CHECK(st == MV_OK && h == fixtures[i].pil && img.width == fixtures[i].w && img.height == fixtures[i].h,
+                  "%s from a %s: RGB bit-identical to PIL load_image (%s)", fixtures[i].file, what[k],
+                  st == MV_OK ? "decoded" : e.msg);
+            mv_image_free(&img);
+            mv_input_close(&in);
+        }
+        close(fd);
+        free(buf);
+    }
+}
+
+/* A stream that fails part way fails the decode with MV_ERR_IO naming the input and the reason;
+ * one that ends early is a truncated file, as the same bytes from memory are. */
+static void test_input_errors(void)
+{
+    const char *files[] = {"jpeg_progressive_422_256x160.jpg", "png_interlaced_131x87.png", "webp_lossy_192x128.webp"};
+    for (size_t i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, IMG "%s", files[i]);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        mv_err e = {{0}}, e2 = {{0}};
+        if (mv_read_file(path, &buf, &len, &e) != MV_OK) {
+            CHECK(0, "%s: read", path);
+            continue;
+        }
+        mv_input in;
+        mv_image img;
+        stream s = {buf, len, 0, 100, (long)len / 2};
+        mv_status st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/bad", &e);
+        if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+        mv_input_close(&in);
+        CHECK(st == MV_ERR_IO && !img.rgb &&
+                  !strcmp(e.msg, "shard.tar/bad: read error: member data unreadable: damaged archive"),
+              "%s: a read error half way: %s", files[i], e.msg);
+        s = (stream){buf, len / 2, 0, 100, -1};
+        st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/cut", &e);
+        if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+        mv_input_close(&in);
+        mv_status st2 = mv_image_decode_mem(buf, len / 2, "shard.tar/cut", 0, &img, &e2);
+        CHECK(st != MV_OK && st == st2 && !strcmp(e.msg, e2.msg) && strstr(e.msg, "shard.tar/cut: ") == e.msg &&
+                  strstr(e.msg, "truncated"),
+              "%s: a stream ending half way is a truncated file: %s", files[i], e.msg);
+        free(buf);
     }
 }
 
@@ -513,6 +618,8 @@ static void test_time_limit(void)
 int main(void)
 {
     test_fixtures();
+    test_input_sources();
+    test_input_errors();
     test_ffmpeg_oracle();
     test_alpha_dropped();
     test_orientation();
