@@ -2,7 +2,8 @@
  * decoding, the frame index, seeking, and the per-input limits (time, pixels).
  *
  * What it reproduces: the frames `ffmpeg -i FILE -fps_mode passthrough -pix_fmt rgb24 -f rawvideo`
- * writes, in that order; the conversion of each decoded frame is video_convert.c.
+ * writes, in that order; the conversion of each decoded frame is video_convert.c. The bytes come
+ * from an mv_input (a file, memory, or a stream first read into memory) through an AVIOContext.
  * Frames are numbered in presentation order. open() demuxes every packet once (no decoding) and
  * keeps the sorted timestamps: index i <-> pts[i]. read() decodes forward while the next wanted
  * frame is near, otherwise seeks to the keyframe at or before it and decodes up to its pts.
@@ -24,32 +25,26 @@
 
 #ifndef MV_HAVE_FFMPEG
 
-mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **v,
-                             mv_video_info *info, mv_err *e)
+mv_status mv_video_open_input(mv_input *in, const mv_video_limits *lim, mv_video **v,
+                              mv_video_info *info, mv_err *e)
 {
     (void)lim;
     (void)info;
     if (v)
         *v = NULL;
-    return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: cannot decode video: built without FFmpeg", path);
+    return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: cannot decode video: built without FFmpeg", in->name);
+}
+
+static void keep_input(mv_video *v, mv_input *in)
+{
+    (void)v;
+    (void)in;
 }
 
 int mv_video_frames_per_read(const mv_video *v)
 {
     (void)v;
     return 1;
-}
-
-mv_status mv_video_open(const char *path, mv_video **v, mv_video_info *info, mv_err *e)
-{
-    return mv_video_open_with(path, NULL, v, info, e);
-}
-
-mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
-                                mv_video_info *info, mv_err *e)
-{
-    mv_video_limits lim = {.timeout_s = timeout_s};
-    return mv_video_open_with(path, &lim, v, info, e);
 }
 
 mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **frames, double *ts,
@@ -86,7 +81,11 @@ int64_t mv_video_decoded_frames(const mv_video *v)
 #define MV_SEEK_GAP 12
 
 struct mv_video {
-    char *path;
+    const char *path;       /* in->name, for messages */
+    mv_input *in;           /* the bytes (seekable), read through pb */
+    mv_input *own_in;       /* in, when opened by path here (closed with the video) */
+    AVIOContext *pb;        /* the demuxer's reader over in, made again at each open_input() */
+    int64_t io_pos;         /* pb's offset in in */
     AVFormatContext *fmt;
     AVCodecContext *dec;
     AVStream *st;
@@ -150,6 +149,60 @@ static mv_status fail_frame(mv_video *v, mv_err *e, int64_t idx, int ret, const 
                    (long long)v->n, buf);
 }
 
+/* The demuxer reads in through an AVIOContext: pread at its own offset, so that every open_input()
+ * starts afresh at 0 and the mv_input's own position is left alone. As FFmpeg's file protocol
+ * does, each read first checks the time limit (the interrupt callback). */
+static int io_read(void *opaque, uint8_t *buf, int n)
+{
+    mv_video *v = opaque;
+    if (interrupt_cb(v))
+        return AVERROR_EXIT;
+    ssize_t k = mv_input_pread(v->in, buf, (size_t)n, (uint64_t)v->io_pos);
+    if (k < 0)
+        return AVERROR(EIO);
+    if (k == 0)
+        return AVERROR_EOF;
+    v->io_pos += k;
+    return (int)k;
+}
+
+static int64_t io_seek(void *opaque, int64_t off, int whence)
+{
+    mv_video *v = opaque;
+    int64_t size = mv_input_size(v->in);
+    if (whence & AVSEEK_SIZE)
+        return size;
+    whence &= ~AVSEEK_FORCE;
+    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? v->io_pos : whence == SEEK_END ? size : -1;
+    if (base < 0 || off < -base)
+        return AVERROR(EINVAL);
+    v->io_pos = base + off;
+    return v->io_pos;
+}
+
+#define MV_AVIO_BUFFER (32 << 10) /* the file protocol's IO_BUFFER_SIZE */
+
+static void free_avio(mv_video *v)
+{
+    if (v->pb)
+        av_freep(&v->pb->buffer); /* FFmpeg may have replaced the one given */
+    avio_context_free(&v->pb);
+}
+
+static int new_avio(mv_video *v)
+{
+    free_avio(v);
+    uint8_t *buf = av_malloc(MV_AVIO_BUFFER);
+    if (buf)
+        v->pb = avio_alloc_context(buf, MV_AVIO_BUFFER, 0, v, io_read, NULL, io_seek);
+    if (!v->pb) {
+        av_free(buf);
+        return AVERROR(ENOMEM);
+    }
+    v->io_pos = 0;
+    return 0;
+}
+
 void mv_video_close(mv_video *v)
 {
     if (!v)
@@ -159,9 +212,13 @@ void mv_video_close(mv_video *v)
     av_packet_free(&v->pkt);
     avcodec_free_context(&v->dec);
     avformat_close_input(&v->fmt);
+    free_avio(v);
     free(v->pts);
     free(v->key_pts);
-    free(v->path);
+    if (v->own_in) {
+        mv_input_close(v->own_in);
+        free(v->own_in);
+    }
     free(v);
 }
 
@@ -235,17 +292,18 @@ static int check_stream_sizes(mv_video *v)
     return 0;
 }
 
-/* Opens v->path into v->fmt (fresh context with the time-limit callback) and reads stream info.
+/* Opens v->in into v->fmt (fresh context with the time-limit callback and a fresh AVIOContext;
+ * the input's name is the URL, for the demuxers' probes by extension) and reads stream info.
  * The pixel limit is checked on the container's header before any decoding, and the decoders that
  * avformat_find_stream_info() runs get it as their max_pixels (they refuse larger frames). */
 static int open_input(mv_video *v)
 {
     avformat_close_input(&v->fmt);
-    v->fmt = avformat_alloc_context();
-    if (!v->fmt)
+    if (new_avio(v) < 0 || !(v->fmt = avformat_alloc_context()))
         return AVERROR(ENOMEM);
     v->fmt->interrupt_callback.callback = interrupt_cb;
     v->fmt->interrupt_callback.opaque = v;
+    v->fmt->pb = v->pb;
     int ret = avformat_open_input(&v->fmt, v->path, NULL, NULL); /* frees fmt on failure */
     if (ret < 0 || (ret = check_stream_sizes(v)) < 0)
         return ret;
@@ -423,19 +481,23 @@ static mv_status count_by_decoding(mv_video *v, mv_err *e)
     return MV_OK;
 }
 
-mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **out,
-                             mv_video_info *info, mv_err *e)
+mv_status mv_video_open_input(mv_input *in, const mv_video_limits *lim, mv_video **out,
+                              mv_video_info *info, mv_err *e)
 {
     *out = NULL;
+    const char *path = in->name;
+    mv_status st = mv_input_make_seekable(in, e);
+    if (st != MV_OK)
+        return st;
     mv_video *v = calloc(1, sizeof *v);
     if (!v)
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-    mv_status st = MV_OK;
     int ret;
-    v->path = strdup(path);
+    v->in = in;
+    v->path = path;
     v->frame = av_frame_alloc();
     v->pkt = av_packet_alloc();
-    if (!v->path || !v->frame || mv_vconv_init(&v->conv) < 0 || !v->pkt) {
+    if (!v->frame || mv_vconv_init(&v->conv) < 0 || !v->pkt) {
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
@@ -551,17 +613,7 @@ fail:
     return st;
 }
 
-mv_status mv_video_open(const char *path, mv_video **v, mv_video_info *info, mv_err *e)
-{
-    return mv_video_open_with(path, NULL, v, info, e);
-}
-
-mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
-                                mv_video_info *info, mv_err *e)
-{
-    mv_video_limits lim = {.timeout_s = timeout_s};
-    return mv_video_open_with(path, &lim, v, info, e);
-}
+static void keep_input(mv_video *v, mv_input *in) { v->own_in = in; }
 
 /* Positions the decoder so that the next frames lead to pts target (timestamp mode). */
 static int seek_before(mv_video *v, int64_t key)
@@ -720,3 +772,34 @@ int mv_video_frames_per_read(const mv_video *v)
 }
 
 #endif /* MV_HAVE_FFMPEG */
+
+mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **v,
+                             mv_video_info *info, mv_err *e)
+{
+    *v = NULL;
+    mv_input *in = malloc(sizeof *in);
+    if (!in)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    mv_status st = mv_input_open_path(in, path, e);
+    if (st == MV_OK)
+        st = mv_video_open_input(in, lim, v, info, e);
+    if (st != MV_OK) {
+        mv_input_close(in);
+        free(in);
+        return st;
+    }
+    keep_input(*v, in);
+    return MV_OK;
+}
+
+mv_status mv_video_open(const char *path, mv_video **v, mv_video_info *info, mv_err *e)
+{
+    return mv_video_open_with(path, NULL, v, info, e);
+}
+
+mv_status mv_video_open_limited(const char *path, double timeout_s, mv_video **v,
+                                mv_video_info *info, mv_err *e)
+{
+    mv_video_limits lim = {.timeout_s = timeout_s};
+    return mv_video_open_with(path, &lim, v, info, e);
+}

@@ -15,11 +15,9 @@
 #include "mv_sniff.h"
 #include "mv_video.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static char oom_msg[] = "out of memory"; /* an item's error when even its message can't be copied */
@@ -128,9 +126,9 @@ static mv_status read_frames(void *ud, int first, int count, uint8_t **frames, m
     return mv_video_read(r->v, r->idx + first, count, frames, r->ts + first, e);
 }
 
-static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
+static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_err *e)
 {
-    const char *path = src;
+    const char *path = in->name;
     mv_prepared *p = &it->p;
     const mv_preproc_config *pp = &c->m->pp;
     mv_video *v;
@@ -138,7 +136,7 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *sr
     double t = mv_now();
     mv_video_limits lim = {.timeout_s = c->timeout, .max_pixels = c->max_decode_pixels,
                            .threads = c->video_threads};
-    mv_status st = mv_video_open_with(path, &lim, &v, &info, e);
+    mv_status st = mv_video_open_input(in, &lim, &v, &info, e);
     if (st)
         return st;
     p->kind = "video";
@@ -201,32 +199,14 @@ static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
     return MV_OK;
 }
 
-/* A decoder's message names what it opened: name the input the user knows instead. */
-static void rename_in_msg(mv_err *e, const char *from, const char *to)
-{
-    size_t n = strlen(from);
-    char *p = strstr(e->msg, from);
-    if (!n || !p || !strcmp(from, to))
-        return;
-    char tail[sizeof e->msg];
-    snprintf(tail, sizeof tail, "%s", p + n);
-    snprintf(p, sizeof e->msg - (size_t)(p - e->msg), "%s%s", to, tail);
-}
-
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
 {
-    char srcbuf[64], list[128];
-    const char *src = it->path;
+    char list[128];
     mv_input in;
     mv_err e;
-    mv_status st;
-    if (it->fd >= 0) {
-        snprintf(srcbuf, sizeof srcbuf, "/proc/self/fd/%d", it->fd);
-        src = srcbuf;
-        st = mv_input_open_fd(&in, it->fd, it->path, &e);
-    } else {
-        st = mv_input_open_path(&in, it->path, &e);
-    }
+    /* a tar member's bytes are in it->fd (a memfd), a file's at it->path */
+    mv_status st = it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
+                               : mv_input_open_path(&in, it->path, &e);
     if (st) {
         mv_item_fail(it, e.msg);
         return MV_OK;
@@ -246,7 +226,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         break;
     case MV_MEDIA_VIDEO:
         it->kind = "video";
-        st = prepare_video(c, it, src, &e);
+        st = prepare_video(c, it, &in, &e);
         break;
     case MV_MEDIA_IMAGE_OTHER:
         it->kind = "image";
@@ -259,7 +239,6 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     }
     mv_input_close(&in);
     if (st) {
-        rename_in_msg(&e, src, it->path);
         mv_item_fail(it, e.msg);
         return MV_OK;
     }
