@@ -7,8 +7,9 @@
  * and returns the picture as stored (8-bit RGB, alpha dropped) with the orientation its metadata
  * asks for; image.c applies the orientation. Before allocating any pixel buffer it checks the
  * header's size with mv_image_check_size, and it stops at the deadline (mv_image_past) with
- * mv_image_fail_time. Every message starts with the input's name. Adding a format: one file image_<format>.c (a sniff and a decode function, declared here)
- * and one row in sniff.c's table. Not a public header: include/mv_image.h is the API.
+ * mv_image_fail_time. Every message starts with the input's name. Adding a format: one file
+ * image_<format>.c (a sniff and a decode function, declared here) and one row in sniff.c's
+ * table. Not a public header: include/mv_image.h is the API.
  */
 #ifndef MV_IMAGE_INT_H
 #define MV_IMAGE_INT_H

@@ -43,16 +43,14 @@ typedef struct {
 } jsrc_mgr;
 
 typedef struct {
-    mv_input *in;
-    const char *name;
-    long long max_pixels;
+    mv_image_req req;
     struct jpeg_decompress_struct cinfo;
     jerr_mgr jerr;
     jprog_mgr prog;
     jsrc_mgr src;
     int created;
-    uint8_t *rgb, *row;
-    int w, h, orientation;
+    mv_image_raw res;
+    uint8_t *row;
     char msg[JMSG_LENGTH_MAX];
 } jpeg_ctx;
 
@@ -138,21 +136,21 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     x->jerr.pub.output_message = jpeg_silent;
     if (setjmp(x->jerr.jb)) {
         if (x->src.read_failed)
-            return mv_input_fail(x->in, e);
+            return mv_input_fail(x->req.in, e);
         if (x->jerr.timed_out)
-            return mv_image_fail_time(x->name, "JPEG", e);
+            return mv_image_fail_time(x->req.name, "JPEG", e);
         x->jerr.pub.format_message((j_common_ptr)ci, x->msg);
         if (x->jerr.eof)
             return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated): %s",
-                           x->name, x->msg);
-        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: %s", x->name, x->msg);
+                           x->req.name, x->msg);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: %s", x->req.name, x->msg);
     }
     jpeg_create_decompress(ci);
     x->created = 1;
     x->src = (jsrc_mgr){.pub = {.init_source = src_init, .fill_input_buffer = src_fill,
                                 .skip_input_data = src_skip, .resync_to_restart = jpeg_resync_to_restart,
                                 .term_source = src_term},
-                        .in = x->in};
+                        .in = x->req.in};
     ci->src = &x->src.pub;
     if (x->prog.deadline > 0) {
         x->prog.pub.progress_monitor = jpeg_on_progress;
@@ -160,13 +158,15 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     }
     jpeg_save_markers(ci, JPEG_APP0 + 1, 0xffff);
     if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
-        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: no image in the file", x->name);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt JPEG data: no image in the file", x->req.name);
     if (x->jerr.eof)
-        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->name);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->req.name);
     int comps = ci->num_components;
     if (comps != 1 && comps != 3 && comps != 4)
-        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: cannot handle %d-component JPEG images", x->name, comps);
-    mv_status s = mv_image_check_size(x->name, "JPEG", ci->image_width, ci->image_height, x->max_pixels, e);
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: cannot handle %d-component JPEG images", x->req.name,
+                       comps);
+    mv_status s = mv_image_check_size(x->req.name, "JPEG", ci->image_width, ci->image_height,
+                                      x->req.max_pixels, e);
     if (s != MV_OK) return s;
 
     /* orientation: first APP1 "Exif" segment, else XMP */
@@ -181,7 +181,7 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
             xmp_o = mv_xmp_orientation(m->data + 29, m->data_length - 29);
         }
     }
-    x->orientation = mv_orientation_pick(exif_o, xmp_o);
+    x->res.orientation = mv_orientation_pick(exif_o, xmp_o);
 
     ci->out_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : JCS_CMYK;
     ci->dct_method = JDCT_ISLOW;
@@ -189,18 +189,18 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
     jpeg_start_decompress(ci);
     if (ci->output_components != comps)
         return mv_fail(e, MV_ERR_INTERNAL, "%s: libjpeg returned %d components, expected %d",
-                       x->name, ci->output_components, comps);
+                       x->req.name, ci->output_components, comps);
     int w = (int)ci->output_width, h = (int)ci->output_height;
-    x->rgb = mv_malloc((size_t)w * h * 3);
+    x->res.rgb = mv_malloc((size_t)w * h * 3);
     x->row = mv_malloc((size_t)w * comps);
-    if (!x->rgb || !x->row)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %dx%d image", x->name, w, h);
+    if (!x->res.rgb || !x->row)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %dx%d image", x->req.name, w, h);
     while (ci->output_scanline < ci->output_height) {
         int y = (int)ci->output_scanline;
-        uint8_t *out = x->rgb + (size_t)y * w * 3;
+        uint8_t *out = x->res.rgb + (size_t)y * w * 3;
         JSAMPROW rp = comps == 3 ? out : x->row;
         if (jpeg_read_scanlines(ci, &rp, 1) != 1)
-            return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->name);
+            return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->req.name);
         if (comps == 1) {
             for (int i = 0; i < w; i++) out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = x->row[i];
         } else if (comps == 4) {
@@ -216,10 +216,10 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
         }
     }
     if (x->jerr.eof)
-        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->name);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated JPEG data (image file is truncated)", x->req.name);
     jpeg_finish_decompress(ci);
-    x->w = w;
-    x->h = h;
+    x->res.w = w;
+    x->res.h = h;
     return MV_OK;
 }
 
@@ -229,21 +229,13 @@ mv_status mv_jpeg_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
 {
     jpeg_ctx *x = calloc(1, sizeof *x);
     if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", r->name);
-    x->in = r->in;
+    x->req = *r;
     x->prog.deadline = r->deadline;
-    x->name = r->name;
-    x->max_pixels = r->max_pixels;
     mv_status s = jpeg_run(x, e);
     if (x->created) jpeg_destroy_decompress(&x->cinfo);
     free(x->row);
-    if (s == MV_OK) {
-        out->rgb = x->rgb;
-        out->w = x->w;
-        out->h = x->h;
-        out->orientation = x->orientation;
-    } else {
-        free(x->rgb);
-    }
+    if (s == MV_OK) *out = x->res;
+    else free(x->res.rgb);
     free(x);
     return s;
 }

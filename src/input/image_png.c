@@ -17,16 +17,13 @@
 #include <png.h>
 
 typedef struct {
-    mv_input *in;
-    double deadline;
+    mv_image_req req;
     int timed_out, read_failed;
-    const char *name;
-    long long max_pixels;
     png_structp png;
     png_infop info;
-    uint8_t *raw, *rgb;
+    mv_image_raw res;
+    uint8_t *raw;
     png_bytep *rows;
-    int w, h, orientation;
     char msg[512];
 } png_ctx;
 
@@ -45,7 +42,7 @@ static void png_on_warning(png_structp p, png_const_charp msg)
 
 static void png_check_time(png_structp p, png_ctx *x)
 {
-    if (mv_image_past(x->deadline)) {
+    if (mv_image_past(x->req.deadline)) {
         x->timed_out = 1;
         png_error(p, "time limit exceeded");
     }
@@ -55,7 +52,7 @@ static void png_on_read(png_structp p, png_bytep out, size_t n)
 {
     png_ctx *x = png_get_io_ptr(p);
     png_check_time(p, x);
-    ssize_t k = mv_input_read(x->in, out, n);
+    ssize_t k = mv_input_read(x->req.in, out, n);
     if (k < 0) {
         x->read_failed = 1;
         png_error(p, "read error");
@@ -101,19 +98,19 @@ static int png_orientation(png_ctx *x)
 static mv_status png_run(png_ctx *x, mv_err *e)
 {
     if (setjmp(png_jmpbuf(x->png))) {
-        if (x->timed_out) return mv_image_fail_time(x->name, "PNG", e);
-        if (x->read_failed) return mv_input_fail(x->in, e);
-        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt PNG data: %s", x->name, x->msg);
+        if (x->timed_out) return mv_image_fail_time(x->req.name, "PNG", e);
+        if (x->read_failed) return mv_input_fail(x->req.in, e);
+        return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt PNG data: %s", x->req.name, x->msg);
     }
     /* PIL verifies the CRC of every chunk it reads; do not let libpng skip bad ancillary chunks */
     png_set_crc_action(x->png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
     png_set_read_fn(x->png, x, png_on_read);
-    if (x->deadline > 0) png_set_read_status_fn(x->png, png_on_row);
+    if (x->req.deadline > 0) png_set_read_status_fn(x->png, png_on_row);
     png_read_info(x->png, x->info);
     png_uint_32 w = 0, h = 0;
     int depth = 0, ctype = 0, interlace = 0;
     png_get_IHDR(x->png, x->info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
-    mv_status s = mv_image_check_size(x->name, "PNG", w, h, x->max_pixels, e);
+    mv_status s = mv_image_check_size(x->req.name, "PNG", w, h, x->req.max_pixels, e);
     if (s != MV_OK) return s;
 
     if (depth == 16) png_set_strip_16(x->png);                     /* high byte, like "RGB;16B" */
@@ -126,25 +123,26 @@ static mv_status png_run(png_ctx *x, mv_err *e)
     size_t rowbytes = png_get_rowbytes(x->png, x->info);
     if (ch < 1 || ch > 4 || rowbytes != (size_t)w * ch || png_get_bit_depth(x->png, x->info) != 8)
         return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: unexpected PNG layout (%d channels, %d-bit)",
-                       x->name, ch, png_get_bit_depth(x->png, x->info));
+                       x->req.name, ch, png_get_bit_depth(x->png, x->info));
     x->raw = mv_malloc(rowbytes * h);
     x->rows = mv_malloc(sizeof(png_bytep) * h);
     if (!x->raw || !x->rows)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %ux%u image", x->name, w, h);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %ux%u image", x->req.name, w, h);
     for (png_uint_32 y = 0; y < h; y++) x->rows[y] = x->raw + rowbytes * y;
     png_read_image(x->png, x->rows);
     png_read_end(x->png, x->info);
-    x->orientation = png_orientation(x);
+    x->res.orientation = png_orientation(x);
 
     size_t np = (size_t)w * h;
     if (ch == 3) {
-        x->rgb = x->raw;
+        x->res.rgb = x->raw;
         x->raw = NULL;
     } else {
-        x->rgb = mv_malloc(np * 3);
-        if (!x->rgb) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %ux%u image", x->name, w, h);
+        x->res.rgb = mv_malloc(np * 3);
+        if (!x->res.rgb)
+            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %ux%u image", x->req.name, w, h);
         const uint8_t *r = x->raw;
-        uint8_t *o = x->rgb;
+        uint8_t *o = x->res.rgb;
         for (size_t i = 0; i < np; i++, o += 3) {
             if (ch <= 2) {              /* gray or gray+alpha: replicate, drop alpha */
                 o[0] = o[1] = o[2] = r[i * ch];
@@ -155,8 +153,8 @@ static mv_status png_run(png_ctx *x, mv_err *e)
             }
         }
     }
-    x->w = (int)w;
-    x->h = (int)h;
+    x->res.w = (int)w;
+    x->res.h = (int)h;
     return MV_OK;
 }
 
@@ -166,10 +164,7 @@ mv_status mv_png_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
 {
     png_ctx *x = calloc(1, sizeof *x);
     if (!x) return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", r->name);
-    x->in = r->in;
-    x->deadline = r->deadline;
-    x->name = r->name;
-    x->max_pixels = r->max_pixels;
+    x->req = *r;
     mv_status s;
     x->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, x, png_on_error, png_on_warning);
     x->info = x->png ? png_create_info_struct(x->png) : NULL;
@@ -178,14 +173,8 @@ mv_status mv_png_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
     if (x->png) png_destroy_read_struct(&x->png, x->info ? &x->info : NULL, NULL);
     free(x->raw);
     free(x->rows);
-    if (s == MV_OK) {
-        out->rgb = x->rgb;
-        out->w = x->w;
-        out->h = x->h;
-        out->orientation = x->orientation;
-    } else {
-        free(x->rgb);
-    }
+    if (s == MV_OK) *out = x->res;
+    else free(x->res.rgb);
     free(x);
     return s;
 }

@@ -19,6 +19,7 @@
 #include "mv_image.h"
 #include "mv_png_write.h"
 #include "mv_sniff.h"
+#include "stream_io.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -117,34 +118,6 @@ static void test_fixtures(void)
     }
 }
 
-/* A stream over a buffer for mv_input_open_io: at most `chunk` bytes a read, failing once
- * fail_at bytes have been handed out (fail_at < 0: never). */
-typedef struct {
-    const uint8_t *data;
-    size_t len, off, chunk;
-    long fail_at;
-} stream;
-
-static ssize_t stream_read(void *user, void *buf, size_t n)
-{
-    stream *s = user;
-    if (s->fail_at >= 0 && s->off >= (size_t)s->fail_at) return -1;
-    size_t k = s->len - s->off;
-    if (k > n) k = n;
-    if (k > s->chunk) k = s->chunk;
-    memcpy(buf, s->data + s->off, k);
-    s->off += k;
-    return (ssize_t)k;
-}
-
-static const char *stream_error(void *user)
-{
-    (void)user;
-    return "member data unreadable: damaged archive";
-}
-
-static const mv_input_io stream_io = {stream_read, stream_error};
-
 /* The same pixels from a descriptor, memory and callbacks (short reads) as PIL's. */
 static void test_input_sources(void)
 {
@@ -152,19 +125,18 @@ static void test_input_sources(void)
         if (!fixtures[i].pil) continue;
         char path[512];
         snprintf(path, sizeof path, IMG "%s", fixtures[i].file);
-        uint8_t *buf = NULL;
+        uint8_t *buf;
         size_t len = 0;
         mv_err e = {{0}};
-        int fd = open(path, O_RDONLY);
-        if (fd < 0 || mv_read_file(path, &buf, &len, &e) != MV_OK) {
+        int fd;
+        if (open_fixture(path, &fd, &buf, &len) != 0) {
             CHECK(0, "%s: open and read", path);
-            if (fd >= 0) close(fd);
             continue;
         }
         const char *what[3] = {"descriptor", "memory", "callbacks, 7 bytes a read"};
         for (int k = 0; k < 3; k++) {
             mv_input in;
-            stream s = {buf, len, 0, 7, -1};
+            stream s = {buf, len, 0, 7, -1, 0};
             mv_status st = k == 0 ? mv_input_open_fd(&in, fd, "shard.tar/member", &e)
                            : k == 1 ? mv_input_open_mem(&in, buf, len, "shard.tar/member", &e)
                                     : mv_input_open_io(&in, &stream_io, &s, "shard.tar/member", &e);
@@ -199,14 +171,14 @@ static void test_input_errors(void)
         }
         mv_input in;
         mv_image img;
-        stream s = {buf, len, 0, 100, (long)len / 2};
+        stream s = {buf, len, 0, 100, (long)len / 2, 0};
         mv_status st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/bad", &e);
         if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
         mv_input_close(&in);
         CHECK(st == MV_ERR_IO && !img.rgb &&
                   !strcmp(e.msg, "shard.tar/bad: read error: member data unreadable: damaged archive"),
               "%s: a read error half way: %s", files[i], e.msg);
-        s = (stream){buf, len / 2, 0, 100, -1};
+        s = (stream){buf, len / 2, 0, 100, -1, 0};
         st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/cut", &e);
         if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
         mv_input_close(&in);

@@ -7,6 +7,7 @@
 #include "unit.h"
 
 #include "mv_input.h"
+#include "stream_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,37 +35,6 @@ static uint8_t *slurp(const char *path, size_t *n)
     *n = len;
     return b;
 }
-
-/* A stream over a buffer: at most `chunk` bytes a call (short reads), failing with "why" once
- * fail_at bytes have been handed out (fail_at < 0: never). */
-typedef struct {
-    const uint8_t *data;
-    size_t len, off, chunk;
-    long fail_at;
-    int calls_after_end;
-} stream;
-
-static ssize_t stream_read(void *user, void *buf, size_t n)
-{
-    stream *s = user;
-    if (s->off == s->len && s->fail_at < 0) s->calls_after_end++;
-    if (s->fail_at >= 0 && s->off >= (size_t)s->fail_at) return -1;
-    size_t k = s->len - s->off;
-    if (k > n) k = n;
-    if (k > s->chunk) k = s->chunk;
-    if (s->fail_at >= 0 && s->off + k > (size_t)s->fail_at) k = (size_t)s->fail_at - s->off;
-    memcpy(buf, s->data + s->off, k);
-    s->off += k;
-    return (ssize_t)k;
-}
-
-static const char *stream_error(void *user)
-{
-    (void)user;
-    return "member data unreadable: damaged archive";
-}
-
-static const mv_input_io stream_io = {stream_read, stream_error};
 
 /* Reads in through mv_input_read in chunks of 1, 2, ... 97 bytes; 1 when it gives want[0..n). */
 static int reads_back(mv_input *in, const uint8_t *want, size_t n)

@@ -11,6 +11,7 @@
  */
 #include "mv_video.h"
 #include "mv_preprocess.h"
+#include "stream_io.h"
 #include "unit.h"
 
 #include <fcntl.h>
@@ -271,48 +272,20 @@ static void test_fixture(const char *name)
     test_video_file(path, name);
 }
 
-/* A stream over a buffer for mv_input_open_io: at most `chunk` bytes a read, failing once
- * fail_at bytes have been handed out (fail_at < 0: never). */
-typedef struct {
-    const uint8_t *data;
-    size_t len, off, chunk;
-    long fail_at;
-} stream;
-
-static ssize_t stream_read(void *user, void *buf, size_t n)
-{
-    stream *s = user;
-    if (s->fail_at >= 0 && s->off >= (size_t)s->fail_at) return -1;
-    size_t k = s->len - s->off;
-    if (k > n) k = n;
-    if (k > s->chunk) k = s->chunk;
-    memcpy(buf, s->data + s->off, k);
-    s->off += k;
-    return (ssize_t)k;
-}
-
-static const char *stream_error(void *user)
-{
-    (void)user;
-    return "member data unreadable: damaged archive";
-}
-
 /* Videos from a descriptor, memory and read callbacks (mv_video_open_input): every frame equals
  * the CLI's, as from the path; a stream that fails names the input. */
 static void test_inputs(void)
 {
     static const char *names[] = {"h264_192x128_24fps.mp4", "vp9_97x61.webm", "mpeg4_128x96.avi", "h264_cut_midgop.ts"};
-    static const mv_input_io io = {stream_read, stream_error};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, VDIR "%s", names[i]);
-        uint8_t *buf = NULL;
+        uint8_t *buf;
         size_t len = 0;
         mv_err e = {{0}};
-        int fd = open(path, O_RDONLY);
-        if (fd < 0 || mv_read_file(path, &buf, &len, &e) != MV_OK) {
+        int fd;
+        if (open_fixture(path, &fd, &buf, &len) != 0) {
             CHECK(0, "%s: open and read", path);
-            if (fd >= 0) close(fd);
             continue;
         }
         uint8_t *ref = NULL;
@@ -320,10 +293,10 @@ static void test_inputs(void)
         const char *what[3] = {"a descriptor", "memory", "callbacks (4000 bytes a read)"};
         for (int k = 0; k < 3; k++) {
             mv_input in;
-            stream s = {buf, len, 0, 4000, -1};
+            stream s = {buf, len, 0, 4000, -1, 0};
             mv_status st = k == 0 ? mv_input_open_fd(&in, fd, path, &e)
                            : k == 1 ? mv_input_open_mem(&in, buf, len, path, &e)
-                                    : mv_input_open_io(&in, &io, &s, path, &e);
+                                    : mv_input_open_io(&in, &stream_io, &s, path, &e);
             mv_video *v = NULL;
             mv_video_info info;
             if (st == MV_OK) st = mv_video_open_input(&in, NULL, &v, &info, &e);
@@ -345,10 +318,10 @@ static void test_inputs(void)
             mv_input_close(&in);
         }
         mv_input in;
-        stream s = {buf, len, 0, 4000, (long)len / 2};
+        stream s = {buf, len, 0, 4000, (long)len / 2, 0};
         mv_video *v = NULL;
         mv_video_info info;
-        mv_status st = mv_input_open_io(&in, &io, &s, "shard.tar/clip.mp4", &e);
+        mv_status st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/clip.mp4", &e);
         if (st == MV_OK) st = mv_video_open_input(&in, NULL, &v, &info, &e);
         CHECK(st == MV_ERR_IO && !v && !strcmp(e.msg, "shard.tar/clip.mp4: read error: member data unreadable: damaged archive"),
               "%s: a stream failing half way fails the open: %s", names[i], e.msg);
