@@ -3,10 +3,10 @@
  *
  * Supported: JPEG (libjpeg, PIL's default settings: ISLOW IDCT, fancy upsampling; grayscale,
  * YCbCr, RGB, CMYK and YCCK, baseline and progressive), PNG (libpng: every bit depth and colour
- * type, palette + tRNS, Adam7) and WebP (libwebp, lossy and lossless, still images only).
- * Alpha is dropped, never composited. File types are recognised by their magic bytes, not by
- * their extension (mv_sniff). This module does not resize or normalise (see mv_preprocess.h)
- * and does not decode video (mv_sniff only recognises video containers so the caller can route).
+ * type, palette + tRNS, Adam7) and WebP (libwebp, lossy and lossless, still images only), one
+ * decoder file each (src/input/image_<format>.c). Alpha is dropped, never composited. File types
+ * are recognised by their magic bytes, not by their extension (mv_sniff.h). This module does not
+ * resize or normalise (see mv_preprocess.h) and does not decode video (mv_video.h).
  *
  * Known, deliberate divergence from PIL: 16-bit grayscale PNG opens in PIL as mode "I;16" and
  * convert("RGB") clips every value above 255 to white; here it is scaled to 8 bits (v >> 8), the
@@ -16,30 +16,10 @@
 #define MV_IMAGE_H
 
 #include "mv_common.h"
+#include "mv_input.h"
 
 /* PIL's decompression-bomb error threshold: 2 * Image.MAX_IMAGE_PIXELS. */
 #define MV_IMAGE_MAX_PIXELS_DEFAULT MV_DECODE_MAX_PIXELS_DEFAULT
-
-/* How many leading bytes mv_sniff / mv_sniff_format look at; fewer is fine (weaker checks). */
-#define MV_SNIFF_BYTES 512
-
-typedef enum {
-    MV_MEDIA_UNKNOWN = 0,
-    MV_MEDIA_JPEG,
-    MV_MEDIA_PNG,
-    MV_MEDIA_WEBP,
-    MV_MEDIA_VIDEO,       /* ISO-BMFF (mp4/mov/3gp), Matroska/WebM, AVI, MPEG-TS/PS, Ogg, FLV, ASF */
-    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (GIF, TIFF,
-                             BMP, HEIF/AVIF, JPEG 2000, JPEG XL, PSD, ICO) */
-} mv_media_kind;
-
-/* Classifies a file from its first n bytes (pass up to MV_SNIFF_BYTES). */
-mv_media_kind mv_sniff(const uint8_t *head, size_t n);
-
-/* Short format name for messages: "jpeg", "png", "webp", "gif", "tiff", "bmp", "heif", "avif",
- * "jpeg2000", "jpegxl", "psd", "ico", "mp4", "matroska", "avi", "mpegts", "mpegps", "ogg", "flv",
- * "asf", or "unknown". Static storage. */
-const char *mv_sniff_format(const uint8_t *head, size_t n);
 
 typedef struct {
     int width, height;          /* after EXIF orientation */
@@ -49,17 +29,23 @@ typedef struct {
     const char *format;         /* "jpeg", "png", "webp" (static storage) */
 } mv_image;
 
-/* Decodes the image file at path. max_pixels: refuse (MV_ERR_LIMIT) images whose header declares
- * more pixels than this, before any pixel buffer is allocated; 0 means
- * MV_IMAGE_MAX_PIXELS_DEFAULT, a negative value means no limit. On failure img is zeroed and
- * e names the file and the cause ("photo.jpg: corrupt JPEG data: ..."). */
+/* Decodes the image in in, which nothing has read from beyond its head bytes (mv_input.h: a file,
+ * memory or a stream; every message names in->name). max_pixels: refuse (MV_ERR_LIMIT) images
+ * whose header declares more pixels than this, before any pixel buffer is allocated; 0 means
+ * MV_IMAGE_MAX_PIXELS_DEFAULT, a negative value means no limit. timeout_s: a wall-clock limit in
+ * seconds from this call on (<= 0: none); past it the decode stops with MV_ERR_LIMIT "photo.jpg:
+ * JPEG decode stopped: time limit exceeded (--timeout)". The header's size is checked first and
+ * nothing after the image's end is read. A read error fails with MV_ERR_IO "photo.jpg: read
+ * error". On failure img is zeroed and e names the input and the cause ("photo.jpg: corrupt JPEG
+ * data: ..."); the input stays open (the caller closes it). */
+mv_status mv_image_decode_input(mv_input *in, long long max_pixels, double timeout_s, mv_image *img,
+                                mv_err *e);
+
+/* The same for the file at path, without a time limit (mv_input_open_path: a non-regular file
+ * fails with MV_ERR_IO without blocking). */
 mv_status mv_image_decode(const char *path, long long max_pixels, mv_image *img, mv_err *e);
 
-/* Same, with a wall-clock limit in seconds for the whole decode (timeout_s <= 0: none): past it
- * the decode stops with MV_ERR_LIMIT "photo.jpg: JPEG decode stopped: time limit exceeded
- * (--timeout)". The file is decoded from disk as it is read: the header's size is checked first,
- * and nothing after the image's end is read. Non-regular files (FIFOs, devices) fail with
- * MV_ERR_IO without blocking. */
+/* Same, with the wall-clock limit of mv_image_decode_input. */
 mv_status mv_image_decode_limited(const char *path, long long max_pixels, double timeout_s,
                                   mv_image *img, mv_err *e);
 
@@ -68,8 +54,5 @@ mv_status mv_image_decode_mem(const uint8_t *buf, size_t len, const char *name,
                               long long max_pixels, mv_image *img, mv_err *e);
 
 void mv_image_free(mv_image *img);
-
-/* Writes rgb [h][w][3] as an 8-bit RGB PNG (for --dump-stages). */
-mv_status mv_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, mv_err *e);
 
 #endif

@@ -73,10 +73,11 @@ void mv_item_set_out(mv_item *it, float *out, int64_t rows);
  * frames. */
 void mv_item_fail(mv_item *it, const char *msg);
 
-/* Sniffs, decodes, resizes exactly like HF (the frames, not yet normalised: the backend does that
- * and the patchify) and, with dump_dir, writes the input PNGs. A bad input sets it->error and
- * returns MV_OK; a non-OK return is fatal for the run (the --dump-stages directory cannot be
- * written), with e set. */
+/* Opens the input once (it->fd when set, else it->path: mv_input.h), sniffs its head, decodes
+ * it from that same input, resizes exactly like HF (the frames, not yet normalised: the backend
+ * does that and the patchify) and, with dump_dir, writes the input PNGs. A bad input sets
+ * it->error and returns MV_OK; a non-OK return is fatal for the run (the --dump-stages directory
+ * cannot be written), with e set. */
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *e);
 
 /* Patches of a prepared item: t * h * w. */

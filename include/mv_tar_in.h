@@ -2,7 +2,7 @@
  *
  * Each regular member whose name has an image/video extension (mv_walk_is_media_name), or every
  * regular member with all_files, is handed out with its bytes in an anonymous in-memory file
- * (memfd) that the decoders open as /proc/self/fd/N, so no decoder needs to know about tars.
+ * (memfd) that the item reads as an mv_input (mv_input_open_fd), so no decoder knows about tars.
  * Members are read in archive order (a tar is a stream). Other members (.json, .txt, .cls ...,
  * directories, links) are skipped. Uses libarchive (plain, gzip, zstd ... tars alike).
  * Not here: output naming (mv_walk.h), decoding.

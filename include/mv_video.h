@@ -15,6 +15,7 @@
 #define MV_VIDEO_H
 
 #include "mv_common.h"
+#include "mv_input.h"
 
 typedef struct {
     int64_t total_frames; /* frames in presentation order (HF metadata.total_num_frames) */
@@ -27,7 +28,7 @@ typedef struct {
 
 typedef struct mv_video mv_video;
 
-/* Opens path, demuxes the whole video stream once (no decoding) to build the frame index, and
+/* Opens the file at path (mv_input_open_path), demuxes the whole video stream once (no decoding) to build the frame index, and
  * checks the container's frame count against the packets found (a truncated file fails here:
  * "clip.mp4: decode failed at frame 24 of 48: Invalid data found when processing input").
  * Errors: MV_ERR_IO (cannot open), MV_ERR_FORMAT (no video stream, corrupt, truncated),
@@ -53,6 +54,12 @@ typedef struct {
  * pixels (--max-decode-pixels)", before any frame is decoded. */
 mv_status mv_video_open_with(const char *path, const mv_video_limits *lim, mv_video **v,
                              mv_video_info *info, mv_err *e);
+
+/* The same from an open input (mv_input.h; messages name in->name): FFmpeg reads it through an
+ * AVIOContext at offsets of its own, the input's name as the URL. A stream is first read into
+ * memory (mv_input_make_seekable: the demuxer seeks). in must stay open until mv_video_close. */
+mv_status mv_video_open_input(mv_input *in, const mv_video_limits *lim, mv_video **v,
+                              mv_video_info *info, mv_err *e);
 
 /* The most frames one mv_video_read may ask for under the pixel budget (>= 1; INT_MAX without a
  * limit): read longer samples in chunks of this size. */

@@ -1,5 +1,5 @@
 /* tar_in.c - WebDataset shards as inputs (see mv_tar_in.h): libarchive reads the tar as a stream;
- * each media member is copied into a memfd the decoders open by /proc/self/fd/N. */
+ * each media member is copied into a memfd, which the item reads as an mv_input (mv_input.h). */
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 

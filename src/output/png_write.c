@@ -1,7 +1,7 @@
 /* png_write.c - writes an 8-bit RGB buffer as a PNG file (used by --dump-stages to save the
  * decoded / resized input). Not a general PNG encoder: RGB only, default compression, no metadata.
  * Errors (open, libpng, short write, close) are returned as MV_ERR_IO with the path. */
-#include "mv_image.h"
+#include "mv_png_write.h"
 
 #include <errno.h>
 #include <setjmp.h>

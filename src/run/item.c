@@ -1,21 +1,23 @@
-/* item.c - one input from sniff to manifest record: stat + sniff, decode (mv_image.h /
- * mv_video.h), resize exactly like HF (mv_preprocess.h; the backend normalises and patchifies the
- * resized frames), --dump-stages input images, and the manifest record of the result. Knows
+/* item.c - one input from sniff to manifest record: the input opened once (mv_input.h) and
+ * sniffed from its head, decoded from the same input (mv_image.h / mv_video.h), resized exactly
+ * like HF (mv_preprocess.h; the backend normalises and patchifies the resized frames),
+ * --dump-stages input images, and the manifest record of the result. Knows
  * nothing of threads, queues or backends: the pipeline (pipeline.c) calls these on whichever
  * thread it likes, one item at a time.
  */
 #include "mv_item.h"
 
 #include "mv_image.h"
+#include "mv_input.h"
 #include "mv_npy.h"
+#include "mv_png_write.h"
 #include "mv_preprocess.h"
+#include "mv_sniff.h"
 #include "mv_video.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static char oom_msg[] = "out of memory"; /* an item's error when even its message can't be copied */
@@ -87,14 +89,12 @@ int64_t mv_item_patches(const mv_item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
-/* src: what to open (it->path, or /proc/self/fd/N for a tar member) */
-static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
+static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_err *e)
 {
-    const char *path = src;
     mv_prepared *p = &it->p;
     mv_image img;
     double t = mv_now();
-    mv_status st = mv_image_decode_limited(path, c->max_decode_pixels, c->timeout, &img, e);
+    mv_status st = mv_image_decode_input(in, c->max_decode_pixels, c->timeout, &img, e);
     it->t_decode = mv_now() - t;
     if (st)
         return st;
@@ -109,7 +109,7 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, const char *sr
         p->n_frames = 1;
     mv_image_free(&img);
     if (st)
-        return mv_fail_prefix(e, st, "%s", path);
+        return mv_fail_prefix(e, st, "%s", in->name);
     return MV_OK;
 }
 
@@ -126,9 +126,9 @@ static mv_status read_frames(void *ud, int first, int count, uint8_t **frames, m
     return mv_video_read(r->v, r->idx + first, count, frames, r->ts + first, e);
 }
 
-static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *src, mv_err *e)
+static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_err *e)
 {
-    const char *path = src;
+    const char *path = in->name;
     mv_prepared *p = &it->p;
     const mv_preproc_config *pp = &c->m->pp;
     mv_video *v;
@@ -136,7 +136,7 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, const char *sr
     double t = mv_now();
     mv_video_limits lim = {.timeout_s = c->timeout, .max_pixels = c->max_decode_pixels,
                            .threads = c->video_threads};
-    mv_status st = mv_video_open_with(path, &lim, &v, &info, e);
+    mv_status st = mv_video_open_input(in, &lim, &v, &info, e);
     if (st)
         return st;
     p->kind = "video";
@@ -199,76 +199,46 @@ static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
     return MV_OK;
 }
 
-/* A decoder's message names what it opened: name the input the user knows instead. */
-static void rename_in_msg(mv_err *e, const char *from, const char *to)
-{
-    size_t n = strlen(from);
-    char *p = strstr(e->msg, from);
-    if (!n || !p || !strcmp(from, to))
-        return;
-    char tail[sizeof e->msg];
-    snprintf(tail, sizeof tail, "%s", p + n);
-    snprintf(p, sizeof e->msg - (size_t)(p - e->msg), "%s%s", to, tail);
-}
-
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
 {
-    char msg[1200], srcbuf[64];
-    const char *src = it->path;
-    if (it->fd >= 0) {
-        snprintf(srcbuf, sizeof srcbuf, "/proc/self/fd/%d", it->fd);
-        src = srcbuf;
-    }
-    struct stat sb;
-    if (stat(src, &sb) != 0) {
-        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
-        mv_item_fail(it, msg);
-        return MV_OK;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(msg, sizeof msg, "%s: not a regular file", it->path);
-        mv_item_fail(it, msg);
-        return MV_OK;
-    }
-    uint8_t head[MV_SNIFF_BYTES];
-    FILE *f = fopen(src, "rb");
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s: %s", it->path, strerror(errno));
-        mv_item_fail(it, msg);
-        return MV_OK;
-    }
-    size_t nh = fread(head, 1, sizeof head, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr || nh == 0) {
-        snprintf(msg, sizeof msg, "%s: %s", it->path, rerr ? "read error" : "empty file");
-        mv_item_fail(it, msg);
-        return MV_OK;
-    }
+    char list[128];
+    mv_input in;
     mv_err e;
-    mv_status st;
+    /* a tar member's bytes are in it->fd (a memfd), a file's at it->path */
+    mv_status st = it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
+                               : mv_input_open_path(&in, it->path, &e);
+    if (st) {
+        mv_item_fail(it, e.msg);
+        return MV_OK;
+    }
+    size_t nh;
+    const uint8_t *head = mv_input_head(&in, &nh);
+    if (nh == 0) {
+        mv_fail(&e, MV_ERR_FORMAT, "%s: empty file", it->path);
+        mv_input_close(&in);
+        mv_item_fail(it, e.msg);
+        return MV_OK;
+    }
     switch (mv_sniff(head, nh)) {
-    case MV_MEDIA_JPEG:
-    case MV_MEDIA_PNG:
-    case MV_MEDIA_WEBP:
+    case MV_MEDIA_IMAGE:
         it->kind = "image";
-        st = prepare_image(c, it, src, &e);
+        st = prepare_image(c, it, &in, &e);
         break;
     case MV_MEDIA_VIDEO:
         it->kind = "video";
-        st = prepare_video(c, it, src, &e);
+        st = prepare_video(c, it, &in, &e);
         break;
     case MV_MEDIA_IMAGE_OTHER:
         it->kind = "image";
-        st = mv_fail(&e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (JPEG, PNG, WebP are)",
-                     it->path, mv_sniff_format(head, nh));
+        st = mv_fail(&e, MV_ERR_UNSUPPORTED, "%s: %s images are not supported (%s are)", it->path,
+                     mv_sniff_format(head, nh), mv_sniff_image_formats(", ", list, sizeof list));
         break;
     default:
         st = mv_fail(&e, MV_ERR_FORMAT, "%s: not an image or video (unrecognised file type)", it->path);
         break;
     }
+    mv_input_close(&in);
     if (st) {
-        rename_in_msg(&e, src, it->path);
         mv_item_fail(it, e.msg);
         return MV_OK;
     }

@@ -51,3 +51,26 @@ setup() {
     grep -qF '"input":"shards/bad.tar/00001.png","output":"shards/bad.tar/00001.png.npy.zst","status":"ok"' "$T/o/manifest.jsonl"
     ! grep -q '/proc/self/fd' "$T/o/manifest.jsonl"
 }
+
+@test "video members: decoded from the tar as from the unpacked file, and a damaged one fails the same, named <tar>/<member>" {
+    cp "$ROOT/fixtures/media/videos/h264_3frames.mp4" "$T/src/clip.mp4"
+    cp "$ROOT/fixtures/bad/video_truncated.mp4" "$T/src/cut.mp4"
+    (cd "$T/src" && tar -cf "$T/shards/v.tar" clip.mp4 cut.mp4)
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" shards/v.tar
+    [ "$status" -eq 2 ]
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/ref" src/clip.mp4 src/cut.mp4
+    [ "$status" -eq 2 ]
+    cmp "$T/o/shards/v.tar/clip.mp4.npy.zst" "$T/ref/src/clip.mp4.npy.zst"
+    "$PY" - "$T/o/manifest.jsonl" "$T/ref/manifest.jsonl" <<'PYEOF'
+import json, sys
+tar = {r["input"]: r for r in map(json.loads, open(sys.argv[1]))}
+ref = {r["input"]: r for r in map(json.loads, open(sys.argv[2]))}
+assert tar["shards/v.tar/clip.mp4"]["status"] == "ok", tar
+for k in ("frame_indices", "timestamps", "fps", "grid_thw"):
+    assert tar["shards/v.tar/clip.mp4"][k] == ref["src/clip.mp4"][k], k
+err, want = tar["shards/v.tar/cut.mp4"]["error"], ref["src/cut.mp4"]["error"]
+print(err)
+assert want.startswith("src/cut.mp4: decode failed at frame "), want
+assert err == want.replace("src/cut.mp4", "shards/v.tar/cut.mp4", 1), (err, want)
+PYEOF
+}

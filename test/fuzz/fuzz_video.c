@@ -1,19 +1,22 @@
 /* fuzz_video.c - libFuzzer harness for the video path on small inputs: the container sniff, then
- * (for what the CLI would treat as a video) FFmpeg demux + decode through mv_video_open_limited
- * (frame index, first-frame decode, rotation) and mv_video_read of the first, middle and last
- * frames, then HF's frame-count / index / video smart_resize math on the stream's facts. The
- * input is written to a temp file (the API takes a path). Open must give positive frame counts
- * and sizes, reads must fill n * height * width * 3 readable bytes with finite (or NaN) times, and
- * failures must leave one line naming the file. Each input gets a 2 s decode limit (the CLI's
+ * (for what the CLI would treat as a video) FFmpeg demux + decode through mv_video_open_input
+ * (frame index, first-frame decode, rotation) from an mv_input over the bytes in memory (FFmpeg
+ * reads it through an AVIOContext, as it reads files and tar members) and mv_video_read of the
+ * first, middle and last frames, then HF's frame-count / index / video smart_resize math on the
+ * stream's facts. Open must give positive frame counts and sizes, reads must fill
+ * n * height * width * 3 readable bytes with finite (or NaN) times, and failures must leave one
+ * line naming the input. Each input gets a 2 s decode limit (the CLI's
  * --timeout), so a hang shows up as a libFuzzer timeout only if that limit is not honoured.
  * Not here: resizing and patchify of frames (shared with images, fuzz_image.c), the tower. */
 #include "fuzz_util.h"
-#include "mv_image.h"
+#include "mv_input.h"
 #include "mv_preprocess.h"
+#include "mv_sniff.h"
 #include "mv_video.h"
 
 #include <math.h>
 
+#define FZ_NAME "fuzz-input.vid"
 #define FZ_LIMIT_S 2.0
 #define FZ_MAX_READ_BYTES (256u << 20)
 
@@ -22,18 +25,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t nh = size < MV_SNIFF_BYTES ? size : MV_SNIFF_BYTES;
     if (size == 0 || mv_sniff(data, nh) != MV_MEDIA_VIDEO)
         return 0; /* the CLI hands only these to FFmpeg */
-    char path[512];
-    fz_path("input", path, sizeof path);
-    fz_write(path, data, size);
-
     mv_video *v = NULL;
     mv_video_info info;
     mv_err e;
     e.msg[0] = 0;
-    if (mv_video_open_limited(path, FZ_LIMIT_S, &v, &info, &e) != MV_OK) {
+    mv_input in;
+    if (mv_input_open_mem(&in, data, size, FZ_NAME, &e) != MV_OK)
+        abort(); /* only out of memory could fail this */
+    mv_video_limits lim = {.timeout_s = FZ_LIMIT_S};
+    if (mv_video_open_input(&in, &lim, &v, &info, &e) != MV_OK) {
         if (v)
             abort();
-        fz_check_msg(&e, path, "mv_video_open_limited");
+        fz_check_msg(&e, FZ_NAME, "mv_video_open_input");
+        mv_input_close(&in);
         return 0;
     }
     if (info.total_frames < 1 || info.width < 1 || info.height < 1 || info.fps < 0 ||
@@ -68,10 +72,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             if (frames)
                 abort();
-            fz_check_msg(&e, path, "mv_video_read");
+            fz_check_msg(&e, FZ_NAME, "mv_video_read");
         }
     }
     mv_video_close(v);
+    mv_input_close(&in);
 
     /* the sampling math the CLI applies to these facts */
     mv_preproc_config pp;

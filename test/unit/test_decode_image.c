@@ -1,4 +1,5 @@
-/* test_decode_image.c - unit tests for src/input/decode_image.c, src/output/png_write.c and mv_sniff.
+/* test_decode_image.c - unit tests for the image decoder (src/input/image*.c, orientation.c),
+ * src/output/png_write.c and mv_sniff (src/input/sniff.c).
  *
  * Oracles:
  *  - PIL: FNV-1a 64 hashes of np.asarray(transformers.image_utils.load_image(f)) for the committed
@@ -8,16 +9,23 @@
  *  - FFmpeg CLI: lossless formats (PNG, lossless WebP) decode identically everywhere, so
  *    `ffmpeg -i f -f rawvideo -pix_fmt <native>` is compared byte for byte.
  *  - EXIF rotation: the same file with its orientation tag patched to 1, rotated by hand.
+ *  - Inputs (mv_input.h): a descriptor, memory and read callbacks give PIL's pixels too; a
+ *    stream cut short gives what the same bytes from memory give.
  * Runs from the repository root (make test does).
  */
 #include "mv_walk.h"
 #include "unit.h"
 
 #include "mv_image.h"
+#include "mv_png_write.h"
+#include "mv_sniff.h"
+#include "stream_io.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define IMG "fixtures/media/images/"
 #define BAD "fixtures/bad/"
@@ -107,6 +115,78 @@ static void test_fixtures(void)
                   (unsigned long long)h);
         }
         mv_image_free(&img);
+    }
+}
+
+/* The same pixels from a descriptor, memory and callbacks (short reads) as PIL's. */
+static void test_input_sources(void)
+{
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        if (!fixtures[i].pil) continue;
+        char path[512];
+        snprintf(path, sizeof path, IMG "%s", fixtures[i].file);
+        uint8_t *buf;
+        size_t len = 0;
+        mv_err e = {{0}};
+        int fd;
+        if (open_fixture(path, &fd, &buf, &len) != 0) {
+            CHECK(0, "%s: open and read", path);
+            continue;
+        }
+        const char *what[3] = {"descriptor", "memory", "callbacks, 7 bytes a read"};
+        for (int k = 0; k < 3; k++) {
+            mv_input in;
+            stream s = {buf, len, 0, 7, -1, 0};
+            mv_status st = k == 0 ? mv_input_open_fd(&in, fd, "shard.tar/member", &e)
+                           : k == 1 ? mv_input_open_mem(&in, buf, len, "shard.tar/member", &e)
+                                    : mv_input_open_io(&in, &stream_io, &s, "shard.tar/member", &e);
+            mv_image img = {0};
+            if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+            uint64_t h = st == MV_OK ? fnv1a(img.rgb, (size_t)img.width * img.height * 3) : 0;
+            CHECK(st == MV_OK && h == fixtures[i].pil && img.width == fixtures[i].w && img.height == fixtures[i].h,
+                  "%s from a %s: RGB bit-identical to PIL load_image (%s)", fixtures[i].file, what[k],
+                  st == MV_OK ? "decoded" : e.msg);
+            mv_image_free(&img);
+            mv_input_close(&in);
+        }
+        close(fd);
+        free(buf);
+    }
+}
+
+/* A stream that fails part way fails the decode with MV_ERR_IO naming the input and the reason;
+ * one that ends early is a truncated file, as the same bytes from memory are. */
+static void test_input_errors(void)
+{
+    const char *files[] = {"jpeg_progressive_422_256x160.jpg", "png_interlaced_131x87.png", "webp_lossy_192x128.webp"};
+    for (size_t i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, IMG "%s", files[i]);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        mv_err e = {{0}}, e2 = {{0}};
+        if (mv_read_file(path, &buf, &len, &e) != MV_OK) {
+            CHECK(0, "%s: read", path);
+            continue;
+        }
+        mv_input in;
+        mv_image img;
+        stream s = {buf, len, 0, 100, (long)len / 2, 0};
+        mv_status st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/bad", &e);
+        if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+        mv_input_close(&in);
+        CHECK(st == MV_ERR_IO && !img.rgb &&
+                  !strcmp(e.msg, "shard.tar/bad: read error: member data unreadable: damaged archive"),
+              "%s: a read error half way: %s", files[i], e.msg);
+        s = (stream){buf, len / 2, 0, 100, -1, 0};
+        st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/cut", &e);
+        if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+        mv_input_close(&in);
+        mv_status st2 = mv_image_decode_mem(buf, len / 2, "shard.tar/cut", 0, &img, &e2);
+        CHECK(st != MV_OK && st == st2 && !strcmp(e.msg, e2.msg) && strstr(e.msg, "shard.tar/cut: ") == e.msg &&
+                  strstr(e.msg, "truncated"),
+              "%s: a stream ending half way is a truncated file: %s", files[i], e.msg);
+        free(buf);
     }
 }
 
@@ -423,9 +503,9 @@ static void test_sniff(void)
     static uint8_t ts[400];
     ts[0] = ts[188] = ts[376] = 0x47;
     const struct { const char *what; const char *bytes; size_t n; mv_media_kind k; const char *fmt; } t[] = {
-        {"JPEG", "\xff\xd8\xff\xe0\0\x10JFIF", 10, MV_MEDIA_JPEG, "jpeg"},
-        {"PNG", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16, MV_MEDIA_PNG, "png"},
-        {"WebP", "RIFF\x10\0\0\0WEBPVP8 ", 16, MV_MEDIA_WEBP, "webp"},
+        {"JPEG", "\xff\xd8\xff\xe0\0\x10JFIF", 10, MV_MEDIA_IMAGE, "jpeg"},
+        {"PNG", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16, MV_MEDIA_IMAGE, "png"},
+        {"WebP", "RIFF\x10\0\0\0WEBPVP8 ", 16, MV_MEDIA_IMAGE, "webp"},
         {"AVI", "RIFF\x10\0\0\0AVI LIST", 16, MV_MEDIA_VIDEO, "avi"},
         {"WAV", "RIFF\x10\0\0\0WAVEfmt ", 16, MV_MEDIA_UNKNOWN, "unknown"},
         {"MP4", "\0\0\0\x20" "ftypisom\0\0\x02\0", 16, MV_MEDIA_VIDEO, "mp4"},
@@ -451,8 +531,8 @@ static void test_sniff(void)
     }
     /* files on disk: by content, whatever the extension */
     const struct { const char *path; mv_media_kind k; } f[] = {
-        {IMG "png_rgb_320x256.png", MV_MEDIA_PNG}, {IMG "jpeg_gray_200x149.jpg", MV_MEDIA_JPEG},
-        {IMG "webp_lossy_192x128.webp", MV_MEDIA_WEBP}, {BAD "video_no_moov.mp4", MV_MEDIA_VIDEO},
+        {IMG "png_rgb_320x256.png", MV_MEDIA_IMAGE}, {IMG "jpeg_gray_200x149.jpg", MV_MEDIA_IMAGE},
+        {IMG "webp_lossy_192x128.webp", MV_MEDIA_IMAGE}, {BAD "video_no_moov.mp4", MV_MEDIA_VIDEO},
         {BAD "x.jpg", MV_MEDIA_UNKNOWN}, {BAD "empty.jpg", MV_MEDIA_UNKNOWN}};
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         uint8_t head[MV_SNIFF_BYTES];
@@ -510,6 +590,8 @@ static void test_time_limit(void)
 int main(void)
 {
     test_fixtures();
+    test_input_sources();
+    test_input_errors();
     test_ffmpeg_oracle();
     test_alpha_dropped();
     test_orientation();

@@ -2,7 +2,8 @@
  * tables, and FFmpeg decoding of every fixture in fixtures/media/videos/ against the frames the
  * ffmpeg CLI writes (`ffmpeg -i F -fps_mode passthrough -pix_fmt rgb24 -f rawvideo -`), bit for
  * bit, for full, sparse (seeking) and backward reads; plus rotation, the 3-frame clip, VFR
- * timestamps, broken files and the time limit. Run from the repository root.
+ * timestamps, broken files and the time limit; and the same frames from a descriptor, memory and
+ * read callbacks (mv_input.h) as from the path. Run from the repository root.
  *
  * The tables below were generated with /usr/bin/python3 + numpy 1.24.2 by the script quoted in
  * the comment at the end of this file (the smart_resize there is transformers 5.17's
@@ -10,11 +11,14 @@
  */
 #include "mv_video.h"
 #include "mv_preprocess.h"
+#include "stream_io.h"
 #include "unit.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* (total, n) pairs and np.linspace(0, total-1, n).round().astype(int), numpy 1.24.2 */
 static const int64_t lin_pairs[][2] = {{1, 1}, {2, 2}, {3, 4}, {4, 3}, {5, 4}, {6, 4}, {7, 4}, {10, 4}, {11, 6}, {12, 8}, {24, 4}, {25, 4}, {30, 8}, {72, 6}, {72, 7}, {100, 7}, {101, 10}, {120, 13}, {150, 30}, {300, 21}, {999, 17}, {1000, 768}, {1234, 768}, {3, 3}, {9, 6}, {17, 16}, {49, 10}, {2, 5}, {5, 8}, {18898, 31}, {13683, 44}, {11566, 38}, {16673, 11}, {1111, 15}, {5702, 42}, {18252, 1}, {9996, 40}, {2629, 39}, {2382, 23}, {16329, 15}, {6832, 14}, {14389, 13}, {19809, 22}, {9563, 25}, {11651, 27}, {10189, 48}, {16153, 39}, {14005, 30}, {6821, 48}, {9325, 11}, {16901, 8}, {17149, 30}, {2295, 3}};
@@ -268,6 +272,66 @@ static void test_fixture(const char *name)
     test_video_file(path, name);
 }
 
+/* Videos from a descriptor, memory and read callbacks (mv_video_open_input): every frame equals
+ * the CLI's, as from the path; a stream that fails names the input. */
+static void test_inputs(void)
+{
+    static const char *names[] = {"h264_192x128_24fps.mp4", "vp9_97x61.webm", "mpeg4_128x96.avi", "h264_cut_midgop.ts"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, VDIR "%s", names[i]);
+        uint8_t *buf;
+        size_t len = 0;
+        mv_err e = {{0}};
+        int fd;
+        if (open_fixture(path, &fd, &buf, &len) != 0) {
+            CHECK(0, "%s: open and read", path);
+            continue;
+        }
+        uint8_t *ref = NULL;
+        int64_t nref = 0;
+        const char *what[3] = {"a descriptor", "memory", "callbacks (4000 bytes a read)"};
+        for (int k = 0; k < 3; k++) {
+            mv_input in;
+            stream s = {buf, len, 0, 4000, -1, 0};
+            mv_status st = k == 0 ? mv_input_open_fd(&in, fd, path, &e)
+                           : k == 1 ? mv_input_open_mem(&in, buf, len, path, &e)
+                                    : mv_input_open_io(&in, &stream_io, &s, path, &e);
+            mv_video *v = NULL;
+            mv_video_info info;
+            if (st == MV_OK) st = mv_video_open_input(&in, NULL, &v, &info, &e);
+            size_t fsz = st == MV_OK ? (size_t)info.width * info.height * 3 : 0;
+            if (st == MV_OK && !ref) ref = cli_frames(path, fsz, &nref);
+            int bad = -1, maxd = 0;
+            uint8_t *fr = NULL;
+            if (st == MV_OK && ref && info.total_frames == nref) {
+                int64_t *all = malloc(nref * sizeof *all);
+                for (int64_t j = 0; j < nref; j++) all[j] = j;
+                st = mv_video_read(v, all, (int)nref, &fr, NULL, &e);
+                if (st == MV_OK) bad = diff_frames(fr, ref, all, (int)nref, fsz, &maxd);
+                free(all);
+            }
+            CHECK(st == MV_OK && bad == 0, "%s from %s: %lld frames equal the CLI's (%s)", names[i], what[k],
+                  (long long)nref, st == MV_OK ? "ok" : e.msg);
+            free(fr);
+            mv_video_close(v);
+            mv_input_close(&in);
+        }
+        mv_input in;
+        stream s = {buf, len, 0, 4000, (long)len / 2, 0};
+        mv_video *v = NULL;
+        mv_video_info info;
+        mv_status st = mv_input_open_io(&in, &stream_io, &s, "shard.tar/clip.mp4", &e);
+        if (st == MV_OK) st = mv_video_open_input(&in, NULL, &v, &info, &e);
+        CHECK(st == MV_ERR_IO && !v && !strcmp(e.msg, "shard.tar/clip.mp4: read error: member data unreadable: damaged archive"),
+              "%s: a stream failing half way fails the open: %s", names[i], e.msg);
+        mv_input_close(&in);
+        close(fd);
+        free(ref);
+        free(buf);
+    }
+}
+
 static void test_specifics(void)
 {
     mv_err e = {{0}};
@@ -396,6 +460,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
         test_fixture(fixtures[i]);
     test_specifics();
+    test_inputs();
 #else
     mv_err e = {{0}};
     mv_video *v = (mv_video *)1;
