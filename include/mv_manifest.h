@@ -4,7 +4,7 @@
  * (O_APPEND + an exclusive flock around a single write of the whole line). Resume reads a
  * manifest back into a set keyed both by input (raw path bytes) and by output name, and checks
  * that a recorded output is still whole (mv_done_output_intact). It does not choose output names
- * (mv_output_name, mv_walk.h) nor decide what a run does with a done input (pipeline.c).
+ * (mv_output_name, mv_names.h) nor decide what a run does with a done input (pipeline.c).
  */
 #ifndef MV_MANIFEST_H
 #define MV_MANIFEST_H

@@ -1,11 +1,11 @@
 /* manifest_done.c - the manifest's resume reader: reads the lines of a manifest back (jansson's
  * parser) into a set keyed by input and by output name, answers "is this input done, and does it
  * still own that name", and checks that a recorded output is still whole (size, zstd frame).
- * Not here: writing lines (manifest.c), choosing output names (walk.c), merging manifests
+ * Not here: writing lines (manifest.c), the naming rules (names.c), merging manifests
  * (manifest_merge.c).
  */
 #include "mv_manifest.h"
-#include "mv_walk.h" /* mv_hash64 */
+#include "mv_names.h"
 
 #include <errno.h>
 #include <fcntl.h>

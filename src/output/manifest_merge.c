@@ -10,7 +10,7 @@
 #include "mv_run.h"
 
 #include "mv_manifest.h"
-#include "mv_walk.h"
+#include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>

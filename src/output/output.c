@@ -13,7 +13,7 @@
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
-#include "mv_walk.h" /* mv_hash64 */
+#include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>

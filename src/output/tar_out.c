@@ -10,7 +10,7 @@
  */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_tar.h"
-#include "mv_walk.h" /* mv_hash64 */
+#include "mv_names.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -2,11 +2,12 @@
  * shard's inputs, checks resume (output names held in OUT's manifest, settings fingerprints,
  * damaged outputs; per input and complete shard for --layout tar) and names used twice in one
  * run, and queues the rest for the decode pool; plus the counting walk for the progress total
- * and loading the resume state. Not here: the naming rule itself (walk.c), decoding.
+ * and loading the resume state. Not here: the naming rules (names.c), decoding.
  */
 #include "pipeline_int.h"
 
 #include "mv_output.h"
+#include "mv_names.h"
 #include "mv_walk.h"
 
 #include <errno.h>

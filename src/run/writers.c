@@ -7,7 +7,7 @@
 #include "pipeline_int.h"
 
 #include "mv_output.h"
-#include "mv_walk.h"
+#include "mv_names.h"
 
 #include <errno.h>
 #include <stdio.h>

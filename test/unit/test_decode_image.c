@@ -10,7 +10,7 @@
  *  - EXIF rotation: the same file with its orientation tag patched to 1, rotated by hand.
  * Runs from the repository root (make test does).
  */
-#include "mv_walk.h"
+#include "mv_names.h"
 #include "unit.h"
 
 #include "mv_image.h"

@@ -3,7 +3,7 @@
  * committed only once the shard has its final name. The archive bytes themselves are checked
  * against tar, Python's tarfile and numpy in test/bats/62-tar-layout.bats. */
 #include "mv_tar.h"
-#include "mv_walk.h" /* mv_hash64 */
+#include "mv_names.h" /* mv_hash64 */
 #include "unit.h"
 
 #include <stdlib.h>

@@ -1,0 +1,50 @@
+/* mv_names.h - every name mvembed gives or reads back, each built in one place: the output name
+ * of an input, the hash of names, and which extensions are images, videos and tars.
+ *
+ * One rule each, so that the walker, resume and the writers cannot disagree. Names are raw bytes (no UTF-8
+ * assumed). Pure functions of their arguments: no file system, no state, thread-safe.
+ * Not here: walking directories (mv_walk.h), reading tars (mv_tar_in.h), what a file holds (its
+ * bytes decide how it is decoded: mv_sniff, mv_image.h; an extension only decides whether a
+ * directory walk or a tar takes the file).
+ */
+#ifndef MV_NAMES_H
+#define MV_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* --- inputs and outputs --------------------------------------------------------------------- */
+
+/* The output name of path (relative to OUT, without ".npy.zst"): the one rule for every kind
+ * of input. Components are split on '/'; empty and "." components are dropped (so "./a//b/" is
+ * "a/b", and a leading '/' is dropped: "/data/x.jpg" is "data/x.jpg"); ".." becomes "__" so that
+ * no name leaves OUT; a component made only of two or more '_' gets one more '_' ("__" is "___")
+ * so that it never meets an escaped "..". Distinct normalised paths give distinct names. The
+ * result is "" when nothing is left (".", "/"). Other bytes (spaces, control bytes, non-UTF-8)
+ * pass unchanged. buf must hold mv_output_name_cap(strlen(path)) bytes; returns the length. */
+#define mv_output_name_cap(n) ((n) + (n) / 2 + 2)
+size_t mv_output_name(const char *path, char *buf);
+
+/* Deterministic 64-bit hash of bytes: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
+ * 0x100000001b3). The same bytes give the same value on every platform and run. */
+uint64_t mv_hash64(const void *p, size_t n);
+
+/* --- kinds by extension ----------------------------------------------------------------------- */
+
+typedef enum {
+    MV_NAME_OTHER = 0,
+    MV_NAME_IMAGE, /* jpg jpeg jpe png webp */
+    MV_NAME_VIDEO, /* mp4 m4v mov mkv webm avi mpg mpeg ts m2ts flv ogv 3gp wmv */
+    MV_NAME_TAR,   /* .tar .tar.gz .tgz .tar.zst .tar.xz .tar.bz2 (a WebDataset shard, mv_tar_in.h) */
+} mv_name_kind;
+
+/* The kind of path by its name, case-insensitive: a tar when the whole path ends in a tar
+ * extension (and is longer than it); else an image or a video by the extension after the last
+ * '.' of the last component (not a leading '.': ".jpg" is no image). */
+mv_name_kind mv_name_kind_of(const char *path);
+
+/* 1 when mv_name_kind_of(path) is MV_NAME_IMAGE or MV_NAME_VIDEO: what a directory walk or a tar
+ * takes without --all-files. */
+int mv_name_is_media(const char *path);
+
+#endif

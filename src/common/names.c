@@ -1,0 +1,92 @@
+/* names.c - every name mvembed gives or reads back (see mv_names.h): output names, the hash and
+ * kinds by extension. Pure string functions: this file opens nothing and keeps no state.
+ */
+#include "mv_names.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* --- inputs and outputs --------------------------------------------------------------------- */
+
+size_t mv_output_name(const char *path, char *buf)
+{
+    size_t o = 0;
+    const char *c = path;
+    while (*c) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        const char *next = end ? end + 1 : c + n;
+        if (n == 0 || (n == 1 && c[0] == '.')) {
+            c = next;
+            continue;
+        }
+        if (o > 0)
+            buf[o++] = '/';
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+            buf[o++] = '_';
+            buf[o++] = '_';
+        } else {
+            size_t u = 0;
+            while (u < n && c[u] == '_')
+                u++;
+            memcpy(buf + o, c, n);
+            o += n;
+            if (u == n && n >= 2)
+                buf[o++] = '_';
+        }
+        c = next;
+    }
+    buf[o] = 0;
+    return o;
+}
+
+uint64_t mv_hash64(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* --- kinds by extension ----------------------------------------------------------------------- */
+
+static const struct {
+    const char *ext;
+    mv_name_kind kind;
+} media_exts[] = {
+    {"jpg", MV_NAME_IMAGE},  {"jpeg", MV_NAME_IMAGE}, {"jpe", MV_NAME_IMAGE},  {"png", MV_NAME_IMAGE},
+    {"webp", MV_NAME_IMAGE}, {"mp4", MV_NAME_VIDEO},  {"m4v", MV_NAME_VIDEO},  {"mov", MV_NAME_VIDEO},
+    {"mkv", MV_NAME_VIDEO},  {"webm", MV_NAME_VIDEO}, {"avi", MV_NAME_VIDEO},  {"mpg", MV_NAME_VIDEO},
+    {"mpeg", MV_NAME_VIDEO}, {"ts", MV_NAME_VIDEO},   {"m2ts", MV_NAME_VIDEO}, {"flv", MV_NAME_VIDEO},
+    {"ogv", MV_NAME_VIDEO},  {"3gp", MV_NAME_VIDEO},  {"wmv", MV_NAME_VIDEO},
+};
+
+static const char *const tar_exts[] = {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"};
+
+mv_name_kind mv_name_kind_of(const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < sizeof tar_exts / sizeof *tar_exts; i++) {
+        size_t k = strlen(tar_exts[i]);
+        if (n > k && !strcasecmp(path + n - k, tar_exts[i]))
+            return MV_NAME_TAR;
+    }
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    if (!dot || dot == base)
+        return MV_NAME_OTHER;
+    for (size_t i = 0; i < sizeof media_exts / sizeof *media_exts; i++)
+        if (!strcasecmp(dot + 1, media_exts[i].ext))
+            return media_exts[i].kind;
+    return MV_NAME_OTHER;
+}
+
+int mv_name_is_media(const char *path)
+{
+    mv_name_kind k = mv_name_kind_of(path);
+    return k == MV_NAME_IMAGE || k == MV_NAME_VIDEO;
+}
