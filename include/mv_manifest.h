@@ -100,7 +100,7 @@ size_t mv_done_count(const mv_done *d);
 
 /* Who holds an output name: the input of the latest "ok" line that named it. An output field
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a
- * trailing '/'; see mv_output_name) is never entered, so resume never follows a path that
+ * trailing '/'; mv_name_flaw, mv_names.h) is never entered, so resume never follows a path that
  * leaves OUT. */
 typedef struct {
     const char *input; /* the input that made it (raw bytes) */

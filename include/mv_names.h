@@ -1,8 +1,9 @@
 /* mv_names.h - every name mvembed gives or reads back, each built in one place: the output name
- * of an input, the hash of names, and which extensions are images, videos and tars.
+ * of an input and its file's suffix, the hash of names and the shard that owns an input, and which
+ * extensions are images, videos and tars.
  *
- * One rule each, so that the walker, resume and the writers cannot disagree. Names are raw bytes (no UTF-8
- * assumed). Pure functions of their arguments: no file system, no state, thread-safe.
+ * One rule each, so that the walker, resume and the writers cannot disagree. Names are raw bytes
+ * (no UTF-8 assumed). Pure functions of their arguments: no file system, no state, thread-safe.
  * Not here: walking directories (mv_walk.h), reading tars (mv_tar_in.h), what a file holds (its
  * bytes decide how it is decoded: mv_sniff, mv_image.h; an extension only decides whether a
  * directory walk or a tar takes the file).
@@ -25,9 +26,26 @@
 #define mv_output_name_cap(n) ((n) + (n) / 2 + 2)
 size_t mv_output_name(const char *path, char *buf);
 
+/* An output file is OUT/<output name>.npy.zst (--layout files). */
+#define MV_OUTPUT_SUFFIX ".npy.zst"
+
+/* rel (an output name) + MV_OUTPUT_SUFFIX into buf[cap]: the "output" a manifest line records.
+ * Returns snprintf's count (the result is cut to cap - 1 bytes when that is >= cap). */
+int mv_name_output_file(char *buf, size_t cap, const char *rel);
+
+/* NULL when name is canonical, as mv_output_name makes it and as resume and the writer accept
+ * it: not empty, relative, no "", "." or ".." component, no trailing '/'. Otherwise the reason,
+ * to follow the name in a message: "is not a relative path", "has an empty, '.' or '..'
+ * component", "ends with '/'" (static storage). */
+const char *mv_name_flaw(const char *name);
+
 /* Deterministic 64-bit hash of bytes: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
  * 0x100000001b3). The same bytes give the same value on every platform and run. */
 uint64_t mv_hash64(const void *p, size_t n);
+
+/* 1 when shard k of n (--shard K/N) takes the input whose output name is rel: n <= 1 (no
+ * sharding), or mv_hash64(rel) mod n == k. */
+int mv_name_in_shard(const char *rel, int k, int n);
 
 /* --- kinds by extension ----------------------------------------------------------------------- */
 

@@ -1,8 +1,10 @@
-/* names.c - every name mvembed gives or reads back (see mv_names.h): output names, the hash and
- * kinds by extension. Pure string functions: this file opens nothing and keeps no state.
+/* names.c - every name mvembed gives or reads back (see mv_names.h): output names and files,
+ * the hash and the shard rule, kinds by extension. Pure string functions: this file opens nothing
+ * and keeps no state.
  */
 #include "mv_names.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -40,6 +42,27 @@ size_t mv_output_name(const char *path, char *buf)
     return o;
 }
 
+int mv_name_output_file(char *buf, size_t cap, const char *rel)
+{
+    return snprintf(buf, cap, "%s" MV_OUTPUT_SUFFIX, rel);
+}
+
+const char *mv_name_flaw(const char *name)
+{
+    if (!name[0] || name[0] == '/')
+        return "is not a relative path";
+    for (const char *c = name; *c;) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return "has an empty, '.' or '..' component";
+        c += n + (end ? 1 : 0);
+        if (end && !*c)
+            return "ends with '/'";
+    }
+    return NULL;
+}
+
 uint64_t mv_hash64(const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -49,6 +72,11 @@ uint64_t mv_hash64(const void *p, size_t n)
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+int mv_name_in_shard(const char *rel, int k, int n)
+{
+    return n <= 1 || (int)(mv_hash64(rel, strlen(rel)) % (uint64_t)n) == k;
 }
 
 /* --- kinds by extension ----------------------------------------------------------------------- */

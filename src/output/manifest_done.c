@@ -145,8 +145,6 @@ static int grow_out(mv_done *d)
     return 0;
 }
 
-static int canonical_name(const char *name);
-
 /* Records one line: input's latest status is ok (with output, which may be NULL, model and
  * bytes) or not. Returns 0, or -1 when out of memory. */
 static int done_set(mv_done *d, const char *input, int ok, const char *output, const char *model,
@@ -196,7 +194,7 @@ static int done_set(mv_done *d, const char *input, int ok, const char *output, c
     en->odd_output = NULL;
     if (!output)
         return 0;
-    if (!canonical_name(output)) /* kept for mv_done_lookup, never held nor followed */
+    if (mv_name_flaw(output)) /* kept for mv_done_lookup, never held nor followed */
         return (en->odd_output = strdup(output)) ? 0 : -1;
     uint64_t oh = mv_hash64(output, strlen(output));
     out_slot *os = out_find(d->out, d->out_cap, output, oh);
@@ -350,22 +348,6 @@ int mv_done_output_intact(const char *out_real, const char *output, int64_t byte
     }
     free(real);
     return ok;
-}
-
-/* 1 when name is relative with no "", "." or ".." component (what mv_output_name makes). */
-static int canonical_name(const char *name)
-{
-    if (!name[0])
-        return 0;
-    for (const char *c = name;;) {
-        const char *end = strchr(c, '/');
-        size_t n = end ? (size_t)(end - c) : strlen(c);
-        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-            return 0;
-        if (!end)
-            return 1;
-        c = end + 1;
-    }
 }
 
 /* The raw path of field (from "<field>_b64" when present, else the string); malloc'd, or NULL

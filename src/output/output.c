@@ -30,25 +30,20 @@
 
 mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t cap, mv_err *e)
 {
-    if (!rel[0] || rel[0] == '/')
-        return mv_fail(e, MV_ERR_USAGE, "output name '%s' is not a relative path", rel);
-    for (const char *c = rel; *c;) {
-        const char *end = strchr(c, '/');
-        size_t n = end ? (size_t)(end - c) : strlen(c);
-        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-            return mv_fail(e, MV_ERR_USAGE,
-                           "output name '%s' has an empty, '.' or '..' component", rel);
-        c += n + (end ? 1 : 0);
-        if (end && !*c)
-            return mv_fail(e, MV_ERR_USAGE, "output name '%s' ends with '/'", rel);
-    }
+    const char *flaw = mv_name_flaw(rel);
+    if (flaw)
+        return mv_fail(e, MV_ERR_USAGE, "output name '%s' %s", rel, flaw);
     size_t dl = strlen(out_dir);
     while (dl > 1 && out_dir[dl - 1] == '/')
         dl--;
     int sep = dl > 0 && out_dir[dl - 1] != '/';
-    int n = snprintf(buf, cap, "%.*s%s%s.npy.zst", (int)dl, out_dir, sep ? "/" : "", rel);
+    int n = snprintf(buf, cap, "%.*s%s", (int)dl, out_dir, sep ? "/" : "");
+    if (n >= 0 && (size_t)n < cap) {
+        int m = mv_name_output_file(buf + n, cap - (size_t)n, rel);
+        n = m < 0 ? m : n + m;
+    }
     if (n < 0 || (size_t)n >= cap)
-        return mv_fail(e, MV_ERR_LIMIT, "%s/%s.npy.zst: path too long (%zu bytes at most)",
+        return mv_fail(e, MV_ERR_LIMIT, "%s/%s" MV_OUTPUT_SUFFIX ": path too long (%zu bytes at most)",
                        out_dir, rel, cap ? cap - 1 : 0);
     return MV_OK;
 }

@@ -86,7 +86,7 @@ void *pl_count_main(void *arg)
     long n = 0;
     mv_walk_item wi;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
-        if (R->shard_n <= 1 || (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)R->shard_n) == R->shard_k)
+        if (mv_name_in_shard(wi.rel, R->shard_k, R->shard_n))
             n++;
     mv_walk_close(w);
     atomic_store(&R->total, n);
@@ -131,7 +131,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
-        if (shard_n > 1 && (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)shard_n) != shard_k)
+        if (!mv_name_in_shard(wi.rel, shard_k, shard_n))
             continue;
         mv_item *it = mv_item_new(wi.path, wi.rel);
         if (!it) {
@@ -144,7 +144,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             mv_item_fail(it, msg);
         }
         char out_rel[4200];
-        snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);
+        mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
         /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
          * an input whose latest line is ok is done while its complete shard is there (only

@@ -1,5 +1,6 @@
-/* test_names.c - the naming rules (src/common/names.c): output names of paths, FNV-1a 64 against
- * its published test vectors, and the kinds of names by extension. */
+/* test_names.c - the naming rules (src/common/names.c): output names of paths and files, the
+ * checks of names read back, FNV-1a 64 against its published test vectors and the shard rule on
+ * them, and the kinds of names by extension. */
 #include "mv_names.h"
 #include "unit.h"
 
@@ -31,10 +32,45 @@ int main(void)
     CHECK(names_ok && gn == 19 && gn + 1 <= mv_output_name_cap(strlen(grow)),
           "mv_output_name: '.', '//' and a leading '/' dropped, '..' -> '__', '_'-only names get one more '_'");
 
+    char buf[64];
+    CHECK(mv_name_output_file(buf, sizeof buf, "a/b.jpg") == 15 && !strcmp(buf, "a/b.jpg.npy.zst"),
+          "output file of a/b.jpg: %s", buf);
+    CHECK(mv_name_output_file(buf, 8, "a/b.jpg") == 15 && !strcmp(buf, "a/b.jpg"), "cut at the buffer");
+
+    /* names read back (a manifest's "output", a writer's rel): canonical or not, and why */
+    static const char *const good[] = {"a", "a/b.npy.zst", "..a/b..", "___/x", "a b/\x01"};
+    static const char *const bad[][2] = {
+        {"", "is not a relative path"}, {"/a", "is not a relative path"},
+        {"a//b", "has an empty, '.' or '..' component"}, {"./a", "has an empty, '.' or '..' component"},
+        {"a/..", "has an empty, '.' or '..' component"}, {"a/", "ends with '/'"},
+    };
+    int flaw_ok = 1;
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (mv_name_flaw(good[i])) {
+            printf("# mv_name_flaw(\"%s\") = %s\n", good[i], mv_name_flaw(good[i]));
+            flaw_ok = 0;
+        }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *f = mv_name_flaw(bad[i][0]);
+        if (!f || strcmp(f, bad[i][1])) {
+            printf("# mv_name_flaw(\"%s\") = %s, want %s\n", bad[i][0], f ? f : "NULL", bad[i][1]);
+            flaw_ok = 0;
+        }
+    }
+    CHECK(flaw_ok, "mv_name_flaw: canonical names pass, the others say why");
+
     /* FNV-1a 64: the test vectors of the FNV reference (isthe.com/chongo/tech/comp/fnv) */
     CHECK(mv_hash64("", 0) == 0xcbf29ce484222325ULL && mv_hash64("a", 1) == 0xaf63dc4c8601ec8cULL &&
               mv_hash64("foobar", 6) == 0x85944171f73967e8ULL,
           "mv_hash64 is FNV-1a 64 (known vectors)");
+    /* the shard rule (man page, --shard): FNV-1a 64 of the output name mod N */
+    int k_a = (int)(0xaf63dc4c8601ec8cULL % 7), k_foobar = (int)(0x85944171f73967e8ULL % 100000);
+    int shard_ok = 1;
+    for (int k = 0; k < 7; k++)
+        shard_ok &= mv_name_in_shard("a", k, 7) == (k == k_a);
+    CHECK(shard_ok && mv_name_in_shard("foobar", k_foobar, 100000) && !mv_name_in_shard("foobar", k_foobar + 1, 100000) &&
+              mv_name_in_shard("a", 0, 1) && mv_name_in_shard("a", 0, 0),
+          "shard rule: hash mod N (\"a\" in shard %d of 7), every input when N <= 1", k_a);
 
     /* kinds by extension */
     CHECK(mv_name_is_media("X.MKV") && mv_name_is_media("a.b.m2ts") && !mv_name_is_media(".jpg") &&
