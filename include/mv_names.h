@@ -1,8 +1,10 @@
-/* mv_names.h - every name mvembed gives or reads back, each built in one place: the output name
- * of an input and its file's suffix, the hash of names and the shard that owns an input, and which
- * extensions are images, videos and tars.
+/* mv_names.h - every name mvembed gives or reads back, each built and parsed in one place: the
+ * output name of an input and its file's suffix, the hash of names and the shard that owns an
+ * input, which extensions are images, videos and tars, and the names of shard manifests and of
+ * tar shards.
  *
- * One rule each, so that the walker, resume and the writers cannot disagree. Names are raw bytes
+ * One rule each, so that the walker, resume, the writers and `manifest merge` cannot disagree:
+ * whatever a run writes, the parser of the same name reads back. Names are raw bytes
  * (no UTF-8 assumed). Pure functions of their arguments: no file system, no state, thread-safe.
  * Not here: walking directories (mv_walk.h), reading tars (mv_tar_in.h), what a file holds (its
  * bytes decide how it is decoded: mv_sniff, mv_image.h; an extension only decides whether a
@@ -64,5 +66,25 @@ mv_name_kind mv_name_kind_of(const char *path);
 /* 1 when mv_name_kind_of(path) is MV_NAME_IMAGE or MV_NAME_VIDEO: what a directory walk or a tar
  * takes without --all-files. */
 int mv_name_is_media(const char *path);
+
+/* --- shard manifests and tar shards ----------------------------------------------------------- */
+
+/* The manifest of shard k of n in dir, into buf[cap]: "dir/manifest.jsonl" when n <= 1, else
+ * "dir/manifest-KKKKK-of-NNNNN.jsonl" (K and N zero-padded to 5 digits, more past 99999).
+ * Returns snprintf's count. */
+int mv_name_manifest(char *buf, size_t cap, const char *dir, int k, int n);
+
+/* 1 with *k, *n set when name (a file name, no directory) is a shard manifest's:
+ * "manifest-K-of-N.jsonl" with K and N decimal digits, as many as mv_name_manifest writes for any
+ * N (values up to INT_MAX), else 0. */
+int mv_name_manifest_parse(const char *name, int *k, int *n);
+
+/* The final name of tar shard number num of shard k of n (--layout tar), into buf[cap]:
+ * "shard-SSSSS.tar" when n <= 1, else "shard-KKKKK-of-NNNNN-SSSSS.tar" (zero-padded to 5 digits). */
+void mv_name_tar_shard(char *buf, size_t cap, int k, int n, long long num);
+
+/* The number num of name when it is mv_name_tar_shard(k, n, num) for some num (5 to 15 digits),
+ * else -1. */
+long long mv_name_tar_shard_parse(const char *name, int k, int n);
 
 #endif

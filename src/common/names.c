@@ -1,9 +1,11 @@
 /* names.c - every name mvembed gives or reads back (see mv_names.h): output names and files,
- * the hash and the shard rule, kinds by extension. Pure string functions: this file opens nothing
- * and keeps no state.
+ * the hash and the shard rule, kinds by extension, shard manifests and tar shards, each builder
+ * beside its parser. Pure string functions: this file opens nothing and keeps no state.
  */
 #include "mv_names.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -117,4 +119,65 @@ int mv_name_is_media(const char *path)
 {
     mv_name_kind k = mv_name_kind_of(path);
     return k == MV_NAME_IMAGE || k == MV_NAME_VIDEO;
+}
+
+/* --- shard manifests and tar shards ----------------------------------------------------------- */
+
+int mv_name_manifest(char *buf, size_t cap, const char *dir, int k, int n)
+{
+    if (n > 1)
+        return snprintf(buf, cap, "%s/manifest-%05d-of-%05d.jsonl", dir, k, n);
+    return snprintf(buf, cap, "%s/manifest.jsonl", dir);
+}
+
+/* The decimal number at *p (one digit or more, at most INT_MAX) into *v; the end, or NULL. */
+static const char *parse_int(const char *p, int *v)
+{
+    long long x = 0;
+    const char *s = p;
+    for (; isdigit((unsigned char)*p); p++)
+        if ((x = x * 10 + (*p - '0')) > INT_MAX)
+            return NULL;
+    *v = (int)x;
+    return p > s ? p : NULL;
+}
+
+int mv_name_manifest_parse(const char *name, int *k, int *n)
+{
+    int kk, nn;
+    const char *p = name;
+    if (strncmp(p, "manifest-", 9) != 0 || !(p = parse_int(p + 9, &kk)) || strncmp(p, "-of-", 4) != 0 ||
+        !(p = parse_int(p + 4, &nn)) || strcmp(p, ".jsonl") != 0)
+        return 0;
+    *k = kk;
+    *n = nn;
+    return 1;
+}
+
+void mv_name_tar_shard(char *buf, size_t cap, int k, int n, long long num)
+{
+    if (n > 1)
+        snprintf(buf, cap, "shard-%05d-of-%05d-%05lld.tar", k, n, num);
+    else
+        snprintf(buf, cap, "shard-%05lld.tar", num);
+}
+
+long long mv_name_tar_shard_parse(const char *name, int k, int n)
+{
+    char pre[64];
+    if (n > 1)
+        snprintf(pre, sizeof pre, "shard-%05d-of-%05d-", k, n);
+    else
+        snprintf(pre, sizeof pre, "shard-");
+    size_t pl = strlen(pre);
+    if (strncmp(name, pre, pl) != 0)
+        return -1;
+    const char *p = name + pl;
+    long long v = 0;
+    int digits = 0;
+    for (; isdigit((unsigned char)*p) && digits < 15; p++, digits++)
+        v = v * 10 + (*p - '0');
+    if (digits < 5 || strcmp(p, ".tar") != 0)
+        return -1;
+    return v;
 }

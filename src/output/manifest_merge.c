@@ -194,7 +194,8 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
     return MV_OK;
 }
 
-/* The sorted names of OUT/manifest-KKKKK-of-NNNNN.jsonl files (*names NULL when none). */
+/* The sorted names of OUT's shard manifests, manifest-K-of-N.jsonl (mv_name_manifest_parse;
+ * *names NULL when none). */
 static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t *nn, mv_err *e)
 {
     *names = NULL;
@@ -205,9 +206,8 @@ static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t
     size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
-        int k, n, used = 0;
-        if (sscanf(de->d_name, "manifest-%5d-of-%5d.jsonl%n", &k, &n, &used) != 2 ||
-            used != (int)strlen(de->d_name))
+        int k, n;
+        if (!mv_name_manifest_parse(de->d_name, &k, &n))
             continue;
         if (*nn == cap) {
             cap = cap ? cap * 2 : 16;
@@ -245,7 +245,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
     folded fd = {0};
     int rc = 1;
     char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.jsonl", out_dir);
+    mv_name_manifest(path, sizeof path, out_dir, 0, 1);
     if (!nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest-*-of-*.jsonl files to merge", out_dir);
         goto out;
@@ -289,7 +289,7 @@ static mv_status compact_one(const char *out_dir, const char *path, int quiet, m
 int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.jsonl", out_dir);
+    mv_name_manifest(path, sizeof path, out_dir, 0, 1);
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;

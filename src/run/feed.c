@@ -230,20 +230,12 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     return st;
 }
 
-void pl_manifest_name(char *buf, size_t cap, const char *dir, int k, int n)
-{
-    if (n > 1)
-        snprintf(buf, cap, "%s/manifest-%05d-of-%05d.jsonl", dir, k, n);
-    else
-        snprintf(buf, cap, "%s/manifest.jsonl", dir);
-}
-
 /* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
 mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
 {
     char mpath[4200], merged[4200];
-    pl_manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
-    pl_manifest_name(merged, sizeof merged, o->out_dir, 0, 1);
+    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    mv_name_manifest(merged, sizeof merged, o->out_dir, 0, 1);
     mv_status st = mv_done_create(done, e);
     for (int i = 0; !st && i < (shard_n > 1 ? 2 : 1); i++) {
         const char *p = i ? merged : mpath;

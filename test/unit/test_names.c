@@ -1,6 +1,7 @@
 /* test_names.c - the naming rules (src/common/names.c): output names of paths and files, the
  * checks of names read back, FNV-1a 64 against its published test vectors and the shard rule on
- * them, and the kinds of names by extension. */
+ * them, the kinds of names by extension, and shard manifests and tar shards as the man page
+ * names them, each parsed back. */
 #include "mv_names.h"
 #include "unit.h"
 
@@ -85,5 +86,35 @@ int main(void)
               mv_name_kind_of("tar") != MV_NAME_TAR && mv_name_kind_of(".tar") != MV_NAME_TAR &&
               mv_name_kind_of("x.tar.npy") != MV_NAME_TAR && !mv_name_is_media("x.tar"),
           "tar names by extension");
+    /* shard manifests (man page, --shard): built, and parsed back for any N */
+    char m[128];
+    int k = -1, n = -1;
+    mv_name_manifest(m, sizeof m, "OUT", 0, 1);
+    CHECK(!strcmp(m, "OUT/manifest.jsonl"), "unsharded manifest %s", m);
+    mv_name_manifest(m, sizeof m, "OUT", 3, 16);
+    CHECK(!strcmp(m, "OUT/manifest-00003-of-00016.jsonl") && mv_name_manifest_parse(m + 4, &k, &n) && k == 3 &&
+              n == 16, "shard manifest %s, parsed back: %d of %d", m, k, n);
+    mv_name_manifest(m, sizeof m, "OUT", 99999, 100000);
+    CHECK(!strcmp(m, "OUT/manifest-99999-of-100000.jsonl") && mv_name_manifest_parse(m + 4, &k, &n) &&
+              k == 99999 && n == 100000, "past 99999 shards: %s, parsed back: %d of %d", m, k, n);
+    CHECK(!mv_name_manifest_parse("manifest.jsonl", &k, &n) && !mv_name_manifest_parse("manifest--of-2.jsonl", &k, &n) &&
+              !mv_name_manifest_parse("manifest-1-of-2.jsonl.tmp", &k, &n) &&
+              !mv_name_manifest_parse("manifest-+1-of-2.jsonl", &k, &n) &&
+              !mv_name_manifest_parse("manifest-1-of-99999999999.jsonl", &k, &n) &&
+              !mv_name_manifest_parse("xmanifest-1-of-2.jsonl", &k, &n),
+          "other names are no shard manifests");
+
+    /* tar shards (mv_tar.h's format) */
+    char t[96];
+    mv_name_tar_shard(t, sizeof t, 0, 1, 3);
+    CHECK(!strcmp(t, "shard-00003.tar") && mv_name_tar_shard_parse(t, 0, 1) == 3, "unsharded name %s", t);
+    mv_name_tar_shard(t, sizeof t, 1, 4, 12);
+    CHECK(!strcmp(t, "shard-00001-of-00004-00012.tar") && mv_name_tar_shard_parse(t, 1, 4) == 12 &&
+              mv_name_tar_shard_parse(t, 0, 1) == -1 && mv_name_tar_shard_parse(t, 2, 4) == -1,
+          "sharded name %s, parsed back under its own naming only", t);
+    mv_name_tar_shard(t, sizeof t, 0, 1, 1234567);
+    CHECK(mv_name_tar_shard_parse(t, 0, 1) == 1234567 && mv_name_tar_shard_parse("shard-0003.tar", 0, 1) == -1 &&
+              mv_name_tar_shard_parse("shard-00003.tar.tmp", 0, 1) == -1,
+          "%s parsed back; fewer than 5 digits or another suffix are not shards", t);
     return UNIT_DONE();
 }
