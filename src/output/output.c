@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
+#include "mv_hashset.h"
 #include "mv_names.h"
 
 #include <dirent.h>
@@ -116,45 +117,17 @@ int mv_output_clean_temps(const char *dir)
     return removed;
 }
 
-/* Directories this process has already swept: a set of path hashes. */
+/* Directories this process has already swept. */
 static pthread_mutex_t swept_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t *swept;
-static size_t swept_cap, swept_n;
+static mv_hashset swept;
 
 /* 1 when dir was not yet marked (and marks it), 0 when it was (or the set cannot grow). */
 static int mark_swept(const char *dir)
 {
-    uint64_t h = mv_hash64(dir, strlen(dir));
-    if (h == 0)
-        h = 1; /* 0 marks an empty slot */
     int fresh = 0;
     pthread_mutex_lock(&swept_mu);
-    if ((swept_n + 1) * 2 > swept_cap) {
-        size_t nc = swept_cap ? swept_cap * 2 : 64;
-        uint64_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            goto out;
-        for (size_t i = 0; i < swept_cap; i++) {
-            if (!swept[i])
-                continue;
-            size_t j = swept[i] & (nc - 1);
-            while (ns[j])
-                j = (j + 1) & (nc - 1);
-            ns[j] = swept[i];
-        }
-        free(swept);
-        swept = ns;
-        swept_cap = nc;
-    }
-    size_t j = h & (swept_cap - 1);
-    while (swept[j] && swept[j] != h)
-        j = (j + 1) & (swept_cap - 1);
-    if (!swept[j]) {
-        swept[j] = h;
-        swept_n++;
-        fresh = 1;
-    }
-out:
+    if (!mv_hashset_add(&swept, dir, strlen(dir), &fresh))
+        fresh = 0;
     pthread_mutex_unlock(&swept_mu);
     return fresh;
 }

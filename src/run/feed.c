@@ -6,6 +6,7 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_hashset.h"
 #include "mv_output.h"
 #include "mv_names.h"
 #include "mv_walk.h"
@@ -17,42 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A set of 64-bit hashes (open addressing) of output names written in this run: 16 bytes per
- * input at most, so memory stays small even for millions of inputs. */
-typedef struct {
-    uint64_t *slots;
-    size_t cap, n;
-} hset;
-
-static int hset_add(hset *s, uint64_t h) /* 1 added, 0 present, -1 no memory */
+/* Adds an output name written in this run to the set: 1 added, 0 there already, -1 no memory.
+ * The set holds the names' 64-bit hashes, not the names, so that it stays small even for
+ * millions of inputs. */
+static int name_add(mv_hashset *s, const char *out_rel)
 {
-    if (h == 0)
-        h = 1;
-    if ((s->n + 1) * 2 > s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 1024;
-        uint64_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return -1;
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i]) {
-                size_t j = s->slots[i] & (nc - 1);
-                while (ns[j])
-                    j = (j + 1) & (nc - 1);
-                ns[j] = s->slots[i];
-            }
-        free(s->slots);
-        s->slots = ns;
-        s->cap = nc;
-    }
-    size_t j = h & (s->cap - 1);
-    while (s->slots[j]) {
-        if (s->slots[j] == h)
-            return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slots[j] = h;
-    s->n++;
-    return 1;
+    uint64_t h = mv_hash64(out_rel, strlen(out_rel));
+    int added;
+    return mv_hashset_add(s, &h, sizeof h, &added) ? added : -1;
 }
 
 /* ---- feeding ------------------------------------------------------------------------------ */
@@ -127,7 +100,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const char *fp = R->m->fingerprint;
     long n_stale = 0;
     char stale_fp[17] = "";
-    hset rels = {0};
+    mv_hashset rels = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -186,7 +159,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                     atomic_fetch_add(&R->n_skip, 1);
                     if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
                         mv_pool_list_add(R->pooled, wi.path, out_rel);
-                    hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+                    name_add(&rels, out_rel);
                     if (o->verbose) {
                         char esc[8192];
                         pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
@@ -200,7 +173,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                            mv_escape(wi.path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
                 }
             }
-            int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+            int added = name_add(&rels, out_rel);
             if (added < 0) {
                 mv_item_free(it);
                 st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
@@ -225,7 +198,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
     mv_walk_close(w);
-    free(rels.slots);
+    mv_hashset_free(&rels);
     free(out_real);
     return st;
 }
