@@ -153,14 +153,15 @@ $(BUILD):
 unit: $(UNIT_BINS)
 
 # Every runner prints "ok"/"not ok" lines (TAP); scripts/run-tests.sh sums them and prints the
-# closing "N passed, N failed" line.
+# closing "N passed, N failed" line. MVEMBED_OBJDIR: the objects test/bats/06-layers.bats checks
+# (scripts/check-layers.py).
 # make test installs missing Debian packages first (scripts/install-deps.sh), then builds in a
 # fresh make so that the pkg-config probes above see them.
 test: deps
 	@$(MAKE) --no-print-directory all unit
 	@$(MAKE) --no-print-directory valgrind-bin
 	@MVEMBED=$(abspath $(BIN)) NPYCMP=$(abspath $(BUILD)/npycmp) MVEMBED_VALGRIND=$(abspath build-vg/mvembed) \
-	    scripts/run-tests.sh $(UNIT_BINS)
+	    MVEMBED_OBJDIR=$(abspath $(BUILD)) scripts/run-tests.sh $(UNIT_BINS)
 
 # The binary test/bats/80-valgrind.bats runs under memcheck: without FFmpeg, because Debian's
 # libavcodec loads libjxl -> libhwy, whose load-time initialiser executes RDTSCP, which valgrind
@@ -183,7 +184,8 @@ test-tsan: deps
 
 test-run: all unit
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	    MVEMBED=$(abspath $(BIN)) NPYCMP=$(abspath $(BUILD)/npycmp) scripts/run-tests.sh $(UNIT_BINS)
+	    MVEMBED=$(abspath $(BIN)) NPYCMP=$(abspath $(BUILD)/npycmp) MVEMBED_OBJDIR=$(abspath $(BUILD)) \
+	    scripts/run-tests.sh $(UNIT_BINS)
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -1,4 +1,5 @@
-/* tower_cuda.cu - the CUDA backend (mv_backend_cuda_create, mv_cuda_available): the Qwen3.5
+/* tower_cuda.cu - the CUDA backend (mv_backend_cuda_create, mv_cuda_available,
+ * mv_cuda_device_count; src/tower/cuda_stub.c stands in for them without CUDA): the Qwen3.5
  * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU reference
  * (src/tower/tower_cpu.c) and HF's Qwen3_5VisionModel.forward do:
  *   pixels -> T -> patch GEMM (+bias) -> + interpolated position table -> depth x pre-LN blocks
@@ -973,15 +974,17 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
 }
 
 /* ---- public entry points -------------------------------------------------------------- */
-extern "C" int mv_cuda_available(void)
+extern "C" int mv_cuda_device_count(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
-    return n > 0;
+    return n;
 }
+
+extern "C" int mv_cuda_available(void) { return mv_cuda_device_count() > 0; }
 
 extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o,
                                             mv_backend **out, mv_err *e)

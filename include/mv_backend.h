@@ -101,15 +101,4 @@ mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv
 int mv_cuda_available(void); /* 1 when built with CUDA and a device is usable */
 int mv_cuda_device_count(void); /* usable CUDA devices (0 without CUDA) */
 
-/* Validates a grid list (h, w even and >= 2, t >= 1) and counts patches. */
-mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
-                        mv_err *e);
-
-/* Validates forward_u8's input for model m: the preprocessing's patch/merge/temporal equal the
- * tower's, the grid (mv_grid_check), in_ch 3, n_frames[i] >= 1 with grid t = ceil(n_frames[i] /
- * temporal). Counts patches and the frames' bytes (sum of n_frames[i] * h_i * w_i * patch^2 * 3);
- * either pointer may be NULL. */
-mv_status mv_frames_check(const mv_model *m, const int32_t *n_frames, const int32_t *grid, int n,
-                          int64_t *n_patches, int64_t *bytes, mv_err *e);
-
 #endif

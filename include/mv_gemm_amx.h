@@ -20,6 +20,13 @@
  * the fallback on a CPU that has AMX). */
 int mv_amx_available(const char **why);
 
+/* The exact split of bf16x6: a[i] = p1 + p2 + p3 (bf16 bit patterns) with p1 = bf16_rne(a),
+ * p2 = bf16_rne(a - p1), p3 = bf16_rne(a - p1 - p2); exact for every finite |a| >= 2^-110 (below,
+ * the bf16 parts' own subnormal spacing 2^-133 bounds the residual). p1 never overflows (a finite
+ * a whose rounding would give infinity takes the truncation); infinities and NaNs go whole into
+ * p1 (NaNs stay NaNs), with p2 = p3 = 0. */
+void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3);
+
 /* A packed matrix W[od, in] (or a view of part of one): three bf16 parts in VNNI tiles, in
  * padded to a multiple of 32 (k steps), od to a multiple of 32 (n-tile pairs), with zeros. The
  * fields are for gemm_amx.c and for making views (mv_amx_view_init, mv_amx_cols, mv_amx_inputs);

@@ -5,8 +5,8 @@
  * epilogues (tower_cpu.c).
  *
  * Modes (one per mv_gemm_cpu): f32, oneDNN's or OpenBLAS's f32 matmul; bf16x6, f32 operands split
- * exactly into three bf16 parts each (mv_bf16x3_split) and x . W^T summed from the six products
- * of parts whose sizes sum to at most 2^-16 of the whole (Henry et al. 2019, "Leveraging the
+ * exactly into three bf16 parts each (mv_bf16x3_split, mv_gemm_amx.h) and x . W^T summed from the
+ * six products of parts whose sizes sum to at most 2^-16 of the whole (Henry et al. 2019, "Leveraging the
  * bfloat16 AI datatype for higher-precision computations"), products of bf16 pairs being exact
  * in f32, on Intel AMX tiles (our kernel: gemm_amx.c, mv_gemm_amx.h). At least f32's accuracy at
  * AMX's rate; its packed weights take 1.5x the f32 bytes.
@@ -73,13 +73,6 @@ const char *mv_gemm_cpu_name(const mv_gemm_cpu *g);
 mv_cpu_gemm mv_gemm_cpu_mode(const mv_gemm_cpu *g);
 /* "f32", "bf16x6" or "auto" -> *m; returns 0, or -1 for anything else */
 int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m);
-
-/* The exact split of bf16x6: a[i] = p1 + p2 + p3 (bf16 bit patterns) with p1 = bf16_rne(a),
- * p2 = bf16_rne(a - p1), p3 = bf16_rne(a - p1 - p2); exact for every finite |a| >= 2^-110 (below,
- * the bf16 parts' own subnormal spacing 2^-133 bounds the residual). p1 never overflows (a finite
- * a whose rounding would give infinity takes the truncation); infinities and NaNs go whole into
- * p1 (NaNs stay NaNs), with p2 = p3 = 0. */
-void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3);
 
 /* Packs W[od, in] (row-major, as the model stores a Linear's weight) for y = x . W^T. W must stay
  * alive as long as the packed copy (the OpenBLAS build keeps a pointer to it). name: for errors. */

@@ -4,7 +4,7 @@
  * (O_APPEND + an exclusive flock around a single write of the whole line). Resume reads a
  * manifest back into a set keyed both by input (raw path bytes) and by output name, and checks
  * that a recorded output is still whole (mv_done_output_intact). It does not choose output names
- * (mv_output_name, mv_walk.h) nor decide what a run does with a done input (pipeline.c).
+ * (mv_output_name, mv_names.h) nor decide what a run does with a done input (pipeline.c).
  */
 #ifndef MV_MANIFEST_H
 #define MV_MANIFEST_H
@@ -100,7 +100,7 @@ size_t mv_done_count(const mv_done *d);
 
 /* Who holds an output name: the input of the latest "ok" line that named it. An output field
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a
- * trailing '/'; see mv_output_name) is never entered, so resume never follows a path that
+ * trailing '/'; mv_name_flaw, mv_names.h) is never entered, so resume never follows a path that
  * leaves OUT. */
 typedef struct {
     const char *input; /* the input that made it (raw bytes) */

@@ -1,7 +1,8 @@
 /* mv_plan.h - host-side planning of one tower forward, in plain C (no CUDA), shared by the CPU
  * tower (src/tower/tower_cpu.c) and the CUDA backend (cu/tower_cuda.cu) and unit-tested without a GPU
  * (test/unit/test_plan.c): from the grid list [n_entries][t, h, w] (patches) and the vision
- * config it derives
+ * config it checks the grid and a uint8 forward's frames (mv_grid_check, the authority on valid
+ * grids, which mv_plan_segments calls; mv_frames_check) and derives
  *   - the attention segments: one per temporal group of each entry (QWEN35_VISION.md §3.4),
  *   - the merge-block order decode of a row (§3, "Input layout"): the one definition in the tree
  *     besides the preprocessor's encoder,
@@ -9,15 +10,25 @@
  *   - per chunk: row info (row, col, h, w of each patch row) and cu_seqlens,
  *   - the attention tile list of the CUDA kernels,
  *   - the byte sizes of the CUDA backend's weight buffers and of its workspace per patch row.
- * It is not: any device memory or stream logic, the grid validation rules themselves
- * (mv_grid_check is the authority; mv_plan_segments calls it), or the CPU attention's work
- * split (ATT_QB items in tower_cpu.c), which is a different partition. */
+ * It is not: any device memory or stream logic, or the CPU attention's work split (ATT_QB items
+ * in tower_cpu.c), which is a different partition. */
 #ifndef MV_PLAN_H
 #define MV_PLAN_H
 
 #include "mv_backend.h"
 #include "mv_common.h"
 #include "mv_model.h"
+
+/* Validates a grid list (h, w even and >= 2, t >= 1) and counts patches. */
+mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
+                        mv_err *e);
+
+/* Validates forward_u8's input for model m: the preprocessing's patch/merge/temporal equal the
+ * tower's, the grid (mv_grid_check), in_ch 3, n_frames[i] >= 1 with grid t = ceil(n_frames[i] /
+ * temporal). Counts patches and the frames' bytes (sum of n_frames[i] * h_i * w_i * patch^2 * 3);
+ * either pointer may be NULL. */
+mv_status mv_frames_check(const mv_model *m, const int32_t *n_frames, const int32_t *grid, int n,
+                          int64_t *n_patches, int64_t *bytes, mv_err *e);
 
 /* Merge-block order decode: local index q in [0, h*w) of an h x w grid (w % merge == 0) ->
  * (row, col) in patches: blk = q / merge^2, in = q % merge^2,

@@ -7,7 +7,7 @@
  * with or without HF's per-frame cap, video smart_resize of all frames, the same resize per
  * frame, temporal patchify.
  *
- * Not here: decoding (mv_image.h), video frame sampling and video smart_resize (mv_video.h),
+ * Not here: decoding (mv_image.h), video frame sampling (mv_video.h),
  * the bf16 cast at tower entry (the tower does it).
  */
 #ifndef MV_PREPROCESS_H
@@ -22,6 +22,12 @@
  * sizes or a zero-sized result. */
 mv_status mv_smart_resize(int h, int w, int factor, long long min_px, long long max_px,
                           int *oh, int *ow, mv_err *e);
+
+/* HF qwen3_vl video smart_resize: t sampled frames, h x w frame; factor = patch*merge (32),
+ * tfactor = temporal patch (2), min_px/max_px = size shortest_edge/longest_edge (pixel counts).
+ * Errors (MV_ERR_FORMAT) where HF raises: t < tfactor, aspect ratio > 200, bad sizes. */
+mv_status mv_smart_resize_video(int t, int h, int w, int factor, int tfactor, long long min_px,
+                                long long max_px, int *oh, int *ow, mv_err *e);
 
 /* torch CPU uint8 antialiased bicubic resize (interpolate(..., mode="bicubic", antialias=True,
  * align_corners=False) on uint8, as torchvision's resize runs it): a = -0.5 Keys kernel, double

@@ -1,7 +1,7 @@
 /* mv_tar.h - the tar layout (--layout tar): embeddings as WebDataset-compatible tar shards.
  *
  * What it is: a writer of OUT/shard-SSSSS.tar (or OUT/shard-KKKKK-of-NNNNN-SSSSS.tar for shard K
- * of N of a --shard run), each holding, per input, two members:
+ * of N of a --shard run; mv_name_tar_shard, mv_names.h), each holding, per input, two members:
  *   <key>.npy   the embedding as an uncompressed NPY v1.0 file (header padded to 64 bytes), and
  *   <key>.json  its manifest record (input path, shape, dtype, shard, key, offset, ...).
  * A key is the shard file's name between "shard-" and ".tar", a '-', and the sample's index in
@@ -69,9 +69,5 @@ void mv_tar_abandon(mv_tar_shard *sh);
 /* Parses a size like "1000000", "64K", "512M", "1G" (powers of 1024, either case; a trailing "B" or "iB" is
  * accepted: "64KiB", "1GB"). Returns 0 and *bytes, or -1 when s is not a positive size. */
 int mv_tar_parse_size(const char *s, long long *bytes);
-
-/* The final name of shard number num ("shard-00003.tar" / "shard-00001-of-00004-00003.tar")
- * into buf[cap]. */
-void mv_tar_shard_name(char *buf, size_t cap, int k, int n, long long num);
 
 #endif

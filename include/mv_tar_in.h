@@ -1,11 +1,11 @@
 /* mv_tar_in.h - a WebDataset shard (a tar file) as a source of inputs, read member by member.
  *
- * Each regular member whose name has an image/video extension (mv_walk_is_media_name), or every
+ * Each regular member whose name has an image/video extension (mv_name_is_media), or every
  * regular member with all_files, is handed out with its bytes in an anonymous in-memory file
  * (memfd) that the item reads as an mv_input (mv_input_open_fd), so no decoder knows about tars.
  * Members are read in archive order (a tar is a stream). Other members (.json, .txt, .cls ...,
  * directories, links) are skipped. Uses libarchive (plain, gzip, zstd ... tars alike).
- * Not here: output naming (mv_walk.h), decoding.
+ * Not here: which paths are tars and what members are named as outputs (mv_names.h), decoding.
  */
 #ifndef MV_TAR_IN_H
 #define MV_TAR_IN_H
@@ -18,9 +18,6 @@
 #define MV_TAR_MEMBER_MAX (4LL << 30)
 
 typedef struct mv_tar_in mv_tar_in;
-
-/* 1 when path names a tar file by its extension (.tar, .tar.gz, .tgz, .tar.zst), case-insensitive. */
-int mv_tar_is_name(const char *path);
 
 /* names_only: members are listed without copying their bytes (*fd stays -1): for counting. */
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **t, mv_err *e);

@@ -1,5 +1,5 @@
 /* mv_video.h - video input: decoding with FFmpeg (src/input/decode_video.c) and HF's frame sampling
- * and video smart_resize (src/input/video_sample.c).
+ * (src/input/video_sample.c).
  *
  * Decoding gives exactly the RGB frames that `ffmpeg -i FILE -fps_mode passthrough -pix_fmt rgb24
  * -f rawvideo -` (FFmpeg 5.1 CLI) writes: the display-matrix rotation applied to the decoded planes
@@ -8,8 +8,9 @@
  * comes from one demux-only pass at open, so sparse reads seek to a keyframe instead of decoding
  * everything (streams whose packets are not the CLI's frame list are counted by decoding once). Without MV_HAVE_FFMPEG (make NO_VIDEO=1) open/read return MV_ERR_UNSUPPORTED.
  *
- * Sampling follows transformers 5.17 Qwen3VLVideoProcessor.sample_frames / smart_resize
- * (QWEN35_VISION.md section 5). Not here: resizing pixels, normalization, patchify.
+ * Sampling follows transformers 5.17 Qwen3VLVideoProcessor.sample_frames (QWEN35_VISION.md
+ * section 5). Not here: the video smart_resize, resizing pixels, normalization, patchify
+ * (mv_preprocess.h).
  */
 #ifndef MV_VIDEO_H
 #define MV_VIDEO_H
@@ -85,11 +86,5 @@ int mv_video_num_frames(int64_t total, double video_fps, double fps, int min_fra
 
 /* idx[0..n) = round_half_even(np.linspace(0, total - 1, n)), numpy's formula exactly. */
 void mv_video_indices(int64_t total, int n, int64_t *idx);
-
-/* HF qwen3_vl video smart_resize: t sampled frames, h x w frame; factor = patch*merge (32),
- * tfactor = temporal patch (2), min_px/max_px = size shortest_edge/longest_edge (pixel counts).
- * Errors (MV_ERR_FORMAT) where HF raises: t < tfactor, aspect ratio > 200, bad sizes. */
-mv_status mv_smart_resize_video(int t, int h, int w, int factor, int tfactor, long long min_px,
-                                long long max_px, int *oh, int *ow, mv_err *e);
 
 #endif

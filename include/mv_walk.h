@@ -4,7 +4,8 @@
  * sorted by byte order, so the order is deterministic. Memory stays flat in the number of files: only
  * the sorted entry lists of the directories on the current descent path are held. Symlinks are
  * followed; a symlink that leads back to a directory being walked is reported as an error item.
- * This module does not open or decode the files; it only names them.
+ * Which files of a directory are inputs is decided by their names (mv_name_is_media).
+ * This module does not open or decode the files, and the naming rules are mv_names.h's.
  */
 #ifndef MV_WALK_H
 #define MV_WALK_H
@@ -33,9 +34,9 @@ typedef struct mv_walk mv_walk;
 
 /* One walked item. Pointers stay valid until the next mv_walk_next / mv_walk_close.
  * path:  the path to open (a PATH argument, or DIR/relative for files found under DIR).
- * rel:   the output name (relative to OUT, without ".npy.zst"), from mv_output_name: of the path
- *        relative to DIR for a file found under the directory argument DIR, of the path as given
- *        for a file argument or a path read from stdin. Never NULL; never starts with '/' and
+ * rel:   the output name (relative to OUT, without ".npy.zst"), from mv_output_name
+ *        (mv_names.h): of the path relative to DIR for a file found under the directory argument
+ *        DIR, of the path as given for a file argument or a path read from stdin. Never NULL; never starts with '/' and
  *        holds no "", "." or ".." component; may be "" on error items (empty argument).
  * error: NULL when the item is fine; otherwise a one-line reason (missing file, unreadable
  *        directory, symlink loop, not a regular file) that does not repeat the path. The walk
@@ -64,23 +65,5 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
 int mv_walk_next(mv_walk *w, mv_walk_item *item, mv_err *e);
 
 void mv_walk_close(mv_walk *w);
-
-/* The output name of path (relative to OUT, without ".npy.zst"): the one rule for every kind of
- * input. Components are split on '/'; empty and "." components are dropped (so "./a//b/" is
- * "a/b", and a leading '/' is dropped: "/data/x.jpg" is "data/x.jpg"); ".." becomes "__" so that
- * no name leaves OUT; a component made only of two or more '_' gets one more '_' ("__" is "___")
- * so that it never meets an escaped "..". Distinct normalised paths give distinct names. The
- * result is "" when nothing is left (".", "/"). Other bytes (spaces, control bytes, non-UTF-8)
- * pass unchanged. buf must hold mv_output_name_cap(strlen(path)) bytes; returns the length. */
-#define mv_output_name_cap(n) ((n) + (n) / 2 + 2)
-size_t mv_output_name(const char *path, char *buf);
-
-/* 1 when name's extension (case-insensitive) is a known image/video extension:
- * jpg jpeg jpe png webp mp4 m4v mov mkv webm avi mpg mpeg ts m2ts flv ogv 3gp wmv. */
-int mv_walk_is_media_name(const char *name);
-
-/* Deterministic 64-bit hash of bytes for sharding: FNV-1a 64 (offset basis 0xcbf29ce484222325,
- * prime 0x100000001b3). The same bytes give the same value on every platform and run. */
-uint64_t mv_hash64(const void *p, size_t n);
 
 #endif

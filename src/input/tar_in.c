@@ -3,7 +3,7 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 
-#include "mv_walk.h"
+#include "mv_names.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,18 +22,6 @@ struct mv_tar_in {
     char name[4096];
     char err[256];
 };
-
-int mv_tar_is_name(const char *path)
-{
-    size_t n = strlen(path);
-    static const char *const ext[] = {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"};
-    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
-        size_t k = strlen(ext[i]);
-        if (n > k && !strcasecmp(path + n - k, ext[i]))
-            return 1;
-    }
-    return 0;
-}
 
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
 {
@@ -126,7 +113,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             nm += 2;
         const char *base = strrchr(nm, '/');
         base = base ? base + 1 : nm;
-        if (!*base || (!t->all_files && !mv_walk_is_media_name(base)))
+        if (!*base || (!t->all_files && !mv_name_is_media(base)))
             continue;
         snprintf(t->name, sizeof t->name, "%s", nm);
         *name = t->name;

@@ -7,11 +7,12 @@
  * Symlinks are followed (stat, like find -L); each frame remembers its directory's (st_dev, st_ino)
  * so that a directory met again inside itself is reported as a loop instead of walked, and the
  * output directory (mv_walk_opts.skip_*) is never walked into.
- * Output names for every kind of input come from one function here, mv_output_name.
+ * Output names for every kind of input come from one rule, mv_output_name (mv_names.h).
  * This file does not decide what a file contains; it only looks at names and file types.
  */
 #include "mv_walk.h"
 
+#include "mv_names.h"
 #include "mv_tar_in.h"
 
 #include <dirent.h>
@@ -51,76 +52,6 @@ struct mv_walk {
     int fd;          /* the last tar member's memfd, closed at the next call */
     char err[1536];
 };
-
-static const char *const media_exts[] = {
-    "jpg", "jpeg", "jpe", "png", "webp", "mp4", "m4v", "mov", "mkv", "webm", "avi",
-    "mpg", "mpeg", "ts", "m2ts", "flv", "ogv", "3gp", "wmv",
-};
-
-uint64_t mv_hash64(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-int mv_walk_is_media_name(const char *name)
-{
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    const char *dot = strrchr(base, '.');
-    if (!dot || dot == base)
-        return 0;
-    const char *ext = dot + 1;
-    size_t n = strlen(ext);
-    if (n == 0 || n > 5)
-        return 0;
-    char low[8];
-    for (size_t i = 0; i <= n; i++) {
-        char c = ext[i];
-        low[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-    }
-    for (size_t i = 0; i < sizeof media_exts / sizeof media_exts[0]; i++)
-        if (strcmp(low, media_exts[i]) == 0)
-            return 1;
-    return 0;
-}
-
-size_t mv_output_name(const char *path, char *buf)
-{
-    size_t o = 0;
-    const char *c = path;
-    while (*c) {
-        const char *end = strchr(c, '/');
-        size_t n = end ? (size_t)(end - c) : strlen(c);
-        const char *next = end ? end + 1 : c + n;
-        if (n == 0 || (n == 1 && c[0] == '.')) {
-            c = next;
-            continue;
-        }
-        if (o > 0)
-            buf[o++] = '/';
-        if (n == 2 && c[0] == '.' && c[1] == '.') {
-            buf[o++] = '_';
-            buf[o++] = '_';
-        } else {
-            size_t u = 0;
-            while (u < n && c[u] == '_')
-                u++;
-            memcpy(buf + o, c, n);
-            o += n;
-            if (u == n && n >= 2)
-                buf[o++] = '_';
-        }
-        c = next;
-    }
-    buf[o] = 0;
-    return o;
-}
 
 static int reserve(char **buf, size_t *cap, size_t need)
 {
@@ -187,7 +118,7 @@ static int keep_entry(const mv_walk *w, const struct dirent *d)
     case DT_UNKNOWN:
         return 1; /* may be (or point to) a directory: decided when visited */
     case DT_REG:
-        return w->o.all_files || mv_walk_is_media_name(nm);
+        return w->o.all_files || mv_name_is_media(nm);
     default:
         return 0; /* FIFOs, sockets, devices are skipped inside directories */
     }
@@ -453,7 +384,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             const char *rel = set_name(w, w->pb + w->rel_off, e);
             if (!rel)
                 return -1;
-            int taken = w->o.all_files || mv_walk_is_media_name(name);
+            int taken = w->o.all_files || mv_name_is_media(name);
             if (type == DT_REG) {
                 it->path = w->pb;
                 it->rel = rel;
@@ -515,7 +446,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             snprintf(w->err, sizeof w->err, "not a regular file");
             return yield_error(w, it, p, rel);
         }
-        if (mv_tar_is_name(p)) { /* a WebDataset shard: its members are the inputs */
+        if (mv_name_kind_of(p) == MV_NAME_TAR) { /* a WebDataset shard: its members are the inputs */
             mv_err te;
             if (!(w->tar_path = strdup(p))) {
                 mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);

@@ -7,7 +7,6 @@
  * manifest_done.c.
  */
 #include "mv_manifest.h"
-#include "mv_walk.h" /* mv_hash64 */
 
 #include <errno.h>
 #include <fcntl.h>

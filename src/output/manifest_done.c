@@ -1,11 +1,13 @@
 /* manifest_done.c - the manifest's resume reader: reads the lines of a manifest back (jansson's
  * parser) into a set keyed by input and by output name, answers "is this input done, and does it
  * still own that name", and checks that a recorded output is still whole (size, zstd frame).
- * Not here: writing lines (manifest.c), choosing output names (walk.c), merging manifests
+ * Not here: writing lines (manifest.c), the naming rules (names.c), merging manifests
  * (manifest_merge.c).
  */
 #include "mv_manifest.h"
-#include "mv_walk.h" /* mv_hash64 */
+
+#include "mv_hashset.h"
+#include "mv_names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,150 +23,54 @@
 
 /* --- resume set --------------------------------------------------------------------------- */
 
-/* One entry per input that had an ok line; two open-addressing indexes point into the entries:
- * by input, and by output name (whose slots own the name strings; an entry's output points at
- * its slot's key, so "does this input still hold that name" is a pointer comparison). */
+/* One entry per input that had an ok line; two sets index the entries (their values are entry
+ * indexes + 1): by input, and by output name. The sets own the strings; an entry's input and
+ * output point at their keys, so "does this input still hold that name" is a pointer comparison. */
 typedef struct {
-    char *input;
-    const char *output; /* a key owned by the output index; NULL = ok without a usable output */
+    const char *input;  /* a key of the input set */
+    const char *output; /* a key of the output set; NULL = ok without a usable output */
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
     int ok;             /* latest line ok */
 } done_ent;
 
-typedef struct {
-    uint64_t h;
-    size_t idx1; /* entry index + 1; 0 = empty slot */
-} in_slot;
-
-typedef struct {
-    uint64_t h;
-    char *key;
-    size_t idx1;
-} out_slot;
-
 struct mv_done {
     done_ent *ents;
     size_t n_ents, ents_cap, n_ok;
-    in_slot *in;
-    out_slot *out;
-    size_t in_cap, out_cap, out_used;
+    mv_hashset in, out;
 };
 
 mv_status mv_done_create(mv_done **out, mv_err *e)
 {
-    mv_done *d = mv_calloc(1, sizeof *d);
-    if (d) {
-        d->in_cap = d->out_cap = 1024;
-        d->in = mv_calloc(d->in_cap, sizeof *d->in);
-        d->out = mv_calloc(d->out_cap, sizeof *d->out);
-    }
-    if (!d || !d->in || !d->out) {
-        if (d) {
-            free(d->in);
-            free(d->out);
-        }
-        free(d);
-        *out = NULL;
-        return mv_fail(e, MV_ERR_NOMEM, "resume set: out of memory");
-    }
-    *out = d;
-    return MV_OK;
+    *out = mv_calloc(1, sizeof **out);
+    return *out ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "resume set: out of memory");
 }
 
 void mv_done_free(mv_done *d)
 {
     if (!d)
         return;
-    for (size_t i = 0; i < d->n_ents; i++) {
-        free(d->ents[i].input);
+    for (size_t i = 0; i < d->n_ents; i++)
         free(d->ents[i].odd_output);
-    }
-    for (size_t i = 0; i < d->out_cap; i++)
-        free(d->out[i].key);
     free(d->ents);
-    free(d->in);
-    free(d->out);
+    mv_hashset_free(&d->in);
+    mv_hashset_free(&d->out);
     free(d);
 }
-
-static in_slot *in_find(const mv_done *d, in_slot *slots, size_t cap, const char *key, uint64_t h)
-{
-    size_t i = (size_t)h & (cap - 1);
-    for (;;) {
-        in_slot *s = &slots[i];
-        if (!s->idx1 || (s->h == h && strcmp(d->ents[s->idx1 - 1].input, key) == 0))
-            return s;
-        i = (i + 1) & (cap - 1);
-    }
-}
-
-static out_slot *out_find(out_slot *slots, size_t cap, const char *key, uint64_t h)
-{
-    size_t i = (size_t)h & (cap - 1);
-    for (;;) {
-        out_slot *s = &slots[i];
-        if (!s->key || (s->h == h && strcmp(s->key, key) == 0))
-            return s;
-        i = (i + 1) & (cap - 1);
-    }
-}
-
-static int grow_in(mv_done *d)
-{
-    size_t nc = d->in_cap * 2;
-    in_slot *ns = mv_calloc(nc, sizeof *ns);
-    if (!ns)
-        return -1;
-    for (size_t i = 0; i < d->in_cap; i++)
-        if (d->in[i].idx1) {
-            size_t j = (size_t)d->in[i].h & (nc - 1);
-            while (ns[j].idx1)
-                j = (j + 1) & (nc - 1);
-            ns[j] = d->in[i];
-        }
-    free(d->in);
-    d->in = ns;
-    d->in_cap = nc;
-    return 0;
-}
-
-static int grow_out(mv_done *d)
-{
-    size_t nc = d->out_cap * 2;
-    out_slot *ns = mv_calloc(nc, sizeof *ns);
-    if (!ns)
-        return -1;
-    for (size_t i = 0; i < d->out_cap; i++)
-        if (d->out[i].key)
-            *out_find(ns, nc, d->out[i].key, d->out[i].h) = d->out[i];
-    free(d->out);
-    d->out = ns;
-    d->out_cap = nc;
-    return 0;
-}
-
-static int canonical_name(const char *name);
 
 /* Records one line: input's latest status is ok (with output, which may be NULL, model and
  * bytes) or not. Returns 0, or -1 when out of memory. */
 static int done_set(mv_done *d, const char *input, int ok, const char *output, const char *model,
                     int64_t bytes)
 {
-    uint64_t h = mv_hash64(input, strlen(input));
-    in_slot *is = in_find(d, d->in, d->in_cap, input, h);
+    mv_hashset_entry *is = mv_hashset_find(&d->in, input, strlen(input));
     done_ent *en;
-    if (is->idx1) {
-        en = &d->ents[is->idx1 - 1];
+    if (is) {
+        en = &d->ents[is->value - 1];
     } else {
         if (!ok)
             return 0; /* never ok: nothing to remember */
-        if ((d->n_ents + 1) * 2 > d->in_cap) {
-            if (grow_in(d))
-                return -1;
-            is = in_find(d, d->in, d->in_cap, input, h);
-        }
         if (d->n_ents == d->ents_cap) {
             size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
             done_ent *ne = realloc(d->ents, nc * sizeof *ne);
@@ -173,12 +79,12 @@ static int done_set(mv_done *d, const char *input, int ok, const char *output, c
             d->ents = ne;
             d->ents_cap = nc;
         }
+        if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
+            return -1;
         en = &d->ents[d->n_ents];
         memset(en, 0, sizeof *en);
-        if (!(en->input = strdup(input)))
-            return -1;
-        is->h = h;
-        is->idx1 = ++d->n_ents;
+        en->input = is->key;
+        is->value = ++d->n_ents;
     }
     if (!ok) { /* a later error: the name stays held (its file is still that input's) */
         if (en->ok)
@@ -196,33 +102,22 @@ static int done_set(mv_done *d, const char *input, int ok, const char *output, c
     en->odd_output = NULL;
     if (!output)
         return 0;
-    if (!canonical_name(output)) /* kept for mv_done_lookup, never held nor followed */
+    if (mv_name_flaw(output)) /* kept for mv_done_lookup, never held nor followed */
         return (en->odd_output = strdup(output)) ? 0 : -1;
-    uint64_t oh = mv_hash64(output, strlen(output));
-    out_slot *os = out_find(d->out, d->out_cap, output, oh);
-    if (!os->key) {
-        if ((d->out_used + 1) * 2 > d->out_cap) {
-            if (grow_out(d))
-                return -1;
-            os = out_find(d->out, d->out_cap, output, oh);
-        }
-        if (!(os->key = strdup(output)))
-            return -1;
-        os->h = oh;
-        d->out_used++;
-    }
-    os->idx1 = (size_t)(en - d->ents) + 1;
+    mv_hashset_entry *os = mv_hashset_add(&d->out, output, strlen(output), NULL);
+    if (!os)
+        return -1;
+    os->value = (size_t)(en - d->ents) + 1;
     en->output = os->key;
     return 0;
 }
 
 const char *mv_done_lookup(const mv_done *d, const char *input)
 {
-    uint64_t h = mv_hash64(input, strlen(input));
-    const in_slot *s = in_find(d, d->in, d->in_cap, input, h);
-    if (!s->idx1 || !d->ents[s->idx1 - 1].ok)
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    if (!s || !d->ents[s->value - 1].ok)
         return NULL;
-    const done_ent *en = &d->ents[s->idx1 - 1];
+    const done_ent *en = &d->ents[s->value - 1];
     return en->output ? en->output : en->odd_output ? en->odd_output : "";
 }
 
@@ -230,11 +125,10 @@ size_t mv_done_count(const mv_done *d) { return d->n_ok; }
 
 int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
 {
-    uint64_t h = mv_hash64(output, strlen(output));
-    const out_slot *s = out_find(d->out, d->out_cap, output, h);
-    if (!s->key || !s->idx1)
+    const mv_hashset_entry *s = mv_hashset_find(&d->out, output, strlen(output));
+    if (!s)
         return 0;
-    const done_ent *en = &d->ents[s->idx1 - 1];
+    const done_ent *en = &d->ents[s->value - 1];
     if (en->output != s->key) /* that input's latest ok line named another output */
         return 0;
     w->input = en->input;
@@ -350,22 +244,6 @@ int mv_done_output_intact(const char *out_real, const char *output, int64_t byte
     }
     free(real);
     return ok;
-}
-
-/* 1 when name is relative with no "", "." or ".." component (what mv_output_name makes). */
-static int canonical_name(const char *name)
-{
-    if (!name[0])
-        return 0;
-    for (const char *c = name;;) {
-        const char *end = strchr(c, '/');
-        size_t n = end ? (size_t)(end - c) : strlen(c);
-        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-            return 0;
-        if (!end)
-            return 1;
-        c = end + 1;
-    }
 }
 
 /* The raw path of field (from "<field>_b64" when present, else the string); malloc'd, or NULL

@@ -9,8 +9,9 @@
  * appending to the same manifest (its lines written after the read would be lost). */
 #include "mv_run.h"
 
+#include "mv_hashset.h"
 #include "mv_manifest.h"
-#include "mv_walk.h"
+#include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,17 +22,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The lines kept, one per input in first-seen order; keys: input -> its index in lines. */
 typedef struct {
-    char *key;
-    size_t keylen;
-    char *line;
-} entry;
-
-typedef struct {
-    entry *v;
+    char **lines;
     size_t n, cap;
-    size_t *slots; /* open addressing: index + 1 */
-    size_t scap;
+    mv_hashset keys;
 } table;
 
 static int cmp_str(const void *a, const void *b)
@@ -39,44 +34,29 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int table_put(table *t, char *key, size_t keylen, char *line)
+/* line becomes key's latest line (t owns it from here, 0), or -1 when out of memory (line is
+ * the caller's still). */
+static int table_put(table *t, const char *key, size_t keylen, char *line)
 {
-    if ((t->n + 1) * 2 > t->scap) {
-        size_t nc = t->scap ? t->scap * 2 : 1024;
-        size_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return -1;
-        for (size_t i = 0; i < t->n; i++) {
-            size_t j = mv_hash64(t->v[i].key, t->v[i].keylen) & (nc - 1);
-            while (ns[j])
-                j = (j + 1) & (nc - 1);
-            ns[j] = i + 1;
-        }
-        free(t->slots);
-        t->slots = ns;
-        t->scap = nc;
-    }
-    size_t j = mv_hash64(key, keylen) & (t->scap - 1);
-    while (t->slots[j]) {
-        entry *en = &t->v[t->slots[j] - 1];
-        if (en->keylen == keylen && !memcmp(en->key, key, keylen)) {
-            free(en->line);
-            en->line = line;
-            free(key);
-            return 0;
-        }
-        j = (j + 1) & (t->scap - 1);
-    }
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 256;
-        entry *nv = realloc(t->v, nc * sizeof *nv);
-        if (!nv)
+        char **nl = realloc(t->lines, nc * sizeof *nl);
+        if (!nl)
             return -1;
-        t->v = nv;
+        t->lines = nl;
         t->cap = nc;
     }
-    t->v[t->n] = (entry){key, keylen, line};
-    t->slots[j] = ++t->n;
+    int added;
+    mv_hashset_entry *en = mv_hashset_add(&t->keys, key, keylen, &added);
+    if (!en)
+        return -1;
+    if (!added) {
+        free(t->lines[en->value]);
+        t->lines[en->value] = line;
+        return 0;
+    }
+    en->value = t->n;
+    t->lines[t->n++] = line;
     return 0;
 }
 
@@ -130,6 +110,7 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
             fclose(f);
             return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
         }
+        free(key);
     }
     free(buf);
     fclose(f);
@@ -143,12 +124,10 @@ typedef struct {
 
 static void folded_free(folded *f)
 {
-    for (size_t i = 0; i < f->t.n; i++) {
-        free(f->t.v[i].key);
-        free(f->t.v[i].line);
-    }
-    free(f->t.v);
-    free(f->t.slots);
+    for (size_t i = 0; i < f->t.n; i++)
+        free(f->t.lines[i]);
+    free(f->t.lines);
+    mv_hashset_free(&f->t.keys);
     memset(f, 0, sizeof *f);
 }
 
@@ -163,9 +142,9 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
         return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
     *ok = 0;
     for (size_t i = 0; i < fd->t.n; i++) {
-        fputs(fd->t.v[i].line, f);
+        fputs(fd->t.lines[i], f);
         fputc('\n', f);
-        *ok += strstr(fd->t.v[i].line, "\"status\":\"ok\"") != NULL;
+        *ok += strstr(fd->t.lines[i], "\"status\":\"ok\"") != NULL;
     }
     int werr = ferror(f);
     if (fflush(f) || werr || fsync(fileno(f))) {
@@ -194,7 +173,8 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
     return MV_OK;
 }
 
-/* The sorted names of OUT/manifest-KKKKK-of-NNNNN.jsonl files (*names NULL when none). */
+/* The sorted names of OUT's shard manifests, manifest-K-of-N.jsonl (mv_name_manifest_parse;
+ * *names NULL when none). */
 static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t *nn, mv_err *e)
 {
     *names = NULL;
@@ -205,9 +185,8 @@ static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t
     size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
-        int k, n, used = 0;
-        if (sscanf(de->d_name, "manifest-%5d-of-%5d.jsonl%n", &k, &n, &used) != 2 ||
-            used != (int)strlen(de->d_name))
+        int k, n;
+        if (!mv_name_manifest_parse(de->d_name, &k, &n))
             continue;
         if (*nn == cap) {
             cap = cap ? cap * 2 : 16;
@@ -245,7 +224,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
     folded fd = {0};
     int rc = 1;
     char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.jsonl", out_dir);
+    mv_name_manifest(path, sizeof path, out_dir, 0, 1);
     if (!nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest-*-of-*.jsonl files to merge", out_dir);
         goto out;
@@ -289,7 +268,7 @@ static mv_status compact_one(const char *out_dir, const char *path, int quiet, m
 int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.jsonl", out_dir);
+    mv_name_manifest(path, sizeof path, out_dir, 0, 1);
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;

@@ -13,7 +13,8 @@
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
-#include "mv_walk.h" /* mv_hash64 */
+#include "mv_hashset.h"
+#include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,25 +31,20 @@
 
 mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t cap, mv_err *e)
 {
-    if (!rel[0] || rel[0] == '/')
-        return mv_fail(e, MV_ERR_USAGE, "output name '%s' is not a relative path", rel);
-    for (const char *c = rel; *c;) {
-        const char *end = strchr(c, '/');
-        size_t n = end ? (size_t)(end - c) : strlen(c);
-        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-            return mv_fail(e, MV_ERR_USAGE,
-                           "output name '%s' has an empty, '.' or '..' component", rel);
-        c += n + (end ? 1 : 0);
-        if (end && !*c)
-            return mv_fail(e, MV_ERR_USAGE, "output name '%s' ends with '/'", rel);
-    }
+    const char *flaw = mv_name_flaw(rel);
+    if (flaw)
+        return mv_fail(e, MV_ERR_USAGE, "output name '%s' %s", rel, flaw);
     size_t dl = strlen(out_dir);
     while (dl > 1 && out_dir[dl - 1] == '/')
         dl--;
     int sep = dl > 0 && out_dir[dl - 1] != '/';
-    int n = snprintf(buf, cap, "%.*s%s%s.npy.zst", (int)dl, out_dir, sep ? "/" : "", rel);
+    int n = snprintf(buf, cap, "%.*s%s", (int)dl, out_dir, sep ? "/" : "");
+    if (n >= 0 && (size_t)n < cap) {
+        int m = mv_name_output_file(buf + n, cap - (size_t)n, rel);
+        n = m < 0 ? m : n + m;
+    }
     if (n < 0 || (size_t)n >= cap)
-        return mv_fail(e, MV_ERR_LIMIT, "%s/%s.npy.zst: path too long (%zu bytes at most)",
+        return mv_fail(e, MV_ERR_LIMIT, "%s/%s" MV_OUTPUT_SUFFIX ": path too long (%zu bytes at most)",
                        out_dir, rel, cap ? cap - 1 : 0);
     return MV_OK;
 }
@@ -121,45 +117,17 @@ int mv_output_clean_temps(const char *dir)
     return removed;
 }
 
-/* Directories this process has already swept: a set of path hashes. */
+/* Directories this process has already swept. */
 static pthread_mutex_t swept_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t *swept;
-static size_t swept_cap, swept_n;
+static mv_hashset swept;
 
 /* 1 when dir was not yet marked (and marks it), 0 when it was (or the set cannot grow). */
 static int mark_swept(const char *dir)
 {
-    uint64_t h = mv_hash64(dir, strlen(dir));
-    if (h == 0)
-        h = 1; /* 0 marks an empty slot */
     int fresh = 0;
     pthread_mutex_lock(&swept_mu);
-    if ((swept_n + 1) * 2 > swept_cap) {
-        size_t nc = swept_cap ? swept_cap * 2 : 64;
-        uint64_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            goto out;
-        for (size_t i = 0; i < swept_cap; i++) {
-            if (!swept[i])
-                continue;
-            size_t j = swept[i] & (nc - 1);
-            while (ns[j])
-                j = (j + 1) & (nc - 1);
-            ns[j] = swept[i];
-        }
-        free(swept);
-        swept = ns;
-        swept_cap = nc;
-    }
-    size_t j = h & (swept_cap - 1);
-    while (swept[j] && swept[j] != h)
-        j = (j + 1) & (swept_cap - 1);
-    if (!swept[j]) {
-        swept[j] = h;
-        swept_n++;
-        fresh = 1;
-    }
-out:
+    if (!mv_hashset_add(&swept, dir, strlen(dir), &fresh))
+        fresh = 0;
     pthread_mutex_unlock(&swept_mu);
     return fresh;
 }

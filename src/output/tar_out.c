@@ -10,7 +10,7 @@
  */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_tar.h"
-#include "mv_walk.h" /* mv_hash64 */
+#include "mv_names.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -51,36 +51,7 @@ struct mv_tar_shard {
     int werrno;           /* errno of a failed write, 0 if none */
 };
 
-/* ---- names ------------------------------------------------------------------------------ */
-
-void mv_tar_shard_name(char *buf, size_t cap, int k, int n, long long num)
-{
-    if (n > 1)
-        snprintf(buf, cap, "shard-%05d-of-%05d-%05lld.tar", k, n, num);
-    else
-        snprintf(buf, cap, "shard-%05lld.tar", num);
-}
-
-/* The number of name when it is a final shard name under k/n's naming, else -1. */
-static long long parse_final(const char *name, int k, int n)
-{
-    char pre[64];
-    if (n > 1)
-        snprintf(pre, sizeof pre, "shard-%05d-of-%05d-", k, n);
-    else
-        snprintf(pre, sizeof pre, "shard-");
-    size_t pl = strlen(pre);
-    if (strncmp(name, pre, pl) != 0)
-        return -1;
-    const char *p = name + pl;
-    long long v = 0;
-    int digits = 0;
-    for (; isdigit((unsigned char)*p) && digits < 15; p++, digits++)
-        v = v * 10 + (*p - '0');
-    if (digits < 5 || strcmp(p, ".tar") != 0)
-        return -1;
-    return v;
-}
+/* ---- temporary names (final names: mv_name_tar_shard, mv_names.h) ---------------------- */
 
 /* Parses ".tmp-tar-<pid>-<16 hex>-<final>": returns the final part, sets *pid and host[17];
  * NULL when name is not a temporary shard. */
@@ -164,7 +135,7 @@ mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_by
     long self = (long)getpid();
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        long long num = parse_final(de->d_name, k, n);
+        long long num = mv_name_tar_shard_parse(de->d_name, k, n);
         long pid;
         char host[17];
         const char *fin = parse_temp(de->d_name, &pid, host);
@@ -175,7 +146,7 @@ mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_by
                 unlinkat(dirfd(d), de->d_name, 0); /* best effort: a leftover is only space */
                 continue;
             }
-            num = parse_final(fin, k, n); /* alive (or another host's): its number is taken */
+            num = mv_name_tar_shard_parse(fin, k, n); /* alive (or another host's): its number is taken */
         }
         if (num > max)
             max = num;
@@ -255,7 +226,7 @@ static mv_status shard_open(mv_tar_set *s, mv_tar_shard **out, mv_err *e)
      * skipped; the temporary name carries our pid, so it cannot collide */
     for (int tries = 0; tries < 1000; tries++) {
         long long num = atomic_fetch_add(&s->next, 1);
-        mv_tar_shard_name(sh->name, sizeof sh->name, s->k, s->n, num);
+        mv_name_tar_shard(sh->name, sizeof sh->name, s->k, s->n, num);
         snprintf(sh->stem, sizeof sh->stem, "%.*s", (int)(strlen(sh->name) - 10), sh->name + 6);
         snprintf(sh->fin, plen, "%s/%s", s->dir, sh->name);
         snprintf(sh->tmp, plen, "%s/.tmp-tar-%ld-%s-%s", s->dir, (long)getpid(), s->host, sh->name);

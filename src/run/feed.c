@@ -2,11 +2,13 @@
  * shard's inputs, checks resume (output names held in OUT's manifest, settings fingerprints,
  * damaged outputs; per input and complete shard for --layout tar) and names used twice in one
  * run, and queues the rest for the decode pool; plus the counting walk for the progress total
- * and loading the resume state. Not here: the naming rule itself (walk.c), decoding.
+ * and loading the resume state. Not here: the naming rules (names.c), decoding.
  */
 #include "pipeline_int.h"
 
+#include "mv_hashset.h"
 #include "mv_output.h"
+#include "mv_names.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -16,42 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A set of 64-bit hashes (open addressing) of output names written in this run: 16 bytes per
- * input at most, so memory stays small even for millions of inputs. */
-typedef struct {
-    uint64_t *slots;
-    size_t cap, n;
-} hset;
-
-static int hset_add(hset *s, uint64_t h) /* 1 added, 0 present, -1 no memory */
+/* Adds an output name written in this run to the set: 1 added, 0 there already, -1 no memory.
+ * The set holds the names' 64-bit hashes, not the names, so that it stays small even for
+ * millions of inputs. */
+static int name_add(mv_hashset *s, const char *out_rel)
 {
-    if (h == 0)
-        h = 1;
-    if ((s->n + 1) * 2 > s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 1024;
-        uint64_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return -1;
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i]) {
-                size_t j = s->slots[i] & (nc - 1);
-                while (ns[j])
-                    j = (j + 1) & (nc - 1);
-                ns[j] = s->slots[i];
-            }
-        free(s->slots);
-        s->slots = ns;
-        s->cap = nc;
-    }
-    size_t j = h & (s->cap - 1);
-    while (s->slots[j]) {
-        if (s->slots[j] == h)
-            return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slots[j] = h;
-    s->n++;
-    return 1;
+    uint64_t h = mv_hash64(out_rel, strlen(out_rel));
+    int added;
+    return mv_hashset_add(s, &h, sizeof h, &added) ? added : -1;
 }
 
 /* ---- feeding ------------------------------------------------------------------------------ */
@@ -85,7 +59,7 @@ void *pl_count_main(void *arg)
     long n = 0;
     mv_walk_item wi;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
-        if (R->shard_n <= 1 || (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)R->shard_n) == R->shard_k)
+        if (mv_name_in_shard(wi.rel, R->shard_k, R->shard_n))
             n++;
     mv_walk_close(w);
     atomic_store(&R->total, n);
@@ -126,11 +100,11 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const char *fp = R->m->fingerprint;
     long n_stale = 0;
     char stale_fp[17] = "";
-    hset rels = {0};
+    mv_hashset rels = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
-        if (shard_n > 1 && (int)(mv_hash64(wi.rel, strlen(wi.rel)) % (uint64_t)shard_n) != shard_k)
+        if (!mv_name_in_shard(wi.rel, shard_k, shard_n))
             continue;
         mv_item *it = mv_item_new(wi.path, wi.rel);
         if (!it) {
@@ -143,7 +117,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             mv_item_fail(it, msg);
         }
         char out_rel[4200];
-        snprintf(out_rel, sizeof out_rel, "%s.npy.zst", wi.rel);
+        mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
         /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
          * an input whose latest line is ok is done while its complete shard is there (only
@@ -185,7 +159,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                     atomic_fetch_add(&R->n_skip, 1);
                     if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
                         mv_pool_list_add(R->pooled, wi.path, out_rel);
-                    hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+                    name_add(&rels, out_rel);
                     if (o->verbose) {
                         char esc[8192];
                         pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
@@ -199,7 +173,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                            mv_escape(wi.path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
                 }
             }
-            int added = hset_add(&rels, mv_hash64(out_rel, strlen(out_rel)));
+            int added = name_add(&rels, out_rel);
             if (added < 0) {
                 mv_item_free(it);
                 st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
@@ -224,25 +198,17 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
     mv_walk_close(w);
-    free(rels.slots);
+    mv_hashset_free(&rels);
     free(out_real);
     return st;
-}
-
-void pl_manifest_name(char *buf, size_t cap, const char *dir, int k, int n)
-{
-    if (n > 1)
-        snprintf(buf, cap, "%s/manifest-%05d-of-%05d.jsonl", dir, k, n);
-    else
-        snprintf(buf, cap, "%s/manifest.jsonl", dir);
 }
 
 /* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
 mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
 {
     char mpath[4200], merged[4200];
-    pl_manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
-    pl_manifest_name(merged, sizeof merged, o->out_dir, 0, 1);
+    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    mv_name_manifest(merged, sizeof merged, o->out_dir, 0, 1);
     mv_status st = mv_done_create(done, e);
     for (int i = 0; !st && i < (shard_n > 1 ? 2 : 1); i++) {
         const char *p = i ? merged : mpath;

@@ -16,11 +16,11 @@
 #include "mv_busy.h"
 #include "mv_item.h"
 #include "mv_manifest.h"
+#include "mv_names.h"
 #include "mv_output.h"
 #include "mv_pool.h"
 #include "mv_queue.h"
 #include "mv_tar.h"
-#include "mv_walk.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -655,7 +655,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     R->shard_k = shard_k;
     R->shard_n = shard_n;
     char mpath[4200];
-    pl_manifest_name(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_done *done = NULL;
     if ((st = pl_load_done(o, shard_k, shard_n, &done, e)))
         goto out;

@@ -82,7 +82,6 @@ mv_status pl_append_record(runner *R, const mv_record *r, mv_err *e);
 /* feed.c */
 mv_status pl_feed(runner *R, mv_done *done, mv_err *e);
 void *pl_count_main(void *arg);
-void pl_manifest_name(char *buf, size_t cap, const char *dir, int k, int n);
 mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e);
 
 /* writers.c */

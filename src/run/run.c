@@ -9,6 +9,7 @@
 #include "mv_item.h"
 #include "mv_output.h"
 #include "mv_pipeline.h"
+#include "mv_plan.h"
 #include "mv_preprocess.h"
 
 #include <stdio.h>

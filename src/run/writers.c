@@ -7,7 +7,7 @@
 #include "pipeline_int.h"
 
 #include "mv_output.h"
-#include "mv_walk.h"
+#include "mv_names.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@ static void write_item(runner *R, mv_item *it)
     const mv_vision_config *c = &R->m->cfg;
     mv_err e;
     char out_rel[4200];
-    snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
+    mv_name_output_file(out_rel, sizeof out_rel, it->rel);
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
     size_t bytes = 0;
@@ -150,7 +150,7 @@ void *pl_writer_main(void *arg)
             } else {
                 write_item(R, it);
                 char out_rel[4200];
-                snprintf(out_rel, sizeof out_rel, "%s.npy.zst", it->rel);
+                mv_name_output_file(out_rel, sizeof out_rel, it->rel);
                 if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&
                     mv_pool_list_add(R->pooled, it->path, out_rel))
                     fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled.npy\n");

@@ -33,7 +33,7 @@
  * not depend on the row count or on -j. While a weight panel runs, the next one is prefetched
  * into L2 (mv_amx_rows: the weights otherwise come from L3 at tile-load latency). */
 #include "mv_gemm_amx.h"
-#include "mv_gemm_cpu.h"
+#include "mv_gemm_cpu.h" /* MV_CLONES */
 
 #include <pthread.h>
 #include <stdio.h>
@@ -97,6 +97,52 @@ static inline size_t wtile(const mv_amx_w *w, int nt, int s, int p)
     return (size_t)(nt >> 1) * w->pstride + (((size_t)s * 3 + p) * 2 + (nt & 1)) * TE;
 }
 
+/* f32 bits -> the nearest bf16, ties to even, as f32 bits with the low half zero. A finite value
+ * whose rounding would overflow is truncated instead (the largest bf16 of its sign); infinities
+ * stay, NaNs stay (quiet) NaNs. Branch-free, so that the loop below vectorises. */
+static inline uint32_t bf16_hi(uint32_t u)
+{
+    uint32_t r = u + 0x7FFFu + ((u >> 16) & 1u);
+    uint32_t nonfin = (u & 0x7F800000u) == 0x7F800000u;
+    uint32_t ovf = (r & 0x7F800000u) == 0x7F800000u;
+    uint32_t keep = u | ((u & 0x7FFFFFu) ? 0x400000u : 0u);
+    r = nonfin ? keep : ovf ? u : r;
+    return r & 0xFFFF0000u;
+}
+
+static inline uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The split loop is compiled for AVX-512 and AVX2 too (MV_CLONES, mv_gemm_cpu.h): integer and
+ * exact f32 operations, the same bytes whichever runs. */
+
+MV_CLONES
+void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = f2u(a[i]);
+        uint32_t h1 = bf16_hi(u);
+        float r1 = a[i] - u2f(h1);
+        r1 = (u & 0x7F800000u) == 0x7F800000u ? 0.0f : r1; /* inf - inf: the whole value is in p1 */
+        uint32_t h2 = bf16_hi(f2u(r1));
+        uint32_t h3 = bf16_hi(f2u(r1 - u2f(h2)));
+        p1[i] = (uint16_t)(h1 >> 16);
+        p2[i] = (uint16_t)(h2 >> 16);
+        p3[i] = (uint16_t)(h3 >> 16);
+    }
+}
+
 #if MV_AMX_BUILD
 /* f32 bits -> the nearest bf16, ties to even, in the high half of the lane (the low half is not
  * zeroed): exact for values below 2^127 in magnitude (finite, and their rounding cannot
@@ -107,7 +153,7 @@ AMX_FN static inline __m512i bf16_hi_small(__m512i u)
                             _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
 }
 
-/* mv_bf16x3_split (gemm_cpu.c) on 16 values at once, bit for bit (the unit test compares the
+/* mv_bf16x3_split (above) on 16 values at once, bit for bit (the unit test compares the
  * packed weights, split here, with it): f32 bits -> the nearest bf16, ties to even, in the high
  * half; a finite value whose rounding would overflow truncated; infinities kept, NaNs quiet. */
 AMX_FN static inline __m512i bf16_hi16(__m512i u)

@@ -222,52 +222,6 @@ out:
 }
 #endif
 
-/* f32 bits -> the nearest bf16, ties to even, as f32 bits with the low half zero. A finite value
- * whose rounding would overflow is truncated instead (the largest bf16 of its sign); infinities
- * stay, NaNs stay (quiet) NaNs. Branch-free, so that the loops below vectorise. */
-static inline uint32_t bf16_hi(uint32_t u)
-{
-    uint32_t r = u + 0x7FFFu + ((u >> 16) & 1u);
-    uint32_t nonfin = (u & 0x7F800000u) == 0x7F800000u;
-    uint32_t ovf = (r & 0x7F800000u) == 0x7F800000u;
-    uint32_t keep = u | ((u & 0x7FFFFFu) ? 0x400000u : 0u);
-    r = nonfin ? keep : ovf ? u : r;
-    return r & 0xFFFF0000u;
-}
-
-static inline uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* The split loop is compiled for AVX-512 and AVX2 too (MV_CLONES, mv_gemm_cpu.h): integer and
- * exact f32 operations, the same bytes whichever runs. */
-
-MV_CLONES
-void mv_bf16x3_split(const float *a, int64_t n, uint16_t *p1, uint16_t *p2, uint16_t *p3)
-{
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u = f2u(a[i]);
-        uint32_t h1 = bf16_hi(u);
-        float r1 = a[i] - u2f(h1);
-        r1 = (u & 0x7F800000u) == 0x7F800000u ? 0.0f : r1; /* inf - inf: the whole value is in p1 */
-        uint32_t h2 = bf16_hi(f2u(r1));
-        uint32_t h3 = bf16_hi(f2u(r1 - u2f(h2)));
-        p1[i] = (uint16_t)(h1 >> 16);
-        p2[i] = (uint16_t)(h2 >> 16);
-        p3[i] = (uint16_t)(h3 >> 16);
-    }
-}
-
 int mv_cpu_gemm_parse(const char *s, mv_cpu_gemm *m)
 {
     if (!strcmp(s, "f32"))

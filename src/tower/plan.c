@@ -1,12 +1,60 @@
-/* plan.c - host-side planning of one tower forward (include/mv_plan.h): segments, the chunk plan
- * under a workspace limit, row info and cu_seqlens per chunk, the attention tile list, and the
- * byte sizes of the CUDA backend's weight and workspace buffers. Plain C, no CUDA, no threads,
- * no global state: the CPU tower and every CUDA backend call it concurrently. It does not touch
- * pixels or device memory. */
+/* plan.c - host-side planning of one tower forward (include/mv_plan.h): the checks of its grid
+ * and frames (mv_grid_check, mv_frames_check), segments, the chunk plan under a workspace limit,
+ * row info and cu_seqlens per chunk, the attention tile list, and the byte sizes of the CUDA
+ * backend's weight and workspace buffers. Plain C, no CUDA, no threads, no global state: the CPU
+ * tower and every CUDA backend call it concurrently. It does not touch pixels or device memory. */
 #include "mv_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
+                        mv_err *e)
+{
+    int64_t tot = 0;
+    for (int i = 0; i < n; i++) {
+        int t = grid[3 * i], h = grid[3 * i + 1], w = grid[3 * i + 2];
+        if (t < 1 || h < c->merge || w < c->merge || h % c->merge || w % c->merge ||
+            (int64_t)h * w > (1LL << 30))
+            return mv_fail(e, MV_ERR_USAGE,
+                           "grid %d,%d,%d: t must be >= 1 and h, w multiples of %d (>= %d)", t, h,
+                           w, c->merge, c->merge);
+        tot += (int64_t)t * h * w;
+    }
+    *n_patches = tot;
+    return MV_OK;
+}
+
+mv_status mv_frames_check(const mv_model *m, const int32_t *n_frames, const int32_t *grid, int n,
+                          int64_t *n_patches, int64_t *bytes, mv_err *e)
+{
+    const mv_vision_config *c = &m->cfg;
+    const mv_preproc_config *pp = &m->pp;
+    if (pp->patch != c->patch || pp->merge != c->merge || pp->temporal != c->temporal)
+        return mv_fail(e, MV_ERR_MODEL, "patch/merge/temporal %d/%d/%d of the preprocessing disagree "
+                       "with the tower's %d/%d/%d", pp->patch, pp->merge, pp->temporal, c->patch,
+                       c->merge, c->temporal);
+    int64_t np;
+    mv_status st = mv_grid_check(c, grid, n, &np, e);
+    if (st)
+        return st;
+    if (c->in_ch != 3)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "uint8 frames need 3 input channels, the model has %d",
+                       c->in_ch);
+    int64_t tot = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t nf = n_frames[i], t = grid[3 * i];
+        if (nf < 1 || (nf + c->temporal - 1) / c->temporal != t)
+            return mv_fail(e, MV_ERR_USAGE, "entry %d: %d frames do not make %d temporal groups of %d",
+                           i, nf, t, c->temporal);
+        tot += (int64_t)nf * grid[3 * i + 1] * grid[3 * i + 2] * c->patch * c->patch * 3;
+    }
+    if (n_patches)
+        *n_patches = np;
+    if (bytes)
+        *bytes = tot;
+    return MV_OK;
+}
 
 mv_status mv_plan_segments(mv_plan *p, const mv_vision_config *c, const int32_t *grid, int n_entries,
                            int max_side, mv_err *e)

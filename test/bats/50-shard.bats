@@ -74,6 +74,27 @@ print("ok", len(a))' "$T/single/manifest.jsonl" "$T/sh/manifest.jsonl"
 {"input":"b","status":"ok"}' ]
 }
 
+@test "--shard K/100000, then manifest merge: shard manifests past 99999 are found" {
+    cd "$IN"
+    img=$(ls images/*.jpg | head -n 1)
+    # its shard by the man page's rule (--shard): FNV-1a 64 of the output name, mod N
+    k=$("$PY" -c '
+import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode():
+    h = ((h ^ b) * 0x100000001b3) % 2**64
+print(h % 100000)' "$img")
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/big" --shard "$k/100000" "$img"
+    [ "$status" -eq 0 ]
+    m=$(printf 'manifest-%05d-of-100000.jsonl' "$k")
+    [ "$(wc -l < "$T/big/$m")" -eq 1 ]
+    grep -q '"status":"ok"' "$T/big/$m"
+    run mvembed manifest merge "$T/big"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "merged 1 manifest files" ]]
+    cmp "$T/big/$m" "$T/big/manifest.jsonl"
+}
+
 @test "decode threads do not change the results: --jobs 1 equals the default" {
     mvembed -q --device cpu --model "$MODEL" --out "$T/j1" --jobs 1 "$IN"
     same_outputs "$T/single" "$T/j1"

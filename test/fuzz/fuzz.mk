@@ -5,7 +5,7 @@
 #   make fuzz FUZZ_ONLY="image npy" only these harnesses
 # The library sources are compiled again with clang into build-fuzz/ (the CPU tower and the batch
 # driver are left out: they are not parsers), against the system libraries, single-threaded
-# (no OpenMP), with the CPU backend stub src/tower/backend_nocuda.c and never CUDA.
+# (no OpenMP), with the CUDA backend stub src/tower/cuda_stub.c and never CUDA.
 FUZZ_SECONDS ?= 60
 FUZZ_ONLY    ?=
 FZ_CC      := clang

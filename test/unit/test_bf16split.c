@@ -1,4 +1,4 @@
-/* test_bf16split.c - mv_bf16x3_split (src/tower/gemm_cpu.c), bf16x6's exact three-part split, against
+/* test_bf16split.c - mv_bf16x3_split (src/tower/gemm_amx.c), bf16x6's exact three-part split, against
  * an oracle that shares no code with it: each part decoded to double by its fields (sign,
  * exponent, mantissa: ldexp), the parts' sum compared with the input in double (exact: three
  * parts of 8 bits each span at most 2^-23 of the value's 24 bits), and the first part compared
@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "mv_gemm_cpu.h"
+#include "mv_gemm_amx.h"
 #include "unit.h"
 
 /* a bf16 bit pattern as a double, from its fields */

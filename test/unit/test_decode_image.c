@@ -13,7 +13,7 @@
  *    stream cut short gives what the same bytes from memory give.
  * Runs from the repository root (make test does).
  */
-#include "mv_walk.h"
+#include "mv_names.h"
 #include "unit.h"
 
 #include "mv_image.h"

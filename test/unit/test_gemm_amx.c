@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "mv_gemm_amx.h"
-#include "mv_gemm_cpu.h"
 #include "unit.h"
 
 static uint64_t rng = 88172645463325252ull;

@@ -12,7 +12,7 @@
  *    transformers.image_utils.load_image(fixture) for the committed fixtures/media/images files.
  *    If the fixture files are regenerated these hashes must be regenerated too.
  */
-#include "mv_walk.h"
+#include "mv_names.h"
 #include "unit.h"
 
 #include "mv_image.h"

@@ -1,5 +1,5 @@
 /* test_video.c - unit tests for include/mv_video.h: HF frame sampling math against numpy/HF
- * tables, and FFmpeg decoding of every fixture in fixtures/media/videos/ against the frames the
+ * tables (with the video smart_resize and pixel budget of mv_preprocess.h they feed), and FFmpeg decoding of every fixture in fixtures/media/videos/ against the frames the
  * ffmpeg CLI writes (`ffmpeg -i F -fps_mode passthrough -pix_fmt rgb24 -f rawvideo -`), bit for
  * bit, for full, sparse (seeking) and backward reads; plus rotation, the 3-frame clip, VFR
  * timestamps, broken files and the time limit; and the same frames from a descriptor, memory and
