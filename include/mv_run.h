@@ -41,6 +41,12 @@ typedef struct {
     int inflight;              /* CUDA: forwards in flight per GPU (a backend + tower thread each; 0 = 2) */
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
     double progress_every;     /* > 0: a plain progress line every N seconds (logs); 0 = auto */
+    int batch_job;             /* SLURM_JOB_ID is set: a batch job's log, which gets plain progress
+                                * lines (progress_every auto: 30 s) */
+    int forward_overlap;       /* MVEMBED_FORWARD_TURNS=0 (comparisons): the forwards in flight on
+                                * one device queue their work at once instead of taking turns */
+    int test_fill_window;      /* test hook (MVEMBED_TEST_FILL_WINDOW=1): a tower thread packs only
+                                * a full window, so that packing does not depend on timing */
     int layout;                /* MV_LAYOUT_FILES (OUT/<rel>.npy.zst) or MV_LAYOUT_TAR (mv_tar.h) */
     long long shard_size;      /* --layout tar: target bytes per tar shard (0 = default) */
     int pool;                  /* mv_pool_kind (mv_pool.h): MV_POOL_NONE or MV_POOL_MEAN */

@@ -194,6 +194,10 @@ int main(int argc, char **argv)
     o.bopts.precision = MV_PREC_BF16;
     o.bopts.cpu_gemm = MV_CPU_GEMM_AUTO; /* bf16x6 where AMX is usable: faster and closer to f64 */
     o.model_dir = getenv("MVEMBED_MODEL");
+    o.batch_job = getenv("SLURM_JOB_ID") != NULL;
+    const char *turns_env = getenv("MVEMBED_FORWARD_TURNS"), *fill_env = getenv("MVEMBED_TEST_FILL_WINDOW");
+    o.forward_overlap = turns_env && !strcmp(turns_env, "0");
+    o.test_fill_window = fill_env && !strcmp(fill_env, "1");
     if (argc >= 2 && !strcmp(argv[1], "manifest")) {
         mv_err e;
         int rc, all = argc == 5 && !strcmp(argv[3], "--all");

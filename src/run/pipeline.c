@@ -7,7 +7,7 @@
  * read-only disk, the manifest) stop it. Memory stays bounded: paths are streamed and every queue
  * has a fixed capacity. After an interrupt no queued input is started: inputs not yet decoded or
  * not yet in a forward are dropped (no manifest line: the next run does them), forwards in flight
- * finish and are written. Test hook: MVEMBED_TEST_FILL_WINDOW=1 (see tower_main) makes packing
+ * finish and are written. Test hook: o->test_fill_window (see tower_main) makes packing
  * independent of timing.
  */
 #include "pipeline_int.h"
@@ -77,7 +77,7 @@ typedef struct {
      * mv_backend.queued). Two forwards started together share the GPU, end together, and then
      * both threads stage in their next batch while the GPU idles; taking turns, one thread stages
      * in while the other's forward runs, and the next forward's work is queued behind the last
-     * one's. MVEMBED_FORWARD_TURNS=0 lets them overlap freely. */
+     * one's. o->forward_overlap (MVEMBED_FORWARD_TURNS=0) lets them overlap freely. */
     int turns;
     pthread_cond_t turn_cv;
     unsigned long ticket, serving;
@@ -164,8 +164,8 @@ void *pl_pop_timed(runner *R, mv_queue *q, int k)
 
 /* Progress. Modes: 0 off; PROG_TTY one line redrawn in place on a terminal, cut to its width,
  * with per-file lines (say) printed above it; PROG_LINES one plain line every o->progress_every
- * seconds, for logs (default 30 s when stderr is not a terminal and -v is given or SLURM_JOB_ID is
- * set). A ticker thread draws it, so a long input still shows life. */
+ * seconds, for logs (default 30 s when stderr is not a terminal and -v is given or o->batch_job,
+ * SLURM_JOB_ID, is set). A ticker thread draws it, so a long input still shows life. */
 
 static void fmt_dur(char *buf, size_t cap, double t)
 {
@@ -527,11 +527,10 @@ static void *tower_main(void *arg)
      * input, takes whatever else is ready (up to two forwards' worth), and packs that window with
      * first fit decreasing, so mixed sizes still fill each forward. */
     int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
-    /* Test hook: MVEMBED_TEST_FILL_WINDOW=1 makes the thread wait until the window is full (two
-     * forwards' worth, or TOWER_WINDOW inputs) or the ready queue is closed, instead of taking
-     * only what is ready now, so that tests of packing do not depend on timing. */
-    const char *fill_env = getenv("MVEMBED_TEST_FILL_WINDOW");
-    int fill = fill_env && !strcmp(fill_env, "1");
+    /* Test hook (o->test_fill_window): the thread waits until the window is full (two forwards'
+     * worth, or TOWER_WINDOW inputs) or the ready queue is closed, instead of taking only what is
+     * ready now, so that tests of packing do not depend on timing. */
+    int fill = R->o->test_fill_window;
     mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
     int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
     int bin[TOWER_WINDOW];
@@ -697,7 +696,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     qfail |= mv_queue_init(&R->done, qcap);
     R->t0 = mv_now();
     R->every = o->progress_every;
-    if (R->every == 0 && o->progress < 0 && !isatty(2) && (o->verbose || getenv("SLURM_JOB_ID")))
+    if (R->every == 0 && o->progress < 0 && !isatty(2) && (o->verbose || o->batch_job))
         R->every = 30; /* logs of batch jobs get a line now and then */
     if (o->quiet || o->progress == 0)
         R->progress = PROG_OFF;
@@ -719,11 +718,10 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     pthread_t *dec = qfail ? NULL : calloc(jobs, sizeof *dec), tw[MV_PIPELINE_MAX_TOWERS], wr[MAX_WRITERS];
     tower_arg ta[MV_PIPELINE_MAX_TOWERS];
-    const char *turns = getenv("MVEMBED_FORWARD_TURNS");
     for (int d = 0; d < n_dev; d++) {
         pthread_mutex_init(&dbz[d].mu, NULL);
         pthread_cond_init(&dbz[d].turn_cv, NULL);
-        dbz[d].turns = !(turns && !strcmp(turns, "0"));
+        dbz[d].turns = !o->forward_overlap;
     }
     int nd = 0, nt = 0, nw = 0;
     for (; dec && nd < jobs; nd++)
