@@ -1,6 +1,6 @@
 /* mv_busy.h - how long a device was busy: the union of time intervals (a GPU's forwards, from CUDA
  * events, overlapping when several are in flight), kept in bounded memory for runs of any length.
- * Not here: where the intervals come from (mv_backend.gpu_t0/t1) or printing (pipeline.c, -v). */
+ * Not here: where the intervals come from (mv_backend.gpu_t0/t1) or printing (runner.c, -v). */
 #ifndef MV_BUSY_H
 #define MV_BUSY_H
 

@@ -23,8 +23,6 @@ MAX_FUNCTION_LINES = 120
 
 # Cycles (the files of one strongly connected component).
 KNOWN_CYCLES = [
-    # the pipeline's split (issue 29, item 5) ends it: feed.c and writers.c call back into pipeline.c
-    {"src/run/feed.c", "src/run/pipeline.c", "src/run/writers.c"},
 ]
 
 # Files besides src/cli/main.c that call getenv (issue 29, item 7 moves them to main.c).
@@ -38,7 +36,6 @@ KNOWN_GETENV = [
 # Files over MAX_FILE_LINES lines.
 KNOWN_LONG_FILES = [
     "src/model/model.c",
-    "src/run/pipeline.c",
     "src/tower/tower_cpu.c",
 ]
 
@@ -46,7 +43,6 @@ KNOWN_LONG_FILES = [
 KNOWN_LONG_FUNCTIONS = [
     "src/cli/main.c:main",
     "src/model/safetensors.c:mv_st_open",
-    "src/run/pipeline.c:mv_pipeline_run",
     "src/tower/tower_cpu.c:cpu_forward",
 ]
 

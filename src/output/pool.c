@@ -1,6 +1,6 @@
 /* pool.c - --pool mean (see mv_pool.h): the f64-accumulated mean over tokens, the list of a run's
  * pooled outputs, and OUT/pooled.npy + its row index, assembled by reading those outputs back.
- * Not here: where pooling happens in the pipeline (pipeline.c's writer), writing single outputs
+ * Not here: where pooling happens in the pipeline (writers.c), writing single outputs
  * (output.c / tar_out.c).
  */
 #include "mv_pool.h"

@@ -1,0 +1,451 @@
+/* towers.c - the pipeline's tower stage: one thread per backend takes ready inputs, packs them
+ * into forwards (first fit decreasing over a window of what is ready, up to the backend's batch
+ * size), stages their uint8 frames in, runs the forward in its device's turn and hands each input
+ * its rows of an output slab for the writers. Per device it keeps -v's busy time and the union of
+ * the forwards' kernel intervals. Memory stays bounded: a thread's slabs are few and come back
+ * only when their inputs are written (backpressure from slow writers). Not here: decoding, writing,
+ * the tower itself (src/tower, cu/).
+ */
+#include "pipeline_int.h"
+
+#include "mv_batch.h"
+#include "mv_busy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Output slabs: a forward writes its outputs into a slab (page-locked when the backend offers it);
+ * each input of the forward points into it and holds a reference until its writer is done, then
+ * the slab goes back to its tower thread. No per-input output allocation or copy on the tower
+ * thread. A slab comes back only when every input in it is written, so a tower thread needs enough
+ * of them to keep the writers fed: it has at least OUT_SLABS_MIN, and takes more (up to
+ * OUT_SLABS_MAX) while its slabs hold at most OUT_SLAB_BYTES together (measured: 3 slabs of ~3.6
+ * clips each left 28 writers idle half the time while the tower waited for slabs). Memory stays
+ * bounded, and slow writers hold the tower back (backpressure) instead of piling up outputs. */
+#define OUT_SLABS_MIN 3
+#define OUT_SLABS_MAX 16
+#define OUT_SLAB_BYTES ((size_t)1 << 30)
+typedef struct slab_pool slab_pool;
+typedef struct {
+    float *buf;
+    size_t cap; /* bytes */
+    int pinned;
+    int refs;   /* inputs still holding it (under the pool's mutex) */
+    slab_pool *pool;
+} slab;
+struct slab_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    slab s[OUT_SLABS_MAX];
+};
+
+/* Per device, for -v: how long at least one forward was running on it (the union over its tower
+ * threads' forward() calls, host-timed: forwards are synchronous), and when the device executed
+ * the forwards' kernels (the backends' gpu_t0/gpu_t1 intervals, from CUDA events; their union is
+ * "GPU executing"). */
+typedef struct {
+    pthread_mutex_t mu;
+    int active;
+    double since, busy;
+    mv_busy gpu; /* the forwards' kernel intervals (mv_busy.h) */
+    /* Turns: the device's tower threads queue their forwards' device work one at a time, in the
+     * order they became ready (a ticket lock, given back as soon as a forward's work is queued:
+     * mv_backend.queued). Two forwards started together share the GPU, end together, and then
+     * both threads stage in their next batch while the GPU idles; taking turns, one thread stages
+     * in while the other's forward runs, and the next forward's work is queued behind the last
+     * one's. o->forward_overlap (MVEMBED_FORWARD_TURNS=0) lets them overlap freely. */
+    int turns;
+    pthread_cond_t turn_cv;
+    unsigned long ticket, serving;
+} dev_busy;
+
+/* A forward's turn on its device: given back once, as soon as the forward's device work is
+ * queued (mv_backend.queued), or when the call returns. */
+typedef struct {
+    dev_busy *d;
+    int given;
+} turn;
+
+static void turn_take(dev_busy *d)
+{
+    if (!d->turns)
+        return;
+    pthread_mutex_lock(&d->mu);
+    unsigned long me = d->ticket++;
+    while (d->serving != me)
+        pthread_cond_wait(&d->turn_cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void turn_give(void *arg)
+{
+    turn *tn = arg;
+    dev_busy *d = tn->d;
+    if (!d->turns || tn->given)
+        return;
+    tn->given = 1;
+    pthread_mutex_lock(&d->mu);
+    d->serving++;
+    pthread_cond_broadcast(&d->turn_cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+typedef struct {
+    runner *R;
+    mv_backend *be;
+    dev_busy *dev; /* the device this backend runs on */
+    /* staging of one forward's uint8 frames (mv_backend.forward_u8), kept between forwards
+     * (page-locked when the backend offers it) */
+    void *pix;
+    size_t pix_cap; /* bytes */
+    int pix_pinned;
+    slab_pool out;
+} tower_arg;
+
+struct pl_towers {
+    int n_be, n_dev;
+    dev_busy dev[MV_PIPELINE_MAX_TOWERS];
+    tower_arg ta[MV_PIPELINE_MAX_TOWERS];
+};
+
+static void stage_free(mv_backend *be, void *buf, int pinned)
+{
+    if (pinned)
+        be->host_free(be, buf);
+    else
+        free(buf);
+}
+
+/* Grows one of a tower thread's staging buffers to at least `bytes`, page-locked when the backend
+ * can (CUDA), else with malloc. Returns 0, or -1 when out of memory. */
+static int stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes)
+{
+    if (*cap >= bytes)
+        return 0;
+    stage_free(be, *buf, *pinned);
+    *buf = NULL;
+    *cap = 0;
+    *pinned = 0;
+    bytes += bytes / 4; /* room to grow without a new allocation each time */
+    if (be->host_alloc && (*buf = be->host_alloc(be, bytes)))
+        *pinned = 1;
+    else
+        *buf = malloc(bytes);
+    if (!*buf)
+        return -1;
+    *cap = bytes;
+    return 0;
+}
+
+static void slab_release(void *owner)
+{
+    slab *sb = owner;
+    pthread_mutex_lock(&sb->pool->mu);
+    if (--sb->refs == 0)
+        pthread_cond_broadcast(&sb->pool->freed);
+    pthread_mutex_unlock(&sb->pool->mu);
+}
+
+/* A free slab of at least `bytes` (waits for the writers to release one), or NULL when out of
+ * memory. The caller owns it (refs = 1) until it hands references to the inputs. *waited: the
+ * seconds spent waiting for a free slab (the timeline's "output-slab wait"). */
+static slab *slab_get(tower_arg *ta, size_t bytes, double *waited)
+{
+    slab_pool *p = &ta->out;
+    slab *sb = NULL;
+    double t0 = mv_now();
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        /* a free slab already big enough, else any free one that was used, else a new one while
+         * the pool is under its minimum count or its byte budget */
+        size_t held = 0;
+        int n_used = 0;
+        slab *fit = NULL, *used = NULL, *fresh = NULL;
+        for (int i = 0; i < OUT_SLABS_MAX; i++) {
+            slab *x = &p->s[i];
+            held += x->cap;
+            n_used += x->cap > 0;
+            if (x->refs)
+                continue;
+            if (x->cap >= bytes && !fit)
+                fit = x;
+            else if (x->cap && !used)
+                used = x;
+            else if (!x->cap && !fresh)
+                fresh = x;
+        }
+        if (fresh && (n_used < OUT_SLABS_MIN || held + bytes <= OUT_SLAB_BYTES) && !fit)
+            sb = fresh;
+        else
+            sb = fit ? fit : used;
+        if (sb)
+            break;
+        pthread_cond_wait(&p->freed, &p->mu);
+    }
+    sb->refs = 1;
+    pthread_mutex_unlock(&p->mu);
+    *waited = mv_now() - t0;
+    void *buf = sb->buf;
+    int fail = stage_reserve(ta->be, &buf, &sb->cap, &sb->pinned, bytes);
+    sb->buf = buf;
+    if (fail) {
+        slab_release(sb);
+        return NULL;
+    }
+    return sb;
+}
+
+static void stage_release(tower_arg *ta)
+{
+    stage_free(ta->be, ta->pix, ta->pix_pinned);
+    ta->pix = NULL;
+    ta->pix_cap = 0;
+    slab_pool *p = &ta->out;
+    pthread_mutex_lock(&p->mu); /* every input written or freed: wait for the last references */
+    for (int i = 0; i < OUT_SLABS_MAX; i++)
+        while (p->s[i].refs)
+            pthread_cond_wait(&p->freed, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < OUT_SLABS_MAX; i++) {
+        stage_free(ta->be, p->s[i].buf, p->s[i].pinned);
+        p->s[i] = (slab){.pool = p};
+    }
+}
+
+/* Runs one forward over items[0..n) (all prepared without error): their resized uint8 frames,
+ * packed back to back into the staging buffer, go to forward_u8, which patchifies them. */
+static void tower_batch(tower_arg *ta, mv_item **items, int n)
+{
+    runner *R = ta->R;
+    mv_backend *be = ta->be;
+    const mv_vision_config *c = &R->m->cfg;
+    int mm = c->merge * c->merge;
+    int64_t N = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        N += mv_item_patches(items[i]);
+        bytes += (size_t)items[i]->p.n_frames * items[i]->p.rw * items[i]->p.rh * 3;
+    }
+    /* --pool mean where the backend pools on the device: one row per input comes back */
+    int dev_pool = R->o->pool == MV_POOL_MEAN && be->forward_mean && !R->o->dump_dir;
+    double t = mv_now(), tc = pl_thread_cpu();
+    /* one input on a backend without page-locked memory: its frames are used where they are */
+    int gather = n > 1 || be->host_alloc;
+    int32_t *grid = malloc(3 * n * sizeof *grid), *nfr = malloc(n * sizeof *nfr);
+    mv_err e;
+    uint8_t *frames = NULL;
+    float *out = NULL;
+    slab *sb = NULL;
+    double slab_wait = 0;
+    if (grid && nfr && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bytes)) &&
+        (sb = slab_get(ta, (size_t)(dev_pool ? n : N / mm) * c->out_hidden * sizeof(float), &slab_wait))) {
+        frames = gather ? ta->pix : items[0]->p.frames;
+        out = sb->buf;
+    }
+    double t_copy = mv_now();
+    atomic_fetch_add(&R->stage_alloc_ns, (long long)((t_copy - t - slab_wait) * 1e9));
+    if (!frames || !out) {
+        mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
+        pl_set_fatal(R, &e);
+        goto out;
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const mv_prepared *p = &items[i]->p;
+        memcpy(grid + 3 * i, p->grid, sizeof p->grid);
+        nfr[i] = p->n_frames;
+        size_t fb = (size_t)p->n_frames * p->rw * p->rh * 3;
+        if (gather)
+            memcpy(frames + off, p->frames, fb);
+        off += fb;
+    }
+    mv_dump_ctx dc;
+    if (R->o->dump_dir) /* stages are dumped one input per forward */
+        snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
+    /* stage-in without the wait for a free output slab (writers' backpressure), counted apart */
+    pl_t_add(R, T_STAGE_IN, t + slab_wait);
+    atomic_fetch_add(&R->stage_copy_ns, (long long)((mv_now() - t_copy) * 1e9));
+    atomic_fetch_add(&R->t_ns[T_SLAB_WAIT], (long long)(slab_wait * 1e9));
+    atomic_fetch_add(&R->stage_in_cpu_ns, (long long)((pl_thread_cpu() - tc) * 1e9));
+    turn tn = {ta->dev, 0};
+    turn_take(ta->dev);
+    be->queued = turn_give;
+    be->queued_arg = &tn;
+    t = mv_now();
+    pthread_mutex_lock(&ta->dev->mu);
+    if (ta->dev->active++ == 0)
+        ta->dev->since = mv_now();
+    pthread_mutex_unlock(&ta->dev->mu);
+    be->gpu_t0 = be->gpu_t1 = 0;
+    mv_status st = dev_pool ? be->forward_mean(be, frames, nfr, grid, n, out, &e)
+                            : be->forward_u8(be, frames, nfr, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL,
+                                             &dc, &e);
+    pthread_mutex_lock(&ta->dev->mu);
+    if (--ta->dev->active == 0)
+        ta->dev->busy += mv_now() - ta->dev->since;
+    if (!st && be->gpu_t1 > be->gpu_t0)
+        mv_busy_add(&ta->dev->gpu, be->gpu_t0, be->gpu_t1); /* -v only: no memory, not counted */
+    pthread_mutex_unlock(&ta->dev->mu);
+    turn_give(&tn);
+    be->queued = NULL;
+    pl_t_add(R, T_FORWARD, t);
+    if (st) {
+        if (st == MV_ERR_DEVICE || R->o->dump_dir) {
+            pl_set_fatal(R, &e);
+        } else {
+            for (int i = 0; i < n; i++) {
+                char msg[1200];
+                snprintf(msg, sizeof msg, "%s: %s", items[i]->path, e.msg);
+                mv_item_fail(items[i], msg);
+            }
+        }
+        goto out;
+    }
+    t = mv_now();
+    int64_t orow = 0;
+    pthread_mutex_lock(&ta->out.mu);
+    sb->refs += n;
+    pthread_mutex_unlock(&ta->out.mu);
+    for (int i = 0; i < n; i++) {
+        int64_t rows = dev_pool ? 1 : mv_item_patches(items[i]) / mm;
+        items[i]->out = out + orow * c->out_hidden;
+        items[i]->out_release = slab_release;
+        items[i]->out_owner = sb;
+        items[i]->rows = rows;
+        orow += rows;
+        free(items[i]->p.frames);
+        items[i]->p.frames = NULL;
+        atomic_fetch_add(&R->tokens, mv_item_patches(items[i]));
+    }
+    pl_t_add(R, T_STAGE_OUT, t);
+out:
+    if (sb)
+        slab_release(sb); /* the forward's own reference */
+    free(grid);
+    free(nfr);
+}
+
+/* Items a tower thread gathers at most before packing them into forwards. */
+#define TOWER_WINDOW 512
+
+/* The next window of inputs to pack, in win[0..n) with their patch counts in tok: waits for one
+ * ready input, then takes whatever else is ready (test hook o->test_fill_window: waits for it)
+ * until the window holds two forwards' worth of `limit` patches or TOWER_WINDOW inputs (limit 0:
+ * one input). Inputs that failed go on to the writers, those not started after an interrupt are
+ * dropped (the next run does them). Returns n (0: nothing to pack this time), or -1 once the
+ * ready queue is closed and drained. */
+static int take_window(runner *R, int64_t limit, mv_item **win, int64_t *tok)
+{
+    int n = 0;
+    int64_t wtok = 0;
+    mv_item *it = pl_pop_timed(R, &R->ready, T_TOWER_WAIT);
+    if (!it)
+        return -1;
+    while (it) {
+        if (!it->error && pl_interrupted(R)) { /* not started: the next run does it */
+            mv_item_free(it);
+        } else if (it->error || atomic_load(&R->fatal)) {
+            if (mv_queue_push(&R->done, it))
+                mv_item_free(it);
+        } else {
+            tok[n] = mv_item_patches(it);
+            wtok += tok[n];
+            win[n++] = it;
+        }
+        if (limit <= 0 ? n == 1 : n == TOWER_WINDOW || wtok >= 2 * limit)
+            break;
+        it = R->o->test_fill_window ? mv_queue_pop(&R->ready) : mv_queue_try_pop(&R->ready);
+    }
+    return n;
+}
+
+void *pl_tower_main(void *arg)
+{
+    tower_arg *ta = arg;
+    runner *R = ta->R;
+    mv_backend *be = ta->be;
+    /* CPU: one input per forward unless --batch-tokens asks otherwise (results then do not depend
+     * on what else was ready); CUDA: up to the backend's batch size. Each window is packed with
+     * first fit decreasing, so mixed sizes still fill each forward. */
+    int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
+    mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
+    int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
+    int bin[TOWER_WINDOW], n;
+    while ((n = take_window(R, limit, win, tok)) >= 0) {
+        if (n == 0)
+            continue;
+        int nb = mv_pack_ffd(tok, n, limit, bin, bt);
+        if (nb < 0) /* no memory for the packing: one input per forward */
+            nb = mv_pack_ffd(tok, n, 0, bin, bt);
+        for (int b = 0; b < nb; b++) {
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if (bin[i] == b)
+                    fwd[k++] = win[i];
+            /* after an interrupt only the forward already started (b == 0 was) completes */
+            int run = !atomic_load(&R->fatal) && !(pl_interrupted(R) && b > 0);
+            if (run) {
+                tower_batch(ta, fwd, k);
+                atomic_fetch_add(&R->n_forwards, 1);
+            }
+            for (int i = 0; i < k; i++)
+                if (!run || mv_queue_push(&R->done, fwd[i]))
+                    mv_item_free(fwd[i]);
+        }
+    }
+    stage_release(ta);
+    return NULL;
+}
+
+pl_towers *pl_towers_new(runner *R, mv_backend **be, int n_be, int n_dev)
+{
+    pl_towers *T = calloc(1, sizeof *T);
+    if (!T)
+        return NULL;
+    T->n_be = n_be;
+    T->n_dev = n_dev;
+    for (int d = 0; d < n_dev; d++) {
+        pthread_mutex_init(&T->dev[d].mu, NULL);
+        pthread_cond_init(&T->dev[d].turn_cv, NULL);
+        T->dev[d].turns = !R->o->forward_overlap;
+    }
+    for (int i = 0; i < n_be; i++) {
+        tower_arg *ta = &T->ta[i];
+        *ta = (tower_arg){.R = R, .be = be[i], .dev = &T->dev[i % n_dev]};
+        pthread_mutex_init(&ta->out.mu, NULL);
+        pthread_cond_init(&ta->out.freed, NULL);
+        for (int k = 0; k < OUT_SLABS_MAX; k++)
+            ta->out.s[k].pool = &ta->out;
+    }
+    return T;
+}
+
+void *pl_tower_arg(pl_towers *T, int i)
+{
+    return &T->ta[i];
+}
+
+pl_device_time pl_towers_time(pl_towers *T, int d)
+{
+    dev_busy *db = &T->dev[d];
+    pl_device_time t = {.busy = db->busy, .timed = db->gpu.n > 0};
+    t.gpu = mv_busy_seconds(&db->gpu);
+    return t;
+}
+
+void pl_towers_free(pl_towers *T)
+{
+    if (!T)
+        return;
+    for (int d = 0; d < T->n_dev; d++) {
+        pthread_mutex_destroy(&T->dev[d].mu);
+        pthread_cond_destroy(&T->dev[d].turn_cv);
+        mv_busy_free(&T->dev[d].gpu);
+    }
+    for (int i = 0; i < T->n_be; i++) {
+        pthread_mutex_destroy(&T->ta[i].out.mu);
+        pthread_cond_destroy(&T->ta[i].out.freed);
+    }
+    free(T);
+}
