@@ -113,6 +113,12 @@ BACKENDS    := cpu cuda$(BACKEND_CUDNN)
 CUDA_TESTS  := $(patsubst test/cuda/%.cu,$(BUILD)/cuda/%,$(wildcard test/cuda/*.cu))
 CUDA_TEST_ARCH := -gencode=arch=compute_90,code=sm_90
 $(BUILD)/cuda/test_fa3.o: CUDA_TEST_ARCH := -gencode=arch=compute_90a,code=sm_90a
+# ... linked against the variants build (test/cuda/variants/variants.cuh): the cu/ files with
+# MV_VARIANTS seams compiled again with -DMV_VARIANTS, and the selection code; these objects come
+# before the archive, so that they stand in for its production ones
+VAR_OBJS    := $(patsubst %,$(BUILD)/variants/cu/%.o,attention attention_fa3 gemm tower_cuda) \
+               $(BUILD)/variants/variants.o
+$(BUILD)/variants/cu/attention_fa3.o: CUDA_TEST_ARCH := -gencode=arch=compute_90a,code=sm_90a
 else
 CU_OBJS     :=
 CUDA_TESTS  :=
@@ -132,7 +138,7 @@ TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 all: info $(BIN) $(TOOL_BINS) $(CUDA_TESTS)
 
 cuda-tests: $(CUDA_TESTS)
-.SECONDARY: $(CUDA_TESTS:=.o)
+.SECONDARY: $(CUDA_TESTS:=.o) $(VAR_OBJS)
 
 info:
 	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
@@ -154,9 +160,17 @@ $(BUILD)/cu/%.o: cu/%.cu | $(BUILD)
 
 $(BUILD)/cuda/%.o: test/cuda/%.cu | $(BUILD)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -Itest/unit $(CUDA_TEST_ARCH) -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -DMV_VARIANTS -Itest/cuda -Itest/unit $(CUDA_TEST_ARCH) -c -o $@ $<
 
-$(BUILD)/cuda/%: $(BUILD)/cuda/%.o $(BUILD)/libmvembed.a
+$(BUILD)/variants/cu/%.o: cu/%.cu | $(BUILD)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DMV_VARIANTS -Itest/cuda $(CUDA_TEST_ARCH) -c -o $@ $<
+
+$(BUILD)/variants/%.o: test/cuda/variants/%.cu | $(BUILD)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DMV_VARIANTS -Itest/cuda $(CUDA_TEST_ARCH) -c -o $@ $<
+
+$(BUILD)/cuda/%: $(BUILD)/cuda/%.o $(VAR_OBJS) $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/test_%: test/unit/test_%.c $(BUILD)/libmvembed.a test/unit/unit.h

@@ -42,6 +42,9 @@
 #include <string.h>
 
 #include "mv_cuda.cuh"
+#ifdef MV_VARIANTS
+#include "variants/variants.cuh"
+#endif
 
 extern "C" {
 #include "mv_backend.h"
@@ -85,6 +88,9 @@ typedef struct {
     mv_attn_state attn; /* this device's attention launcher state */
     mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
     int fa3; /* attention through the fa3 kernel (choose_attention) */
+    mv_fa3_device fa3dev; /* what the fa3 plans depend on besides the shape */
+    float *fa3_part;      /* the fa3 split pieces' scratch (grown by plan_fa3), fa3_part_bytes */
+    size_t fa3_part_bytes;
     mv_attn_impl attn_impl;
     int verbose;
     int fuse_gelu;
@@ -342,8 +348,7 @@ typedef struct {
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
     int dnn;                /* attention through cuDNN (else fa3 or the builtin kernel: b->fa3) */
-    int fa3_keys;           /* fa3: keys per tile (mv_cuda_fa3_keys) */
-    int fa3_split;          /* fa3: work items split over their keys (mv_cuda_fa3_split) */
+    mv_fa3_plan fa3;        /* fa3: the launch (plan_fa3) */
 } chunk;
 
 /* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
@@ -467,8 +472,8 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         if (ch->dnn)
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
         else if (sizeof(T) == 2 && b->fa3)
-            CK(mv_cuda_attention_fa3(&b->attn, (bf16 *)att, (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D,
-                                     ch->fa3_keys, ch->fa3_split, st),
+            CK(mv_cuda_attention_fa3(&b->attn, &ch->fa3, b->fa3_part, b->fa3_part_bytes, (bf16 *)att,
+                                     (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D, st),
                "fa3 attention");
         else if (sizeof(T) == 2)
             CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
@@ -592,6 +597,27 @@ static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *fr
     return r;
 }
 
+/* ch->fa3 for the chunk's host tile list (its configuration set): the split the table's rule
+ * gives, its scratch grown on demand (cudaFree waits for the device; out of memory: no split) */
+static void plan_fa3(cuda_backend *b, chunk *ch)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    const mv_fa3_cfg cfg = ch->fa3.cfg;
+    int split = mv_cuda_fa3_split(&b->fa3dev, &cfg, c->head_dim, b->h_tiles, ch->n_tiles, c->heads);
+    mv_cuda_fa3_plan(&b->fa3dev, &cfg, c->head_dim, ch->n_tiles, c->heads, split, &ch->fa3);
+    if (ch->fa3.part_bytes <= b->fa3_part_bytes) return;
+    if (b->fa3_part) cudaFree(b->fa3_part);
+    b->fa3_part = NULL;
+    b->fa3_part_bytes = 0;
+    if (cudaMalloc((void **)&b->fa3_part, ch->fa3.part_bytes) == cudaSuccess) {
+        b->fa3_part_bytes = ch->fa3.part_bytes;
+        return;
+    }
+    (void)cudaGetLastError(); /* not sticky: the attention runs without splitting */
+    b->fa3_part = NULL;
+    mv_cuda_fa3_plan(&b->fa3dev, &cfg, c->head_dim, ch->n_tiles, c->heads, 0, &ch->fa3);
+}
+
 /* Waits, asleep, until the work queued so far on stream s is done. */
 static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
 {
@@ -688,10 +714,11 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     }
 
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
-    chunk prev = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    chunk prev = {};
     int have_prev = 0, k = 0;
     while (st == MV_OK && (k < plan.nchunk || have_prev)) {
-        chunk ch = {0, 0, 0, 0, k & 1, 0, 0, 0, 0};
+        chunk ch = {};
+        ch.buf = k & 1;
         int have_cur = k < plan.nchunk;
         if (have_cur) {
             const mv_chunk *pc = &plan.chunk[k];
@@ -699,21 +726,21 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
             ch.n = pc->n;
             ch.seg0 = pc->seg0;
             ch.nseg = pc->nseg;
-            /* metadata: rowinfo per patch, cu_seqlens, attention tiles */
-            int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
-                     : b->fa3                ? mv_cuda_fa3_bm(&b->attn, c->head_dim)
-                                             : MV_ATTN_BM_BF16;
+            /* metadata: rowinfo per patch, cu_seqlens, attention tiles (fa3: of its plan's rows) */
             st = mv_plan_rowinfo(&plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
             if (st == MV_OK) st = mv_plan_cu_seqlens(&plan, ch.seg0, ch.nseg, b->h_cu, e);
+            if (st == MV_OK && b->fa3 && mv_cuda_fa3_config(&b->fa3dev, c->head_dim, b->h_cu, ch.nseg, &ch.fa3.cfg))
+                st = mv_fail(e, MV_ERR_INTERNAL, "fa3 attention: no configuration for head dim %d", c->head_dim);
+            int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
+                     : b->fa3                ? mv_cuda_fa3_bm(&ch.fa3.cfg)
+                                             : MV_ATTN_BM_BF16;
             if (st == MV_OK)
                 st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
             if (st != MV_OK) {
                 mv_fail_prefix(e, st, "cuda");
                 break;
             }
-            ch.fa3_keys = b->fa3 ? mv_cuda_fa3_keys(&b->attn, c->head_dim, b->h_cu, ch.nseg) : 0;
-            ch.fa3_split =
-                b->fa3 ? mv_cuda_fa3_split(&b->attn, c->head_dim, b->h_tiles, ch.n_tiles, c->heads, ch.fa3_keys) : 0;
+            if (b->fa3) plan_fa3(b, &ch);
             ch.dnn = 0;
             if (b->dnn) {
                 mv_err pe;
@@ -847,7 +874,7 @@ static void cuda_destroy(mv_backend *be)
     if (b->io) cudaStreamSynchronize(b->io);
     free_workspace(b);
     mv_cudnn_attn_destroy(b->dnn);
-    mv_cuda_attn_state_free(&b->attn);
+    if (b->fa3_part) cudaFree(b->fa3_part);
     mv_gemm_destroy(b->gemm);
     if (b->arena) cudaFree(b->arena);
     if (b->lut) cudaFree(b->lut);
@@ -909,7 +936,9 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     const char *why = NULL;
     mv_err de, fe;
     de.msg[0] = 0;
-    const int fa3_ok = b->prec == MV_PREC_BF16 && mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK;
+    cudaError_t r = mv_cuda_fa3_device(b->device, &b->fa3dev);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, "device attributes");
+    const int fa3_ok = b->prec == MV_PREC_BF16 && mv_cuda_fa3_check(&b->fa3dev, c->head_dim, &fe) == MV_OK;
     if (b->attn_impl == MV_ATTN_AUTO && fa3_ok) { /* mv_cuda_fa3_check: head dims 64 and 72 */
         b->fa3 = 1;
         if (b->verbose)
@@ -919,9 +948,9 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     }
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
-    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of mv_cuda_fa3_bm rows (forward_impl) */
+    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of the plan's rows (forward_impl) */
         if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
-        mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
+        mv_status fs = mv_cuda_fa3_check(&b->fa3dev, c->head_dim, e);
         if (fs != MV_OK) return fs;
         b->fa3 = 1;
         if (b->verbose)
@@ -940,7 +969,6 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         bf16 *tmp = NULL;
         int64_t H = c->hidden;
         mv_status ps = mv_cudnn_attn_prepare(b->dnn, 0, cu, 1, b->st, &de);
-        cudaError_t r = cudaSuccess;
         if (ps == MV_OK) {
             r = cudaMalloc((void **)&tmp, (size_t)(2 * 4 * H) * sizeof(bf16));
             if (r == cudaSuccess) r = cudaMemsetAsync(tmp, 0, (size_t)(2 * 4 * H) * sizeof(bf16), b->st);
@@ -1029,10 +1057,12 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     const char *fr = getenv("MV_CUDA_F32_RESIDUAL");
     b->f32res = prec == MV_PREC_BF16 && !(fr && !strcmp(fr, "0")); /* default on; "0" = HF's rounding */
     b->xsz = b->f32res ? 4 : b->esz;
-    const char *nf = getenv("MV_CUDA_NO_GELU_FUSE");
     /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
      * rounding, not for f32 parity work, which uses the accurate kernel */
-    b->fuse_gelu = prec == MV_PREC_BF16 && !(nf && *nf && strcmp(nf, "0") != 0);
+    b->fuse_gelu = prec == MV_PREC_BF16;
+#ifdef MV_VARIANTS
+    if (mv_variants.no_gelu_fuse) b->fuse_gelu = 0; /* the harness's --no-gelu-fuse */
+#endif
     mv_status st = mv_tower_sizes_compute(c, prec, b->f32res, &b->sz, e);
     if (st == MV_OK) {
         r = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);

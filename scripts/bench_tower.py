@@ -16,7 +16,7 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
             other NAME starting with bf16 (the default f32 residual stream, either attention):
               output min row cosine >= 0.9999 and rel L2 <= 5e-3
   bench   --model DIR --mvtower BIN [--sizes 64x448x448,...] [--iters 10] [--attention LIST]
-          [--json OUT.json] [--batch-tokens N] [--cli]
+          [--json OUT.json] [--batch-tokens N] [--cli] [--mvtower-args "ARGS"]
           tower throughput of mvembed (mvtower bench: host f32 pixels in, host f32 out, one forward
           at a time; once per attention implementation in LIST, default builtin,cudnn; with --cli
           each also as the CLI's pipeline drives it, "NAME+cli": uint8 frames in, 2 forwards in
@@ -165,7 +165,7 @@ def cmd_bench(a):
         ppath = f"/tmp/bench_pix_{spec}.npy"
         np.save(ppath, pix)
         cmd = [a.mvtower, "bench", "--model", a.model, "--pixels", ppath, "--grid", grid_str(grid),
-               "--iters", str(a.iters), "--warmup", "2"]
+               "--iters", str(a.iters), "--warmup", "2"] + a.mvtower_args.split()
         if a.batch_tokens:
             cmd += ["--batch-tokens", str(a.batch_tokens)]
         runs = {}
@@ -256,6 +256,8 @@ def main():
     b.add_argument("--batch-tokens", type=int, default=0)
     b.add_argument("--json")
     b.add_argument("--no-hf", action="store_true", help="mvembed only (variant comparisons)")
+    b.add_argument("--mvtower-args", default="",
+                   help="more mvtower bench arguments, e.g. a variant: \"--fa3 sw=0\" (test/cuda/variants/variants.cuh)")
     b.add_argument("--cli", action="store_true",
                    help="also time each attention as the CLI drives the tower (uint8 frames, 2 in flight)")
     a = ap.parse_args()

@@ -6,6 +6,8 @@
 #   .device/bin/mvtower         tower driver: `run` (stage dumps for parity) and `bench` (timing)
 #   .device/bin/test_fa3        the Hopper attention kernel's layout probes and twin tests (TAP)
 #   .device/bin/attnbench       the attention kernels alone (TFLOP/s, agreement)
+#                               (the test/cuda programs carry the variants build: kernel versions
+#                               and options chosen on their command lines, test/cuda/variants/)
 #   .device/bin/mvembed         the CLI (static FFmpeg when built)
 #   .device/bin/cpubench        the CPU tower benchmark tool (scripts/bench-cpu.sh)
 #   .device/bin/writebench      the writer stage alone (NPY + zstd + fsync) on given data
@@ -41,26 +43,6 @@ for t in test_cuda_ops test_fa3 attnbench mvtower; do
     cp $BUILD/cuda/$t $OUTD/bin/
 done
 cp $BUILD/mvembed $BUILD/cpubench $BUILD/writebench $OUTD/bin/
-# FA3_VARIANTS="name:-DFLAG=V ...": attnbench, test_fa3 and mvtower again as NAME-suffixed binaries
-# (attnbench-NAME, ...) with cu/attention_fa3.cu compiled with those flags (its build-time
-# measurement options: FA3V2_ST, FA3_RESCALE_MIN), for A/B runs in one device call
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-CUDA_HOME=${CUDA_HOME:-$(cd /tmp && "$NVCC" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 |
-                         sed -n 's/^#\$ TOP=//p' | head -n1 | xargs -r realpath)}
-LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp libarchive openblas 2>/dev/null ||
-        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -larchive -lopenblas) -lgomp -lm -lpthread"
-[ -z "${NO_DNNL:-}" ] && [ -f /usr/include/oneapi/dnnl/dnnl.h ] && LIBS="$LIBS -ldnnl"
-for v in ${FA3_VARIANTS:-}; do
-    vn=${v%%:*}
-    vf=${v#*:}
-    $NVCC -std=c++17 -O3 -Iinclude -Icu -Xcompiler -Wall,-Wextra -gencode=arch=compute_90a,code=sm_90a \
-        --expt-relaxed-constexpr ${vf//,/ } -c cu/attention_fa3.cu -o $BUILD/fa3-$vn.o
-    for t in attnbench test_fa3 mvtower; do
-        echo "device-bundle: test/cuda/$t.cu + fa3 ($vf) -> $OUTD/bin/$t-$vn"
-        $NVCC -o $OUTD/bin/$t-$vn $BUILD/cuda/$t.o $BUILD/fa3-$vn.o $BUILD/libmvembed.a \
-            -L$CUDA_HOME/lib64 -lcublasLt -lcudart $LIBS
-    done
-done
 # Libraries: copy every resolved dependency except glibc, the C++ runtime and CUDA's own.
 for b in $(ls $OUTD/bin/* | grep -v "\.xz$"); do
     ldd "$b" | awk '/=> \//{print $3}'

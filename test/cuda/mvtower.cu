@@ -16,6 +16,10 @@
  *       the tower as the CLI drives it (uint8 frames in, two forwards taking turns): bench().
  *   mvtower gemm-peak
  *       cuBLASLt bf16 GEMM rate (8192^3, random data, f32 accumulation), median of 20: JSON line.
+ * Linked against the variants build: its options (test/cuda/variants/variants.cuh: --fa3 SPEC,
+ * --attn-variant 1, --gemm-rank I,O,K, --gemm-list, --no-gelu-fuse) select a kernel configuration
+ * or measurement option for every backend it creates; without them the tower runs the production
+ * path.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "mv_cuda.cuh"
+#include "variants/variants.cuh"
 extern "C" {
 #include "mv_backend.h"
 #include "mv_model.h"
@@ -335,6 +340,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (mv_variants_args(argc, argv)) return 2;
     if (!strcmp(cmd, "gemm-peak")) return gemm_peak();
     const char *mdir = arg(argc, argv, "--model", NULL), *ppath = arg(argc, argv, "--pixels", NULL);
     const char *gs = arg(argc, argv, "--grid", NULL);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mv_cuda.cuh"
+#include "variants/variants.cuh"
 extern "C" {
 #include "mv_backend.h"
 #include "mv_npy.h"
@@ -726,7 +727,9 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
      * same bits as --attention fa3 (cuDNN's or the builtin kernel's would differ), and fa3's
      * tower against the CPU's */
     mv_err fe;
-    if (mv_cuda_fa3_check(0, H / heads, &fe) == MV_OK) {
+    mv_fa3_device fd;
+    CU(mv_cuda_fa3_device(0, &fd));
+    if (mv_cuda_fa3_check(&fd, H / heads, &fe) == MV_OK) {
         const mv_attn_impl im[2] = {MV_ATTN_FA3, MV_ATTN_AUTO};
         std::vector<float> g[2];
         mv_status s[2] = {MV_ERR_USAGE, MV_ERR_USAGE};
@@ -1069,7 +1072,7 @@ int main(int argc, char **argv)
     if (!quick) test_attention<float>({4097}, 1, 72, 2.f);
     for (int variant = 1; variant <= 2; variant++) { /* both bf16 kernel variants */
         printf("# bf16 attention kernel variant %d\n", variant);
-        g_attn.variant = variant;
+        mv_variants.attn_variant = variant; /* the variants build's (test/cuda/variants) */
         for (auto &mx : mixes) {
             test_attention<bf16>(mx, 2, 72, 2.f);
             test_attention<bf16>(mx, 3, 64, 2.f);
@@ -1083,7 +1086,7 @@ int main(int argc, char **argv)
             test_attention<bf16>({200, 33}, 2, 80, 2.f);
         }
     }
-    g_attn.variant = 2;
+    mv_variants.attn_variant = 2;
     /* cuDNN fused attention: segment mixes around its tiles and the bucket edges, D 64 / 72 */
     std::vector<std::vector<int>> dmixes = {{1}, {127, 128, 129}, {784}, {1, 127, 128, 129, 784, 3},
                                             {17, 130, 64, 1, 1, 2}};
