@@ -52,7 +52,7 @@ template <typename T>
 cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
                               float eps, cudaStream_t st);
 /* The same from an f32 x[n, dim] to a bf16 y[n, dim] (the bf16 tower with its residual stream in
- * f32, MV_CUDA_F32_RESIDUAL): identical f32 arithmetic, one rounding at the store. y != x. */
+ * f32, MV_RESIDUAL_F32): identical f32 arithmetic, one rounding at the store. y != x. */
 cudaError_t mv_cuda_layernorm_f32_bf16(bf16 *y, const float *x, const float *w, const float *b,
                                        int64_t n, int dim, float eps, cudaStream_t st);
 
@@ -163,12 +163,14 @@ cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, const mv_fa3_plan *p, float 
 
 /* ---- attention_cudnn.cu (cuDNN fused flash attention, loaded at run time) ---------------- */
 /* State of one backend on one device: handle on stream st, plan cache, workspace, per-slot
- * (two chunk buffers) segment metadata. create fails with MV_ERR_UNSUPPORTED and the reason
- * when cuDNN is not built in, not loadable, too old, the GPU is before sm_90, or D is not a
- * multiple of 8 up to 128. Call with `device` current. */
+ * (two chunk buffers) segment metadata. lib: where libcudnn.so.9 is tried first (a directory or
+ * the file; NULL: nowhere first), used by the process's first call only; ragged: every chunk
+ * through the ragged graph (else a chunk of equal segments takes the dense one). create fails
+ * with MV_ERR_UNSUPPORTED and the reason when cuDNN is not built in, not loadable, too old, the
+ * GPU is before sm_90, or D is not a multiple of 8 up to 128. Call with `device` current. */
 typedef struct mv_cudnn_attn mv_cudnn_attn;
 mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
-                               mv_err *e);
+                               const char *lib, int ragged, mv_err *e);
 void mv_cudnn_attn_destroy(mv_cudnn_attn *a);
 /* "cuDNN 9.x.y fused flash attention (library path)" */
 const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a);
@@ -233,7 +235,7 @@ mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const v
 /* As mv_gemm_run with an f32 Y[n, out] (C = D = CUDA_R_32F) and an f32 bias[out] (epi NONE or
  * BIAS), X and W of the mode's element type: in MV_GEMM_BF16 mode bf16 X . W^T accumulated in f32
  * and stored (or added to Y) unrounded. The bf16 tower's f32 residual stream
- * (MV_CUDA_F32_RESIDUAL) uses it for the patch embedding, proj and fc2. */
+ * (MV_RESIDUAL_F32) uses it for the patch embedding, proj and fc2. */
 mv_status mv_gemm_run_f32y(mv_gemm *g, float *Y, const void *X, const void *W, const float *bias,
                            int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e);
 

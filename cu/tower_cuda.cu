@@ -1,41 +1,21 @@
 /* tower_cuda.cu - the CUDA backend (mv_backend_cuda_create, mv_cuda_available): the Qwen3.5
- * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU reference
+ * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU tower
  * (src/tower/tower_cpu.c) and HF's Qwen3_5VisionModel.forward do:
  *   pixels -> T -> patch GEMM (+bias) -> + interpolated position table -> depth x pre-LN blocks
  *   [LN1, qkv GEMM, 2D rope, varlen flash attention, proj GEMM (+bias +residual),
  *    LN2, fc1 GEMM (+bias, tanh GELU fused), fc2 GEMM (+bias +residual)]
  *   -> merger [LN, 4 consecutive rows = one 2x2 block (a free reshape in merge-block order),
  *    fc1 GEMM (+bias), erf GELU, fc2 GEMM (+bias)] -> f32 output.
- * T is bf16 (precision bf16: tensor cores, HF bf16 rounding points) or f32 (precision f32 / tf32).
- *
- * Weights are uploaded once per backend (bf16 in bf16 mode; LayerNorm parameters, the position
- * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
- * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
- * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
- * src/tower/plan.c); chunks are pipelined: the host uploads chunk k+1's input and downloads chunk k-1's
- * output on a second stream while chunk k computes. The input is f32 pixel_values (forward) or,
- * from the pipeline, the resized uint8 frames (forward_u8: 8x fewer bytes over the bus), which
- * cu/patchify.cu normalises and patchifies on the GPU first, bit for bit as the CPU's
- * mv_patchify. Inside a chunk there are no host round trips, except the stage dumps
- * (--dump-stages), which need the batch in one
- * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
- * failing with a message. Not thread-safe: one forward at a time per backend; backends on
- * different devices (or several on one) run concurrently from their own threads: all state
- * (streams, workspace, cuBLASLt plans, attention kernel attributes, cuDNN plans) belongs to one
- * backend and its device, and every entry point calls cudaSetDevice(device) first.
- *
- * f32 residual stream (bf16 precision, the default; MV_CUDA_F32_RESIDUAL=0 in the environment,
- * read at backend creation, turns it off for comparison): keeps the residual stream x [n, H] in
- * f32 instead of rounding it to bf16 after every add as HF does. The patch GEMM writes f32 x
- * (bf16 operands, f32 bias, f32 accumulation), the position table is added in f32, LayerNorms
- * read f32 x and write bf16, and proj / fc2 accumulate (beta = 1) into f32 x
- * (mv_gemm_run_f32y); everything else is unchanged. The stage dumps of x (patch_embed, embed,
- * block_NN) read f32. scripts/bf16_error_study.py predicts about half the output error against
- * f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element of x.
- *
- * Attention: the builtin kernel (cu/attention.cu), cuDNN's fused flash attention
- * (cu/attention_cudnn.cu, bf16) or the Hopper kernel (cu/attention_fa3.cu, bf16); opts.attention /
- * --attention, chosen once at creation (choose_attention). */
+ * T is bf16 (precision bf16: tensor cores, HF's bf16 rounding points, the residual stream x kept
+ * in f32 unless opts.residual asks for HF's rounding) or f32 (precision f32 / tf32). A packed
+ * batch runs as chunks of whole attention segments that fit the workspace (src/tower/plan.c),
+ * pipelined over two streams (chunk k+1 uploads and k-1 downloads while k computes), from f32
+ * pixel_values (forward) or uint8 frames (forward_u8: patchified on the GPU bit for bit as
+ * mv_patchify). Attention (builtin, cuDNN or fa3) and the other settings are resolved once at
+ * creation; mv_backend_cuda_settings says what they became. Invariants: no host round trip
+ * inside a chunk but the stage dumps (which need the batch in one chunk); one forward at a time
+ * per backend; all state belongs to one backend and its device and every entry point calls
+ * cudaSetDevice first, so backends on several GPUs run concurrently. Not here: the kernels. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,11 +33,7 @@ extern "C" {
 }
 
 /* Workspace rows (patches per chunk) when opts.batch_tokens is 0, or fewer if free memory is
- * short (80 % of it). 32768 over 16384: fewer, larger chunks, whose fa3 items fill whole waves
- * better (64 x 448²: chunks of 10 / 41 / 13 images = 40 rounds of 132 items for 38.8 rounds of
- * work, against 5 chunks and 42 rounds) and whose GEMMs and launches have fewer tails: 448² tower
- * +3.5 %, 1024² +1.5 %, others equal (bench/RESULTS.md, eleventh session). The cost is the
- * workspace, twice as large (mv_tower_sizes.per_token rows). */
+ * short (80 % of it); why 32768: bench/NOTES.md, "The CUDA tower". */
 #define DEFAULT_BATCH_TOKENS 32768
 #define MAX_BATCH_TOKENS (1 << 20)
 
@@ -71,7 +47,11 @@ typedef struct {
     int device;
     mv_precision prec;
     size_t esz; /* bytes per activation element */
-    int f32res; /* bf16 mode with the residual stream x in f32 (MV_CUDA_F32_RESIDUAL) */
+    /* bf16 mode with the residual stream x [n, H] in f32 (MV_RESIDUAL_F32) instead of rounded to
+     * bf16 after every add as HF does: the patch GEMM writes f32 x (bf16 operands, f32 bias and
+     * accumulation), the position table is added in f32, LayerNorms read f32 x and write bf16,
+     * proj / fc2 accumulate into f32 x (mv_gemm_run_f32y); stage dumps of x read f32 */
+    int f32res;
     size_t xsz; /* bytes per element of x: esz, or 4 with f32res */
     cudaStream_t st, io;
     cudaEvent_t ev_up[2], ev_done[2];
@@ -917,16 +897,13 @@ static void cuda_host_free(mv_backend *be, void *p)
 }
 
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
- * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3 (bf16,
- * sm_90, head dims 72 and 64: every head dim it has) without loading cuDNN: on one H200 against
- * cuDNN 9.19 the whole tower was faster with fa3 at every image size, at head dim 72 since the
- * seventh session (598 vs 591 img/s at 64 x 448²) and at head dim 64, the 2B layout, in the
- * thirteenth (bench/RESULTS.md: 901-908 vs 866-869 img/s at 64 x 448², 13.6 vs 11.9 on one
- * 2048² image, 2.0 vs 1.7 on a 12 MP photo, in both orders). Elsewhere auto takes cuDNN when it
- * loads and runs the head dim, else the builtin kernel. Auto mode builds and runs
- * the smallest cuDNN plan here (one 2-row segment), so that a graph no cuDNN engine takes falls
- * back at creation, never in the middle of a run. With -v (opts.verbose) says which
- * implementation runs, and why. */
+ * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3
+ * wherever mv_cuda_fa3_check takes the device and head dim (bf16; the kernel table's head dims
+ * on compute capability 9.0), without loading cuDNN: the tower measured faster with it at every
+ * image size (bench/NOTES.md); elsewhere cuDNN when it loads and runs the head dim, else the
+ * builtin kernel. Auto mode builds and runs the smallest cuDNN plan here (one 2-row segment), so
+ * that a graph no cuDNN engine takes falls back at creation, never in the middle of a run. With
+ * -v (opts.verbose) says which implementation runs, and why. */
 static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_err *e)
 {
     const mv_vision_config *c = &b->base.model->cfg;
@@ -960,7 +937,8 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         if (b->attn_impl == MV_ATTN_CUDNN)
             return mv_fail(e, MV_ERR_USAGE, "cuda: --attention cudnn needs --precision bf16");
         why = "f32/tf32 precision";
-    } else if (mv_cudnn_attn_create(&b->dnn, b->device, c->heads, c->head_dim, b->st, &de) != MV_OK) {
+    } else if (mv_cudnn_attn_create(&b->dnn, b->device, c->heads, c->head_dim, b->st, o ? o->cudnn_lib : NULL,
+                                    o && o->cudnn_graph == MV_CUDNN_GRAPH_RAGGED, &de) != MV_OK) {
         if (b->attn_impl == MV_ATTN_CUDNN) return mv_fail(e, MV_ERR_UNSUPPORTED, "cuda: --attention cudnn: %s", de.msg);
         why = de.msg;
     } else if (b->attn_impl == MV_ATTN_AUTO) {
@@ -1054,8 +1032,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     mv_cuda_attn_state_init(&b->attn, dev);
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
-    const char *fr = getenv("MV_CUDA_F32_RESIDUAL");
-    b->f32res = prec == MV_PREC_BF16 && !(fr && !strcmp(fr, "0")); /* default on; "0" = HF's rounding */
+    b->f32res = prec == MV_PREC_BF16 && !(o && o->residual == MV_RESIDUAL_BF16);
     b->xsz = b->f32res ? 4 : b->esz;
     /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
      * rounding, not for f32 parity work, which uses the accurate kernel */

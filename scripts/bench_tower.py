@@ -10,7 +10,7 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
           minimum row cosine. Checks (exit status 1 when one fails):
             NAME starting with f32: output rel L2 <= 2 x HF f32's own rel L2 (vs f64)
             NAME starting with bf16 and containing "hfres" (residual stream rounded to bf16 as HF
-              does, MV_CUDA_F32_RESIDUAL=0, kept for comparison): output min row cosine >= 0.999
+              does, mvtower --cuda-residual bf16, kept for comparison): output min row cosine >= 0.999
               and rel L2 <= 1.05 x HF bf16's own (it rounds where HF rounds, so it is as far from
               f64 as HF's bf16 is; 1e-2 when HF bf16 is not in the reference)
             other NAME starting with bf16 (the default f32 residual stream, either attention):

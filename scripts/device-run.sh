@@ -15,7 +15,7 @@
 #   parity     full-size random towers (27b, 2b layouts) from scripts/hf_reference.py make-model;
 #              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower dumps: f32, bf16 (default: f32
 #              residual stream), bf16 with cuDNN attention, bf16 with HF's bf16 residual
-#              (MV_CUDA_F32_RESIDUAL=0), and with PARITY_FA3=1 bf16 with the fa3
+#              (--cuda-residual bf16), and with PARITY_FA3=1 bf16 with the fa3
 #              attention kernel                                                  -> parity.log
 #   bench      scripts/bench_tower.py bench on the 27b layout, our tower with builtin and
 #              cuDNN attention beside HF                                         -> bench.log/json
@@ -110,17 +110,17 @@ for step in "$@"; do
             python3 scripts/bench_tower.py pixels --grid "$GRID" --seed 3 --out /tmp/mv/pix.npy
             python3 scripts/hf_reference.py run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
                 --dtypes f64,f32,bf16 --name p --out /tmp/mv/hf_$cfg >>"$OUT/parity.log" 2>&1
-            # name:precision:attention:MV_CUDA_F32_RESIDUAL (bf16 default = f32 residual stream)
-            runs="f32:f32:builtin:1 bf16:bf16:builtin:1 bf16_cudnn:bf16:cudnn:1 bf16_hfres:bf16:builtin:0"
+            # name:precision:attention:--cuda-residual (bf16's default: the f32 residual stream)
+            runs="f32:f32:builtin:f32 bf16:bf16:builtin:f32 bf16_cudnn:bf16:cudnn:f32 bf16_hfres:bf16:builtin:bf16"
             fa3ours=""
             if [ "${PARITY_FA3:-0}" = 1 ]; then
-                runs="$runs bf16_fa3:bf16:fa3:1"
+                runs="$runs bf16_fa3:bf16:fa3:f32"
                 fa3ours="bf16_fa3=/tmp/mv/our_${cfg}_bf16_fa3"
             fi
             for run in $runs; do
                 IFS=: read -r name prec attn res <<<"$run"
                 mkdir -p /tmp/mv/our_${cfg}_$name
-                MV_CUDA_F32_RESIDUAL=$res "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
+                "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" --cuda-residual $res \
                     --precision $prec --attention $attn --out /tmp/mv/our_${cfg}_$name >>"$OUT/parity.log" 2>&1 ||
                     { rc=1; echo "mvtower $name: failed" | tee -a "$OUT/parity.log"; }
             done
@@ -137,7 +137,7 @@ for step in "$@"; do
         timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} >"$OUT/attn.jsonl" 2>"$OUT/attn.log" || rc=1
         timeout 240 python3 scripts/bench_attn_torch.py --iters ${ATTN_ITERS:-20} >>"$OUT/attn.jsonl" 2>>"$OUT/attn.log" || rc=1
         # the same shapes through the ragged graph only (the bench's segments are all equal)
-        MV_CUDNN_DENSE=0 timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} 2>>"$OUT/attn.log" |
+        timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} --cudnn-graph ragged 2>>"$OUT/attn.log" |
             grep '"cudnn"' | sed 's/"impl": "cudnn"/"impl": "cudnn_ragged"/' >>"$OUT/attn.jsonl" || rc=1
         grep -v '^{' "$OUT/attn.jsonl"
         grep -E '"attn_agree"|"error"' "$OUT/attn.jsonl" | head -20
@@ -161,8 +161,9 @@ for step in "$@"; do
         m=$(ensure_model 27b)
         python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters ${BENCH_ITERS:-10} \
             ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
-        echo "== cuDNN attention through the ragged graph only (MV_CUDNN_DENSE=0), mvembed only" | tee -a "$OUT/bench.log"
-        MV_CUDNN_DENSE=0 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention cudnn \
+        echo "== cuDNN attention through the ragged graph only (--cudnn-graph ragged), mvembed only" | tee -a "$OUT/bench.log"
+        python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention cudnn \
+            --mvtower-args="--cudnn-graph ragged" \
             --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -6
         if [ "${BENCH_VARIANT1:-0}" = 1 ]; then
             echo "== attention kernel variant 1 (8 warps x 16 rows), mvembed only" | tee -a "$OUT/bench.log"

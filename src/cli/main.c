@@ -194,6 +194,7 @@ int main(int argc, char **argv)
     o.bopts.precision = MV_PREC_BF16;
     o.bopts.cpu_gemm = MV_CPU_GEMM_AUTO; /* bf16x6 where AMX is usable: faster and closer to f64 */
     o.model_dir = getenv("MVEMBED_MODEL");
+    o.bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
     if (argc >= 2 && !strcmp(argv[1], "manifest")) {
         mv_err e;
         int rc, all = argc == 5 && !strcmp(argv[3], "--all");

@@ -12,7 +12,8 @@
  * budget) so a fast wrong answer shows. Not a test: the twin tests are in test_cuda_ops and
  * test_fa3. Linked against the variants build (test/cuda/variants/variants.cuh).
  * Usage: attnbench [--iters N] [--no-fa3] [--only IMPL,IMPL...] [--shape NxL] [--dim D] [--reverse]
- * [--rest MS] [--fa3-row NAME=SPEC]... (--shape, --dim: that shape / head dim alone; --reverse:
+ * [--rest MS] [--fa3-row NAME=SPEC]... [--cudnn-graph auto|ragged] (cuDNN from MV_CUDNN_LIB, as
+ * the CLI finds it; --shape, --dim: that shape / head dim alone; --reverse:
  * the rows in the opposite order, --rest: an idle pause before each row: a card that slows down
  * as it heats makes a row that follows heavy ones look slower, so compare both orders; --only:
  * those rows and builtin_v2, the agreement check's reference; --fa3-row: one more fa3 row, NAME
@@ -65,7 +66,7 @@ int main(int argc, char **argv)
     int iters = 20, fa3 = 1;
     char only[512] = ""; /* ",a,b," when --only a,b */
     const char *only_shape = NULL;
-    int only_dim = 0, reverse = 0, rest_ms = 0;
+    int only_dim = 0, reverse = 0, rest_ms = 0, ragged = 0;
     /* the fa3 rows change one thing in the table's configuration; "fa3" (the table's) runs last,
      * and the agreement check reads the last fa3 row run */
     std::vector<impl> impls = {
@@ -94,6 +95,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[i + 1];
         if (!strcmp(argv[i], "--dim") && i + 1 < argc) only_dim = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--reverse")) reverse = 1;
+        if (!strcmp(argv[i], "--cudnn-graph") && i + 1 < argc) ragged = !strcmp(argv[i + 1], "ragged");
         if (!strcmp(argv[i], "--rest") && i + 1 < argc) rest_ms = atoi(argv[i + 1]);
     }
     if (iters < 1) iters = 1;
@@ -126,7 +128,7 @@ int main(int argc, char **argv)
         if (only_dim && D != only_dim) continue;
         mv_cudnn_attn *dnn = NULL;
         mv_err e;
-        if (mv_cudnn_attn_create(&dnn, 0, heads, D, st, &e) != MV_OK) {
+        if (mv_cudnn_attn_create(&dnn, 0, heads, D, st, getenv("MV_CUDNN_LIB"), ragged, &e) != MV_OK) {
             printf("{\"what\": \"attn\", \"impl\": \"cudnn\", \"D\": %d, \"error\": \"%s\"}\n", D, e.msg);
             dnn = NULL;
         }
