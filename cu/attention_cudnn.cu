@@ -164,6 +164,7 @@ static mv_status dnn_fail(mv_err *e, cudnnStatus_t s, const char *what)
 }
 
 const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a) { return a ? a->desc : "cuDNN not loaded"; }
+size_t mv_cudnn_attn_version(const mv_cudnn_attn *a) { return a ? g_dnn.GetVersion() : 0; }
 
 mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
                                const char *lib, int ragged, mv_err *e)
@@ -654,6 +655,11 @@ const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a)
 {
     (void)a;
     return "not built (make NO_CUDNN=1 or no cudnn.h)";
+}
+size_t mv_cudnn_attn_version(const mv_cudnn_attn *a)
+{
+    (void)a;
+    return 0;
 }
 mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
                                const char *lib, int ragged, mv_err *e)

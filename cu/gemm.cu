@@ -77,6 +77,8 @@ mv_status mv_gemm_create(mv_gemm **out, mv_gemm_mode mode, cudaStream_t st, mv_e
     return MV_OK;
 }
 
+size_t mv_gemm_lib_version(void) { return cublasLtGetVersion(); }
+
 void mv_gemm_destroy(mv_gemm *g)
 {
     if (!g) return;

@@ -174,6 +174,8 @@ mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D
 void mv_cudnn_attn_destroy(mv_cudnn_attn *a);
 /* "cuDNN 9.x.y fused flash attention (library path)" */
 const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a);
+/* the loaded library's version (cudnnGetVersion: 91900 for 9.19.0); 0 for NULL */
+size_t mv_cudnn_attn_version(const mv_cudnn_attn *a);
 /* Segments cu[nseg + 1] (rows of the packed chunk) -> slot buf's device metadata, copied on
  * stream io (the caller orders io before the run). MV_ERR_UNSUPPORTED when the chunk exceeds
  * the int32 offsets (callers fall back to the builtin kernel). */
@@ -225,6 +227,7 @@ typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;
 typedef enum { MV_EPI_NONE = 0, MV_EPI_BIAS, MV_EPI_GELU_BIAS } mv_gemm_epi;
 typedef struct mv_gemm mv_gemm;
 mv_status mv_gemm_create(mv_gemm **g, mv_gemm_mode mode, cudaStream_t st, mv_err *e);
+size_t mv_gemm_lib_version(void); /* cublasLtGetVersion() */
 void mv_gemm_destroy(mv_gemm *g);
 /* Y[n, out] = X[n, in] . W[out, in]^T (+ bias[out]) (then tanh GELU) (+ Y when accumulate).
  * Element type: bf16 in MV_GEMM_BF16 mode, f32 otherwise; f32 accumulation. Bias has the element

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fa3_table.cuh" /* MV_FA3_TABLE_VERSION */
 #include "mv_cuda.cuh"
 #ifdef MV_VARIANTS
 #include "variants/variants.cuh"
@@ -74,6 +75,7 @@ typedef struct {
     mv_attn_impl attn_impl;
     int verbose;
     int fuse_gelu;
+    char settings[512]; /* mv_backend_cuda_settings (make_settings) */
     /* weights (one arena) */
     void *arena;
     void *patch_w, *patch_b, *m1w, *m1b, *m2w, *m2b;
@@ -978,6 +980,32 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     return MV_OK;
 }
 
+/* b->settings: what every setting resolved to on this device (mv_backend.h's list), at creation */
+static void make_settings(cuda_backend *b, const cudaDeviceProp *prop, const mv_backend_opts *o)
+{
+    char gpu[64], attn[32], table[16]; /* gpu: the name, cut at 63 characters */
+    snprintf(gpu, sizeof gpu, "%.63s", prop->name);
+    for (char *p = gpu; *p; p++)
+        if (*p == ' ' || *p == '=') *p = '_';
+    const size_t dv = b->dnn ? mv_cudnn_attn_version(b->dnn) : 0;
+    if (b->fa3) snprintf(attn, sizeof attn, "fa3");
+    else if (b->dnn) snprintf(attn, sizeof attn, "cudnn-%zu.%zu.%zu", dv / 10000, dv / 100 % 100, dv % 100);
+    else snprintf(attn, sizeof attn, "builtin");
+    if (b->fa3) snprintf(table, sizeof table, "%d", MV_FA3_TABLE_VERSION);
+    else snprintf(table, sizeof table, "-");
+    const int bf = b->prec == MV_PREC_BF16;
+    snprintf(b->settings, sizeof b->settings,
+             "backend=cuda gpu=%s sm=%d%d sms=%d cublaslt=%zu precision=%s attention=%s fa3_table=%s residual=%s "
+             "cudnn_graph=%s gelu=%s",
+             gpu, prop->major, prop->minor, prop->multiProcessorCount, mv_gemm_lib_version(),
+             bf ? "bf16" : b->prec == MV_PREC_TF32 ? "tf32" : "f32", attn, table,
+             !bf ? "-" : b->f32res ? "f32" : "bf16",
+             !b->dnn ? "-" : o && o->cudnn_graph == MV_CUDNN_GRAPH_RAGGED ? "ragged" : "auto",
+             b->fuse_gelu ? "epilogue" : "kernel");
+}
+
+extern "C" const char *mv_backend_cuda_settings(const mv_backend *be) { return ((const cuda_backend *)be)->settings; }
+
 /* ---- public entry points -------------------------------------------------------------- */
 extern "C" int mv_cuda_available(void)
 {
@@ -1090,6 +1118,8 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
         }
         if (bt > MAX_BATCH_TOKENS) bt = MAX_BATCH_TOKENS;
         b->cap_max = bt;
+        make_settings(b, &prop, o);
+        if (b->verbose) fprintf(stderr, "mvembed: cuda: device %d: settings: %s\n", dev, b->settings);
     }
     if (st != MV_OK) {
         cuda_destroy(&b->base);

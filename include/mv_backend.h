@@ -112,6 +112,17 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
 /* Returns MV_ERR_UNSUPPORTED with a message when built without CUDA or no GPU is usable. */
 mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
                                  mv_err *e);
+
+/* What backend b's settings resolved to on this machine, fixed at its creation, for output
+ * fingerprints to hash: one line of space-separated key=value pairs in a fixed order, values
+ * without spaces, "-" for a setting that does not apply; the same text for the same options on
+ * the same kind of machine and build. CPU: backend=cpu gemm=f32|bf16x6 (what --cpu-gemm auto
+ * became: bf16x6 only with AMX) gemm_lib=... (the GEMM library, its version and kernels). CUDA:
+ * backend=cuda gpu=NAME sm=MAJORMINOR sms=N cublaslt=VERSION precision=bf16|tf32|f32
+ * attention=fa3|cudnn-X.Y.Z|builtin (what --attention auto picked for the model's head dim)
+ * fa3_table=VERSION residual=f32|bf16 cudnn_graph=auto|ragged gelu=epilogue|kernel. Never NULL. */
+const char *mv_backend_settings(const mv_backend *b);
+const char *mv_backend_cuda_settings(const mv_backend *b); /* its CUDA half (tower_cuda.cu) */
 int mv_cuda_available(void); /* 1 when built with CUDA and a device is usable */
 int mv_cuda_device_count(void); /* usable CUDA devices (0 without CUDA) */
 

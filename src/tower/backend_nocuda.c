@@ -1,5 +1,6 @@
 /* backend_nocuda.c - the CUDA backend's entry points in a build without CUDA (make NO_CUDA=1, or
- * no nvcc found): mv_backend_cuda_create refuses with a message and mv_cuda_available says 0.
+ * no nvcc found): mv_backend_cuda_create refuses with a message, mv_cuda_available says 0 (and
+ * mv_backend_cuda_settings, which no backend of this build reaches, says so).
  * With CUDA, cu/tower_cuda.cu defines both and this file compiles to nothing. */
 #include "mv_backend.h"
 
@@ -16,6 +17,12 @@ mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv
 int mv_cuda_available(void)
 {
     return 0;
+}
+
+const char *mv_backend_cuda_settings(const mv_backend *b)
+{
+    (void)b;
+    return "backend=cuda-not-built";
 }
 #else
 typedef int mv_backend_nocuda_unused; /* ISO C forbids an empty translation unit */

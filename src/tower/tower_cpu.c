@@ -518,6 +518,7 @@ typedef struct {
     size_t cap;
     mv_gemm_ws *ws;     /* ws_slots thread slots; NULL after a forward larger than KEEP_BYTES */
     int ws_slots;
+    char settings[256]; /* mv_backend_settings */
 } cpu_impl;
 
 /* W_FC1B: where a row's bytes do not depend on the call (bf16x6), fc1 is packed as two halves of
@@ -841,6 +842,15 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
         free(b);
         return st;
     }
+    /* what --cpu-gemm became and the library with the kernels it picked (after pack_all: its name
+     * names them), spaces as '_' */
+    char lib[160];
+    snprintf(lib, sizeof lib, "%s", mv_gemm_cpu_name(ci->g));
+    for (char *p = lib; *p; p++)
+        if (*p == ' ')
+            *p = '_';
+    snprintf(ci->settings, sizeof ci->settings, "backend=cpu gemm=%s gemm_lib=%s",
+             mv_gemm_cpu_mode(ci->g) == MV_CPU_GEMM_BF16X6 ? "bf16x6" : "f32", lib);
     if (o && o->verbose)
         fprintf(stderr, "mvembed: CPU tower: %d threads, GEMMs through %s (%s %.2fs)\n",
                 ci->threads, mv_gemm_cpu_name(ci->g),
@@ -853,4 +863,11 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     b->model = m;
     *out = b;
     return MV_OK;
+}
+
+const char *mv_backend_settings(const mv_backend *b)
+{
+    if (b->name && !strcmp(b->name, "cuda"))
+        return mv_backend_cuda_settings(b);
+    return ((const cpu_impl *)b->impl)->settings;
 }

@@ -20,7 +20,7 @@
  * Linked against the variants build: its options (test/cuda/variants/variants.cuh: --fa3 SPEC,
  * --attn-variant 1, --gemm-rank I,O,K, --gemm-list, --no-gelu-fuse) select a kernel configuration
  * or measurement option for every backend it creates; without them the tower runs the production
- * path.
+ * path. The backend says on stderr what its settings resolved to (mv_backend_settings).
  */
 #include <math.h>
 #include <stdio.h>

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "fa3_table.cuh" /* MV_FA3_TABLE_VERSION */
 #include "mv_cuda.cuh"
 #include "variants/variants.cuh"
 extern "C" {
@@ -672,6 +673,15 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
         mv_status s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
         CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
         if (s) continue;
+        /* what the settings resolved to (mv_backend_settings, for output fingerprints) */
+        const char *ss = mv_backend_settings(cb);
+        char wp[32];
+        snprintf(wp, sizeof wp, " precision=%s ", run.p == MV_PREC_BF16 ? "bf16" : run.p == MV_PREC_TF32 ? "tf32" : "f32");
+        CHECK(strstr(ss, "backend=cuda ") == ss && strstr(ss, wp) &&
+                  strstr(ss, run.attn == MV_ATTN_CUDNN ? " attention=cudnn-9." : " attention=builtin fa3_table=- ") &&
+                  strstr(ss, run.p != MV_PREC_BF16 ? " residual=- " : run.f32res ? " residual=f32 " : " residual=bf16 ") &&
+                  strstr(ss, run.attn == MV_ATTN_CUDNN ? " cudnn_graph=auto " : " cudnn_graph=- "),
+              "%s: settings \"%s\"", run.name, ss);
         std::vector<float> got(ref.size(), NAN);
         s = cb->forward(cb, pix.data(), grid.data(), n_entries, got.data(), NULL, NULL, &e);
         cmp_t cm = compare(got.data(), ref.data(), got.size());
@@ -744,6 +754,12 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
             o.attention = im[k];
             mv_backend *cb = NULL;
             s[k] = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+            if (s[k] == MV_OK) {
+                char wt[48];
+                snprintf(wt, sizeof wt, " attention=fa3 fa3_table=%d ", MV_FA3_TABLE_VERSION);
+                CHECK(strstr(mv_backend_settings(cb), wt) != NULL, "tower D=%d --attention %s: settings \"%s\"",
+                      H / heads, k ? "auto" : "fa3", mv_backend_settings(cb));
+            }
             g[k].assign(ref.size(), NAN);
             if (s[k] == MV_OK) s[k] = cb->forward(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
             if (cb) cb->destroy(cb);
