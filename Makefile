@@ -179,6 +179,15 @@ $(BUILD)/test_%: test/unit/test_%.c $(BUILD)/libmvembed.a test/unit/unit.h
 $(BUILD)/%: test/tools/%.c $(BUILD)/libmvembed.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmvembed.a $(LDLIBS)
 
+# cpubench also times attention's AMX path: attention_cpu.c's variants build (-DMV_VARIANTS),
+# linked before the archive so that it stands in for the production object
+$(BUILD)/variants/tower/%.o: src/tower/%.c | $(BUILD)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DMV_VARIANTS -c -o $@ $<
+
+$(BUILD)/cpubench: test/tools/cpubench.c $(BUILD)/variants/tower/attention_cpu.o $(BUILD)/libmvembed.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD):
 	@mkdir -p $(BUILD)
 
