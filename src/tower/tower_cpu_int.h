@@ -24,9 +24,9 @@
  * are used anywhere): lets GCC vectorise them at -O2. Set here, before exp_f32, for every file
  * that includes this one: GCC inlines no function into one compiled with other optimize flags,
  * and an exp_f32 compiled before the pragma of its caller's file was called per element, out of
- * line and unvectorised: the CPU tower's attention ran 25x slower (sixth session's split of
- * attention_cpu.c out of tower_cpu.c, found in the seventh). always_inline makes such a mismatch
- * a build error instead of a slow tower. */
+ * line and unvectorised: the CPU tower's attention ran 25x slower (the split of attention_cpu.c
+ * out of tower_cpu.c; fixed in 832fe80). always_inline makes such a mismatch a build error
+ * instead of a slow tower. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
