@@ -15,10 +15,10 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
               f64 as HF's bf16 is; 1e-2 when HF bf16 is not in the reference)
             other NAME starting with bf16 (the default f32 residual stream, either attention):
               output min row cosine >= 0.9999 and rel L2 <= 5e-3
-  bench   --model DIR --mvtower BIN [--sizes 64x448x448,...] [--iters 10] [--attention LIST]
+  bench   --model DIR --mvtower BIN [--sizes 64x448x448,...,16x1600x1200,...] [--iters 10] [--attention LIST]
           [--json OUT.json] [--batch-tokens N] [--cli] [--mvtower-args "ARGS"]
           tower throughput of mvembed (mvtower bench: host f32 pixels in, host f32 out, one forward
-          at a time; once per attention implementation in LIST, default builtin,cudnn; with --cli
+          at a time; once per attention implementation in LIST, default auto (the CLI's); with --cli
           each also as the CLI's pipeline drives it, "NAME+cli": uint8 frames in, 2 forwards in
           flight, the time per batch in steady state) and of HF
           (bf16, sdpa, same packed inputs, same GPU, same run), HF timed both with inputs already on
@@ -250,8 +250,9 @@ def main():
     b = sub.add_parser("bench")
     b.add_argument("--model", required=True)
     b.add_argument("--mvtower", required=True)
-    b.add_argument("--sizes", default="64x448x448,16x1024x1024,4x1920x1080,1x2048x2048,1x3024x4032")
-    b.add_argument("--attention", default="builtin,cudnn", help="mvembed attention implementations to time")
+    b.add_argument("--sizes", default="64x448x448,16x1024x1024,4x1920x1080,16x1600x1200,1x2048x2048,1x3024x4032")
+    b.add_argument("--attention", default="auto",
+                   help="mvembed attention implementations to time, comma-separated (default auto: the CLI's)")
     b.add_argument("--iters", type=int, default=10)
     b.add_argument("--batch-tokens", type=int, default=0)
     b.add_argument("--json")

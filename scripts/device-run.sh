@@ -17,8 +17,8 @@
 #              residual stream), bf16 with cuDNN attention, bf16 with HF's bf16 residual
 #              (--cuda-residual bf16), and with PARITY_FA3=1 bf16 with the fa3
 #              attention kernel                                                  -> parity.log
-#   bench      scripts/bench_tower.py bench on the 27b layout, our tower with builtin and
-#              cuDNN attention beside HF                                         -> bench.log/json
+#   bench      scripts/bench_tower.py bench on the 27b layout at its default sizes, our tower
+#              with BENCH_ATTN (auto,builtin,cudnn) attention beside HF          -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
 #   profile    GPU time by kernel family for one forward (nsys, else ncu durations) at
 #              PROFILE_SIZES (default 64 x 448² and one 2048²)                 -> profile.log
@@ -160,7 +160,7 @@ for step in "$@"; do
     bench)
         m=$(ensure_model 27b)
         python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters ${BENCH_ITERS:-10} \
-            ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
+            --attention "${BENCH_ATTN:-auto,builtin,cudnn}" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
         echo "== cuDNN attention through the ragged graph only (--cudnn-graph ragged), mvembed only" | tee -a "$OUT/bench.log"
         python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention cudnn \
             --mvtower-args="--cudnn-graph ragged" \
