@@ -337,13 +337,14 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
 #endif
         for (int h0 = 0; h0 < heads; h0 += g) {
             int gc = heads - h0 < g ? heads - h0 : g;
-            int64_t n_items = 0, n_tasks = 0;
-            for (int sg = 0; sg < n_seg; sg++) {
+            int64_t n_items = 0;
+            for (int sg = 0; sg < n_seg; sg++)
                 n_items += gc * seg_count(cu[sg + 1] - cu[sg], 0);
-                n_tasks += gc * seg_count(cu[sg + 1] - cu[sg], 1);
-            }
             seg_pos p = {0, 0, 0};
 #ifdef MV_VARIANTS
+            int64_t n_tasks = 0;
+            for (int sg = 0; sg < n_seg; sg++)
+                n_tasks += gc * seg_count(cu[sg + 1] - cu[sg], 1);
             if (amx) { /* the pre-pass: K and V^T of heads [h0, h0 + gc) of every segment */
 #pragma omp for schedule(dynamic, 1)
                 for (int64_t it = 0; it < n_tasks; it++) {
