@@ -3,6 +3,8 @@
 #   make NO_CUDA=1  CPU-only build
 #   make NO_CUDNN=1 CUDA build without the cuDNN attention path
 #   make NO_DNNL=1  CPU tower GEMMs on OpenBLAS instead of oneDNN (libdnnl-dev)
+#   make cuda-tests the GPU programs of test/cuda (part of make all when nvcc is found):
+#                   BUILD/cuda/{test_cuda_ops,test_fa3,attnbench,mvtower}
 #   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
 #   make demo       install deps, build, embed fixtures/media into out/
 #   make install    PREFIX=/usr/local DESTDIR= : bin/mvembed, share/man/man1/mvembed.1 and
@@ -106,8 +108,20 @@ CU_OBJS     := $(patsubst cu/%.cu,$(BUILD)/cu/%.o,$(CU_SRCS))
 override CFLAGS += -DMV_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS      += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 BACKENDS    := cpu cuda$(BACKEND_CUDNN)
+# test/cuda: the GPU machine's programs (twin tests, attention benchmark, tower driver), sm_90
+# code (the GPU machine's; test_fa3's layout probes are wgmma code: sm_90a)
+CUDA_TESTS  := $(patsubst test/cuda/%.cu,$(BUILD)/cuda/%,$(wildcard test/cuda/*.cu))
+CUDA_TEST_ARCH := -gencode=arch=compute_90,code=sm_90
+$(BUILD)/cuda/test_fa3.o: CUDA_TEST_ARCH := -gencode=arch=compute_90a,code=sm_90a
+# ... linked against the variants build (test/cuda/variants/variants.cuh): the cu/ files with
+# MV_VARIANTS seams compiled again with -DMV_VARIANTS, and the selection code; these objects come
+# before the archive, so that they stand in for its production ones
+VAR_OBJS    := $(patsubst %,$(BUILD)/variants/cu/%.o,attention attention_fa3 gemm tower_cuda) \
+               $(BUILD)/variants/variants.o
+$(BUILD)/variants/cu/attention_fa3.o: CUDA_TEST_ARCH := -gencode=arch=compute_90a,code=sm_90a
 else
 CU_OBJS     :=
+CUDA_TESTS  :=
 BACKENDS    := cpu
 endif
 
@@ -120,8 +134,11 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(filter-out test/tools/gemmprobe.c,$(wildcard test/tools/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: bench-cpu gemmprobe all test valgrind-bin test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
-all: info $(BIN) $(TOOL_BINS)
+.PHONY: bench-cpu gemmprobe all cuda-tests test valgrind-bin test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
+all: info $(BIN) $(TOOL_BINS) $(CUDA_TESTS)
+
+cuda-tests: $(CUDA_TESTS)
+.SECONDARY: $(CUDA_TESTS:=.o) $(VAR_OBJS)
 
 info:
 	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
@@ -141,11 +158,35 @@ $(BUILD)/cu/%.o: cu/%.cu | $(BUILD)
 	@mkdir -p $(BUILD)/cu
 	$(NVCC) $(NVCCFLAGS) $(NVCCARCH) -c -o $@ $<
 
+$(BUILD)/cuda/%.o: test/cuda/%.cu | $(BUILD)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DMV_VARIANTS -Itest/cuda -Itest/unit $(CUDA_TEST_ARCH) -c -o $@ $<
+
+$(BUILD)/variants/cu/%.o: cu/%.cu | $(BUILD)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DMV_VARIANTS -Itest/cuda $(CUDA_TEST_ARCH) -c -o $@ $<
+
+$(BUILD)/variants/%.o: test/cuda/variants/%.cu | $(BUILD)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DMV_VARIANTS -Itest/cuda $(CUDA_TEST_ARCH) -c -o $@ $<
+
+$(BUILD)/cuda/%: $(BUILD)/cuda/%.o $(VAR_OBJS) $(BUILD)/libmvembed.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/test_%: test/unit/test_%.c $(BUILD)/libmvembed.a test/unit/unit.h
 	$(CC) $(CFLAGS) -Itest/unit -o $@ $< $(BUILD)/libmvembed.a $(LDLIBS)
 
 $(BUILD)/%: test/tools/%.c $(BUILD)/libmvembed.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmvembed.a $(LDLIBS)
+
+# cpubench also times attention's AMX path: attention_cpu.c's variants build (-DMV_VARIANTS),
+# linked before the archive so that it stands in for the production object
+$(BUILD)/variants/tower/%.o: src/tower/%.c | $(BUILD)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DMV_VARIANTS -c -o $@ $<
+
+$(BUILD)/cpubench: test/tools/cpubench.c $(BUILD)/variants/tower/attention_cpu.o $(BUILD)/libmvembed.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -237,4 +278,4 @@ $(BUILD)/gemmprobe-blis: test/tools/gemmprobe.c | $(BUILD)
 
 # fuzzing targets (make fuzz) live beside their harnesses
 -include test/fuzz/fuzz.mk
--include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d)

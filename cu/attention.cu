@@ -3,22 +3,24 @@
  * segment-length ceiling. q, k, v are read straight from the packed qkv GEMM output
  * [n, 3*heads*D] (q | k | v, head-major), the result is written as [n, heads*D].
  *
- * bf16 kernel: 8 warps x 16 query rows = 128 rows per block, 64-key tiles double-buffered in
- * shared memory with cp.async, S = Q K^T and O += P V on mma.sync m16n8k16 (bf16 in, f32
- * accumulate). The head dim is padded to a multiple of 16 for the Q K^T reduction only (72 -> 80,
- * zero columns in shared memory); P V uses D/8 output tiles, so D = 72 costs 80/72 on Q K^T and
- * nothing on P V. P is rounded to bf16 before P V, as FlashAttention does.
+ * bf16 kernel: 4 warps x 2 m-tiles of 16 query rows = 128 rows per block (a warp loads its K and
+ * V fragments once for both m-tiles), 64-key tiles double-buffered in shared memory with
+ * cp.async, S = Q K^T and O += P V on mma.sync m16n8k16 (bf16 in, f32 accumulate). The head dim
+ * is padded to a multiple of 16 for the Q K^T reduction only (72 -> 80, zero columns in shared
+ * memory); P V uses D/8 output tiles, so D = 72 costs 80/72 on Q K^T and nothing on P V. P is
+ * rounded to bf16 before P V, as FlashAttention does.
  * f32 kernel (f32 / tf32 precision, parity work): one thread per query row on CUDA cores.
- * Per-device state (shared-memory limits, kernel variant) lives in mv_attn_state, owned by the
- * backend of one device; nothing here is process-global, so backends on several GPUs run their
- * tower threads concurrently. CPU twin: mv_attention_cpu. */
+ * Per-device state (shared-memory limits) lives in mv_attn_state, owned by the backend of one
+ * device; nothing here is process-global, so backends on several GPUs run their tower threads
+ * concurrently. The variants build (-DMV_VARIANTS) also has the bf16 kernel with 8 warps x 1
+ * m-tile. CPU twin: mv_attention_cpu. */
 #include <math.h>
-#include <stdlib.h>
-
-#include <algorithm>
-#include <vector>
+#include <string.h>
 
 #include "mv_cuda.cuh"
+#ifdef MV_VARIANTS
+#include "variants/variants.cuh"
+#endif
 
 /* ---- PTX helpers ---------------------------------------------------------------------- */
 static __device__ __forceinline__ uint32_t smem_u32(const void *p)
@@ -348,35 +350,8 @@ static float scale_log2_for(int D) { return (float)(1.0 / sqrt((double)D) * 1.44
 
 void mv_cuda_attn_state_init(mv_attn_state *s, int device)
 {
-    const char *e = getenv("MV_ATTN_VARIANT");
+    memset(s, 0, sizeof *s);
     s->device = device;
-    s->variant = e && atoi(e) == 1 ? 1 : 2;
-    s->attr_set = 0;
-    const char *bn = getenv("MV_FA3_BN");
-    s->fa3_bn = bn && (atoi(bn) == 64 || atoi(bn) == 112 || atoi(bn) == 128) ? atoi(bn) : 0;
-    s->fa3_attr = 0;
-    s->fa3_cc = 0;
-    const char *ver = getenv("MV_FA3_VERSION"), *sw = getenv("MV_FA3_SWIZZLE"), *qr = getenv("MV_FA3_QREG");
-    s->fa3_ver = ver && atoi(ver) == 1 ? 1 : 2;
-    s->fa3_sw = sw && *sw ? atoi(sw) != 0 : -1;
-    s->fa3_qr = qr && *qr ? atoi(qr) != 0 : -1;
-    const char *wg = getenv("MV_FA3_WG");
-    s->fa3_wg = wg && (atoi(wg) == 2 || atoi(wg) == 3) ? atoi(wg) : -1;
-    const char *ps = getenv("MV_FA3_PERSIST");
-    s->fa3_ps = ps && *ps ? atoi(ps) != 0 : -1;
-    s->fa3_sms = 0;
-    s->fa3_encode = NULL;
-    const char *sp = getenv("MV_FA3_SPLIT");
-    s->fa3_split = sp && *sp ? (atoi(sp) > 0 ? atoi(sp) : 0) : -1;
-    s->fa3_part = NULL;
-    s->fa3_part_bytes = 0;
-}
-
-void mv_cuda_attn_state_free(mv_attn_state *s)
-{
-    if (s->fa3_part) cudaFree(s->fa3_part);
-    s->fa3_part = NULL;
-    s->fa3_part_bytes = 0;
 }
 
 static int d_index(int D)
@@ -410,11 +385,14 @@ static cudaError_t launch_bf16_v(mv_attn_state *s, bf16 *out, const bf16 *qkv, c
     return cudaGetLastError();
 }
 
+/* 4 warps x 2 m-tiles of 16 query rows; the variants build also has 8 warps x 1 (--attn-variant 1) */
 template <int D>
 static cudaError_t launch_bf16(mv_attn_state *s, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles,
                                int n_tiles, int heads, cudaStream_t st)
 {
-    if (s->variant == 1) return launch_bf16_v<D, 8, 1>(s, out, qkv, tiles, n_tiles, heads, st);
+#ifdef MV_VARIANTS
+    if (mv_variants.attn_variant == 1) return launch_bf16_v<D, 8, 1>(s, out, qkv, tiles, n_tiles, heads, st);
+#endif
     return launch_bf16_v<D, 4, 2>(s, out, qkv, tiles, n_tiles, heads, st);
 }
 

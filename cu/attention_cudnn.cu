@@ -1,35 +1,19 @@
 /* attention_cudnn.cu - the tower's varlen bidirectional attention through cuDNN's fused flash
  * attention (bf16), built with cuDNN's graph (backend) API and loaded at run time: dlopen of
- * libcudnn.so.9 from $MV_CUDNN_LIB (a directory or the file), the loader's search path, then the
- * torch venv's nvidia/cudnn/lib. Where none loads (or cuDNN < 9.6, or a GPU before sm_90, where
- * cuDNN has no ragged layout), create fails with MV_ERR_UNSUPPORTED and the reason, and the
- * tower uses the builtin kernel (cu/attention.cu).
- *
- * The graph is the one cudnn-frontend's SDPA node expands to for inference with a padding mask
- * (include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, utils/attn_score_modifiers.h):
- *   S = Q K^T (f32) -> * D^-0.5 -> padding mask (row < seq_len_q and col < seq_len_kv, else -inf)
- *   -> softmax (max, sub, exp, sum, log, add, div: the log-sum-exp stats are computed into a virtual
- *   tensor, as the frontend's CompositeSoftmaxNode does when no stats are requested; cuDNN's SDPA
- *   pattern matcher expects them) -> P (bf16) -> O = P V. seq_len_q and seq_len_kv are two tensors
- *   (as the frontend's) bound to the same device array.
- * A chunk of two or more segments of one length takes a simpler graph (cudnn-frontend's plain
- * BSHD SDPA: no ragged offsets, no seq_len tensors, no mask), run in power-of-two batches over
- * consecutive rows; MV_CUDNN_DENSE=0 turns it off (every chunk then takes the ragged graph below).
- * Every segment (one image, one temporal group of a video) is one batch entry of the graph, with
- * ragged (THD) offsets into the packed buffers: Q, K, V are strided views of qkv[n, 3*heads*D]
- * (row stride 3*heads*D, head stride D; K and V start heads*D and 2*heads*D elements in), O is
- * out[n, heads*D]; offsets are in elements (segment start row * row stride). The graph's batch
- * count B and max sequence length S are bucketed (B to a power of two, padding entries of length
- * 0 at the end; S up to a quarter-octave step: 784 -> 896, 8160 -> 8192, 47376 -> 49152), so few
- * plans are built; the padding mask handles the rest. Finalized plans are cached per (B, S) in
- * the state, which belongs to one backend and its device (handle, stream, plans, workspace,
- * device metadata): nothing here is shared between devices except the loaded library's function
- * table. Offsets are int32: a chunk with n * 3 * heads * D >= 2^31 elements is refused
- * (MV_ERR_UNSUPPORTED; the tower then runs the builtin kernel for it).
- *
- * Not here: causal masks, dropout, training (stats output), f32 / tf32 attention (the builtin
- * kernel's), head dims over 128 or not a multiple of 8. Build without it: make NO_CUDNN=1 (this
- * file then only answers "not built"). CPU twin: mv_attention_cpu. */
+ * libcudnn.so.9 from the backend option cudnn_lib (a directory or the file), the loader's search
+ * path, then the torch venv's nvidia/cudnn/lib, once per process. Where none loads (or cuDNN <
+ * 9.6, or a GPU before sm_90, where cuDNN has no ragged layout), create fails with
+ * MV_ERR_UNSUPPORTED and the reason, and the tower uses the builtin kernel (cu/attention.cu).
+ * The graph is the one cudnn-frontend's SDPA node expands to for inference with a padding mask,
+ * each segment one batch entry with ragged (THD) offsets into the packed buffers; a chunk of two
+ * or more equal segments takes cudnn-frontend's plain BSHD graph instead (no offsets, no mask)
+ * unless the option asks for the ragged graph always (mv_cudnn_graph). Plans are cached per
+ * bucketed (batch, length) in the state, which belongs to one backend and its device: nothing
+ * here is shared between devices but the loaded library's function table. Offsets are int32: a
+ * chunk with n * 3 * heads * D >= 2^31 elements is refused (MV_ERR_UNSUPPORTED; the tower then
+ * runs the builtin kernel for it). Not here: causal masks, dropout, training (stats output), f32 /
+ * tf32 attention, head dims over 128 or not a multiple of 8. Build without it: make NO_CUDNN=1
+ * (this file then only answers "not built"). CPU twin: mv_attention_cpu. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,11 +44,11 @@ typedef struct {
     cudnnStatus_t (*BackendExecute)(cudnnHandle_t, cudnnBackendDescriptor_t, cudnnBackendDescriptor_t);
 } cudnn_fns;
 
-static cudnn_fns g_dnn;             /* process-wide, written once under g_once, then read-only */
+static cudnn_fns g_dnn;             /* process-wide, written once under g_dnn_mu, then read-only */
 static char g_dnn_path[512];        /* where it was loaded from */
 static char g_dnn_err[768];         /* why it was not */
-static int g_dnn_ok;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_dnn_ok, g_dnn_tried;
+static pthread_mutex_t g_dnn_mu = PTHREAD_MUTEX_INITIALIZER;
 
 #define TORCH_CUDNN "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9"
 
@@ -79,17 +63,17 @@ static void *try_open(const char *path, char *why, size_t wn)
     return h;
 }
 
-static void load_cudnn(void)
+/* lib: a directory holding libcudnn.so.9 or the library's path, tried first (NULL or "": none) */
+static void load_cudnn(const char *lib)
 {
     char why[600] = "";
     void *h = NULL;
-    const char *env = getenv("MV_CUDNN_LIB");
-    if (env && *env) {
+    if (lib && *lib) {
         char p[sizeof g_dnn_path];
-        size_t l = strlen(env);
-        if (l > 3 && !strcmp(env + l - 3, ".so")) snprintf(p, sizeof p, "%s", env);
-        else if (strstr(env, ".so.")) snprintf(p, sizeof p, "%s", env);
-        else snprintf(p, sizeof p, "%s/libcudnn.so.9", env);
+        size_t l = strlen(lib);
+        if (l > 3 && !strcmp(lib + l - 3, ".so")) snprintf(p, sizeof p, "%s", lib);
+        else if (strstr(lib, ".so.")) snprintf(p, sizeof p, "%s", lib);
+        else snprintf(p, sizeof p, "%s/libcudnn.so.9", lib);
         if ((h = try_open(p, why, sizeof why))) snprintf(g_dnn_path, sizeof g_dnn_path, "%s", p);
     }
     if (!h && (h = try_open("libcudnn.so.9", why, sizeof why)))
@@ -162,7 +146,7 @@ struct mv_cudnn_attn {
     int32_t *host; /* staging for one slot's metadata */
     int64_t host_cap;
     float scale, neg_inf; /* by-value scalars: host memory the variant pack points to */
-    int dense_ok;         /* equal-length chunks may take the dense graph (MV_CUDNN_DENSE != 0) */
+    int dense_ok;         /* equal-length chunks may take the dense graph (MV_CUDNN_GRAPH_AUTO) */
     char desc[600];
 };
 
@@ -180,12 +164,16 @@ static mv_status dnn_fail(mv_err *e, cudnnStatus_t s, const char *what)
 }
 
 const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a) { return a ? a->desc : "cuDNN not loaded"; }
+size_t mv_cudnn_attn_version(const mv_cudnn_attn *a) { return a ? g_dnn.GetVersion() : 0; }
 
 mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
-                               mv_err *e)
+                               const char *lib, int ragged, mv_err *e)
 {
     *out = NULL;
-    pthread_once(&g_once, load_cudnn);
+    pthread_mutex_lock(&g_dnn_mu); /* the first caller loads the library, for the process */
+    if (!g_dnn_tried) load_cudnn(lib);
+    g_dnn_tried = 1;
+    pthread_mutex_unlock(&g_dnn_mu);
     if (!g_dnn_ok) return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention unavailable: %s", g_dnn_err);
     if (D % 8 || D > 128 || D < 8)
         return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention: head dim %d not supported (multiple of 8, <= 128)", D);
@@ -205,8 +193,7 @@ mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D
     a->st = st;
     a->scale = (float)(1.0 / sqrt((double)D));
     a->neg_inf = g_dnn.GetVersion() < 91000 ? -3.40282347e38f : -INFINITY; /* as the frontend */
-    const char *dv = getenv("MV_CUDNN_DENSE");
-    a->dense_ok = !(dv && !strcmp(dv, "0"));
+    a->dense_ok = !ragged;
     cudnnStatus_t s = g_dnn.Create(&a->h);
     if (s == CUDNN_STATUS_SUCCESS) s = g_dnn.SetStream(a->h, st);
     if (s != CUDNN_STATUS_SUCCESS) {
@@ -311,7 +298,21 @@ mv_status mv_cudnn_attn_prepare(mv_cudnn_attn *a, int buf, const int32_t *cu, in
     return MV_OK;
 }
 
-/* ---- graph -------------------------------------------------------------------------------- */
+/* ---- graph --------------------------------------------------------------------------------
+ * The graph is the one cudnn-frontend's SDPA node expands to for inference with a padding mask
+ * (include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, utils/attn_score_modifiers.h):
+ *   S = Q K^T (f32) -> * D^-0.5 -> padding mask (row < seq_len_q and col < seq_len_kv, else -inf)
+ *   -> softmax (max, sub, exp, sum, log, add, div: the log-sum-exp stats are computed into a virtual
+ *   tensor, as the frontend's CompositeSoftmaxNode does when no stats are requested; cuDNN's SDPA
+ *   pattern matcher expects them) -> P (bf16) -> O = P V. seq_len_q and seq_len_kv are two tensors
+ *   (as the frontend's) bound to the same device array.
+ * Every segment (one image, one temporal group of a video) is one batch entry of the graph, with
+ * ragged (THD) offsets into the packed buffers: Q, K, V are strided views of qkv[n, 3*heads*D]
+ * (row stride 3*heads*D, head stride D; K and V start heads*D and 2*heads*D elements in), O is
+ * out[n, heads*D]; offsets are in elements (segment start row * row stride). The graph's batch
+ * count B and max sequence length S are bucketed (bucket_b, bucket_s: B to a power of two, padding
+ * entries of length 0 at the end; S up to a quarter-octave step: 784 -> 896, 8160 -> 8192, 47376
+ * -> 49152), so few plans are built; the padding mask handles the rest. */
 enum { U_Q = 1, U_K, U_V, U_O, U_SEQ_Q = 10, U_SEQ_KV, U_RQ, U_RK, U_RV, U_RO, U_SCALE = 20, U_NEGINF };
 
 typedef struct {
@@ -434,8 +435,8 @@ static cudnnBackendDescriptor_t matmul(dset *g, cudnnBackendDescriptor_t A, cudn
 /* Builds and finalizes the plan for (B, S); the first engine configuration of heuristic mode A
  * that finalizes wins. dense: B segments of exactly S rows each, consecutive in the packed
  * buffers (batch stride S rows): no ragged offsets, no seq_len tensors, no padding mask - the
- * graph cudnn-frontend builds for plain BSHD SDPA; cuDNN runs it ~10 % faster than the ragged
- * one on equal segments (bench/RESULTS.md). */
+ * graph cudnn-frontend builds for plain BSHD SDPA, which cuDNN runs faster than the ragged one
+ * on equal segments (bench/NOTES.md). */
 static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, int dense, dnn_plan *out, mv_err *e)
 {
     dset g;
@@ -655,10 +656,15 @@ const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a)
     (void)a;
     return "not built (make NO_CUDNN=1 or no cudnn.h)";
 }
-mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
-                               mv_err *e)
+size_t mv_cudnn_attn_version(const mv_cudnn_attn *a)
 {
-    (void)device, (void)heads, (void)D, (void)st;
+    (void)a;
+    return 0;
+}
+mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
+                               const char *lib, int ragged, mv_err *e)
+{
+    (void)device, (void)heads, (void)D, (void)st, (void)lib, (void)ragged;
     *out = NULL;
     return mv_fail(e, MV_ERR_UNSUPPORTED, "cuDNN attention unavailable: mvembed was built without cuDNN");
 }

@@ -5,7 +5,8 @@
  * same with an f32 Y (C = D = CUDA_R_32F) and an f32 bias (cuBLASLt's bias type is D's type),
  * for the bf16 tower's optional f32 residual stream: bf16 X . W^T accumulated in f32 and added to
  * f32 Y without any bf16 rounding. Plans (descriptors, layouts and the heuristic's algorithm) are
- * cached per shape and output type. CPU twin: mv_linear_cpu.
+ * cached per shape and output type; each runs cuBLASLt's first heuristic answer (the variants build
+ * can pick another, test/cuda/variants). CPU twin: mv_linear_cpu.
  *
  * Row-major to column-major: Y^T[out, n] = W[out, in] . X^T[in, n], i.e. A = W (transposed view
  * of the [in, out] column-major buffer), B = X, C = D = Y, bias along the m = out dimension. */
@@ -15,6 +16,9 @@
 #include <string.h>
 
 #include "mv_cuda.cuh"
+#ifdef MV_VARIANTS
+#include "variants/variants.cuh" /* the harness's --gemm-rank, --gemm-list */
+#endif
 
 #define GEMM_WORKSPACE (32u << 20)
 #define PLAN_CACHE 48
@@ -36,10 +40,6 @@ struct mv_gemm {
     void *ws;
     gemm_plan plans[PLAN_CACHE];
     int n_plans, next_evict;
-    /* measurement knobs (read at creation; not for users): MV_GEMM_RANK="in,out,k" runs the
-     * k-th of cuBLASLt's heuristic answers (0 = its first choice) for the Linear in -> out;
-     * MV_GEMM_LIST=1 prints each plan's answers (algorithm id, tile, split-K, waves) to stderr */
-    int rank_in, rank_out, rank_k, list;
 };
 
 static mv_status lt_fail(mv_err *e, cublasStatus_t s, const char *what)
@@ -62,10 +62,6 @@ mv_status mv_gemm_create(mv_gemm **out, mv_gemm_mode mode, cudaStream_t st, mv_e
     if (!g) return mv_fail(e, MV_ERR_NOMEM, "cuda: gemm: out of host memory");
     g->mode = mode;
     g->st = st;
-    const char *rk = getenv("MV_GEMM_RANK"), *ls = getenv("MV_GEMM_LIST");
-    if (!rk || sscanf(rk, "%d,%d,%d", &g->rank_in, &g->rank_out, &g->rank_k) != 3 || g->rank_k < 0 || g->rank_k > 7)
-        g->rank_in = g->rank_out = g->rank_k = 0;
-    g->list = ls && atoi(ls) > 0;
     cublasStatus_t s = cublasLtCreate(&g->lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
         free(g);
@@ -80,6 +76,8 @@ mv_status mv_gemm_create(mv_gemm **out, mv_gemm_mode mode, cudaStream_t st, mv_e
     *out = g;
     return MV_OK;
 }
+
+size_t mv_gemm_lib_version(void) { return cublasLtGetVersion(); }
 
 void mv_gemm_destroy(mv_gemm *g)
 {
@@ -126,7 +124,11 @@ static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
                                              sizeof wsz);
     cublasLtMatmulHeuristicResult_t res[8];
     int found = 0;
-    const int want = g->list || g->rank_k ? 8 : 1;
+#ifdef MV_VARIANTS
+    const int want = mv_variants_gemm_want(); /* --gemm-rank, --gemm-list: 8 answers */
+#else
+    const int want = 1; /* cuBLASLt's first answer */
+#endif
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, want, res,
                                            &found);
@@ -136,17 +138,9 @@ static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
         return MV_OK;
     }
     int pick = 0;
-    if (g->rank_k && p->in == g->rank_in && p->out == g->rank_out && g->rank_k < found) pick = g->rank_k;
-    for (int i = 0; g->list && i < found; i++) {
-        int id = -1, tile = -1, splitk = -1;
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, NULL);
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
-                                             NULL);
-        fprintf(stderr, "gemm plan n %lld in %d out %d epi %d acc %d yf32 %d: answer %d algo %d tile %d splitk %d waves %.2f%s\n",
-                (long long)p->n, p->in, p->out, p->epi, p->acc, p->yf32, i, id, tile, splitk, res[i].wavesCount,
-                i == pick ? " (used)" : "");
-    }
+#ifdef MV_VARIANTS
+    pick = mv_variants_gemm_pick(p->n, p->in, p->out, p->epi, p->acc, p->yf32, res, found);
+#endif
     p->algo = res[pick].algo;
     p->ok = 1;
     return MV_OK;

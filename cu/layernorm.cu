@@ -3,9 +3,9 @@
  * torch's fp32 LayerNorm. Rows of up to LN_REG_CHUNKS x 256 elements (the towers' widths: 1152,
  * 1024) are held in registers, read from memory once, weights and bias read 8 at a time; wider
  * or unaligned rows are re-read for each pass (layernorm_kernel). Both kernels add in the same
- * order: the same bits. Input and output element types may differ (f32 in, bf16 out: the bf16 tower with an f32
- * residual stream, MV_CUDA_F32_RESIDUAL). Not fused with anything: the GEMM that follows reads its
- * output. CPU twin: mv_layernorm_cpu (include/mv_ops_cpu.h). */
+ * order: the same bits. Input and output element types may differ (f32 in, bf16 out: the bf16
+ * tower with an f32 residual stream, MV_RESIDUAL_F32). Not fused with anything: the GEMM that
+ * follows reads its output. CPU twin: mv_layernorm_cpu (include/mv_ops_cpu.h). */
 #include "mv_cuda.cuh"
 
 /* Loads 8 consecutive elements as f32 (16-byte load for bf16, two for f32). */
@@ -98,8 +98,7 @@ __global__ void layernorm_kernel(TO *y, const TI *x, const float *w, const float
 
 /* The row in registers: lane l holds chunks c = 8 l + 256 k (k < NC, c < dim) of 8 elements.
  * Sums in layernorm_kernel's order (chunk by chunk, element by element), so the bits are its
- * bits. Measured (ncu, one H200, seventh session): the re-reading kernel moved ~1.6 TB/s at
- * 65536 x 1152, 7.7 % of a 1024² forward's GPU time. */
+ * bits; why it exists: bench/NOTES.md, "The CUDA tower". */
 #define LN_REG_CHUNKS 5
 template <typename TI, typename TO, int NC>
 __global__ void layernorm_reg_kernel(TO *y, const TI *x, const float *w, const float *b, int64_t n, int dim,

@@ -52,7 +52,7 @@ template <typename T>
 cudaError_t mv_cuda_layernorm(T *y, const T *x, const float *w, const float *b, int64_t n, int dim,
                               float eps, cudaStream_t st);
 /* The same from an f32 x[n, dim] to a bf16 y[n, dim] (the bf16 tower with its residual stream in
- * f32, MV_CUDA_F32_RESIDUAL): identical f32 arithmetic, one rounding at the store. y != x. */
+ * f32, MV_RESIDUAL_F32): identical f32 arithmetic, one rounding at the store. y != x. */
 cudaError_t mv_cuda_layernorm_f32_bf16(bf16 *y, const float *x, const float *w, const float *b,
                                        int64_t n, int dim, float eps, cudaStream_t st);
 
@@ -74,46 +74,21 @@ cudaError_t mv_cuda_pos_embed_add(T *x, const mv_rowinfo *ri, const float *table
                                   int64_t n, cudaStream_t st);
 
 /* ---- attention.cu ---------------------------------------------------------------------- */
-/* Attention state of one device context (residency law: it belongs to the backend that owns
- * the device, never to the process): the device ordinal, the bf16 kernel variant and which kernel
- * instantiations had their dynamic shared-memory limit raised on that device
- * (cudaFuncSetAttribute acts on the current device only). Launchers refuse to run
- * (cudaErrorInvalidDevice) when the calling thread's current device is not s->device. */
+/* Attention launcher state of one device context (residency law: it belongs to the backend that
+ * owns the device, never to the process): the device ordinal, which kernel instantiations had
+ * their dynamic shared-memory limit raised on that device (cudaFuncSetAttribute acts on the
+ * current device only), and fa3's device check and tensor-map encoder. Nothing in it chooses a
+ * kernel. Launchers refuse to run (cudaErrorInvalidDevice) when the calling thread's current
+ * device is not s->device. */
 typedef struct {
     int device;
-    int variant;       /* bf16 kernel: 1 = 8 warps x 16 query rows, 2 = 4 warps x 32 rows */
-    uint32_t attr_set; /* bit (D index * 2 + variant - 1): limit raised on `device` */
-    /* fa3 kernel (attention_fa3.cu): limits raised (one bit per instantiation), keys per tile
-     * (MV_FA3_BN: 64, 112 or 128; 0 = by segment lengths, mv_cuda_fa3_keys), device checked
-     * for sm_90a (0 not yet, 1 yes, -1 no) */
-    uint64_t fa3_attr;
-    int fa3_bn;
-    int fa3_cc;
-    int fa3_ver; /* fa3 kernel version (MV_FA3_VERSION): 2 (default: TMA, producer warp, ping-pong) or
-                  * 1 (cp.async, no overlap) */
-    int fa3_sw;  /* version 2's K and V layout (MV_FA3_SWIZZLE): 1 = 32-byte-swizzled boxes of 16
-                  * columns, 0 = boxes of 8 columns, -1 = by head dim (what measured fastest) */
-    int fa3_qr;  /* version 2's Q (MV_FA3_QREG): 1 = in registers, 0 = read from shared memory by
-                  * every S product, -1 = by head dim */
-    int fa3_wg;  /* version 2's consumer warpgroups (MV_FA3_WG): 2 (128 query rows per CTA) or 3
-                  * (192), -1 = by head dim; the tile list's BM is mv_cuda_fa3_bm() */
-    int fa3_ps;  /* version 2's grid (MV_FA3_PERSIST): 1 = persistent (one CTA per SM), 0 = one CTA
-                  * per (query tile, head), -1 = the default (persistent) */
-    int fa3_sms; /* multiprocessors of `device` (0: not yet asked) */
-    void *fa3_encode; /* the driver's cuTensorMapEncodeTiled, looked up on first use */
-    int fa3_split;    /* version 2's split work items (MV_FA3_SPLIT): -1 = by the last wave
-                       * (mv_cuda_fa3_split), 0 = never, N > 0 = the last N items always */
-    float *fa3_part;  /* the split pieces' partial results on `device` (grown by mv_cuda_fa3_split;
-                       * one stream at a time per state), fa3_part_bytes of them */
-    size_t fa3_part_bytes;
+    uint32_t attr_set;    /* builtin bf16 kernel: bit (D index * 2 + variant - 1), limit raised */
+    uint64_t fa3_attr[4]; /* fa3 kernel: one bit per instantiation (attention_fa3.cu) */
+    int fa3_cc;           /* device checked for sm_90a: 0 not yet, 1 yes, -1 no */
+    void *fa3_encode;     /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
-/* Fills s for `device`: variant 2, or MV_ATTN_VARIANT from the environment (1 or 2); fa3 keys per
- * tile by segment lengths, or MV_FA3_BN (64, 112 or 128); fa3 warpgroups by head dim, or
- * MV_FA3_WG (2 or 3); fa3's version (MV_FA3_VERSION), K/V layout (MV_FA3_SWIZZLE), Q placement
- * (MV_FA3_QREG) and grid (MV_FA3_PERSIST) by default, or from those variables. */
+/* An empty state for `device`; asks the device nothing. */
 void mv_cuda_attn_state_init(mv_attn_state *s, int device);
-/* Frees what s holds on its device (fa3's split scratch); s may be initialised again after. */
-void mv_cuda_attn_state_free(mv_attn_state *s);
 
 /* out[n, heads*D] = softmax(q k^T * D^-0.5) v per segment, q|k|v from qkv[n, 3*heads*D].
  * tiles[n_tiles] from mv_attn_tiles() with the kernel's BM. bf16: mma.sync tensor cores, online
@@ -131,44 +106,76 @@ int mv_cuda_attn_supported(int D);
 mv_status mv_cuda_check_resident(const void *p, int device, const char *what, mv_err *e);
 
 /* ---- attention_fa3.cu (sm_90a only: TMA, wgmma; see the file's opening) ------------------ */
-/* The same function and inputs as mv_cuda_attention_bf16 (tiles of mv_cuda_fa3_bm() rows) on
- * Hopper's TMA and wgmma; n = the rows of qkv (the TMA tensor map's extent), keys = keys per tile
- * from mv_cuda_fa3_keys() (version 1 runs 112 as 128), split = work items run as two pieces over
- * halves of their keys, then merged (0, or what mv_cuda_fa3_split returned for these tiles).
- * cudaErrorInvalidValue for D other than 64 / 72 or a split mv_cuda_fa3_split did not size,
- * cudaErrorNoKernelImageForDevice on a device that is not compute capability 9.0,
+/* What the fa3 choice depends on besides the shape: the device's compute capability and SMs. */
+typedef struct {
+    int device, cc_major, cc_minor, sms;
+} mv_fa3_device;
+/* Fills d from the device's attributes. */
+cudaError_t mv_cuda_fa3_device(int device, mv_fa3_device *d);
+/* MV_OK when the fa3 kernel runs head dim D on d (a table entry for D, compute capability 9.0),
+ * else MV_ERR_UNSUPPORTED saying why. */
+mv_status mv_cuda_fa3_check(const mv_fa3_device *d, int D, mv_err *e);
+
+/* One kernel configuration (fa3_table.cuh explains each field). */
+typedef struct {
+    int consumers;   /* consumer warpgroups: 2 or 3; the tile list's BM is mv_cuda_fa3_bm */
+    int keys;        /* keys per K/V tile: 64, 112 or 128 */
+    int swizzle;     /* K and V in 32-byte-swizzled boxes of 16 columns (1) or boxes of 8 (0) */
+    int qreg;        /* Q in registers (1) or read from shared memory (0) */
+    int persistent;  /* one CTA per SM taking work items in turn (1) or one per item (0) */
+    int stages;      /* K and V stages */
+    int rescale_min; /* conditional rescale threshold, powers of 2 (0: off) */
+} mv_fa3_cfg;
+/* Query rows per tile of configuration c: the BM its tile list is built with (mv_attn_tiles). */
+static inline int mv_cuda_fa3_bm(const mv_fa3_cfg *c) { return 64 * c->consumers; }
+/* The table's configuration for head dim D on d and the segments cu[0..nseg] (the key-tile size
+ * by the entry's cost model): 0, or -1 when mv_cuda_fa3_check refuses (D, d). Pure. */
+int mv_cuda_fa3_config(const mv_fa3_device *d, int D, const int32_t *cu, int nseg, mv_fa3_cfg *c);
+/* How many of the n_tiles * heads work items (the last ones) to run as two pieces over halves of
+ * their keys, by the entry's rule: the items of a last wave of the persistent grid at most
+ * split_max_fill % full behind full ones, when every tile of the host tile list walks the same
+ * number (>= split_min_tiles) of key tiles (one large image: 16 x 86 items on 132 SMs). Pure. */
+int mv_cuda_fa3_split(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, const mv_attn_tile *tiles, int n_tiles,
+                      int heads);
+/* A launch: configuration, split items, CTAs, and the f32 scratch the split pieces need. */
+typedef struct {
+    mv_fa3_cfg cfg;
+    int split;         /* the last `split` work items run as two pieces each, then merged */
+    int grid;          /* CTAs: min(SMs, work items) on a persistent grid, else one per work item */
+    size_t part_bytes; /* scratch for the split pieces (0 without a split); the caller owns it */
+} mv_fa3_plan;
+void mv_cuda_fa3_plan(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, int n_tiles, int heads, int split,
+                      mv_fa3_plan *p);
+size_t mv_cuda_fa3_part_bytes(const mv_fa3_cfg *c, int D, int split);
+/* 1 when this build instantiates configuration c at head dim D: a production build only what
+ * the table can pick, the variants build (-DMV_VARIANTS) also the others it lists. */
+int mv_cuda_fa3_built(const mv_fa3_cfg *c, int D);
+/* The same function and inputs as mv_cuda_attention_bf16 (tiles of mv_cuda_fa3_bm(&p->cfg) rows)
+ * on Hopper's TMA and wgmma, as plan p says; n = the rows of qkv (the TMA tensor map's extent);
+ * part: at least p->part_bytes bytes of device memory when p->split > 0 (else may be NULL), one
+ * launch at a time. cudaErrorInvalidValue for D outside the table, a plan inconsistent with the
+ * tiles or scratch too small; cudaErrorNotSupported for a configuration this build does not
+ * instantiate; cudaErrorNoKernelImageForDevice on a device that is not compute capability 9.0;
  * cudaErrorInvalidDevice as the builtin's. */
-cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, bf16 *out, const bf16 *qkv, int64_t n, const mv_attn_tile *tiles,
-                                  int n_tiles, int heads, int D, int keys, int split, cudaStream_t st);
-/* How many of the n_tiles * heads work items (the last ones) mv_cuda_attention_fa3 should split
- * over their keys, from the host copy of the tile list: by default (MV_FA3_SPLIT unset) the
- * items of a last wave of the persistent grid that is at most half full, behind full ones, when
- * every tile walks the same number (>= 8) of key tiles of `keys` (one large image: 16 x 86 items
- * on 132 SMs); MV_FA3_SPLIT=0 never, =N the last N. Allocates s's scratch for them on s's device
- * (no memory: 0). Version 2 only (0 for version 1). */
-int mv_cuda_fa3_split(mv_attn_state *s, int D, const mv_attn_tile *tiles, int n_tiles, int heads, int keys);
-int mv_cuda_fa3_head_dim_ok(int D);
-/* Query rows per tile of the fa3 kernel that s runs at head dim D (128 or 192): the BM its tile
- * list must be built with (mv_attn_tiles). */
-int mv_cuda_fa3_bm(const mv_attn_state *s, int D);
-/* Keys per tile (`keys` of mv_cuda_attention_fa3: 64, 112 or 128) for the segments cu[0..nseg]:
- * MV_FA3_BN when set, else 112 or 128, whichever pads the segments' key tiles less (784 = 7 x 112,
- * 4096 = 32 x 128), counting each tile's fixed cost (bench/RESULTS.md, eighth session). */
-int mv_cuda_fa3_keys(const mv_attn_state *s, int D, const int32_t *cu, int nseg);
-/* MV_OK when the fa3 kernel runs head dim D on `device`, else MV_ERR_UNSUPPORTED saying why. */
-mv_status mv_cuda_fa3_check(int device, int D, mv_err *e);
+cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, const mv_fa3_plan *p, float *part, size_t part_bytes, bf16 *out,
+                                  const bf16 *qkv, int64_t n, const mv_attn_tile *tiles, int n_tiles, int heads, int D,
+                                  cudaStream_t st);
 
 /* ---- attention_cudnn.cu (cuDNN fused flash attention, loaded at run time) ---------------- */
 /* State of one backend on one device: handle on stream st, plan cache, workspace, per-slot
- * (two chunk buffers) segment metadata. create fails with MV_ERR_UNSUPPORTED and the reason
- * when cuDNN is not built in, not loadable, too old, the GPU is before sm_90, or D is not a
- * multiple of 8 up to 128. Call with `device` current. */
+ * (two chunk buffers) segment metadata. lib: where libcudnn.so.9 is tried first (a directory or
+ * the file; NULL: nowhere first), used by the process's first call only; ragged: every chunk
+ * through the ragged graph (else a chunk of equal segments takes the dense one). create fails
+ * with MV_ERR_UNSUPPORTED and the reason when cuDNN is not built in, not loadable, too old, the
+ * GPU is before sm_90, or D is not a multiple of 8 up to 128. Call with `device` current. */
 typedef struct mv_cudnn_attn mv_cudnn_attn;
 mv_status mv_cudnn_attn_create(mv_cudnn_attn **out, int device, int heads, int D, cudaStream_t st,
-                               mv_err *e);
+                               const char *lib, int ragged, mv_err *e);
 void mv_cudnn_attn_destroy(mv_cudnn_attn *a);
 /* "cuDNN 9.x.y fused flash attention (library path)" */
 const char *mv_cudnn_attn_describe(const mv_cudnn_attn *a);
+/* the loaded library's version (cudnnGetVersion: 91900 for 9.19.0); 0 for NULL */
+size_t mv_cudnn_attn_version(const mv_cudnn_attn *a);
 /* Segments cu[nseg + 1] (rows of the packed chunk) -> slot buf's device metadata, copied on
  * stream io (the caller orders io before the run). MV_ERR_UNSUPPORTED when the chunk exceeds
  * the int32 offsets (callers fall back to the builtin kernel). */
@@ -220,6 +227,7 @@ typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;
 typedef enum { MV_EPI_NONE = 0, MV_EPI_BIAS, MV_EPI_GELU_BIAS } mv_gemm_epi;
 typedef struct mv_gemm mv_gemm;
 mv_status mv_gemm_create(mv_gemm **g, mv_gemm_mode mode, cudaStream_t st, mv_err *e);
+size_t mv_gemm_lib_version(void); /* cublasLtGetVersion() */
 void mv_gemm_destroy(mv_gemm *g);
 /* Y[n, out] = X[n, in] . W[out, in]^T (+ bias[out]) (then tanh GELU) (+ Y when accumulate).
  * Element type: bf16 in MV_GEMM_BF16 mode, f32 otherwise; f32 accumulation. Bias has the element
@@ -230,7 +238,7 @@ mv_status mv_gemm_run(mv_gemm *g, void *Y, const void *X, const void *W, const v
 /* As mv_gemm_run with an f32 Y[n, out] (C = D = CUDA_R_32F) and an f32 bias[out] (epi NONE or
  * BIAS), X and W of the mode's element type: in MV_GEMM_BF16 mode bf16 X . W^T accumulated in f32
  * and stored (or added to Y) unrounded. The bf16 tower's f32 residual stream
- * (MV_CUDA_F32_RESIDUAL) uses it for the patch embedding, proj and fc2. */
+ * (MV_RESIDUAL_F32) uses it for the patch embedding, proj and fc2. */
 mv_status mv_gemm_run_f32y(mv_gemm *g, float *Y, const void *X, const void *W, const float *bias,
                            int64_t n, int in, int out, mv_gemm_epi epi, int accumulate, mv_err *e);
 

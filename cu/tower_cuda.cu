@@ -1,48 +1,32 @@
 /* tower_cuda.cu - the CUDA backend (mv_backend_cuda_create, mv_cuda_available,
  * mv_cuda_device_count; src/tower/cuda_stub.c stands in for them without CUDA): the Qwen3.5
- * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU reference
+ * vision tower on one GPU, composed from the op families in cu/ exactly as the CPU tower
  * (src/tower/tower_cpu.c) and HF's Qwen3_5VisionModel.forward do:
  *   pixels -> T -> patch GEMM (+bias) -> + interpolated position table -> depth x pre-LN blocks
  *   [LN1, qkv GEMM, 2D rope, varlen flash attention, proj GEMM (+bias +residual),
  *    LN2, fc1 GEMM (+bias, tanh GELU fused), fc2 GEMM (+bias +residual)]
  *   -> merger [LN, 4 consecutive rows = one 2x2 block (a free reshape in merge-block order),
  *    fc1 GEMM (+bias), erf GELU, fc2 GEMM (+bias)] -> f32 output.
- * T is bf16 (precision bf16: tensor cores, HF bf16 rounding points) or f32 (precision f32 / tf32).
- *
- * Weights are uploaded once per backend (bf16 in bf16 mode; LayerNorm parameters, the position
- * table and rope inv_freq stay f32). A packed batch is split into chunks of whole attention
- * segments (one temporal group of one entry) that fit the workspace (opts.batch_tokens patches;
- * 0 sizes it from free memory; segments, chunks, row info, tiles and buffer sizes come from
- * src/tower/plan.c); chunks are pipelined: the host uploads chunk k+1's input and downloads chunk k-1's
- * output on a second stream while chunk k computes. The input is f32 pixel_values (forward) or,
- * from the pipeline, the resized uint8 frames (forward_u8: 8x fewer bytes over the bus), which
- * cu/patchify.cu normalises and patchifies on the GPU first, bit for bit as the CPU's
- * mv_patchify. Inside a chunk there are no host round trips, except the stage dumps
- * (--dump-stages), which need the batch in one
- * chunk. Out of memory while sizing the workspace halves it down to the largest segment before
- * failing with a message. Not thread-safe: one forward at a time per backend; backends on
- * different devices (or several on one) run concurrently from their own threads: all state
- * (streams, workspace, cuBLASLt plans, attention kernel attributes, cuDNN plans) belongs to one
- * backend and its device, and every entry point calls cudaSetDevice(device) first.
- *
- * f32 residual stream (bf16 precision, the default; MV_CUDA_F32_RESIDUAL=0 in the environment,
- * read at backend creation, turns it off for comparison): keeps the residual stream x [n, H] in
- * f32 instead of rounding it to bf16 after every add as HF does. The patch GEMM writes f32 x
- * (bf16 operands, f32 bias, f32 accumulation), the position table is added in f32, LayerNorms
- * read f32 x and write bf16, and proj / fc2 accumulate (beta = 1) into f32 x
- * (mv_gemm_run_f32y); everything else is unchanged. The stage dumps of x (patch_embed, embed,
- * block_NN) read f32. scripts/bf16_error_study.py predicts about half the output error against
- * f64 (1.12e-2 -> 5.1e-3 on the 27B layout); costs 2 more bytes per element of x.
- *
- * Attention: the builtin kernel (cu/attention.cu), cuDNN's fused flash attention
- * (cu/attention_cudnn.cu, bf16) or the Hopper kernel (cu/attention_fa3.cu, bf16); opts.attention /
- * --attention, chosen once at creation (choose_attention). */
+ * T is bf16 (precision bf16: tensor cores, HF's bf16 rounding points, the residual stream x kept
+ * in f32 unless opts.residual asks for HF's rounding) or f32 (precision f32 / tf32). A packed
+ * batch runs as chunks of whole attention segments that fit the workspace (src/tower/plan.c),
+ * pipelined over two streams (chunk k+1 uploads and k-1 downloads while k computes), from f32
+ * pixel_values (forward) or uint8 frames (forward_u8: patchified on the GPU bit for bit as
+ * mv_patchify). Attention (builtin, cuDNN or fa3) and the other settings are resolved once at
+ * creation; mv_backend_cuda_settings says what they became. Invariants: no host round trip
+ * inside a chunk but the stage dumps (which need the batch in one chunk); one forward at a time
+ * per backend; all state belongs to one backend and its device and every entry point calls
+ * cudaSetDevice first, so backends on several GPUs run concurrently. Not here: the kernels. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fa3_table.cuh" /* MV_FA3_TABLE_VERSION */
 #include "mv_cuda.cuh"
+#ifdef MV_VARIANTS
+#include "variants/variants.cuh"
+#endif
 
 extern "C" {
 #include "mv_backend.h"
@@ -51,11 +35,7 @@ extern "C" {
 }
 
 /* Workspace rows (patches per chunk) when opts.batch_tokens is 0, or fewer if free memory is
- * short (80 % of it). 32768 over 16384: fewer, larger chunks, whose fa3 items fill whole waves
- * better (64 x 448²: chunks of 10 / 41 / 13 images = 40 rounds of 132 items for 38.8 rounds of
- * work, against 5 chunks and 42 rounds) and whose GEMMs and launches have fewer tails: 448² tower
- * +3.5 %, 1024² +1.5 %, others equal (bench/RESULTS.md, eleventh session). The cost is the
- * workspace, twice as large (mv_tower_sizes.per_token rows). */
+ * short (80 % of it); why 32768: bench/NOTES.md, "The CUDA tower". */
 #define DEFAULT_BATCH_TOKENS 32768
 #define MAX_BATCH_TOKENS (1 << 20)
 
@@ -69,7 +49,11 @@ typedef struct {
     int device;
     mv_precision prec;
     size_t esz; /* bytes per activation element */
-    int f32res; /* bf16 mode with the residual stream x in f32 (MV_CUDA_F32_RESIDUAL) */
+    /* bf16 mode with the residual stream x [n, H] in f32 (MV_RESIDUAL_F32) instead of rounded to
+     * bf16 after every add as HF does: the patch GEMM writes f32 x (bf16 operands, f32 bias and
+     * accumulation), the position table is added in f32, LayerNorms read f32 x and write bf16,
+     * proj / fc2 accumulate into f32 x (mv_gemm_run_f32y); stage dumps of x read f32 */
+    int f32res;
     size_t xsz; /* bytes per element of x: esz, or 4 with f32res */
     cudaStream_t st, io;
     cudaEvent_t ev_up[2], ev_done[2];
@@ -86,9 +70,13 @@ typedef struct {
     mv_attn_state attn; /* this device's attention launcher state */
     mv_cudnn_attn *dnn; /* cuDNN attention (bf16), NULL = builtin kernel */
     int fa3; /* attention through the fa3 kernel (choose_attention) */
+    mv_fa3_device fa3dev; /* what the fa3 plans depend on besides the shape */
+    float *fa3_part;      /* the fa3 split pieces' scratch (grown by plan_fa3), fa3_part_bytes */
+    size_t fa3_part_bytes;
     mv_attn_impl attn_impl;
     int verbose;
     int fuse_gelu;
+    char settings[512]; /* mv_backend_cuda_settings (make_settings) */
     /* weights (one arena) */
     void *arena;
     void *patch_w, *patch_b, *m1w, *m1b, *m2w, *m2b;
@@ -343,8 +331,7 @@ typedef struct {
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
     int dnn;                /* attention through cuDNN (else fa3 or the builtin kernel: b->fa3) */
-    int fa3_keys;           /* fa3: keys per tile (mv_cuda_fa3_keys) */
-    int fa3_split;          /* fa3: work items split over their keys (mv_cuda_fa3_split) */
+    mv_fa3_plan fa3;        /* fa3: the launch (plan_fa3) */
 } chunk;
 
 /* Stage dump of d[rows, cols]: T, or f32 when f32src (x with f32res). */
@@ -468,8 +455,8 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         if (ch->dnn)
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
         else if (sizeof(T) == 2 && b->fa3)
-            CK(mv_cuda_attention_fa3(&b->attn, (bf16 *)att, (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D,
-                                     ch->fa3_keys, ch->fa3_split, st),
+            CK(mv_cuda_attention_fa3(&b->attn, &ch->fa3, b->fa3_part, b->fa3_part_bytes, (bf16 *)att,
+                                     (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D, st),
                "fa3 attention");
         else if (sizeof(T) == 2)
             CK(mv_cuda_attention_bf16(&b->attn, (bf16 *)att, (const bf16 *)qkv, tiles, ch->n_tiles, c->heads, D, st),
@@ -593,6 +580,27 @@ static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *fr
     return r;
 }
 
+/* ch->fa3 for the chunk's host tile list (its configuration set): the split the table's rule
+ * gives, its scratch grown on demand (cudaFree waits for the device; out of memory: no split) */
+static void plan_fa3(cuda_backend *b, chunk *ch)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    const mv_fa3_cfg cfg = ch->fa3.cfg;
+    int split = mv_cuda_fa3_split(&b->fa3dev, &cfg, c->head_dim, b->h_tiles, ch->n_tiles, c->heads);
+    mv_cuda_fa3_plan(&b->fa3dev, &cfg, c->head_dim, ch->n_tiles, c->heads, split, &ch->fa3);
+    if (ch->fa3.part_bytes <= b->fa3_part_bytes) return;
+    if (b->fa3_part) cudaFree(b->fa3_part);
+    b->fa3_part = NULL;
+    b->fa3_part_bytes = 0;
+    if (cudaMalloc((void **)&b->fa3_part, ch->fa3.part_bytes) == cudaSuccess) {
+        b->fa3_part_bytes = ch->fa3.part_bytes;
+        return;
+    }
+    (void)cudaGetLastError(); /* not sticky: the attention runs without splitting */
+    b->fa3_part = NULL;
+    mv_cuda_fa3_plan(&b->fa3dev, &cfg, c->head_dim, ch->n_tiles, c->heads, 0, &ch->fa3);
+}
+
 /* Waits, asleep, until the work queued so far on stream s is done. */
 static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
 {
@@ -689,10 +697,11 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     }
 
     /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
-    chunk prev = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    chunk prev = {};
     int have_prev = 0, k = 0;
     while (st == MV_OK && (k < plan.nchunk || have_prev)) {
-        chunk ch = {0, 0, 0, 0, k & 1, 0, 0, 0, 0};
+        chunk ch = {};
+        ch.buf = k & 1;
         int have_cur = k < plan.nchunk;
         if (have_cur) {
             const mv_chunk *pc = &plan.chunk[k];
@@ -700,21 +709,21 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
             ch.n = pc->n;
             ch.seg0 = pc->seg0;
             ch.nseg = pc->nseg;
-            /* metadata: rowinfo per patch, cu_seqlens, attention tiles */
-            int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
-                     : b->fa3                ? mv_cuda_fa3_bm(&b->attn, c->head_dim)
-                                             : MV_ATTN_BM_BF16;
+            /* metadata: rowinfo per patch, cu_seqlens, attention tiles (fa3: of its plan's rows) */
             st = mv_plan_rowinfo(&plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
             if (st == MV_OK) st = mv_plan_cu_seqlens(&plan, ch.seg0, ch.nseg, b->h_cu, e);
+            if (st == MV_OK && b->fa3 && mv_cuda_fa3_config(&b->fa3dev, c->head_dim, b->h_cu, ch.nseg, &ch.fa3.cfg))
+                st = mv_fail(e, MV_ERR_INTERNAL, "fa3 attention: no configuration for head dim %d", c->head_dim);
+            int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
+                     : b->fa3                ? mv_cuda_fa3_bm(&ch.fa3.cfg)
+                                             : MV_ATTN_BM_BF16;
             if (st == MV_OK)
                 st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
             if (st != MV_OK) {
                 mv_fail_prefix(e, st, "cuda");
                 break;
             }
-            ch.fa3_keys = b->fa3 ? mv_cuda_fa3_keys(&b->attn, c->head_dim, b->h_cu, ch.nseg) : 0;
-            ch.fa3_split =
-                b->fa3 ? mv_cuda_fa3_split(&b->attn, c->head_dim, b->h_tiles, ch.n_tiles, c->heads, ch.fa3_keys) : 0;
+            if (b->fa3) plan_fa3(b, &ch);
             ch.dnn = 0;
             if (b->dnn) {
                 mv_err pe;
@@ -848,7 +857,7 @@ static void cuda_destroy(mv_backend *be)
     if (b->io) cudaStreamSynchronize(b->io);
     free_workspace(b);
     mv_cudnn_attn_destroy(b->dnn);
-    mv_cuda_attn_state_free(&b->attn);
+    if (b->fa3_part) cudaFree(b->fa3_part);
     mv_gemm_destroy(b->gemm);
     if (b->arena) cudaFree(b->arena);
     if (b->lut) cudaFree(b->lut);
@@ -891,16 +900,13 @@ static void cuda_host_free(mv_backend *be, void *p)
 }
 
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
- * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3 (bf16,
- * sm_90, head dims 72 and 64: every head dim it has) without loading cuDNN: on one H200 against
- * cuDNN 9.19 the whole tower was faster with fa3 at every image size, at head dim 72 since the
- * seventh session (598 vs 591 img/s at 64 x 448²) and at head dim 64, the 2B layout, in the
- * thirteenth (bench/RESULTS.md: 901-908 vs 866-869 img/s at 64 x 448², 13.6 vs 11.9 on one
- * 2048² image, 2.0 vs 1.7 on a 12 MP photo, in both orders). Elsewhere auto takes cuDNN when it
- * loads and runs the head dim, else the builtin kernel. Auto mode builds and runs
- * the smallest cuDNN plan here (one 2-row segment), so that a graph no cuDNN engine takes falls
- * back at creation, never in the middle of a run. With -v (opts.verbose) says which
- * implementation runs, and why. */
+ * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3
+ * wherever mv_cuda_fa3_check takes the device and head dim (bf16; the kernel table's head dims
+ * on compute capability 9.0), without loading cuDNN: the tower measured faster with it at every
+ * image size (bench/NOTES.md); elsewhere cuDNN when it loads and runs the head dim, else the
+ * builtin kernel. Auto mode builds and runs the smallest cuDNN plan here (one 2-row segment), so
+ * that a graph no cuDNN engine takes falls back at creation, never in the middle of a run. With
+ * -v (opts.verbose) says which implementation runs, and why. */
 static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_err *e)
 {
     const mv_vision_config *c = &b->base.model->cfg;
@@ -910,7 +916,9 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     const char *why = NULL;
     mv_err de, fe;
     de.msg[0] = 0;
-    const int fa3_ok = b->prec == MV_PREC_BF16 && mv_cuda_fa3_check(b->device, c->head_dim, &fe) == MV_OK;
+    cudaError_t r = mv_cuda_fa3_device(b->device, &b->fa3dev);
+    if (r != cudaSuccess) return mv_cuda_check(r, e, "device attributes");
+    const int fa3_ok = b->prec == MV_PREC_BF16 && mv_cuda_fa3_check(&b->fa3dev, c->head_dim, &fe) == MV_OK;
     if (b->attn_impl == MV_ATTN_AUTO && fa3_ok) { /* mv_cuda_fa3_check: head dims 64 and 72 */
         b->fa3 = 1;
         if (b->verbose)
@@ -920,9 +928,9 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     }
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
-    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of mv_cuda_fa3_bm rows (forward_impl) */
+    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of the plan's rows (forward_impl) */
         if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
-        mv_status fs = mv_cuda_fa3_check(b->device, c->head_dim, e);
+        mv_status fs = mv_cuda_fa3_check(&b->fa3dev, c->head_dim, e);
         if (fs != MV_OK) return fs;
         b->fa3 = 1;
         if (b->verbose)
@@ -932,7 +940,8 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         if (b->attn_impl == MV_ATTN_CUDNN)
             return mv_fail(e, MV_ERR_USAGE, "cuda: --attention cudnn needs --precision bf16");
         why = "f32/tf32 precision";
-    } else if (mv_cudnn_attn_create(&b->dnn, b->device, c->heads, c->head_dim, b->st, &de) != MV_OK) {
+    } else if (mv_cudnn_attn_create(&b->dnn, b->device, c->heads, c->head_dim, b->st, o ? o->cudnn_lib : NULL,
+                                    o && o->cudnn_graph == MV_CUDNN_GRAPH_RAGGED, &de) != MV_OK) {
         if (b->attn_impl == MV_ATTN_CUDNN) return mv_fail(e, MV_ERR_UNSUPPORTED, "cuda: --attention cudnn: %s", de.msg);
         why = de.msg;
     } else if (b->attn_impl == MV_ATTN_AUTO) {
@@ -941,7 +950,6 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
         bf16 *tmp = NULL;
         int64_t H = c->hidden;
         mv_status ps = mv_cudnn_attn_prepare(b->dnn, 0, cu, 1, b->st, &de);
-        cudaError_t r = cudaSuccess;
         if (ps == MV_OK) {
             r = cudaMalloc((void **)&tmp, (size_t)(2 * 4 * H) * sizeof(bf16));
             if (r == cudaSuccess) r = cudaMemsetAsync(tmp, 0, (size_t)(2 * 4 * H) * sizeof(bf16), b->st);
@@ -972,6 +980,32 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     }
     return MV_OK;
 }
+
+/* b->settings: what every setting resolved to on this device (mv_backend.h's list), at creation */
+static void make_settings(cuda_backend *b, const cudaDeviceProp *prop, const mv_backend_opts *o)
+{
+    char gpu[64], attn[32], table[16]; /* gpu: the name, cut at 63 characters */
+    snprintf(gpu, sizeof gpu, "%.63s", prop->name);
+    for (char *p = gpu; *p; p++)
+        if (*p == ' ' || *p == '=') *p = '_';
+    const size_t dv = b->dnn ? mv_cudnn_attn_version(b->dnn) : 0;
+    if (b->fa3) snprintf(attn, sizeof attn, "fa3");
+    else if (b->dnn) snprintf(attn, sizeof attn, "cudnn-%zu.%zu.%zu", dv / 10000, dv / 100 % 100, dv % 100);
+    else snprintf(attn, sizeof attn, "builtin");
+    if (b->fa3) snprintf(table, sizeof table, "%d", MV_FA3_TABLE_VERSION);
+    else snprintf(table, sizeof table, "-");
+    const int bf = b->prec == MV_PREC_BF16;
+    snprintf(b->settings, sizeof b->settings,
+             "backend=cuda gpu=%s sm=%d%d sms=%d cublaslt=%zu precision=%s attention=%s fa3_table=%s residual=%s "
+             "cudnn_graph=%s gelu=%s",
+             gpu, prop->major, prop->minor, prop->multiProcessorCount, mv_gemm_lib_version(),
+             bf ? "bf16" : b->prec == MV_PREC_TF32 ? "tf32" : "f32", attn, table,
+             !bf ? "-" : b->f32res ? "f32" : "bf16",
+             !b->dnn ? "-" : o && o->cudnn_graph == MV_CUDNN_GRAPH_RAGGED ? "ragged" : "auto",
+             b->fuse_gelu ? "epilogue" : "kernel");
+}
+
+extern "C" const char *mv_backend_cuda_settings(const mv_backend *be) { return ((const cuda_backend *)be)->settings; }
 
 /* ---- public entry points -------------------------------------------------------------- */
 extern "C" int mv_cuda_device_count(void)
@@ -1029,13 +1063,14 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     mv_cuda_attn_state_init(&b->attn, dev);
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
-    const char *fr = getenv("MV_CUDA_F32_RESIDUAL");
-    b->f32res = prec == MV_PREC_BF16 && !(fr && !strcmp(fr, "0")); /* default on; "0" = HF's rounding */
+    b->f32res = prec == MV_PREC_BF16 && !(o && o->residual == MV_RESIDUAL_BF16);
     b->xsz = b->f32res ? 4 : b->esz;
-    const char *nf = getenv("MV_CUDA_NO_GELU_FUSE");
     /* cuBLASLt's GELU epilogue is a fast tanh approximation (~1e-6 relative): fine under bf16
      * rounding, not for f32 parity work, which uses the accurate kernel */
-    b->fuse_gelu = prec == MV_PREC_BF16 && !(nf && *nf && strcmp(nf, "0") != 0);
+    b->fuse_gelu = prec == MV_PREC_BF16;
+#ifdef MV_VARIANTS
+    if (mv_variants.no_gelu_fuse) b->fuse_gelu = 0; /* the harness's --no-gelu-fuse */
+#endif
     mv_status st = mv_tower_sizes_compute(c, prec, b->f32res, &b->sz, e);
     if (st == MV_OK) {
         r = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);
@@ -1086,6 +1121,8 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
         }
         if (bt > MAX_BATCH_TOKENS) bt = MAX_BATCH_TOKENS;
         b->cap_max = bt;
+        make_settings(b, &prop, o);
+        if (b->verbose) fprintf(stderr, "mvembed: cuda: device %d: settings: %s\n", dev, b->settings);
     }
     if (st != MV_OK) {
         cuda_destroy(&b->base);

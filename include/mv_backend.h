@@ -82,6 +82,14 @@ struct mv_backend {
  * 64 / 72, compute capability 9.0). */
 typedef enum { MV_ATTN_AUTO = 0, MV_ATTN_BUILTIN, MV_ATTN_CUDNN, MV_ATTN_FA3 } mv_attn_impl;
 
+/* CUDA, bf16 precision: the residual stream x kept in f32 between blocks (the default: about half
+ * the output error against an f64 reference) or rounded to bf16 after every add, as HF does. */
+typedef enum { MV_RESIDUAL_F32 = 0, MV_RESIDUAL_BF16 } mv_residual;
+/* CUDA, cuDNN attention: auto = a chunk of equal segments (same-size images) takes cuDNN's plain
+ * batched graph, which it runs faster, others the ragged one; ragged = every chunk the ragged
+ * graph. The two agree within bf16 rounding, not bit for bit. */
+typedef enum { MV_CUDNN_GRAPH_AUTO = 0, MV_CUDNN_GRAPH_RAGGED } mv_cudnn_graph;
+
 typedef struct {
     int threads;            /* CPU: OpenMP threads (0 = default) */
     mv_cpu_gemm cpu_gemm;  /* CPU: Linear layers' GEMM mode (--cpu-gemm; 0 = f32) */
@@ -89,6 +97,12 @@ typedef struct {
     mv_precision precision; /* CUDA: bf16 default */
     long long batch_tokens; /* CUDA: max patches per forward (0 = size from free memory) */
     mv_attn_impl attention; /* CUDA: attention implementation (--attention) */
+    mv_residual residual;   /* CUDA bf16: the residual stream's type (--cuda-residual) */
+    mv_cudnn_graph cudnn_graph; /* CUDA: cuDNN attention's graph (--cudnn-graph) */
+    /* CUDA: where libcudnn.so.9 is loaded from first (a directory or the library's path; NULL:
+     * the loader's search path, then the PyTorch venv's); the CLI takes it from MV_CUDNN_LIB. The
+     * first backend of the process that loads cuDNN decides. */
+    const char *cudnn_lib;
     int verbose;            /* CUDA: say on stderr which attention implementation runs */
 } mv_backend_opts;
 
@@ -98,6 +112,17 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
 /* Returns MV_ERR_UNSUPPORTED with a message when built without CUDA or no GPU is usable. */
 mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,
                                  mv_err *e);
+
+/* What backend b's settings resolved to on this machine, fixed at its creation, for output
+ * fingerprints to hash: one line of space-separated key=value pairs in a fixed order, values
+ * without spaces, "-" for a setting that does not apply; the same text for the same options on
+ * the same kind of machine and build. CPU: backend=cpu gemm=f32|bf16x6 (what --cpu-gemm auto
+ * became: bf16x6 only with AMX) gemm_lib=... (the GEMM library, its version and kernels). CUDA:
+ * backend=cuda gpu=NAME sm=MAJORMINOR sms=N cublaslt=VERSION precision=bf16|tf32|f32
+ * attention=fa3|cudnn-X.Y.Z|builtin (what --attention auto picked for the model's head dim)
+ * fa3_table=VERSION residual=f32|bf16 cudnn_graph=auto|ragged gelu=epilogue|kernel. Never NULL. */
+const char *mv_backend_settings(const mv_backend *b);
+const char *mv_backend_cuda_settings(const mv_backend *b); /* its CUDA half (tower_cuda.cu) */
 int mv_cuda_available(void); /* 1 when built with CUDA and a device is usable */
 int mv_cuda_device_count(void); /* usable CUDA devices (0 without CUDA) */
 

@@ -2,7 +2,7 @@
  * x[m, in] . W[od, in]^T with both operands split exactly into three bf16 parts
  * (mv_bf16x3_split) and the six part products whose sizes sum to at most 2^-16 of the whole
  * accumulated in f32 by the AMX tile unit. Used by gemm_cpu.c for --cpu-gemm bf16x6 (the Linear
- * layers' weights, packed once) and by attention_cpu.c when asked (MV_CPU_ATTN_AMX; each
+ * layers' weights, packed once) and by attention_cpu.c's variants build (cpubench; each
  * forward's K and V^T, packed strided into memory the caller owns, and multiplied by key blocks
  * through views of the packed matrix); not a public GEMM (no epilogue, one thread per call).
  *

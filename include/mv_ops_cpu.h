@@ -38,9 +38,10 @@ void mv_rope_apply_cpu(float *qkv, const float *cos_t, const float *sin_t, int64
  * per (segment, head, 128 queries); softmax in f32. The CPU tower's attention with --cpu-gemm f32. */
 void mv_attention_cpu(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                       int heads, int D);
-/* The same with the products in `mode` (mv_gemm_cpu.h; bf16x6: the AMX kernel, as the CPU tower
- * built with MV_CPU_ATTN_AMX=1 runs them in that mode; auto: bf16x6 where AMX is usable). Returns 0, or -1 (out
- * all NaN) when out of memory, the GEMM library failed or bf16x6 was asked for without AMX. */
+/* The same as the tower runs it with --cpu-gemm `mode` (mv_gemm_cpu.h; auto: bf16x6 where AMX is
+ * usable): the products on the f32 sgemm in every mode; in the variants build (cpubench,
+ * attention_cpu.c) bf16x6 runs them on the AMX kernel. Returns 0, or -1 (out all NaN) when out of
+ * memory, the GEMM library failed or bf16x6 was asked for without AMX. */
 int mv_attention_cpu_gemm(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seg,
                           int heads, int D, mv_cpu_gemm mode);
 

@@ -10,15 +10,15 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
           minimum row cosine. Checks (exit status 1 when one fails):
             NAME starting with f32: output rel L2 <= 2 x HF f32's own rel L2 (vs f64)
             NAME starting with bf16 and containing "hfres" (residual stream rounded to bf16 as HF
-              does, MV_CUDA_F32_RESIDUAL=0, kept for comparison): output min row cosine >= 0.999
+              does, mvtower --cuda-residual bf16, kept for comparison): output min row cosine >= 0.999
               and rel L2 <= 1.05 x HF bf16's own (it rounds where HF rounds, so it is as far from
               f64 as HF's bf16 is; 1e-2 when HF bf16 is not in the reference)
             other NAME starting with bf16 (the default f32 residual stream, either attention):
               output min row cosine >= 0.9999 and rel L2 <= 5e-3
-  bench   --model DIR --mvtower BIN [--sizes 64x448x448,...] [--iters 10] [--attention LIST]
-          [--json OUT.json] [--batch-tokens N] [--cli]
+  bench   --model DIR --mvtower BIN [--sizes 64x448x448,...,16x1600x1200,...] [--iters 10] [--attention LIST]
+          [--json OUT.json] [--batch-tokens N] [--cli] [--mvtower-args "ARGS"]
           tower throughput of mvembed (mvtower bench: host f32 pixels in, host f32 out, one forward
-          at a time; once per attention implementation in LIST, default builtin,cudnn; with --cli
+          at a time; once per attention implementation in LIST, default auto (the CLI's); with --cli
           each also as the CLI's pipeline drives it, "NAME+cli": uint8 frames in, 2 forwards in
           flight, the time per batch in steady state) and of HF
           (bf16, sdpa, same packed inputs, same GPU, same run), HF timed both with inputs already on
@@ -165,7 +165,7 @@ def cmd_bench(a):
         ppath = f"/tmp/bench_pix_{spec}.npy"
         np.save(ppath, pix)
         cmd = [a.mvtower, "bench", "--model", a.model, "--pixels", ppath, "--grid", grid_str(grid),
-               "--iters", str(a.iters), "--warmup", "2"]
+               "--iters", str(a.iters), "--warmup", "2"] + a.mvtower_args.split()
         if a.batch_tokens:
             cmd += ["--batch-tokens", str(a.batch_tokens)]
         runs = {}
@@ -250,12 +250,15 @@ def main():
     b = sub.add_parser("bench")
     b.add_argument("--model", required=True)
     b.add_argument("--mvtower", required=True)
-    b.add_argument("--sizes", default="64x448x448,16x1024x1024,4x1920x1080,1x2048x2048,1x3024x4032")
-    b.add_argument("--attention", default="builtin,cudnn", help="mvembed attention implementations to time")
+    b.add_argument("--sizes", default="64x448x448,16x1024x1024,4x1920x1080,16x1600x1200,1x2048x2048,1x3024x4032")
+    b.add_argument("--attention", default="auto",
+                   help="mvembed attention implementations to time, comma-separated (default auto: the CLI's)")
     b.add_argument("--iters", type=int, default=10)
     b.add_argument("--batch-tokens", type=int, default=0)
     b.add_argument("--json")
     b.add_argument("--no-hf", action="store_true", help="mvembed only (variant comparisons)")
+    b.add_argument("--mvtower-args", default="",
+                   help="more mvtower bench arguments, e.g. a variant: \"--fa3 sw=0\" (test/cuda/variants/variants.cuh)")
     b.add_argument("--cli", action="store_true",
                    help="also time each attention as the CLI drives the tower (uint8 frames, 2 in flight)")
     a = ap.parse_args()

@@ -3,8 +3,8 @@
 # tool's carry: unpacks .device (xz) into /tmp/mv/{bin,lib} once, puts those libraries, CUDA's,
 # cuBLAS's and cuDNN's (the torch venv's nvidia/* packages) on LD_LIBRARY_PATH, sets MV_CUDNN_LIB,
 # BIN=/tmp/mv/bin and OUT (default /tmp/mvout, created), and defines the helpers the steps share:
-# ensure_model (a random full-size tower), attn_ab and tower_ab (a build variant against the
-# default). Not here: any step.
+# ensure_model (a random full-size tower), attn_ab and tower_ab (an fa3 configuration against the
+# table's, test/cuda/variants/variants.cuh). Not here: any step.
 OUT=${OUT:-/tmp/mvout}
 mkdir -p "$OUT" /tmp/mv/bin /tmp/mv/lib
 export PYTHONUNBUFFERED=1
@@ -29,27 +29,35 @@ ensure_model() {
     echo "$m"
 }
 
-# attn_ab VARIANT SHAPE...: fa3 and cuDNN TFLOP/s at head dim 72, attnbench and attnbench-VARIANT
-# (device-bundle.sh FA3_VARIANTS) alternated twice per shape with rests, one line per run
+# attn_ab SPEC SHAPE...: the fa3 kernel with the table's configuration ("fa3") against the same
+# with SPEC's fields (attnbench --fa3-row fa3_ab=SPEC; mvtower's --fa3 syntax, e.g. sw=0 or
+# bn=128,wg=2), beside cuDNN, at head dim AB_DIM (72): per shape twice in each row order, an idle
+# second before each row; one line per run
 attn_ab() {
-    local v=$1 sh i b
+    local v=$1 sh i ord
     shift
     for sh in "$@"; do
         for i in 1 2; do
-            for b in attnbench attnbench-$v; do
-                echo "$sh $b: $(timeout 60 $BIN/$b --iters 30 --only fa3,cudnn --shape $sh --dim 72 --rest 1000 2>&1 |
+            for ord in "" --reverse; do
+                echo "D ${AB_DIM:-72} $sh ${ord:-forward}: $(timeout 60 $BIN/attnbench --iters 30 --only fa3,fa3_ab,cudnn \
+                    --fa3-row "fa3_ab=$v" --shape $sh --dim ${AB_DIM:-72} --rest 1000 $ord 2>&1 |
                     grep -E "^(cudnn|fa3[a-z0-9_]*) " | awk '{printf "%s %s | ", $1, $5} END {print ""}')"
             done
         done
     done
 }
-# tower_ab VARIANT SIZES MODEL: mvtower and mvtower-VARIANT alternated twice (bench_tower.py, no HF)
+# tower_ab SPEC SIZES MODEL: the tower (bench_tower.py, no HF) with the table's fa3 configuration
+# and with mvtower --fa3 SPEC, in both orders with an idle second before each run
 tower_ab() {
-    local i b
+    local i b a
     for i in 1 2; do
-        for b in mvtower mvtower-$1; do
-            timeout 60 python3 scripts/bench_tower.py bench --model "$3" --mvtower $BIN/$b --iters 5 \
-                --sizes "$2" --attention auto --no-hf 2>&1 | grep -E "mvembed" | sed "s/^/$b /"
+        for b in 0 1; do
+            a="" # run 1: the table's first; run 2: SPEC's first
+            [ $(((i + b) % 2)) = 0 ] && a="--fa3 $1"
+            sleep 1
+            timeout 90 python3 scripts/bench_tower.py bench --model "$3" --mvtower $BIN/mvtower --iters 5 \
+                --sizes "$2" --attention auto --no-hf ${a:+"--mvtower-args=$a"} 2>&1 | grep -E "mvembed" |
+                sed "s/^/${a:-table}: /"
         done
     done
 }

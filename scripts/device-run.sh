@@ -15,10 +15,10 @@
 #   parity     full-size random towers (27b, 2b layouts) from scripts/hf_reference.py make-model;
 #              HF f64/f32 (CPU) and bf16 (GPU) vs mvtower dumps: f32, bf16 (default: f32
 #              residual stream), bf16 with cuDNN attention, bf16 with HF's bf16 residual
-#              (MV_CUDA_F32_RESIDUAL=0), and with PARITY_FA3=1 bf16 with the fa3
+#              (--cuda-residual bf16), and with PARITY_FA3=1 bf16 with the fa3
 #              attention kernel                                                  -> parity.log
-#   bench      scripts/bench_tower.py bench on the 27b layout, our tower with builtin and
-#              cuDNN attention beside HF                                         -> bench.log/json
+#   bench      scripts/bench_tower.py bench on the 27b layout at its default sizes, our tower
+#              with BENCH_ATTN (auto,builtin,cudnn) attention beside HF          -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
 #   profile    GPU time by kernel family for one forward (nsys, else ncu durations) at
 #              PROFILE_SIZES (default 64 x 448² and one 2048²)                 -> profile.log
@@ -29,15 +29,18 @@
 #              bf16 with its inputs on the GPU beside ours host to host, f32 pixel_values one
 #              forward at a time and, with --cli (TOWER_ARGS, default --cli), uint8 frames with
 #              two forwards in flight as the CLI feeds it; TOWER_RUNS (2) runs, TOWER_CONFIG
-#              (27b | 2b), TOWER_ATTN (auto), TOWER_ITERS (5), TOWER_SIZES, TOWER_BIN (mvtower;
-#              a variant: mvtower-NAME)                                          -> tower.log/json
+#              (27b | 2b), TOWER_ATTN (auto), TOWER_ITERS (5), TOWER_SIZES, TOWER_FA3 (an fa3
+#              configuration over the table's: mvtower --fa3 SPEC)               -> tower.log/json
 #   attnfair   fa3 against cuDNN with neither row favoured: attnbench --only fa3,cudnn per shape
 #              with an idle second before each row, in both row orders, twice; FAIR_DIMS (64 72),
-#              FAIR_SHAPES (64x784 16x4096 4x8160 1x16384 1x47376), FAIR_ITERS (30)  -> attnfair.log
-#   variant    a build variant of fa3 (device-bundle.sh FA3_VARIANTS="NAME:-DFLAG=V", then
-#              FA3_VARIANT=NAME here): test_fa3-NAME, then attnbench and the tower (no HF), default
-#              and variant alternated (device-env.sh attn_ab, tower_ab) on VARIANT_SHAPES
-#              (64x784 16x4096 4x8160 1x16384) and VARIANT_SIZES (1x2048x2048,64x448x448)
+#              FAIR_SHAPES (64x784 16x4096 16x7600 4x8160 1x16384 1x47376), FAIR_ITERS (30)  -> attnfair.log
+#   variant    an fa3 configuration against the table's (FA3_SPEC: the fields it changes, as
+#              mvtower's --fa3: sw=0, bn=128, wg=2, st=3, rm=8, ps=0, split=0, ...; the variants
+#              build, test/cuda/variants/variants.cuh): test_fa3 --fa3 FA3_SPEC, then attnbench
+#              and the tower (no HF), the table's and FA3_SPEC's in both orders with rests
+#              (device-env.sh attn_ab, tower_ab) at head dims VARIANT_DIMS (72 64) on
+#              VARIANT_SHAPES (64x784 16x4096 16x7600 4x8160 1x16384) and, for the layouts
+#              VARIANT_CONFIGS (27b 2b), VARIANT_SIZES (64x448x448,16x1600x1200,1x2048x2048)
 #                                                                              -> variant.log
 #   cpu        the CPU tower beside HF f32 (scripts/bench-cpu.sh, .device/bin/cpubench): 27
 #              blocks, CPU_MODES (--cpu-gemm f32 bf16x6), CPU_THREADS (16) threads, CPU_SIZES
@@ -50,9 +53,9 @@
 #                                                                        -> kernels.log/csv
 #   chunks     rows per chunk: the tower at 64 x 448² and 16 x 1024² (no HF) with --batch-tokens
 #              CHUNK_ROWS (16384 26400 32768 50176), alternated twice              -> chunks.log
-#   gemmrank   cuBLASLt's other heuristic answers (MV_GEMM_RANK=in,out,k) for proj (1152 -> 1152;
-#              answers GEMMRANK_PROJ: 0 3 4 6 0) and fc2 (4304 -> 1152; GEMMRANK_FC2: 0 3 7),
-#              whole 64 x 448² forwards, images/s (MV_GEMM_LIST=1's list first) -> gemmrank.log
+#   gemmrank   cuBLASLt's other heuristic answers (mvtower --gemm-rank in,out,k) for proj (1152 ->
+#              1152; answers GEMMRANK_PROJ: 0 3 4 6 0) and fc2 (4304 -> 1152; GEMMRANK_FC2: 0 3 7),
+#              whole 64 x 448² forwards, images/s (mvtower --gemm-list's list first) -> gemmrank.log
 # The environment (unpacked bundle, libraries, cuDNN from the torch venv) is scripts/device-env.sh.
 # Each step's exit status is logged; the script exits 1 when any step failed.
 # Example (device tool): OUT=$OUT timeout 560 scripts/device-run.sh tests attn parity tower
@@ -107,17 +110,17 @@ for step in "$@"; do
             python3 scripts/bench_tower.py pixels --grid "$GRID" --seed 3 --out /tmp/mv/pix.npy
             python3 scripts/hf_reference.py run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
                 --dtypes f64,f32,bf16 --name p --out /tmp/mv/hf_$cfg >>"$OUT/parity.log" 2>&1
-            # name:precision:attention:MV_CUDA_F32_RESIDUAL (bf16 default = f32 residual stream)
-            runs="f32:f32:builtin:1 bf16:bf16:builtin:1 bf16_cudnn:bf16:cudnn:1 bf16_hfres:bf16:builtin:0"
+            # name:precision:attention:--cuda-residual (bf16's default: the f32 residual stream)
+            runs="f32:f32:builtin:f32 bf16:bf16:builtin:f32 bf16_cudnn:bf16:cudnn:f32 bf16_hfres:bf16:builtin:bf16"
             fa3ours=""
             if [ "${PARITY_FA3:-0}" = 1 ]; then
-                runs="$runs bf16_fa3:bf16:fa3:1"
+                runs="$runs bf16_fa3:bf16:fa3:f32"
                 fa3ours="bf16_fa3=/tmp/mv/our_${cfg}_bf16_fa3"
             fi
             for run in $runs; do
                 IFS=: read -r name prec attn res <<<"$run"
                 mkdir -p /tmp/mv/our_${cfg}_$name
-                MV_CUDA_F32_RESIDUAL=$res "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" \
+                "$BIN/mvtower" run --model "$m" --pixels /tmp/mv/pix.npy --grid "$GRID" --cuda-residual $res \
                     --precision $prec --attention $attn --out /tmp/mv/our_${cfg}_$name >>"$OUT/parity.log" 2>&1 ||
                     { rc=1; echo "mvtower $name: failed" | tee -a "$OUT/parity.log"; }
             done
@@ -134,7 +137,7 @@ for step in "$@"; do
         timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} >"$OUT/attn.jsonl" 2>"$OUT/attn.log" || rc=1
         timeout 240 python3 scripts/bench_attn_torch.py --iters ${ATTN_ITERS:-20} >>"$OUT/attn.jsonl" 2>>"$OUT/attn.log" || rc=1
         # the same shapes through the ragged graph only (the bench's segments are all equal)
-        MV_CUDNN_DENSE=0 timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} 2>>"$OUT/attn.log" |
+        timeout 240 "$BIN/attnbench" --iters ${ATTN_ITERS:-20} --cudnn-graph ragged 2>>"$OUT/attn.log" |
             grep '"cudnn"' | sed 's/"impl": "cudnn"/"impl": "cudnn_ragged"/' >>"$OUT/attn.jsonl" || rc=1
         grep -v '^{' "$OUT/attn.jsonl"
         grep -E '"attn_agree"|"error"' "$OUT/attn.jsonl" | head -20
@@ -157,14 +160,16 @@ for step in "$@"; do
     bench)
         m=$(ensure_model 27b)
         python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --iters ${BENCH_ITERS:-10} \
-            ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
-        echo "== cuDNN attention through the ragged graph only (MV_CUDNN_DENSE=0), mvembed only" | tee -a "$OUT/bench.log"
-        MV_CUDNN_DENSE=0 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention cudnn \
+            --attention "${BENCH_ATTN:-auto,builtin,cudnn}" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -vE "^\s*$" | tail -8
+        echo "== cuDNN attention through the ragged graph only (--cudnn-graph ragged), mvembed only" | tee -a "$OUT/bench.log"
+        python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention cudnn \
+            --mvtower-args="--cudnn-graph ragged" \
             --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -6
         if [ "${BENCH_VARIANT1:-0}" = 1 ]; then
             echo "== attention kernel variant 1 (8 warps x 16 rows), mvembed only" | tee -a "$OUT/bench.log"
-            MV_ATTN_VARIANT=1 python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention builtin \
-                --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" | grep -E "tokens|Error" | tail -4
+            python3 scripts/bench_tower.py bench --model "$m" --mvtower "$BIN/mvtower" --attention builtin \
+                --mvtower-args="--attn-variant 1" --iters ${BENCH_ITERS:-10} --no-hf 2>&1 | tee -a "$OUT/bench.log" |
+                grep -E "tokens|Error" | tail -4
         fi
         ;;
     ncu)
@@ -237,11 +242,12 @@ PY
         targs=${TOWER_ARGS---cli} # unset: --cli; set (even empty): as given
         : >"$OUT/tower.log"
         for i in $(seq 1 "${TOWER_RUNS:-2}"); do
-            echo "== tower run $i: ${TOWER_CONFIG:-27b}, ${TOWER_BIN:-mvtower} --attention ${TOWER_ATTN:-auto} $targs" |
+            echo "== tower run $i: ${TOWER_CONFIG:-27b}, mvtower --attention ${TOWER_ATTN:-auto}${TOWER_FA3:+ --fa3 $TOWER_FA3} $targs" |
                 tee -a "$OUT/tower.log"
             timeout "${TOWER_TIMEOUT:-270}" python3 scripts/bench_tower.py bench --model "$m" \
-                --mvtower "$BIN/${TOWER_BIN:-mvtower}" --iters "${TOWER_ITERS:-5}" --sizes "${TOWER_SIZES:-$SIZES5}" \
-                --attention "${TOWER_ATTN:-auto}" $targs --json "$OUT/tower_$i.json" >"$OUT/tower_$i.log" 2>&1 ||
+                --mvtower "$BIN/mvtower" --iters "${TOWER_ITERS:-5}" --sizes "${TOWER_SIZES:-$SIZES5}" \
+                --attention "${TOWER_ATTN:-auto}" $targs ${TOWER_FA3:+"--mvtower-args=--fa3 $TOWER_FA3"} \
+                --json "$OUT/tower_$i.json" >"$OUT/tower_$i.log" 2>&1 ||
                 { s=$?; rc=1; echo "tower run $i: exit $s" | tee -a "$OUT/tower.log"; }
             cat "$OUT/tower_$i.log" >>"$OUT/tower.log"
             grep -vE "^\s*$" "$OUT/tower_$i.log" | tail -16
@@ -250,7 +256,7 @@ PY
     attnfair)
         : >"$OUT/attnfair.log"
         for d in ${FAIR_DIMS:-64 72}; do
-            for sh in ${FAIR_SHAPES:-64x784 16x4096 4x8160 1x16384 1x47376}; do
+            for sh in ${FAIR_SHAPES:-64x784 16x4096 16x7600 4x8160 1x16384 1x47376}; do
                 for i in 1 2; do
                     for ord in "" --reverse; do
                         echo "D $d $sh ${ord:-forward}: $(timeout 60 "$BIN/attnbench" --iters "${FAIR_ITERS:-30}" \
@@ -263,19 +269,24 @@ PY
         done
         ;;
     variant)
-        v=${FA3_VARIANT:-}
-        if [ -z "$v" ] || [ ! -x "$BIN/test_fa3-$v" ]; then
-            echo "device-run: variant: set FA3_VARIANT to a name built by device-bundle.sh FA3_VARIANTS" \
-                "(no $BIN/test_fa3-${v:-NAME})" >&2
+        v=${FA3_SPEC:-}
+        if [ -z "$v" ]; then
+            echo "device-run: variant: set FA3_SPEC to the fa3 fields to try, e.g. FA3_SPEC=sw=0" >&2
             rc=2
         else
-            timeout 150 "$BIN/test_fa3-$v" >"$OUT/fa3-$v.log" 2>&1; s=$?
-            { [ "$s" = 0 ] && ! grep -q '^not ok' "$OUT/fa3-$v.log"; } || rc=1
-            echo "test_fa3-$v exit $s: $(grep -c '^ok' "$OUT/fa3-$v.log") ok, $(grep -c '^not ok' "$OUT/fa3-$v.log") not ok" |
-                tee "$OUT/variant.log"
-            grep -E "^not ok" "$OUT/fa3-$v.log" | cut -c1-220 | head -6
-            attn_ab "$v" ${VARIANT_SHAPES:-64x784 16x4096 4x8160 1x16384} | tee -a "$OUT/variant.log"
-            tower_ab "$v" "${VARIANT_SIZES:-1x2048x2048,64x448x448}" "$(ensure_model 27b)" | tee -a "$OUT/variant.log"
+            timeout 150 "$BIN/test_fa3" --quick --fa3 "$v" >"$OUT/fa3-variant.log" 2>&1; s=$?
+            { [ "$s" = 0 ] && ! grep -q '^not ok' "$OUT/fa3-variant.log"; } || rc=1
+            echo "test_fa3 --fa3 $v: exit $s: $(grep -c '^ok' "$OUT/fa3-variant.log") ok," \
+                "$(grep -c '^not ok' "$OUT/fa3-variant.log") not ok" | tee "$OUT/variant.log"
+            grep -E "^not ok" "$OUT/fa3-variant.log" | cut -c1-220 | head -6
+            for d in ${VARIANT_DIMS:-72 64}; do
+                AB_DIM=$d attn_ab "$v" ${VARIANT_SHAPES:-64x784 16x4096 16x7600 4x8160 1x16384} | tee -a "$OUT/variant.log"
+            done
+            for cfg in ${VARIANT_CONFIGS:-27b 2b}; do
+                echo "== tower $cfg" | tee -a "$OUT/variant.log"
+                tower_ab "$v" "${VARIANT_SIZES:-64x448x448,16x1600x1200,1x2048x2048}" "$(ensure_model $cfg)" |
+                    tee -a "$OUT/variant.log"
+            done
         fi
         ;;
     cpu)
@@ -334,14 +345,14 @@ PY
     gemmrank)
         m=$(ensure_model 27b)
         pixels448
-        MV_GEMM_LIST=1 timeout 60 "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy --grid "$G448" \
-            --iters 1 --warmup 0 2>"$OUT/gemmlist.txt" >/dev/null
+        timeout 60 "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/p448.npy --grid "$G448" \
+            --iters 1 --warmup 0 --gemm-list 2>"$OUT/gemmlist.txt" >/dev/null
         grep -E "answer" "$OUT/gemmlist.txt" | sed 's/ epi.*answer/ answer/' | sort -u -t: -k1,1 -k2 | head -60
         : >"$OUT/gemmrank.log"
         for sh in "1152,1152:${GEMMRANK_PROJ:-0 3 4 6 0}" "4304,1152:${GEMMRANK_FC2:-0 3 7}"; do
             line="${sh%%:*}:"
             for k in ${sh#*:}; do
-                line="$line k$k $(MV_GEMM_RANK=${sh%%:*},$k timeout 40 "$BIN/mvtower" bench --model "$m" \
+                line="$line k$k $(timeout 40 "$BIN/mvtower" bench --model "$m" --gemm-rank "${sh%%:*},$k" \
                     --pixels /tmp/mv/p448.npy --grid "$G448" --iters 7 --warmup 2 2>/dev/null | img_s) |"
             done
             echo "$line" | tee -a "$OUT/gemmrank.log"

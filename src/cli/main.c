@@ -55,6 +55,10 @@ static const char usage_text[] =
     "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
     "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU: f32 (--cpu-gemm)\n"
     "      --attention auto|builtin|cudnn|fa3  CUDA attention (default auto: the fastest that runs)\n"
+    "      --cuda-residual f32|bf16  CUDA bf16: the residual stream between blocks in f32 (default:\n"
+    "                            about half the error against f64) or rounded to bf16 as HF does\n"
+    "      --cudnn-graph auto|ragged  cuDNN attention: auto (default): same-size images take its\n"
+    "                            faster batched graph; ragged: every batch the ragged graph\n"
     "      --batch-tokens N      most patches packed into one forward (CUDA default: sized from\n"
     "                            free memory; CPU default: one input per forward)\n"
     "      --gpu N               CUDA device ordinal (default 0)\n"
@@ -105,7 +109,7 @@ enum {
     O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
     O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
     O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
-    O_ATTN, O_CPUGEMM,
+    O_ATTN, O_CPUGEMM, O_CUDARES, O_CUDNNGRAPH,
     O_VCAP, O_VTOKENS,
     O_LAYOUT, O_SHARDSIZE, O_POOL,
 };
@@ -164,6 +168,7 @@ int main(int argc, char **argv)
         {"out-dtype", required_argument, 0, O_OUTDT}, {"zstd-level", required_argument, 0, O_ZLEVEL},
         {"device", required_argument, 0, O_DEVICE}, {"precision", required_argument, 0, O_PREC},
         {"attention", required_argument, 0, O_ATTN}, {"cpu-gemm", required_argument, 0, O_CPUGEMM},
+        {"cuda-residual", required_argument, 0, O_CUDARES}, {"cudnn-graph", required_argument, 0, O_CUDNNGRAPH},
         {"batch-tokens", required_argument, 0, O_BATCH}, {"gpu", required_argument, 0, O_GPU},
         {"threads", required_argument, 0, 'j'},    {"min-pixels", required_argument, 0, O_MINPX},
         {"max-pixels", required_argument, 0, O_MAXPX}, {"video-min-pixels", required_argument, 0, O_VMINPX},
@@ -194,6 +199,7 @@ int main(int argc, char **argv)
     o.bopts.precision = MV_PREC_BF16;
     o.bopts.cpu_gemm = MV_CPU_GEMM_AUTO; /* bf16x6 where AMX is usable: faster and closer to f64 */
     o.model_dir = getenv("MVEMBED_MODEL");
+    o.bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
     o.batch_job = getenv("SLURM_JOB_ID") != NULL;
     const char *turns_env = getenv("MVEMBED_FORWARD_TURNS"), *fill_env = getenv("MVEMBED_TEST_FILL_WINDOW");
     o.forward_overlap = turns_env && !strcmp(turns_env, "0");
@@ -266,6 +272,22 @@ int main(int argc, char **argv)
                 o.bopts.attention = MV_ATTN_FA3;
             else
                 return usage_error("--attention must be auto, builtin, cudnn or fa3", optarg);
+            break;
+        case O_CUDARES:
+            if (!strcmp(optarg, "f32"))
+                o.bopts.residual = MV_RESIDUAL_F32;
+            else if (!strcmp(optarg, "bf16"))
+                o.bopts.residual = MV_RESIDUAL_BF16;
+            else
+                return usage_error("--cuda-residual must be f32 or bf16", optarg);
+            break;
+        case O_CUDNNGRAPH:
+            if (!strcmp(optarg, "auto"))
+                o.bopts.cudnn_graph = MV_CUDNN_GRAPH_AUTO;
+            else if (!strcmp(optarg, "ragged"))
+                o.bopts.cudnn_graph = MV_CUDNN_GRAPH_RAGGED;
+            else
+                return usage_error("--cudnn-graph must be auto or ragged", optarg);
             break;
         case O_CPUGEMM:
             if (mv_cpu_gemm_parse(optarg, &o.bopts.cpu_gemm))

@@ -1,15 +1,14 @@
 /* attention_cpu.c - the CPU tower's attention (tower_cpu_int.h, mv_ops_cpu.h): heads split out
  * of qkv (rope fused), then per (segment, head, ATT_QB queries) item a flash-style loop over key
- * blocks, f32 online softmax, its two products per block (S = Q K_b^T, O_b = P V_b) either
- * through the GEMM library's single-threaded sgemm (the tower's path in both --cpu-gemm modes)
- * or, when the caller asks (cpubench --what attn --cpu-gemm bf16x6; tower_cpu.c built with
- * MV_CPU_ATTN_AMX=1: measured no faster, see there), through the AMX kernel (gemm_amx.c) in
- * bf16x6 against K and V^T packed once per forward by a parallel pre-pass
- * (heads in groups under ATT_PACK_CAP bytes) into memory the caller keeps; and
+ * blocks, f32 online softmax, its two products per block (S = Q K_b^T, O_b = P V_b) through the
+ * GEMM library's single-threaded sgemm (the tower's path in both --cpu-gemm modes); and
  * mv_attention_cpu(_gemm), the CPU twin of cu/attention.cu's kernels. Results do not depend on
  * the thread count: an item is one thread's, its key blocks depend on the segment length (and
- * the mode) alone, and the AMX kernel gives a row the same bytes in any call. Not here: the
- * Linear layers, the block loop (tower_cpu.c). */
+ * the mode) alone. Compiled again with -DMV_VARIANTS (the variants build, linked into cpubench
+ * only) it also runs the products on the AMX kernel (gemm_amx.c) in bf16x6 against K and V^T
+ * packed once per forward by a parallel pre-pass (heads in groups under ATT_PACK_CAP bytes) into
+ * memory the caller keeps: a measurement that was no faster (bench/NOTES.md), whose rows get the
+ * same bytes in any call. Not here: the Linear layers, the block loop (tower_cpu.c). */
 #include "mv_gemm_amx.h"
 #include "mv_ops_cpu.h"
 #include "tower_cpu_int.h"
@@ -131,6 +130,7 @@ static int att_key_block(int L, int amx)
     return ((L + nb - 1) / nb + a - 1) / a * a;
 }
 
+#ifdef MV_VARIANTS /* ---- the AMX path's packing: the variants build (cpubench) ---- */
 /* bf16x6's packed K and V^T of one head of a segment of L keys: K as W[L, D] (S = Q K^T), then V^T
  * as W[D, L] (O = P V); a multiple of 1 KiB */
 static size_t seg_pack_bytes(int L, int D) { return mv_amx_packed_bytes(D, L) + mv_amx_packed_bytes(L, D); }
@@ -159,13 +159,6 @@ static size_t pack_per_head(const int32_t *cu, int n_seg, int D)
     return b;
 }
 
-size_t mv_cpu_attention_pack_bytes(const int32_t *cu, int n_seg, int heads, int D, int amx)
-{
-    if (!amx)
-        return 0;
-    size_t ph = pack_per_head(cu, n_seg, D);
-    return ph * pack_group(ph, heads);
-}
 
 /* floats of the AMX kernel's row scratch for ATT_QB rows of Q (D inputs) or of P (ATT_KB) */
 static size_t amx_scratch_floats(int D)
@@ -176,17 +169,35 @@ static size_t amx_scratch_floats(int D)
     size_t a = mv_amx_scratch_bytes(&q, ATT_QB), b = mv_amx_scratch_bytes(&p, ATT_QB);
     return ((a > b ? a : b) / sizeof(float) + 15) / 16 * 16;
 }
+#endif
 
 size_t mv_cpu_attention_scratch_floats(int D, int amx)
 {
     size_t f = (size_t)ATT_QB * ATT_KB;
+#ifdef MV_VARIANTS
     if (amx)
         f += ((size_t)ATT_QB * D + 15) / 16 * 16 + amx_scratch_floats(D);
+#else
+    (void)D, (void)amx;
+#endif
     return f;
 }
 
-/* Pre-pass tasks of one head of a segment: its K's n-tile pairs and its V^T's k steps, in chunks
- * of this many (256 keys) */
+size_t mv_cpu_attention_pack_bytes(const int32_t *cu, int n_seg, int heads, int D, int amx)
+{
+#ifdef MV_VARIANTS
+    if (amx) {
+        size_t ph = pack_per_head(cu, n_seg, D);
+        return ph * pack_group(ph, heads);
+    }
+#else
+    (void)cu, (void)n_seg, (void)heads, (void)D, (void)amx;
+#endif
+    return 0;
+}
+
+/* Pre-pass tasks of one head of a segment (the AMX path): its K's n-tile pairs and its V^T's k
+ * steps, in chunks of this many (256 keys) */
 #define PACK_CH 8
 
 /* A thread's walk over the segments: work of a group of gc heads is numbered segment by
@@ -213,7 +224,11 @@ static void seg_seek(seg_pos *p, int64_t it, const int32_t *cu, int gc, int kind
         if (it < p->first + c)
             return;
         p->first += c;
+#ifdef MV_VARIANTS
         p->poff += seg_pack_bytes(L, D);
+#else
+        (void)D;
+#endif
         p->sg++;
     }
 }
@@ -249,6 +264,7 @@ static int item_f32(float *O, int H, const float *Q, const float *K, const float
     return bad;
 }
 
+#ifdef MV_VARIANTS
 /* One item, bf16x6: per key block, S = Q K_b^T (the AMX kernel against the packed K's columns of
  * the block), the softmax of scale * S, O_b = P V_b (against the packed V^T's inputs of the
  * block; Ot [m, D]) and O = O alpha + O_b (the first block: O = O_b). */
@@ -281,6 +297,7 @@ static void item_amx(float *O, int H, const float *Q, const mv_amx_w *Kw, const 
             O[(int64_t)i * H + d] *= r;
     }
 }
+#endif
 
 /* Attention on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out[n, H]. One work item =
  * ATT_QB query rows of one head of one segment, done by one thread in a fixed order. Keys go in
@@ -299,24 +316,35 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
 {
     int H = heads * D;
     float scale = 1.0f / sqrtf((float)D);
-    size_t per_head = pack_per_head(cu, n_seg, D), sfl = mv_cpu_attention_scratch_floats(D, amx);
-    int g = amx ? pack_group(per_head, heads) : heads;
+    size_t sfl = mv_cpu_attention_scratch_floats(D, amx);
+#ifdef MV_VARIANTS
+    int g = amx ? pack_group(pack_per_head(cu, n_seg, D), heads) : heads;
+#else
+    if (amx)
+        return -1; /* the AMX path is the variants build's */
+    int g = heads;
+    (void)pack;
+#endif
     if (!amx)
         mv_blas_single_threaded();
     int bad = 0;
 #pragma omp parallel reduction(| : bad)
     {
         float *S = scratch + (size_t)omp_get_thread_num() * sfl;
+#ifdef MV_VARIANTS
         float *Ot = S + (size_t)ATT_QB * ATT_KB;
         void *ascr = Ot + ((size_t)ATT_QB * D + 15) / 16 * 16;
+#endif
         for (int h0 = 0; h0 < heads; h0 += g) {
             int gc = heads - h0 < g ? heads - h0 : g;
-            int64_t n_items = 0, n_tasks = 0;
-            for (int sg = 0; sg < n_seg; sg++) {
+            int64_t n_items = 0;
+            for (int sg = 0; sg < n_seg; sg++)
                 n_items += gc * seg_count(cu[sg + 1] - cu[sg], 0);
-                n_tasks += gc * seg_count(cu[sg + 1] - cu[sg], 1);
-            }
             seg_pos p = {0, 0, 0};
+#ifdef MV_VARIANTS
+            int64_t n_tasks = 0;
+            for (int sg = 0; sg < n_seg; sg++)
+                n_tasks += gc * seg_count(cu[sg + 1] - cu[sg], 1);
             if (amx) { /* the pre-pass: K and V^T of heads [h0, h0 + gc) of every segment */
 #pragma omp for schedule(dynamic, 1)
                 for (int64_t it = 0; it < n_tasks; it++) {
@@ -341,6 +369,7 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
                 }
                 p = (seg_pos){0, 0, 0};
             }
+#endif
 #pragma omp for schedule(dynamic, 1)
             for (int64_t it = 0; it < n_items; it++) {
                 seg_seek(&p, it, cu, gc, 0, D);
@@ -357,9 +386,11 @@ int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, 
                                         hm + ((int64_t)(2 * heads + hd) * n + s0) * D, m, L, D, scale, S);
                     continue;
                 }
+#ifdef MV_VARIANTS
                 mv_amx_w Kw, Vw;
                 head_views(pack, p.poff, gc, hl, L, D, &Kw, &Vw);
                 item_amx(O, H, Q, &Kw, &Vw, m, L, D, scale, S, Ot, ascr);
+#endif
             }
         }
     }
@@ -378,7 +409,11 @@ int mv_attention_cpu_gemm(float *out, const float *qkv, const int32_t *cu_seqlen
     void *pack = NULL;
     if (mode == MV_CPU_GEMM_BF16X6 && !amx)
         goto out;
-    amx = mode == MV_CPU_GEMM_BF16X6;
+#ifdef MV_VARIANTS
+    amx = mode == MV_CPU_GEMM_BF16X6; /* the AMX path */
+#else
+    amx = 0; /* the products on the f32 sgemm in every mode, as the tower runs them */
+#endif
     size_t sfl = mv_cpu_attention_scratch_floats(D, amx);
     size_t pb = mv_cpu_attention_pack_bytes(cu_seqlens, n_seg, heads, D, amx);
     scratch = aligned_alloc(64, (size_t)omp_get_max_threads() * sfl * sizeof(float));

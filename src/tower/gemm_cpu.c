@@ -29,7 +29,7 @@
  *
  * bf16x6 (mv_gemm_cpu.h) runs our AMX kernel (gemm_amx.c: weights packed once into its tiles,
  * rows split per call into the slot's buffer; attention_cpu.c can run attention's products on it
- * too, a build option measured no faster: tower_cpu.c, MV_CPU_ATTN_AMX); oneDNN's bf16 matmul
+ * too in its variants build, measured no faster: cpubench); oneDNN's bf16 matmul
  * over 6 x K was slower than its f32 one and row-count dependent (bench/NOTES.md). Without AMX
  * there is no bf16x6. */
 #include "mv_gemm_amx.h"

@@ -202,15 +202,6 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
     }
 }
 
-/* Attention's two products in bf16x6 mode: on the f32 sgemm (0, default) or on the AMX kernel
- * (1; attention_cpu.c has both paths; a -D, for measurements). Measured (bench/RESULTS.md,
- * ninth session): on this machine's 2 cores no faster at 4 x 448² (alternating runs: tower/GEMMs
- * 1.36-1.40 either way); at 16 threads on the GPU machine (8 cores x 2 hyperthreads sharing a
- * core's AMX unit) attention alone took 1.5x oneDNN's time, the tower at one 1024² image (8
- * blocks) 1.39-1.63 s against 1.31-1.34. */
-#ifndef MV_CPU_ATTN_AMX
-#define MV_CPU_ATTN_AMX 0
-#endif
 #ifndef LIN_CHUNK /* -D only for measurements */
 #define LIN_CHUNK 128
 #endif
@@ -470,6 +461,7 @@ typedef struct {
     size_t cap;
     mv_gemm_ws *ws;     /* ws_slots thread slots; NULL after a forward larger than KEEP_BYTES */
     int ws_slots;
+    char settings[256]; /* mv_backend_settings */
 } cpu_impl;
 
 /* W_FC1B: where a row's bytes do not depend on the call (bf16x6), fc1 is packed as two halves of
@@ -514,7 +506,7 @@ static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t 
         mv_plan_free(&plan);
         return st;
     }
-    int amx = MV_CPU_ATTN_AMX && mv_gemm_cpu_mode(ci->g) == MV_CPU_GEMM_BF16X6; /* attention on AMX */
+    const int amx = 0; /* attention on the f32 sgemm in both modes (AMX: cpubench's variants build) */
     /* the activations, carved from ci->buf (each part a multiple of 16 floats: 64-byte aligned):
      * x, xn [N, H]; qkv, hm [N, 3H] (hm head-major, split_heads); big [N, max(F, H mm)] (fc1
      * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, its floats per thread] and
@@ -793,6 +785,15 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
         free(b);
         return st;
     }
+    /* what --cpu-gemm became and the library with the kernels it picked (after pack_all: its name
+     * names them), spaces as '_' */
+    char lib[160];
+    snprintf(lib, sizeof lib, "%s", mv_gemm_cpu_name(ci->g));
+    for (char *p = lib; *p; p++)
+        if (*p == ' ')
+            *p = '_';
+    snprintf(ci->settings, sizeof ci->settings, "backend=cpu gemm=%s gemm_lib=%s",
+             mv_gemm_cpu_mode(ci->g) == MV_CPU_GEMM_BF16X6 ? "bf16x6" : "f32", lib);
     if (o && o->verbose)
         fprintf(stderr, "mvembed: CPU tower: %d threads, GEMMs through %s (%s %.2fs)\n",
                 ci->threads, mv_gemm_cpu_name(ci->g),
@@ -805,4 +806,11 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     b->model = m;
     *out = b;
     return MV_OK;
+}
+
+const char *mv_backend_settings(const mv_backend *b)
+{
+    if (b->name && !strcmp(b->name, "cuda"))
+        return mv_backend_cuda_settings(b);
+    return ((const cpu_impl *)b->impl)->settings;
 }

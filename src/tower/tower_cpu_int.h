@@ -24,9 +24,9 @@
  * are used anywhere): lets GCC vectorise them at -O2. Set here, before exp_f32, for every file
  * that includes this one: GCC inlines no function into one compiled with other optimize flags,
  * and an exp_f32 compiled before the pragma of its caller's file was called per element, out of
- * line and unvectorised: the CPU tower's attention ran 25x slower (sixth session's split of
- * attention_cpu.c out of tower_cpu.c, found in the seventh). always_inline makes such a mismatch
- * a build error instead of a slow tower. */
+ * line and unvectorised: the CPU tower's attention ran 25x slower (the split of attention_cpu.c
+ * out of tower_cpu.c; fixed in 832fe80). always_inline makes such a mismatch a build error
+ * instead of a slow tower. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
@@ -76,7 +76,7 @@ static inline void row_range(int64_t n, int t, int P, int atom, int64_t *r0, int
     *r1 = *r1 < n ? *r1 : n;
 }
 
-/* Bytes of bf16x6 attention's packed K and V^T (per head group, attention_cpu.c) at most, unless
+/* Bytes of bf16x6 attention's packed K and V^T (per head group, attention_cpu.c's variants build) at most, unless
  * one head needs more; a 47376-key segment of 72-wide heads packs 4 heads at a time under it.
  * Overridable for tests of the grouping (-DATT_PACK_CAP=...). */
 #ifndef ATT_PACK_CAP
@@ -85,9 +85,10 @@ static inline void row_range(int64_t n, int t, int P, int atom, int64_t *r0, int
 
 /* Attention on head-major hm[3][heads][n][D] (mv_cpu_split_heads), out[n, heads * D], its two
  * products per key block in f32 through the GEMM library (amx 0: the tower's, in both GEMM
- * modes) or in bf16x6 through the AMX kernel (amx 1: tower_cpu.c's MV_CPU_ATTN_AMX); scratch: n_threads x
- * mv_cpu_attention_scratch_floats(D, amx) floats, pack: mv_cpu_attention_pack_bytes(...) bytes
- * (none for f32), both 64-byte aligned. 0, or -1 when the GEMM library failed (attention_cpu.c). */
+ * modes) or in bf16x6 through the AMX kernel (amx 1: the variants build's only, cpubench; -1
+ * elsewhere); scratch: n_threads x mv_cpu_attention_scratch_floats(D, amx) floats, pack:
+ * mv_cpu_attention_pack_bytes(...) bytes (none for f32), both 64-byte aligned. 0, or -1 when the
+ * GEMM library failed (attention_cpu.c). */
 int mv_cpu_attention(float *out, const float *hm, int64_t n, const int32_t *cu, int n_seg, int heads, int D,
                      int amx, float *scratch, void *pack);
 size_t mv_cpu_attention_scratch_floats(int D, int amx);

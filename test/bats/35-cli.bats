@@ -102,6 +102,25 @@ count_ok() { grep -c '"status":"ok"' "$1/manifest.jsonl"; }
     [ "$status" -eq 0 ]
 }
 
+@test "--cuda-residual, --cudnn-graph: a bad value is a usage error; the CPU backend's bytes do not change" {
+    run mvembed --model "$MODEL" --out "$T/o" --cuda-residual f16 "$T/data/a"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "mvembed: --cuda-residual must be f32 or bf16: f16" ]
+    run mvembed --model "$MODEL" --out "$T/o" --cudnn-graph dense "$T/data/a"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "mvembed: --cudnn-graph must be auto or ragged: dense" ]
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o1" "$T/data/a"
+    [ "$status" -eq 0 ]
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o2" --cuda-residual bf16 --cudnn-graph ragged "$T/data/a"
+    [ "$status" -eq 0 ]
+    n=0
+    for f in "$T/o1"/*.npy.zst; do
+        cmp "$f" "$T/o2/$(basename "$f")"
+        n=$((n + 1))
+    done
+    [ "$n" -eq 2 ]
+}
+
 @test "unwritable OUT is a fatal error (exit 1)" {
     touch "$T/file"
     run mvembed -q --device cpu --model "$MODEL" --out "$T/file/o" "$T/data"

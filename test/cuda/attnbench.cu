@@ -1,19 +1,24 @@
 /* attnbench.cu - kernel-level attention benchmark on the GPU machine: the builtin bf16 kernel
  * (cu/attention.cu, both variants), cuDNN's fused flash attention (cu/attention_cudnn.cu) and the
- * Hopper wgmma kernel (cu/attention_fa3.cu, 128- and 64-key tiles; only on compute capability 9.0,
- * and not with --no-fa3) on
- * the tower's shapes: head dim 72 and 64, 16 heads, segments 64 x 784, 16 x 4096, 4 x 8160,
- * 1 x 16384 (one 2048² image: fa3 splits its last wave's items, fa3_nosplit does not), 1 x 47376, q|k|v read from one packed [n, 3*16*D] bf16 buffer of random values. Times with
- * CUDA events, median of --iters (default 20) after 3 warm-ups (cuDNN's plan is built in the
- * first, timed apart as plan_s); work = sum over segments of 4 * S^2 * D * heads. Prints one
- * JSON line per (impl, D, shape) and a table at the end. Also checks that they agree
- * (rel L2 of cuDNN and of fa3 vs builtin, bf16 budget) so a fast wrong answer shows. Not a test:
- * the twin tests are in test_cuda_ops and test_fa3.
+ * Hopper wgmma kernel (cu/attention_fa3.cu: the table's configuration as row "fa3", and rows that
+ * change one thing in it; only on compute capability 9.0, and not with --no-fa3) on the tower's
+ * shapes: head dim 72 and 64, 16 heads, segments 64 x 784, 16 x 4096, 16 x 7600 (1600x1200
+ * photos), 4 x 8160, 1 x 16384 (one 2048² image: fa3 splits its last wave's items, fa3_nosplit
+ * does not), 1 x 47376, q|k|v read from
+ * one packed [n, 3*16*D] bf16 buffer of random values. Times with CUDA events, median of --iters
+ * (default 20) after 3 warm-ups (cuDNN's plan is built in the first, timed apart as plan_s); work
+ * = sum over segments of 4 * S^2 * D * heads. Prints one JSON line per (impl, D, shape) and a
+ * table at the end. Also checks that they agree (rel L2 of cuDNN and of fa3 vs builtin, bf16
+ * budget) so a fast wrong answer shows. Not a test: the twin tests are in test_cuda_ops and
+ * test_fa3. Linked against the variants build (test/cuda/variants/variants.cuh).
  * Usage: attnbench [--iters N] [--no-fa3] [--only IMPL,IMPL...] [--shape NxL] [--dim D] [--reverse]
- * [--rest MS] (--shape, --dim: that shape / head dim alone; --reverse: the rows in the opposite
- * order, --rest: an idle pause before each row: a card that slows down as it heats makes a row
- * that follows heavy ones look slower, so compare both orders; --only: those rows and builtin_v2,
- * the agreement check's reference) */
+ * [--rest MS] [--fa3-row NAME=SPEC]... [--cudnn-graph auto|ragged] (cuDNN from MV_CUDNN_LIB, as
+ * the CLI finds it; --shape, --dim: that shape / head dim alone; --reverse:
+ * the rows in the opposite order, --rest: an idle pause before each row: a card that slows down
+ * as it heats makes a row that follows heavy ones look slower, so compare both orders; --only:
+ * those rows and builtin_v2, the agreement check's reference; --fa3-row: one more fa3 row, NAME
+ * fa3_[a-z0-9_]*, SPEC the fields it changes in the table's configuration, as mvtower's --fa3:
+ * "bn=128,sw=0", "split=0", ...) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +27,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "mv_cuda.cuh"
+#include "variants/variants.cuh"
 
 #define CU(x)                                                                                      \
     do {                                                                                           \
@@ -46,24 +53,55 @@ typedef struct {
     int nseg, len;
 } shape;
 
+/* one row of the table: kind 0 builtin (ver: its variant), 1 cudnn, 2 fa3 version 1, 3 fa3, the
+ * table's configuration with spec's fields (mv_variants_spec) */
+struct impl {
+    std::string name;
+    int kind, ver;
+    std::string spec;
+};
+
 int main(int argc, char **argv)
 {
     int iters = 20, fa3 = 1;
     char only[512] = ""; /* ",a,b," when --only a,b */
     const char *only_shape = NULL;
-    int only_dim = 0, reverse = 0, rest_ms = 0;
+    int only_dim = 0, reverse = 0, rest_ms = 0, ragged = 0;
+    /* the fa3 rows change one thing in the table's configuration; "fa3" (the table's) runs last,
+     * and the agreement check reads the last fa3 row run */
+    std::vector<impl> impls = {
+        {"builtin_v2", 0, 2, ""},  {"builtin_v1", 0, 1, ""},  {"cudnn", 1, 0, ""},
+        {"fa3_v1", 2, 0, "bn=128"}, {"fa3_wg2", 3, 0, "wg=2"}, {"fa3_wg2_qr1", 3, 0, "wg=2,qr=1"},
+        {"fa3_sw0", 3, 0, "sw=0"},  {"fa3_bn112", 3, 0, "bn=112"}, {"fa3_bn128", 3, 0, "bn=128"},
+        {"fa3_ps0", 3, 0, "ps=0"},  {"fa3_st3", 3, 0, "st=3"}, {"fa3_rm8", 3, 0, "rm=8"},
+        {"fa3_nosplit", 3, 0, "split=0"},
+    };
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--fa3-row") && i + 1 < argc) {
+            const char *eq = strchr(argv[i + 1], '=');
+            std::string nm = eq ? std::string(argv[i + 1], (size_t)(eq - argv[i + 1])) : "";
+            mv_fa3_cfg c;
+            int sp;
+            if (!eq || nm.compare(0, 4, "fa3_") || nm.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                                                           std::string::npos || mv_variants_spec(eq + 1, &c, &sp)) {
+                fprintf(stderr, "attnbench: bad --fa3-row %s (NAME=SPEC, NAME fa3_[a-z0-9_]*)\n", argv[i + 1]);
+                return 2;
+            }
+            impls.push_back(impl{nm, 3, 0, eq + 1});
+        }
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--no-fa3")) fa3 = 0;
         if (!strcmp(argv[i], "--only") && i + 1 < argc) snprintf(only, sizeof only, ",%s,", argv[i + 1]);
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[i + 1];
         if (!strcmp(argv[i], "--dim") && i + 1 < argc) only_dim = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--reverse")) reverse = 1;
+        if (!strcmp(argv[i], "--cudnn-graph") && i + 1 < argc) ragged = !strcmp(argv[i + 1], "ragged");
         if (!strcmp(argv[i], "--rest") && i + 1 < argc) rest_ms = atoi(argv[i + 1]);
     }
+    impls.push_back(impl{"fa3", 3, 0, ""}); /* the table's: last */
     if (iters < 1) iters = 1;
     const int heads = 16;
-    const shape shapes[] = {{64, 784}, {16, 4096}, {4, 8160}, {1, 16384}, {1, 47376}};
+    const shape shapes[] = {{64, 784}, {16, 4096}, {16, 7600}, {4, 8160}, {1, 16384}, {1, 47376}};
     const int dims[] = {72, 64};
     CU(cudaSetDevice(0));
     cudaStream_t st;
@@ -73,14 +111,16 @@ int main(int argc, char **argv)
     CU(cudaEventCreate(&e1));
     mv_attn_state as;
     mv_cuda_attn_state_init(&as, 0);
+    mv_fa3_device dev;
+    CU(mv_cuda_fa3_device(0, &dev));
     if (fa3) {
         mv_err fe;
-        if (mv_cuda_fa3_check(0, 72, &fe) != MV_OK) {
+        if (mv_cuda_fa3_check(&dev, 72, &fe) != MV_OK) {
             printf("{\"what\": \"attn\", \"impl\": \"fa3\", \"error\": \"%s\"}\n", fe.msg);
             fa3 = 0;
         }
     }
-    char table[16384] = "";
+    char table[65536] = "";
     size_t tl = 0;
     tl += snprintf(table + tl, sizeof table - tl, "%-12s %4s %-10s %10s %9s %9s\n", "impl", "D", "segments",
                    "median_ms", "TFLOP/s", "plan_s");
@@ -89,7 +129,7 @@ int main(int argc, char **argv)
         if (only_dim && D != only_dim) continue;
         mv_cudnn_attn *dnn = NULL;
         mv_err e;
-        if (mv_cudnn_attn_create(&dnn, 0, heads, D, st, &e) != MV_OK) {
+        if (mv_cudnn_attn_create(&dnn, 0, heads, D, st, getenv("MV_CUDNN_LIB"), ragged, &e) != MV_OK) {
             printf("{\"what\": \"attn\", \"impl\": \"cudnn\", \"D\": %d, \"error\": \"%s\"}\n", D, e.msg);
             dnn = NULL;
         }
@@ -131,44 +171,39 @@ int main(int argc, char **argv)
                 CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
                 CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
             }
-            /* builtin v2 and v1, cudnn, fa3 version 1, version 2 with options (-1: the default by
-             * head dim) of keys per tile (bn: MV_FA3_BN), K/V layout (sw: MV_FA3_SWIZZLE), Q
-             * placement (qr: MV_FA3_QREG) and consumer warpgroups (wg: MV_FA3_WG); the agreement
-             * check below reads the last fa3 run (the default) */
-            static const struct {
-                const char *name;
-                int kind, ver, bn, sw, qr, wg, ps; /* kind 0 builtin (ver = variant), 1 cudnn, 2 fa3 */
-            } impls[] = {
-                {"builtin_v2", 0, 2, 0, 0, 0, 0, 0},     {"builtin_v1", 0, 1, 0, 0, 0, 0, 0},
-                {"cudnn", 1, 0, 0, 0, 0, 0, 0},          {"fa3_v1", 2, 1, 128, -1, -1, 2, 0},
-                {"fa3_wg2", 2, 2, 128, -1, -1, 2, 0},    {"fa3_wg3_nosw", 2, 2, -1, 0, -1, 3, 0},
-                {"fa3_bn112", 2, 2, 112, -1, -1, -1, 0}, {"fa3_bn128", 2, 2, 128, -1, -1, -1, 0},
-                {"fa3_ps", 2, 2, -1, -1, -1, -1, 1},     {"fa3_ps_nosw", 2, 2, -1, 0, -1, -1, 1},
-                {"fa3_nosplit", 2, 2, -1, -1, -1, -1, -2}, {"fa3", 2, 2, -1, -1, -1, -1, -1},
-            };
-            const int n_impls = (int)(sizeof impls / sizeof impls[0]);
+            const int n_impls = (int)impls.size();
             for (int ii = 0; ii < n_impls; ii++) {
-                const auto &im = impls[reverse ? n_impls - 1 - ii : ii];
+                const impl &im = impls[(size_t)(reverse ? n_impls - 1 - ii : ii)];
                 if (im.kind == 1 && !dnn) continue;
-                if (im.kind == 2 && !fa3) continue;
-                const char *name = im.name;
+                if (im.kind >= 2 && !fa3) continue;
+                const char *name = im.name.c_str();
                 char key[64];
                 snprintf(key, sizeof key, ",%s,", name);
                 if (only[0] && strcmp(name, "builtin_v2") && !strstr(only, key)) continue;
-                as.variant = im.kind == 0 ? im.ver : 2;
-                as.fa3_bn = im.bn > 0 ? im.bn : 0;
-                const int keys = mv_cuda_fa3_keys(&as, D, cu.data(), sh.nseg);
-                as.fa3_ver = im.kind == 2 ? im.ver : 2;
-                as.fa3_sw = im.sw;
-                as.fa3_qr = im.qr;
-                as.fa3_wg = im.wg;
-                as.fa3_ps = im.ps == -2 ? -1 : im.ps; /* -2: the default grid, no split */
-                const int w = im.kind == 2 && mv_cuda_fa3_bm(&as, D) == 192;
+                mv_variants.attn_variant = im.kind == 0 ? im.ver : 2;
+                /* fa3: the table's configuration for these segments, the row's fields over it */
+                mv_fa3_cfg cfg = {2, 128, 0, 0, 0, 2, 0}, over;
+                int split = 0, sp = -1;
+                mv_fa3_plan plan;
+                float *part = NULL;
+                if (im.kind == 3) {
+                    mv_variants_spec(im.spec.c_str(), &over, &sp);
+                    mv_cuda_fa3_config(&dev, D, cu.data(), sh.nseg, &cfg);
+                    mv_variants_apply(&cfg, &over);
+                } else if (im.kind == 2) {
+                    mv_variants_spec(im.spec.c_str(), &over, &sp);
+                    cfg.keys = over.keys;
+                }
+                const int w = im.kind == 3 && mv_cuda_fa3_bm(&cfg) == 192;
                 mv_attn_tile *dt = dtl[w];
                 const int nt = ntl[w];
-                as.fa3_split = im.ps == -2 ? 0 : -1;
-                const int split = im.kind == 2 ? mv_cuda_fa3_split(&as, D, htl[w].data(), nt, heads, keys) : 0;
-                bf16 *o = im.kind == 1 ? o2 : im.kind == 2 ? o3 : o1;
+                if (im.kind == 3) {
+                    split = sp >= 0 ? (sp < nt * heads ? sp : nt * heads)
+                                    : mv_cuda_fa3_split(&dev, &cfg, D, htl[w].data(), nt, heads);
+                    mv_cuda_fa3_plan(&dev, &cfg, D, nt, heads, split, &plan);
+                    if (plan.part_bytes) CU(cudaMalloc(&part, plan.part_bytes));
+                }
+                bf16 *o = im.kind == 1 ? o2 : im.kind >= 2 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;
                 if (im.kind == 1) {
@@ -183,7 +218,9 @@ int main(int argc, char **argv)
                 for (int it = 0; ms == MV_OK && it < iters + 3; it++) {
                     CU(cudaEventRecord(e0, st));
                     if (im.kind == 1) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
-                    else if (im.kind == 2) CU(mv_cuda_attention_fa3(&as, o, qkv, n, dt, nt, heads, D, keys, split, st));
+                    else if (im.kind == 3)
+                        CU(mv_cuda_attention_fa3(&as, &plan, part, plan.part_bytes, o, qkv, n, dt, nt, heads, D, st));
+                    else if (im.kind == 2) CU(mv_cuda_attention_fa3_v1(&as, o, qkv, dt, nt, heads, D, cfg.keys, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
                     CU(cudaEventSynchronize(e1));
@@ -191,6 +228,7 @@ int main(int argc, char **argv)
                     CU(cudaEventElapsedTime(&ms_, e0, e1));
                     if (it >= 3) ts.push_back(ms_);
                 }
+                if (part) CU(cudaFree(part));
                 if (ms != MV_OK) {
                     printf("{\"what\": \"attn\", \"impl\": \"%s\", \"D\": %d, \"segments\": \"%dx%d\", "
                            "\"error\": \"%s\"}\n", name, D, sh.nseg, sh.len, e.msg);
@@ -207,8 +245,8 @@ int main(int argc, char **argv)
                 tl += snprintf(table + tl, sizeof table - tl, "%-12s %4d %-10s %10.3f %9.1f %9.3f\n", name, D,
                                seg, med * 1e3, flop / med / 1e12, plan_s);
             }
-            /* the implementations compute the same function: cuDNN's and fa3's (the 64-key
-             * tiles, the last one run) output against the builtin kernel's */
+            /* the implementations compute the same function: cuDNN's and fa3's (the last fa3 row
+             * run) output against the builtin kernel's (the last builtin row run) */
             for (int which = 0; which < 2; which++) {
                 if (which == 0 ? !dnn : !fa3) continue;
                 std::vector<float> a((size_t)(n * H)), b((size_t)(n * H));
@@ -239,7 +277,6 @@ int main(int argc, char **argv)
         }
         mv_cudnn_attn_destroy(dnn);
     }
-    mv_cuda_attn_state_free(&as);
     printf("%s", table);
     return rc;
 }

@@ -2,7 +2,8 @@
  * the CLI: no images, no preprocessing).
  *   mvtower run   --model DIR --pixels P.npy --grid "t,h,w[;t,h,w...]" --out DIR
  *                 [--backend cuda|cpu] [--precision bf16|tf32|f32] [--batch-tokens N]
- *                 [--attention auto|builtin|cudnn|fa3]
+ *                 [--attention auto|builtin|cudnn|fa3] [--cuda-residual f32|bf16]
+ *                 [--cudnn-graph auto|ragged]
  *       runs one forward and writes every stage as DIR/<stage>.npy (f32), the names
  *       scripts/hf_reference.py uses (pixel_values patch_embed embed block_NN merger_norm
  *       merger_fc1 output).
@@ -16,6 +17,10 @@
  *       the tower as the CLI drives it (uint8 frames in, two forwards taking turns): bench().
  *   mvtower gemm-peak
  *       cuBLASLt bf16 GEMM rate (8192^3, random data, f32 accumulation), median of 20: JSON line.
+ * Linked against the variants build: its options (test/cuda/variants/variants.cuh: --fa3 SPEC,
+ * --attn-variant 1, --gemm-rank I,O,K, --gemm-list, --no-gelu-fuse) select a kernel configuration
+ * or measurement option for every backend it creates; without them the tower runs the production
+ * path. The backend says on stderr what its settings resolved to (mv_backend_settings).
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "mv_cuda.cuh"
+#include "variants/variants.cuh"
 extern "C" {
 #include "mv_backend.h"
 #include "mv_model.h"
@@ -335,6 +341,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (mv_variants_args(argc, argv)) return 2;
     if (!strcmp(cmd, "gemm-peak")) return gemm_peak();
     const char *mdir = arg(argc, argv, "--model", NULL), *ppath = arg(argc, argv, "--pixels", NULL);
     const char *gs = arg(argc, argv, "--grid", NULL);
@@ -370,6 +377,14 @@ int main(int argc, char **argv)
                   : !strcmp(attn_s, "builtin") ? MV_ATTN_BUILTIN
                   : !strcmp(attn_s, "fa3")     ? MV_ATTN_FA3
                                                : MV_ATTN_AUTO;
+    const char *res = arg(argc, argv, "--cuda-residual", "f32"), *graph = arg(argc, argv, "--cudnn-graph", "auto");
+    if ((strcmp(res, "f32") && strcmp(res, "bf16")) || (strcmp(graph, "auto") && strcmp(graph, "ragged"))) {
+        fprintf(stderr, "mvtower: --cuda-residual f32|bf16, --cudnn-graph auto|ragged (the CLI's options)\n");
+        return 2;
+    }
+    o.residual = !strcmp(res, "bf16") ? MV_RESIDUAL_BF16 : MV_RESIDUAL_F32;
+    o.cudnn_graph = !strcmp(graph, "ragged") ? MV_CUDNN_GRAPH_RAGGED : MV_CUDNN_GRAPH_AUTO;
+    o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
     o.verbose = 1; /* stderr: which attention ran */
     mv_backend *b;
     if (make_backend(backend, m, &o, &b, &e)) return die("backend", &e);

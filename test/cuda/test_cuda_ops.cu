@@ -1,15 +1,17 @@
 /* test_cuda_ops.cu - every CUDA kernel of cu/ against its CPU twin (include/mv_ops_cpu.h), in f32
  * and bf16 (and the mixed f32-in / bf16-out LayerNorm and bf16-operand / f32-output GEMM of the
- * f32 residual stream), on awkward shapes and several segment mixes; then the whole CUDA tower
- * against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked, with stage
- * dumps, with MV_CUDA_F32_RESIDUAL=1 (which must beat the default bf16 path), and under memory
- * pressure; the patchify kernel (uint8 frames -> pixel_values) bit for bit against mv_patchify and
- * forward_u8 against forward of the same pixel_values; cuDNN's fused attention (cu/attention_cudnn.cu) against the same twin and in the whole
- * tower (--attention cudnn); two backends on two GPUs (or two threads on one) bit for bit against
- * solo runs. `--big` runs only the 47376-row single-segment cuDNN case (minutes of CPU twin).
- * Outputs are poisoned (NaN) before each run, so unwritten elements fail.
- * TAP output (test/unit/unit.h). Needs a GPU; built and run by scripts/device-bundle.sh and
- * scripts/device-run.sh (nvcc, linked with the archive). */
+ * f32 residual stream), on awkward shapes and several segment mixes, both variants of the builtin
+ * bf16 attention kernel (the second from the variants build, test/cuda/variants); then the whole
+ * CUDA tower against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked,
+ * with stage dumps, with the residual stream in f32 (the default, which must beat HF's bf16
+ * rounding), and under memory pressure; the patchify kernel (uint8 frames -> pixel_values) bit for
+ * bit against mv_patchify and forward_u8 against forward of the same pixel_values; cuDNN's fused
+ * attention (cu/attention_cudnn.cu, loaded from MV_CUDNN_LIB as the CLI does) against the same
+ * twin, through both graphs, and in the whole tower (--attention cudnn); two backends on two GPUs
+ * (or two threads on one) bit for bit against solo runs. `--big` runs only the 47376-row
+ * single-segment cuDNN case (minutes of CPU twin). Outputs are poisoned (NaN) before each run, so
+ * unwritten elements fail. TAP output (test/unit/unit.h). Needs a GPU; built by make cuda-tests,
+ * run by scripts/device-run.sh tests. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "fa3_table.cuh" /* MV_FA3_TABLE_VERSION */
 #include "mv_cuda.cuh"
+#include "variants/variants.cuh"
 extern "C" {
 #include "mv_backend.h"
 #include "mv_npy.h"
@@ -265,7 +269,9 @@ template <typename T> static void test_attention(const std::vector<int> &lens, i
 
 /* cuDNN's fused attention (cu/attention_cudnn.cu) against the same CPU twin: ragged segments
  * read straight from the packed qkv buffer, bf16, head dims 64 / 72. */
-static void test_attention_cudnn(const std::vector<int> &lens, int heads, int D, float qscale)
+/* ragged: every chunk through the ragged graph (MV_CUDNN_GRAPH_RAGGED); else a chunk of equal
+ * segments takes the dense one. cuDNN from MV_CUDNN_LIB, as the CLI finds it. */
+static void test_attention_cudnn(const std::vector<int> &lens, int heads, int D, float qscale, int ragged = 0)
 {
     std::vector<int32_t> cu(lens.size() + 1, 0);
     for (size_t i = 0; i < lens.size(); i++) cu[i + 1] = cu[i] + lens[i];
@@ -284,7 +290,7 @@ static void test_attention_cudnn(const std::vector<int> &lens, int heads, int D,
     char segs[128] = "";
     for (size_t i = 0; i < lens.size() && strlen(segs) < 100; i++)
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
-    mv_status s = mv_cudnn_attn_create(&a, 0, heads, D, st, &e);
+    mv_status s = mv_cudnn_attn_create(&a, 0, heads, D, st, getenv("MV_CUDNN_LIB"), ragged, &e);
     bf16 *d = dev_from<bf16>(qkv), *o;
     CU(cudaMalloc(&o, (size_t)(n * H) * sizeof(bf16)));
     poison(o, (size_t)(n * H));
@@ -294,8 +300,8 @@ static void test_attention_cudnn(const std::vector<int> &lens, int heads, int D,
     std::vector<float> got = host_from(o, (size_t)(n * H));
     cmp_t c = compare(got.data(), ref.data(), got.size());
     CHECK(s == MV_OK && c.nonfinite == 0 && c.rel_l2 < 8e-3,
-          "cudnn attention D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e max_abs %.2e nonfinite %ld %s",
-          D, heads, segs, qscale, c.rel_l2, c.max_abs, c.nonfinite, s ? e.msg : "");
+          "cudnn attention%s D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e max_abs %.2e nonfinite %ld %s",
+          ragged ? " (ragged graph)" : "", D, heads, segs, qscale, c.rel_l2, c.max_abs, c.nonfinite, s ? e.msg : "");
     mv_cudnn_attn_destroy(a);
     cudaFree(d);
     cudaFree(o);
@@ -582,7 +588,7 @@ static void make_model(rmodel *r, int depth, int H, int heads, int I, int L, int
 typedef struct {
     std::vector<std::string> names;
     long x_offgrid; /* values of the residual-stream dumps (patch_embed, embed, block_NN) not on the
-                     * bf16 grid: 0 in default bf16 mode, most of them with MV_CUDA_F32_RESIDUAL */
+                     * bf16 grid: 0 with MV_RESIDUAL_BF16, most of them with MV_RESIDUAL_F32 */
     long x_total;
 } stage_log;
 static mv_status log_stage(void *ud, const char *stage, const float *data, int64_t rows, int64_t cols,
@@ -630,6 +636,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     mv_err e;
     mv_backend_opts o;
     memset(&o, 0, sizeof o);
+    o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
     if (mv_backend_cpu_create(&rm.m, &o, &cpu, &e) != MV_OK) {
         CHECK(0, "cpu backend: %s", e.msg);
         return;
@@ -638,7 +645,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     CHECK(cpu->forward(cpu, pix.data(), grid.data(), n_entries, ref.data(), NULL, NULL, &e) == MV_OK,
           "cpu forward D=%d", H / heads);
     cpu->destroy(cpu);
-    /* f32res: MV_CUDA_F32_RESIDUAL=1 / 0 at creation (the backend reads it there); unset = 1 */
+    /* f32res: mv_backend_opts.residual MV_RESIDUAL_F32 (the default) or MV_RESIDUAL_BF16 */
     struct {
         mv_precision p;
         long long bt;
@@ -662,11 +669,19 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
         o.batch_tokens = run.bt;
         o.attention = run.attn;
         mv_backend *cb = NULL;
-        setenv("MV_CUDA_F32_RESIDUAL", run.f32res ? "1" : "0", 1);
+        o.residual = run.f32res ? MV_RESIDUAL_F32 : MV_RESIDUAL_BF16;
         mv_status s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
-        unsetenv("MV_CUDA_F32_RESIDUAL");
         CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
         if (s) continue;
+        /* what the settings resolved to (mv_backend_settings, for output fingerprints) */
+        const char *ss = mv_backend_settings(cb);
+        char wp[32];
+        snprintf(wp, sizeof wp, " precision=%s ", run.p == MV_PREC_BF16 ? "bf16" : run.p == MV_PREC_TF32 ? "tf32" : "f32");
+        CHECK(strstr(ss, "backend=cuda ") == ss && strstr(ss, wp) &&
+                  strstr(ss, run.attn == MV_ATTN_CUDNN ? " attention=cudnn-9." : " attention=builtin fa3_table=- ") &&
+                  strstr(ss, run.p != MV_PREC_BF16 ? " residual=- " : run.f32res ? " residual=f32 " : " residual=bf16 ") &&
+                  strstr(ss, run.attn == MV_ATTN_CUDNN ? " cudnn_graph=auto " : " cudnn_graph=- "),
+              "%s: settings \"%s\"", run.name, ss);
         std::vector<float> got(ref.size(), NAN);
         s = cb->forward(cb, pix.data(), grid.data(), n_entries, got.data(), NULL, NULL, &e);
         cmp_t cm = compare(got.data(), ref.data(), got.size());
@@ -726,16 +741,25 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
      * same bits as --attention fa3 (cuDNN's or the builtin kernel's would differ), and fa3's
      * tower against the CPU's */
     mv_err fe;
-    if (mv_cuda_fa3_check(0, H / heads, &fe) == MV_OK) {
+    mv_fa3_device fd;
+    CU(mv_cuda_fa3_device(0, &fd));
+    if (mv_cuda_fa3_check(&fd, H / heads, &fe) == MV_OK) {
         const mv_attn_impl im[2] = {MV_ATTN_FA3, MV_ATTN_AUTO};
         std::vector<float> g[2];
         mv_status s[2] = {MV_ERR_USAGE, MV_ERR_USAGE};
         for (int k = 0; k < 2; k++) {
             o.precision = MV_PREC_BF16;
+            o.residual = MV_RESIDUAL_F32;
             o.batch_tokens = 0;
             o.attention = im[k];
             mv_backend *cb = NULL;
             s[k] = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+            if (s[k] == MV_OK) {
+                char wt[48];
+                snprintf(wt, sizeof wt, " attention=fa3 fa3_table=%d ", MV_FA3_TABLE_VERSION);
+                CHECK(strstr(mv_backend_settings(cb), wt) != NULL, "tower D=%d --attention %s: settings \"%s\"",
+                      H / heads, k ? "auto" : "fa3", mv_backend_settings(cb));
+            }
             g[k].assign(ref.size(), NAN);
             if (s[k] == MV_OK) s[k] = cb->forward(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
             if (cb) cb->destroy(cb);
@@ -781,6 +805,7 @@ static void test_tower_u8(const std::vector<int> &ent)
     mv_err e;
     mv_backend_opts o;
     memset(&o, 0, sizeof o);
+    o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
     if (mv_backend_cpu_create(&rm.m, &o, &cpu, &e) != MV_OK) {
         CHECK(0, "cpu backend: %s", e.msg);
         return;
@@ -853,6 +878,7 @@ static void test_oom(void)
     std::vector<float> pix = randv((size_t)(N * 1536), 1.f), a((size_t)(N / 4 * 48)), b2(a.size());
     mv_backend_opts o;
     memset(&o, 0, sizeof o);
+    o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
     o.precision = MV_PREC_BF16;
     o.batch_tokens = N;
     mv_backend *cb = NULL;
@@ -911,6 +937,7 @@ static void test_two_devices(mv_attn_impl attn)
     for (int i = 0; i < 2; i++) {
         mv_backend_opts o;
         memset(&o, 0, sizeof o);
+        o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
         o.precision = MV_PREC_BF16;
         o.device = dev[i];
         o.attention = attn;
@@ -984,6 +1011,7 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
     int ne = (int)nfr.size();
     mv_backend_opts o;
     memset(&o, 0, sizeof o);
+    o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
     o.precision = prec;
     o.batch_tokens = batch_tokens;
     mv_backend *be = NULL;
@@ -1069,7 +1097,7 @@ int main(int argc, char **argv)
     if (!quick) test_attention<float>({4097}, 1, 72, 2.f);
     for (int variant = 1; variant <= 2; variant++) { /* both bf16 kernel variants */
         printf("# bf16 attention kernel variant %d\n", variant);
-        g_attn.variant = variant;
+        mv_variants.attn_variant = variant; /* the variants build's (test/cuda/variants) */
         for (auto &mx : mixes) {
             test_attention<bf16>(mx, 2, 72, 2.f);
             test_attention<bf16>(mx, 3, 64, 2.f);
@@ -1083,7 +1111,7 @@ int main(int argc, char **argv)
             test_attention<bf16>({200, 33}, 2, 80, 2.f);
         }
     }
-    g_attn.variant = 2;
+    mv_variants.attn_variant = 2;
     /* cuDNN fused attention: segment mixes around its tiles and the bucket edges, D 64 / 72 */
     std::vector<std::vector<int>> dmixes = {{1}, {127, 128, 129}, {784}, {1, 127, 128, 129, 784, 3},
                                             {17, 130, 64, 1, 1, 2}};
@@ -1097,9 +1125,7 @@ int main(int argc, char **argv)
     test_attention_cudnn(std::vector<int>(5, 130), 3, 64, 2.f);
     test_attention_cudnn({1, 1, 1}, 2, 72, 2.f);
     test_attention_cudnn({64, 64}, 2, 72, 6.f);
-    setenv("MV_CUDNN_DENSE", "0", 1); /* the same through the ragged graph */
-    test_attention_cudnn(std::vector<int>(5, 130), 3, 64, 2.f);
-    unsetenv("MV_CUDNN_DENSE");
+    test_attention_cudnn(std::vector<int>(5, 130), 3, 64, 2.f, 1); /* the same through the ragged graph */
     if (!quick) {
         test_attention_cudnn({4096, 4096, 4096}, 2, 72, 2.f);
         test_attention_cudnn({8160}, 2, 72, 2.f);

@@ -1,25 +1,32 @@
 /* test_fa3.cu - the Hopper wgmma attention kernel (cu/attention_fa3.cu, sm_90a) against its CPU
  * twin mv_attention_cpu (f32 on the same bf16-rounded q|k|v), beside the builtin bf16 kernel
- * (cu/attention.cu) on the same inputs: segment mixes around the 128-row query tile and the
- * 64/128-key tiles (1, 127, 128, 129, 784 x 3, 8160 and mixes of them), head dims 72 and 64,
- * both key-tile sizes (MV_FA3_BN 128 and 64), version 2 with each K/V layout and Q placement
- * (MV_FA3_SWIZZLE, MV_FA3_QREG) and version 1, near one-hot softmax rows. Per case:
+ * (cu/attention.cu) on the same inputs: segment mixes around the query tiles (128 and 192 rows)
+ * and the key tiles (1, 127, 128, 129, 784 x 3, 8160 and mixes of them), head dims 72 and 64,
+ * near one-hot softmax rows, for every configuration of the variants build
+ * (test/cuda/variants/attention_fa3_variants.cuh): 64 / 112 / 128 keys per tile, each K/V layout
+ * and Q placement, 2 or 3 consumer warpgroups, a persistent grid of 5 CTAs or one CTA per item,
+ * the table's entries with 3 stages and with the conditional rescale, split work items, and
+ * version 1. Per configuration:
  *   - rel L2 < 8e-3 against the twin (test_cuda_ops's bf16 attention budget), no NaN / inf;
  *   - rel L2 at most 2x the builtin kernel's (FlashAttention's error-budget rule);
  *   - every output row written (the output is NaN-poisoned before each run) and nothing written
  *     past the last row (a poisoned guard band of 128 rows after the output must stay intact);
  *   - a second run gives the same bits (a moving result is a race: METHOD.md).
- * Then the refusals: head dims other than 64 / 72 (launcher and mv_cuda_fa3_check's message).
- * `--big` runs only one 47376-row segment (D 64) and 47376 + 1 (D 72): minutes of CPU twin.
- * `--quick` (compute-sanitizer) runs the small mixes only. Needs compute capability 9.0; on any
- * other GPU it bails out (the kernel has no image there). TAP output (test/unit/unit.h); built by
- * scripts/device-bundle.sh, run by scripts/device-run.sh fa3. */
+ * Then the policy (mv_cuda_fa3_config's key-tile choice, mv_cuda_fa3_split's rule, both pure) and
+ * the refusals: head dims other than the table's (launcher and mv_cuda_fa3_check's message), a
+ * configuration the build does not instantiate. `--fa3 SPEC` (variants.cuh) checks that one
+ * configuration (over the table's) instead of the sweep; `--big` runs only one 47376-row segment
+ * (D 64) and 47376 + 1 (D 72): minutes of CPU twin; `--quick` (compute-sanitizer) the small mixes
+ * only. Needs compute capability 9.0; on any other GPU it bails out (the kernel has no image
+ * there). TAP output (test/unit/unit.h); built by make cuda-tests, run by scripts/device-run.sh
+ * fa3. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
 
 #include "mv_cuda.cuh"
+#include "variants/variants.cuh"
 #include "wgmma.cuh"
 extern "C" {
 #include "mv_backend.h"
@@ -38,41 +45,59 @@ static std::vector<float> bf16_to_f32(const std::vector<uint16_t> &h)
 }
 
 static mv_attn_state g_st;
+static mv_fa3_device g_dev; /* device 0 */
+
+/* What one run is: the builtin kernel (kind 0), fa3 version 1 (1, keys 64 or 128) or a
+ * configuration of the production kernel (2: cfg; split: the last `split` items in two pieces;
+ * a persistent grid of 5 CTAs, so that each takes several items, unevenly) */
+struct fa3_run {
+    int kind;
+    mv_fa3_cfg cfg;
+    int split;
+};
 
 /* One attention run into out (with a guard band of `guard` rows after n rows, all poisoned with
- * 0xffff = NaN first). fa3: 0 = builtin kernel, 64 / 128 = fa3 with that many keys per tile;
- * ver: the fa3 kernel version (1 or 2); sw, qr, wg: version 2's K/V layout, Q placement and consumer
- * warpgroups (tiles built with mv_cuda_fa3_bm's rows). */
-static std::vector<uint16_t> run(int fa3, int ver, int sw, int qr, int wg, int ps, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt, int64_t n,
-                                 int heads, int D, int64_t guard, cudaError_t *err, int split = 0)
+ * 0xffff = NaN first); tiles of the run's query rows. */
+static std::vector<uint16_t> run(const fa3_run &r, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt,
+                                 int64_t n, int heads, int D, int64_t guard, cudaError_t *err)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
     CU(cudaMemset(out, 0xff, total * sizeof(bf16)));
-    if (fa3) {
-        g_st.fa3_ver = ver;
-        g_st.fa3_sw = sw;
-        g_st.fa3_qr = qr;
-        g_st.fa3_wg = wg;
-        g_st.fa3_ps = ps;
-        g_st.fa3_sms = ps ? 5 : 0; /* a persistent grid of 5 CTAs: several items each, unevenly */
-        /* split > 0: the last `split` items in two pieces (MV_FA3_SPLIT=split; the forced count
-         * reads no tile) */
-        g_st.fa3_split = split;
-        const int sp = split ? mv_cuda_fa3_split(&g_st, D, NULL, nt, heads, fa3) : 0;
-        g_st.fa3_split = -1;
-        if (split && sp != (split < nt * heads ? split : nt * heads)) {
-            *err = cudaErrorMemoryAllocation;
-            return std::vector<uint16_t>();
-        }
-        *err = mv_cuda_attention_fa3(&g_st, out, qkv, n, tiles, nt, heads, D, fa3, sp, 0);
+    float *part = NULL;
+    if (r.kind == 2) {
+        mv_fa3_device d = g_dev;
+        d.sms = 5;
+        mv_fa3_plan p;
+        mv_cuda_fa3_plan(&d, &r.cfg, D, nt, heads, r.split < nt * heads ? r.split : nt * heads, &p);
+        if (p.part_bytes) CU(cudaMalloc(&part, p.part_bytes));
+        *err = mv_cuda_attention_fa3(&g_st, &p, part, p.part_bytes, out, qkv, n, tiles, nt, heads, D, 0);
+    } else if (r.kind == 1) {
+        *err = mv_cuda_attention_fa3_v1(&g_st, out, qkv, tiles, nt, heads, D, r.cfg.keys, 0);
     } else {
         *err = mv_cuda_attention_bf16(&g_st, out, qkv, tiles, nt, heads, D, 0);
     }
     std::vector<uint16_t> h(total);
     if (*err == cudaSuccess) *err = cudaDeviceSynchronize();
     if (*err == cudaSuccess) CU(cudaMemcpy(h.data(), out, total * sizeof(bf16), cudaMemcpyDeviceToHost));
+    if (part) CU(cudaFree(part));
     return h;
 }
+
+/* the table's configuration for these segments with `keys` keys per tile */
+static mv_fa3_cfg table_cfg(const std::vector<int32_t> &cu, int D, int keys)
+{
+    mv_fa3_cfg c;
+    if (mv_cuda_fa3_config(&g_dev, D, cu.data(), (int)cu.size() - 1, &c)) {
+        printf("Bail out! no fa3 configuration for head dim %d\n", D);
+        exit(2);
+    }
+    if (keys) c.keys = keys;
+    return c;
+}
+
+/* --fa3 SPEC: that configuration alone (over the table's), else the sweep */
+static int g_spec_set, g_spec_split = -1;
+static mv_fa3_cfg g_spec;
 
 static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscale)
 {
@@ -110,20 +135,26 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
 
     cudaError_t e0;
-    std::vector<uint16_t> hb = run(0, 0, 0, 0, 0, 0, dout, dq, dt, nt, n, heads, D, guard, &e0);
+    std::vector<uint16_t> hb = run(fa3_run{0, {}, 0}, dout, dq, dt, nt, n, heads, D, guard, &e0);
     CU(e0);
     std::vector<float> fb = bf16_to_f32(hb);
     cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
-    /* one configuration (label: what it is), run twice: within 2x the builtin kernel's error,
-     * nothing written past n rows, both runs bitwise equal; a failed launch ends the test */
-    auto check = [&](const char *label, int bn, int ver, int sw, int qr, int wg, int ps, int split) {
-        const int w = mv_cuda_fa3_bm(&g_st, D) == 192;
+    /* one configuration, run twice: within 2x the builtin kernel's error, nothing written past n
+     * rows, both runs bitwise equal; a failed launch ends the test */
+    auto check = [&](const fa3_run &r) {
+        char label[160], nm[64];
+        if (r.kind == 1) snprintf(label, sizeof label, "fa3 version 1 bn=%d", r.cfg.keys);
+        else snprintf(label, sizeof label, "fa3 %s split=%d", mv_variants_name(&r.cfg, nm, sizeof nm), r.split);
+        if (r.kind == 2 && !mv_cuda_fa3_built(&r.cfg, D)) {
+            CHECK(0, "%s D=%d: this build does not instantiate it", label, D);
+            return;
+        }
+        const int w = r.kind == 2 && mv_cuda_fa3_bm(&r.cfg) == 192;
         cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
-        std::vector<uint16_t> h1 = run(bn, ver, sw, qr, wg, ps, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1, split);
-        std::vector<uint16_t> h2 =
-            e1 == cudaSuccess ? run(bn, ver, sw, qr, wg, ps, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2, split) : h1;
+        std::vector<uint16_t> h1 = run(r, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1);
+        std::vector<uint16_t> h2 = e1 == cudaSuccess ? run(r, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
         if (e1 != cudaSuccess || e2 != cudaSuccess) {
-            CHECK(0, "%s BN=%d D=%d heads=%d segments [%s]: %s", label, bn, D, heads, segs,
+            CHECK(0, "%s D=%d heads=%d segments [%s]: %s", label, D, heads, segs,
                   cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
             printf("Bail out! a failed launch may leave the context unusable\n");
             exit(2);
@@ -134,41 +165,51 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
         const int same = h1 == h2;
         CHECK(c.nonfinite == 0 && c.rel_l2 < 8e-3 && c.rel_l2 <= 2 * cb.rel_l2 && guard_hit == 0 && same,
-              "%s BN=%d D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin %.2e) max_abs %.2e "
+              "%s D=%d heads=%d segments [%s] qk scale %.1f: rel_l2 %.2e (builtin %.2e) max_abs %.2e "
               "nonfinite %ld, guard band written %ld, second run %s",
-              label, bn, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
+              label, D, heads, segs, qscale, c.rel_l2, cb.rel_l2, c.max_abs, c.nonfinite, guard_hit,
               same ? "identical" : "DIFFERENT");
     };
-    /* version 2 with 128, 112 or 64 keys per tile, each layout (sw), Q placement (qr) and 2 or 3
-     * consumer warpgroups (wg), then version 1 with 128 and 64 */
-    char label[96];
-    for (int vb = 0; vb < 26; vb++) {
-        static const int bns[3] = {128, 112, 64};
-        const int v2 = vb < 24, o = vb / 3; /* version 2: bn cycles fastest, then sw, qr, wg */
-        const int ver = v2 ? 2 : 1, bn = v2 ? bns[vb % 3] : vb % 2 ? 64 : 128,
-                  sw = v2 ? o & 1 : 0, qr = v2 ? (o >> 1) & 1 : 0, wg = v2 ? 2 + ((o >> 2) & 1) : 2,
-                  ps = v2 ? sw ^ qr : 0; /* persistent grid: half of each sw and qr */
-        g_st.fa3_ver = ver;
-        g_st.fa3_wg = wg;
-        if (mv_cuda_fa3_bm(&g_st, D) != 64 * wg) {
-            CHECK(0, "fa3 v%d with %d consumer warpgroups: tile rows %d, not %d", ver, wg, mv_cuda_fa3_bm(&g_st, D),
-                  64 * wg);
-            continue;
+    std::vector<fa3_run> runs;
+    if (g_spec_set) {
+        mv_fa3_cfg c = table_cfg(cu, D, 0);
+        mv_variants_apply(&c, &g_spec);
+        runs.push_back(fa3_run{2, c, g_spec_split > 0 ? g_spec_split : 0});
+    } else {
+        /* 128, 112 or 64 keys per tile, each layout (sw), Q placement (qr) and 2 or 3 consumer
+         * warpgroups (wg; Q in registers with 2 only), a persistent grid for half of each sw and qr */
+        for (int o = 0; o < 8; o++)
+            for (int bn : {128, 112, 64}) {
+                const int sw = o & 1, qr = (o >> 1) & 1, wg = 2 + ((o >> 2) & 1);
+                if (qr && wg == 3) continue; /* not built: attention_fa3_variants.cuh */
+                runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0}, 0});
+            }
+        /* the table's configurations (both key-tile sizes: in the sweep above) with 3 stages and
+         * with the conditional rescale */
+        for (int bn : {112, 128}) {
+            mv_fa3_cfg c = table_cfg(cu, D, bn), c3 = c, c8 = c;
+            c3.stages = 3;
+            c8.rescale_min = 8;
+            runs.push_back(fa3_run{2, c3, 0});
+            runs.push_back(fa3_run{2, c8, 0});
         }
-        snprintf(label, sizeof label, "fa3 v%d sw %d qr %d wg %d ps %d", ver, sw, qr, wg, ps);
-        check(label, bn, ver, sw, qr, wg, ps, 0);
+        /* version 1 with 128 and 64 keys */
+        for (int bn : {128, 64}) runs.push_back(fa3_run{1, mv_fa3_cfg{2, bn, 0, 0, 0, 2, 0}, 0});
     }
-    /* split work items (version 2, defaults otherwise): the last item, half of them, all of them
-     * (items of one key tile run whole in both pieces), on a persistent grid and one CTA per item */
-    g_st.fa3_ver = 2;
-    g_st.fa3_wg = -1;
-    const int items = ntl[mv_cuda_fa3_bm(&g_st, D) == 192] * heads;
+    /* split work items (the table's configuration, or --fa3's): the last item, half of them, all of
+     * them (items of one key tile run whole in both pieces), persistent grid and one CTA per item */
+    const mv_fa3_cfg base = runs[0].kind == 2 && g_spec_set ? runs[0].cfg : table_cfg(cu, D, 0);
+    const int items = ntl[mv_cuda_fa3_bm(&base) == 192] * heads;
     for (int split : {1, items / 2 + 1, items})
         for (int ps = 0; ps < 2; ps++)
             for (int bn : {112, 128}) {
-                snprintf(label, sizeof label, "fa3 split %d of %d items ps %d", split, items, ps);
-                check(label, bn, 2, -1, -1, -1, ps, split);
+                mv_fa3_cfg c = base;
+                c.persistent = ps;
+                if (!g_spec_set) c.keys = bn;
+                else if (bn == 112) continue; /* --fa3: its own keys */
+                runs.push_back(fa3_run{2, c, split});
             }
+    for (const fa3_run &r : runs) check(r);
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(dtl[0]);
@@ -183,10 +224,9 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
  * shared allocation has slack, so that a wrong descriptor reads garbage instead of faulting. */
 #define PROBE_SMEM (96 * 1024)
 /* Byte offset of (row, chunk) in layout L: 0 = interleaved core matrices (cs chunks a row
- * group; fa3 version 1), 1 = chunk-major with R rows a chunk (what TMA writes; version 2), 2 =
- * version 2's swizzled K and V (MV_FA3_SWIZZLE=1): chunk pairs (16 columns) of R rows as
- * 32-byte-swizzled boxes, R * 32 bytes apart, chunks from `tail` on chunk-major at the same
- * offsets. */
+ * group; fa3 version 1), 1 = chunk-major with R rows a chunk (what TMA writes; the production
+ * kernel), 2 = its swizzled K and V (sw=1): chunk pairs (16 columns) of R rows as 32-byte-swizzled
+ * boxes, R * 32 bytes apart, chunks from `tail` on chunk-major at the same offsets. */
 template <int L> static __device__ __forceinline__ uint32_t probe_off(int row, int chunk, int cs, int R, int tail = 0)
 {
     if (L == 2 && chunk < tail) return (uint32_t)((chunk / 2) * R * 32) + sw32_offset(row, chunk & 1);
@@ -359,7 +399,7 @@ template <int KIND, int L, int N, int DP> static void probe(void)
     const char *what = kind ? "O = P V (A in registers, B N-major)" : "S = Q K^T (A and B K-major)";
     double e0 = probe_run<KIND, L, N, DP>(0);
     CHECK(e0 < 1e-5, "wgmma layout probe: %s, %s layout, m64n%dk16, K %d: rel L2 %.2e vs a double product", what,
-          L == 2 ? "32-byte-swizzled boxes (TMA, MV_FA3_SWIZZLE=1)" : L ? "chunk-major (TMA)" : "interleaved", N,
+          L == 2 ? "32-byte-swizzled boxes (TMA, sw=1)" : L ? "chunk-major (TMA)" : "interleaved", N,
           kind ? 64 : DP, e0);
     if (!(e0 < 1e-5))
         printf("# diagnosis: the same with LBO and SBO swapped: rel L2 %.2e\n", probe_run<KIND, L, N, DP>(1));
@@ -387,16 +427,46 @@ static void test_probes(void)
     probe<1, 2, 64, 64>();
 }
 
-/* mv_cuda_fa3_split's rule (by default): split the items of a last wave of the persistent grid
- * that is at most half full, behind full waves, when all tiles walk the same >= 8 key tiles */
+/* mv_cuda_fa3_config's key-tile size: of the entry's two, the one whose key tiles (each costing
+ * its keys plus a fixed 16) pad the segments less; and the rest of the configuration from the
+ * table (fa3_table.cuh) */
+static void test_config_policy(void)
+{
+    const mv_fa3_device d = {0, 9, 0, 132};
+    struct {
+        std::vector<int> lens;
+        int want; /* what the rule gives (checked, so that both outcomes are covered) */
+    } cases[] = {{{784}, 112}, {{784, 784, 784}, 112}, {{4096}, 128}, {{8160, 8160}, 128}, {{1}, 112}, {{16384}, 128}};
+    for (int D : {64, 72})
+        for (auto &c : cases) {
+            std::vector<int32_t> cu(c.lens.size() + 1, 0);
+            for (size_t i = 0; i < c.lens.size(); i++) cu[i + 1] = cu[i] + c.lens[i];
+            double c112 = 0, c128 = 0; /* the rule, restated */
+            for (int L : c.lens) {
+                c112 += (double)L * ceil(L / 112.0) * (112 + 16);
+                c128 += (double)L * ceil(L / 128.0) * (128 + 16);
+            }
+            mv_fa3_cfg g;
+            const int rc = mv_cuda_fa3_config(&d, D, cu.data(), (int)c.lens.size(), &g);
+            const int rule = c112 < c128 ? 112 : 128;
+            CHECK(rc == 0 && g.keys == rule && rule == c.want && g.consumers == 3 && g.swizzle == 1 && g.qreg == 0 &&
+                      g.persistent == 1 && g.stages == 2 && g.rescale_min == 0 && mv_cuda_fa3_built(&g, D),
+                  "fa3 config D=%d %zu segments of %d: keys %d (rule %d), wg %d sw %d qr %d ps %d st %d rm %d", D,
+                  c.lens.size(), c.lens[0], g.keys, rule, g.consumers, g.swizzle, g.qreg, g.persistent, g.stages,
+                  g.rescale_min);
+        }
+    mv_fa3_cfg g;
+    const mv_fa3_device ampere = {0, 8, 0, 108};
+    const int32_t cu1[2] = {0, 784};
+    CHECK(mv_cuda_fa3_config(&ampere, 72, cu1, 1, &g) == -1 && mv_cuda_fa3_config(&d, 80, cu1, 1, &g) == -1,
+          "fa3 config: none on compute capability 8.0, none at head dim 80");
+}
+
+/* mv_cuda_fa3_split's rule: split the items of a last wave of the persistent grid that is at most
+ * half full, behind full waves, when all tiles walk the same >= 8 key tiles */
 static void test_split_policy(void)
 {
-    mv_attn_state s;
-    mv_cuda_attn_state_init(&s, 0);
-    s.fa3_split = -1;
-    s.fa3_wg = 3;
-    s.fa3_ps = 1;
-    s.fa3_sms = 132;
+    const mv_fa3_device d = {0, 9, 0, 132};
     const int heads = 16, keys = 128;
     struct {
         std::vector<int> lens;
@@ -412,23 +482,36 @@ static void test_split_policy(void)
     for (auto &c : cases) {
         std::vector<int32_t> cu(c.lens.size() + 1, 0);
         for (size_t i = 0; i < c.lens.size(); i++) cu[i + 1] = cu[i] + c.lens[i];
-        const int nseg = (int)c.lens.size(), bm = mv_cuda_fa3_bm(&s, 72);
+        mv_fa3_cfg cfg;
+        mv_cuda_fa3_config(&d, 72, cu.data(), (int)c.lens.size(), &cfg);
+        cfg.keys = keys;
+        const int nseg = (int)c.lens.size(), bm = mv_cuda_fa3_bm(&cfg);
         const int nt = mv_attn_tile_count(cu.data(), nseg, bm);
         std::vector<mv_attn_tile> tiles((size_t)nt);
         mv_attn_tiles(tiles.data(), cu.data(), nseg, bm);
-        const int items = nt * heads, rem = items % s.fa3_sms;
+        const int items = nt * heads, rem = items % d.sms;
         int equal = 1, nkv = (tiles[0].kv_end - tiles[0].kv_start + keys - 1) / keys;
         for (int i = 1; i < nt; i++) equal &= (tiles[i].kv_end - tiles[i].kv_start + keys - 1) / keys == nkv;
         /* the rule, restated from the inputs */
-        const bool rule = items >= s.fa3_sms && rem > 0 && 2 * rem <= s.fa3_sms && equal && nkv >= 8;
-        const int got = mv_cuda_fa3_split(&s, 72, tiles.data(), nt, heads, keys);
-        CHECK(got == (rule ? rem : 0) && rule == c.want,
-              "fa3 split policy: %zu segments of %d, %d items on %d SMs (last wave %d), %d key tiles%s: split %d, want %d",
-              c.lens.size(), c.lens[0], items, s.fa3_sms, rem, nkv, equal ? "" : " (unequal)", got, rule ? rem : 0);
+        const bool rule = items >= d.sms && rem > 0 && 2 * rem <= d.sms && equal && nkv >= 8;
+        const int got = mv_cuda_fa3_split(&d, &cfg, 72, tiles.data(), nt, heads);
+        mv_fa3_plan p;
+        mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, got, &p);
+        CHECK(got == (rule ? rem : 0) && rule == c.want && p.split == got &&
+                  p.grid == (d.sms < items + got ? d.sms : items + got) &&
+                  p.part_bytes == (got ? (size_t)2 * got * bm * (72 + 2) * sizeof(float) : 0),
+              "fa3 split policy: %zu segments of %d, %d items on %d SMs (last wave %d), %d key tiles%s: split %d, "
+              "want %d; plan grid %d, scratch %zu bytes",
+              c.lens.size(), c.lens[0], items, d.sms, rem, nkv, equal ? "" : " (unequal)", got, rule ? rem : 0, p.grid,
+              p.part_bytes);
+        if (c.lens[0] == 16384) {
+            cfg.persistent = 0;
+            const int g0 = mv_cuda_fa3_split(&d, &cfg, 72, tiles.data(), nt, heads);
+            mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, g0, &p);
+            CHECK(g0 == 0 && p.grid == items && p.part_bytes == 0,
+                  "fa3 split policy: one CTA per item never splits (split %d, grid %d of %d items)", g0, p.grid, items);
+        }
     }
-    s.fa3_split = 0;
-    CHECK(mv_cuda_fa3_split(&s, 72, NULL, 86, heads, keys) == 0, "fa3 split policy: MV_FA3_SPLIT=0 never splits");
-    mv_cuda_attn_state_free(&s);
 }
 
 static void test_refusals(void)
@@ -436,23 +519,40 @@ static void test_refusals(void)
     for (int D : {32, 80, 96, 128}) {
         mv_err e;
         e.msg[0] = 0;
-        mv_status s = mv_cuda_fa3_check(0, D, &e);
+        mv_status s = mv_cuda_fa3_check(&g_dev, D, &e);
         char want[32];
         snprintf(want, sizeof want, "head dim is %d", D);
-        cudaError_t r = mv_cuda_attention_fa3(&g_st, NULL, NULL, 1, NULL, 1, 1, D, 128, 0, 0);
+        mv_fa3_plan p;
+        p.cfg = mv_fa3_cfg{3, 128, 1, 0, 1, 2, 0};
+        p.split = 0;
+        p.grid = 1;
+        p.part_bytes = 0;
+        cudaError_t r = mv_cuda_attention_fa3(&g_st, &p, NULL, 0, NULL, NULL, 1, NULL, 1, 1, D, 0);
         CHECK(s == MV_ERR_UNSUPPORTED && strstr(e.msg, want) && strstr(e.msg, "64 and 72") &&
                   r == cudaErrorInvalidValue,
               "fa3 refuses head dim %d: \"%s\", launcher: %s", D, e.msg, cudaGetErrorString(r));
     }
     mv_err e;
-    CHECK(mv_cuda_fa3_check(0, 72, &e) == MV_OK && mv_cuda_fa3_check(0, 64, &e) == MV_OK,
+    CHECK(mv_cuda_fa3_check(&g_dev, 72, &e) == MV_OK && mv_cuda_fa3_check(&g_dev, 64, &e) == MV_OK,
           "fa3 takes head dims 72 and 64 on this device");
+    /* Q in registers with 3 consumer warpgroups: not instantiated (ptxas C7512), refused */
+    mv_fa3_plan p;
+    p.cfg = mv_fa3_cfg{3, 128, 1, 1, 1, 2, 0};
+    p.split = 0;
+    p.grid = 1;
+    p.part_bytes = 0;
+    const cudaError_t r = mv_cuda_attention_fa3(&g_st, &p, NULL, 0, NULL, NULL, 1, NULL, 1, 1, 72, 0);
+    CHECK(!mv_cuda_fa3_built(&p.cfg, 72) && r == cudaErrorNotSupported,
+          "fa3 refuses a configuration it does not instantiate (wg=3 qr=1): %s", cudaGetErrorString(r));
 }
 
 int main(int argc, char **argv)
 {
-    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
-    const int big = argc > 1 && !strcmp(argv[1], "--big");
+    int quick = 0, big = 0;
+    for (int i = 1; i < argc; i++) {
+        quick |= !strcmp(argv[i], "--quick");
+        big |= !strcmp(argv[i], "--big");
+    }
     if (!mv_cuda_available()) {
         printf("Bail out! no CUDA device\n");
         return 2;
@@ -466,14 +566,23 @@ int main(int argc, char **argv)
         return 2;
     }
     mv_cuda_attn_state_init(&g_st, 0);
+    CU(mv_cuda_fa3_device(0, &g_dev));
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--fa3") && i + 1 < argc) {
+            if (mv_variants_spec(argv[i + 1], &g_spec, &g_spec_split)) {
+                printf("Bail out! bad --fa3 %s (test/cuda/variants/variants.cuh)\n", argv[i + 1]);
+                return 2;
+            }
+            g_spec_set = 1;
+        }
     if (!big) test_probes();
     if (big) {
         test_fa3({47376}, 1, 64, 2.f);
         test_fa3({47376, 1}, 1, 72, 2.f);
-        mv_cuda_attn_state_free(&g_st);
         return UNIT_DONE();
     }
     test_refusals();
+    test_config_policy();
     test_split_policy();
     const std::vector<std::vector<int>> mixes = {{1}, {127, 128, 129}, {784, 784, 784}, {17, 130, 64, 1, 1, 2},
                                                  {191, 192, 193, 385}};
@@ -487,6 +596,5 @@ int main(int argc, char **argv)
         test_fa3({8160}, 1, 64, 2.f);
         test_fa3({8160, 784, 129, 1}, 2, 64, 2.f);
     }
-    mv_cuda_attn_state_free(&g_st);
     return UNIT_DONE();
 }

@@ -17,8 +17,8 @@
  *   cpubench --model DIR --grid G --what attn [--qkv QKV.npy] [-j N] [--iters K] [--out O.npy]
  *            [--cpu-gemm f32|bf16x6|auto]
  * times attention alone (mv_attention_cpu_gemm, the tower's attention with its head split, N
- * threads, its products on the f32 sgemm (the tower's path) or, with bf16x6, on AMX: the path of
- * tower_cpu.c's measurement option MV_CPU_ATTN_AMX=1)
+ * threads, its products on the f32 sgemm (the tower's path) or, with bf16x6, on AMX: linked
+ * against the variants build of attention_cpu.c, which has that path)
  * on the grid's segments (one per frame of an entry: h x w patches) with the model's heads and
  * head_dim: qkv [n_patches, 3 x hidden] from QKV.npy or uniform [-1, 1); prints "attn_lib ...",
  * "attn S", "attn_min S" and "attn_tflop T" (4 L^2 D per segment and head); --out saves out
