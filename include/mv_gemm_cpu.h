@@ -2,7 +2,7 @@
  * for the GEMM library (oneDNN's matmul primitive; OpenBLAS in a `make NO_DNNL=1` build, which
  * packs nothing), row blocks multiplied against them on the calling thread alone, and
  * attention's two small products in f32 (in both modes). Not here: the tower's threading and
- * epilogues (tower_cpu.c).
+ * epilogues (tower_cpu.c, ops_cpu.c).
  *
  * Modes (one per mv_gemm_cpu): f32, oneDNN's or OpenBLAS's f32 matmul; bf16x6, f32 operands split
  * exactly into three bf16 parts each (mv_bf16x3_split, mv_gemm_amx.h) and x . W^T summed from the

@@ -1,6 +1,7 @@
-/* mv_ops_cpu.h - the tower's operations in plain C (f32). These are the readable reference
- * ("CPU twins") for the CUDA kernels in cu/; src/tower/tower_cpu.c composes them into the forward.
- * Shapes are given in brackets; all tensors are row-major f32. n = number of patch rows. */
+/* mv_ops_cpu.h - the tower's operations in plain C (f32), the CPU twins of the CUDA kernels in
+ * cu/ (the CUDA tests' references): src/tower/ops_cpu.c, and attention in src/tower/attention_cpu.c;
+ * the CPU backend (src/tower/tower_cpu.c) runs them. Shapes are given in brackets; all tensors
+ * are row-major f32. n = number of patch rows. */
 #ifndef MV_OPS_CPU_H
 #define MV_OPS_CPU_H
 

@@ -1,10 +1,12 @@
-/* tower_cpu_int.h - what the CPU tower's files share (tower_cpu.c: the backend and the
- * elementwise twins; attention_cpu.c: attention): the row split between threads, the f32 exp,
- * attention's work-item and key-block sizes. Internal to src/; not an API. */
+/* tower_cpu_int.h - what the CPU tower's files share (tower_cpu.c: the backend; ops_cpu.c: the
+ * elementwise and row operations; attention_cpu.c: attention): the row split between threads,
+ * the f32 exp, the row operations of the block chain, attention's work-item and key-block sizes.
+ * Internal to src/; not an API. */
 #ifndef MV_TOWER_CPU_INT_H
 #define MV_TOWER_CPU_INT_H
 
 #include "mv_gemm_cpu.h"
+#include "mv_model.h" /* mv_act */
 
 #include <stdint.h>
 
@@ -16,7 +18,7 @@
 #define ATT_KB 1024
 #endif
 
-/* The row loops of tower_cpu.c and attention_cpu.c (softmax, GELU) are compiled for AVX-512 and
+/* The row loops of ops_cpu.c and attention_cpu.c (softmax, GELU) are compiled for AVX-512 and
  * AVX2 too (MV_CLONES, mv_gemm_cpu.h); their results depend on the CPU model then, as OpenBLAS's
  * do, never on threads. */
 
@@ -51,6 +53,21 @@ static inline __attribute__((always_inline)) float exp_f32(float x)
     } sc = {.i = ((int32_t)n + 127) << 23};
     return y * sc.f;
 }
+
+/* The row operations of ops_cpu.c that tower_cpu.c's block chain runs on its own rows. */
+/* LayerNorm of one row: mean and variance in double, 8 partial sums in a fixed order. */
+void mv_cpu_layernorm_row(float *oi, const float *xi, const float *w, const float *b, int dim, float eps);
+/* What a GEMM's thread does to its rows after the sgemm, while they are still in cache. b may be
+ * NULL (no bias). */
+typedef enum {
+    EPI_BIAS, /* out += b */
+    EPI_GELU, /* out = gelu_tanh(out + b) */
+    EPI_RES,  /* res += out + b (out is scratch) */
+} cpu_epilogue;
+/* The epilogue ep on one row o[od] (ri: the residual row of EPI_RES, else NULL). */
+void mv_cpu_epilogue_row(float *restrict o, const float *restrict b, int od, cpu_epilogue ep, float *restrict ri);
+/* act in place on one row (the non-tanh activations; tanh-GELU is fused into fc1's epilogue). */
+void mv_cpu_act_row(mv_act act, float *x, int64_t count);
 
 /* GEMM rows are split between threads at multiples of the GEMM library's row atom
  * (mv_gemm_row_atom: what it needs for a row's bytes not to depend on the call), each thread's

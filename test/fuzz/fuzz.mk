@@ -17,7 +17,7 @@ FZ_CFLAGS  := -std=gnu11 -g -O1 -Wall -Wextra -Wno-unknown-pragmas -Iinclude -DM
               -DFZ_ROOT='"$(CURDIR)"' $(shell pkg-config --cflags $(FZ_PKGS) 2>/dev/null) $(FZ_SAN)
 FZ_LIBS    := $(shell pkg-config --libs $(FZ_PKGS) 2>/dev/null || echo -ljansson -lzstd -lpng -ljpeg \
               -lwebp -larchive -lavformat -lavcodec -lavutil -lswscale) -lm -lpthread
-FZ_LIB_SRCS := $(filter-out src/run/run.c src/tower/tower_cpu.c,$(LIB_SRCS))
+FZ_LIB_SRCS := $(filter-out src/run/run.c src/tower/tower_cpu.c src/tower/ops_cpu.c,$(LIB_SRCS))
 FZ_LIB_OBJS := $(patsubst src/%.c,$(FZ_BUILD)/obj/%.o,$(FZ_LIB_SRCS))
 FZ_BINS    := $(addprefix $(FZ_BUILD)/fuzz_,$(FZ_NAMES))
 

@@ -1,4 +1,4 @@
-/* test_gelu_cpu.c - the CPU tower's GELUs (src/tower/tower_cpu.c: mv_gelu_erf_cpu, libm-free and
+/* test_gelu_cpu.c - the CPU tower's GELUs (src/tower/ops_cpu.c: mv_gelu_erf_cpu, libm-free and
  * vectorised; mv_gelu_tanh_cpu, fc1's epilogue arithmetic, on [-2, 10]) against libm in double: the oracle is
  * 0.5 v (1 + erf(v / sqrt 2)), resp. 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))), computed
  * in double (as 0.5 v erfc(-v / sqrt 2), resp. v / (1 + e^(-2u)), exact identities that do not
