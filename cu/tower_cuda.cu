@@ -11,7 +11,7 @@
  * in f32 unless opts.residual asks for HF's rounding) or f32 (precision f32 / tf32). A packed
  * batch runs as chunks of whole attention segments that fit the workspace (src/tower/plan.c),
  * pipelined over two streams (chunk k+1 uploads and k-1 downloads while k computes), from f32
- * pixel_values (forward) or uint8 frames (forward_u8: patchified on the GPU bit for bit as
+ * pixel_values or uint8 frames (mv_forward_req; patchified on the GPU bit for bit as
  * mv_patchify). Attention (builtin, cuDNN or fa3) and the other settings are resolved once at
  * creation; mv_backend_cuda_settings says what they became. Invariants: no host round trip
  * inside a chunk but the stage dumps (which need the batch in one chunk); one forward at a time
@@ -86,7 +86,7 @@ typedef struct {
     int64_t cap, cap_max;
     mv_tower_sizes sz;      /* byte sizes of the weight buffers and workspace rows (src/tower/plan.c) */
     float *pix[2];          /* [cap, sz.pix_cols] f32: pixels in, f32 output / dump scratch out */
-    uint8_t *u8[2];         /* [cap * patch_dim] bytes: a chunk's uint8 frames (forward_u8), at
+    uint8_t *u8[2];         /* [cap * patch_dim] bytes: a chunk's uint8 frames (req.frames), at
                              * most temporal * patch^2 * 3 = patch_dim bytes per patch row */
     mv_patch_seg *pseg[2];  /* [cap / merge^2 + 1]: the chunk's segments for the patchify */
     float *lut;             /* [3 * 256] mv_norm_lut of the model's preprocessing */
@@ -100,7 +100,7 @@ typedef struct {
     mv_attn_tile *h_tiles;
     int32_t *h_cu;
     int64_t h_cu_cap;
-    /* --pool mean on the device (forward_mean): f64 sums [pool_cap, L], rows per entry, the f32
+    /* --pool mean on the device (req.mean): f64 sums [pool_cap, L], rows per entry, the f32
      * means [pool_cap, L]; spans of one chunk [pool_span_cap] (device and host staging) */
     double *pool_acc;
     int64_t *pool_rows;
@@ -405,7 +405,7 @@ static cudaError_t ln_x(bf16 *y, const float *x, const float *w, const float *bi
 }
 
 /* Enqueues the whole tower for one chunk on b->st; its pixels are in pix[ch->buf] (f32), or, with
- * host_pixels NULL (forward_u8), its uint8 frames are in u8[ch->buf] with its segments in
+ * host_pixels NULL (req.frames), its uint8 frames are in u8[ch->buf] with its segments in
  * pseg[ch->buf] and the patchify kernel writes pix[ch->buf] first; its
  * output goes to pix[ch->buf] as f32 [n / mm, L]. T: activations; TX: the residual stream x
  * (T, or f32 in bf16 mode with f32res). */
@@ -538,7 +538,7 @@ static mv_status pool_chunk(cuda_backend *b, const chunk *ch, const mv_segment *
     return MV_OK;
 }
 
-/* forward_u8: the plan's segments with their frames in the packed input, offsets absolute
+/* uint8 input: the plan's segments with their frames in the packed input, offsets absolute
  * (upload_u8 makes a chunk's relative). Segment g of an entry of n frames has frames
  * [g*T, min(g*T + T, n)), as mv_patchify groups them. NULL when out of memory. */
 static mv_patch_seg *u8_segments(const mv_vision_config *c, const int32_t *n_frames, const mv_plan *plan)
@@ -608,12 +608,17 @@ static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
     return r == cudaSuccess ? cudaEventSynchronize(b->ev_wait) : r;
 }
 
-/* forward / forward_u8 (out: [N / mm, L] tokens) or, with pool, forward_mean (out: [n_entries, L]
- * means). The input is f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
-static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t *frames,
-                              const int32_t *n_frames, const int32_t *grid, int n_entries, float *out,
-                              mv_stage_fn fn, void *ud, int pool, mv_err *e)
+/* The forward req (out: [N / mm, L] tokens or, with req->mean, [n_entries, L] means). The input is
+ * f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
+static mv_status forward_impl(mv_backend *be, const mv_forward_req *req, mv_forward_info *info, mv_err *e)
 {
+    const float *pixels = req->pixels;
+    const uint8_t *frames = req->frames;
+    const int32_t *n_frames = req->n_frames, *grid = req->grid;
+    const int n_entries = req->n_entries, pool = req->mean;
+    float *out = req->out;
+    mv_stage_fn fn = req->dump;
+    void *ud = req->dump_ud;
     cuda_backend *b = (cuda_backend *)be;
     const mv_vision_config *c = &be->model->cfg;
     if (frames) {
@@ -769,8 +774,8 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
                 st = mv_cuda_check(r2, e, "event");
                 break;
             }
-            if (k == plan.nchunk - 1 && !pool && b->base.queued) /* the last chunk's kernels */
-                b->base.queued(b->base.queued_arg);
+            if (k == plan.nchunk - 1 && !pool && req->queued) /* the last chunk's kernels */
+                req->queued(req->queued_arg);
         }
         if (have_prev) {
             int64_t M = prev.n / mm;
@@ -796,7 +801,7 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         if (r == cudaSuccess)
             r = cudaMemcpyAsync(out, b->pool_out, (size_t)n_entries * L * sizeof(float), cudaMemcpyDeviceToHost,
                                 b->st);
-        if (r == cudaSuccess && b->base.queued) b->base.queued(b->base.queued_arg);
+        if (r == cudaSuccess && req->queued) req->queued(req->queued_arg);
         if (r == cudaSuccess) r = block_on(b, b->st);
         if (r != cudaSuccess) st = mv_cuda_check(r, e, "pooled output");
     }
@@ -814,8 +819,8 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
         rt = cudaEventElapsedTime(&ms0, b->ev_ref, b->ev_f0);
         if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms1, b->ev_ref, b->ev_f1);
         if (rt == cudaSuccess) {
-            b->base.gpu_t0 = b->ref_host + ms0 * 1e-3;
-            b->base.gpu_t1 = b->ref_host + ms1 * 1e-3;
+            info->gpu_t0 = b->ref_host + ms0 * 1e-3;
+            info->gpu_t1 = b->ref_host + ms1 * 1e-3;
         } else {
             cudaGetLastError(); /* not sticky (an event without a timing record): clear it */
         }
@@ -827,25 +832,15 @@ static mv_status forward_impl(mv_backend *be, const float *pixels, const uint8_t
     return MV_OK;
 }
 
-static mv_status cuda_forward(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
-                              float *out, mv_stage_fn fn, void *ud, mv_err *e)
+/* mv_backend.forward: pixel_values or frames, tokens or (req->mean, no stage dumps) means. */
+static mv_status cuda_forward(mv_backend *be, const mv_forward_req *req, mv_forward_info *info, mv_err *e)
 {
-    return forward_impl(be, pixels, NULL, NULL, grid, n_entries, out, fn, ud, 0, e);
-}
-
-static mv_status cuda_forward_u8(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
-                                 const int32_t *grid, int n_entries, float *out, mv_stage_fn fn, void *ud,
-                                 mv_err *e)
-{
-    if (!frames) return mv_fail(e, MV_ERR_USAGE, "cuda: forward_u8 without frames");
-    return forward_impl(be, NULL, frames, n_frames, grid, n_entries, out, fn, ud, 0, e);
-}
-
-static mv_status cuda_forward_mean(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
-                                   const int32_t *grid, int n_entries, float *out, mv_err *e)
-{
-    if (!frames) return mv_fail(e, MV_ERR_USAGE, "cuda: forward_mean without frames");
-    return forward_impl(be, NULL, frames, n_frames, grid, n_entries, out, NULL, NULL, 1, e);
+    mv_forward_info none;
+    if (!info) info = &none;
+    *info = mv_forward_info{0, 0};
+    if (!req->pixels == !req->frames) return mv_fail(e, MV_ERR_USAGE, "cuda: a forward takes pixel values or frames");
+    if (req->mean && req->dump) return mv_fail(e, MV_ERR_USAGE, "cuda: no stage dumps with per-entry means");
+    return forward_impl(be, req, info, e);
 }
 
 static void cuda_destroy(mv_backend *be)
@@ -1052,8 +1047,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     if (!b) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
     b->base.name = "cuda";
     b->base.forward = cuda_forward;
-    b->base.forward_mean = cuda_forward_mean;
-    b->base.forward_u8 = cuda_forward_u8;
+    b->base.pools_mean = 1;
     b->base.destroy = cuda_destroy;
     b->base.host_alloc = cuda_host_alloc;
     b->base.host_free = cuda_host_free;
@@ -1098,7 +1092,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
                                                              : MV_GEMM_F32,
                             b->st, e);
     if (st == MV_OK) st = upload_weights(b, e);
-    if (st == MV_OK) { /* forward_u8's normalisation table, the CPU's own (mv_norm_lut) */
+    if (st == MV_OK) { /* the uint8 input's normalisation table, the CPU's own (mv_norm_lut) */
         float lut[3][256];
         mv_norm_lut(&m->pp, lut);
         r = cudaMalloc((void **)&b->lut, sizeof lut);
@@ -1121,6 +1115,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
         }
         if (bt > MAX_BATCH_TOKENS) bt = MAX_BATCH_TOKENS;
         b->cap_max = bt;
+        b->base.batch_tokens = bt; /* the pipeline packs forwards of at most one workspace */
         make_settings(b, &prop, o);
         if (b->verbose) fprintf(stderr, "mvembed: cuda: device %d: settings: %s\n", dev, b->settings);
     }

@@ -1,11 +1,12 @@
 /* mv_backend.h - the narrow interface between the pipeline and a tower implementation.
  *
- * A forward takes n entries (images, or videos with t temporal groups) and returns the merger
- * output. Its input is either the packed pixel_values (forward: f32 rows in HF merge-block order)
- * or the resized uint8 frames they come from (forward_u8: the backend normalises and patchifies
- * them itself, bit for bit as mv_patchify, so 8x fewer bytes cross the bus; the pipeline uses
- * this one). Each temporal group of each entry is its own attention segment (cu_seqlens = cumsum
- * of h*w repeated t times), exactly as HF Qwen3_5VisionModel.forward does.
+ * A forward (mv_forward_req) takes n entries (images, or videos with t temporal groups) and
+ * returns the merger output, or each entry's mean of it. Its input is either the packed
+ * pixel_values (f32 rows in HF merge-block order) or the resized uint8 frames they come from (the
+ * backend normalises and patchifies them itself, bit for bit as mv_patchify, so 8x fewer bytes
+ * cross the bus; the pipeline sends these). Each temporal group of each entry is its own
+ * attention segment (cu_seqlens = cumsum of h*w repeated t times), exactly as HF
+ * Qwen3_5VisionModel.forward does.
  *
  * Implementations: CPU (src/tower/tower_cpu.c, f32, oneDNN or OpenBLAS) and CUDA (cu/, bf16 tensor cores).
  */
@@ -25,31 +26,52 @@ typedef mv_status (*mv_stage_fn)(void *ud, const char *stage, const float *data,
 
 typedef enum { MV_PREC_F32 = 0, MV_PREC_TF32, MV_PREC_BF16 } mv_precision;
 
-typedef struct mv_backend mv_backend;
-struct mv_backend {
-    const char *name; /* "cpu" or "cuda" */
-    /* pixels: [n_patches, patch_dim]; grid: n_entries x {t, h, w} in patches;
-     * out: [n_patches / merge^2, out_hidden]. dump may be NULL. */
-    mv_status (*forward)(mv_backend *b, const float *pixels, const int32_t *grid, int n_entries,
-                         float *out, mv_stage_fn dump, void *ud, mv_err *e);
-    /* --pool mean on the device, or NULL (the caller pools the tokens on the host with
-     * mv_pool_mean): forward_u8 without stage dumps, but out receives one row per entry,
-     * the mean of that entry's output tokens (a video's over all its temporal groups), summed in
-     * f64 in row order and rounded once: bit-identical to mv_pool_mean of forward's output.
-     * out: [n_entries, out_hidden]. */
-    mv_status (*forward_mean)(mv_backend *b, const uint8_t *frames, const int32_t *n_frames,
-                              const int32_t *grid, int n_entries, float *out, mv_err *e);
-    /* The same forward from the resized uint8 frames (HWC RGB) instead of pixel_values.
-     * frames: the entries' frames back to back, entry i being [n_frames[i]][h_i * patch]
+/* One forward: what it computes from which input, and the caller's hooks into it. */
+typedef struct {
+    /* The input, one of the two (the other NULL). pixels: [n_patches, patch_dim] f32. frames:
+     * the resized uint8 frames (HWC RGB) back to back, entry i being [n_frames[i]][h_i * patch]
      * [w_i * patch][3] with {t_i, h_i, w_i} = grid[3i..3i+2] and t_i = ceil(n_frames[i] /
      * temporal) (mv_frames_check): an image is 1 frame (duplicated to temporal), a video its
      * sampled frames in temporal groups, the last frame repeated when the count is not a multiple
-     * of temporal. The backend normalises with mv_norm_lut's table and patchifies in
+     * of temporal. The backend normalises them with mv_norm_lut's table and patchifies in
      * merge-block order, columns (c, t, ph, pw), bit for bit as mv_patchify; the "pixel_values"
-     * stage dump is that patchified result as the backend made it. Needs in_ch 3. */
-    mv_status (*forward_u8)(mv_backend *b, const uint8_t *frames, const int32_t *n_frames,
-                            const int32_t *grid, int n_entries, float *out, mv_stage_fn dump,
-                            void *ud, mv_err *e);
+     * stage dump is that patchified result as the backend made it. Frames need in_ch 3. */
+    const float *pixels;
+    const uint8_t *frames;
+    const int32_t *n_frames; /* [n_entries]: with frames, each entry's frame count */
+    const int32_t *grid;     /* [n_entries][3]: {t, h, w} in patches */
+    int n_entries;
+    /* mean 0: out [n_patches / merge^2, out_hidden], the merger's output tokens. mean 1 (--pool
+     * mean on the device; only where mv_backend.pools_mean, without stage dumps): out
+     * [n_entries, out_hidden], each entry's mean of its output tokens (a video's over all its
+     * temporal groups), summed in f64 in row order and rounded once: bit-identical to
+     * mv_pool_mean of the tokens. */
+    float *out;
+    int mean;
+    mv_stage_fn dump; /* stage dumps (called with dump_ud), or NULL */
+    void *dump_ud;
+    /* Called at most once from inside the forward (with queued_arg), as soon as all of its
+     * device work is queued (the device is still busy with it; the call then waits for its
+     * results), or NULL. The pipeline lets the device's next forward start queuing there, so
+     * that no gap opens on the device between two forwards. */
+    void (*queued)(void *arg);
+    void *queued_arg;
+} mv_forward_req;
+
+/* What a forward reports besides its output. */
+typedef struct {
+    /* When the device ran the forward's kernels, in mv_now() seconds, from the start of its first
+     * kernel to the end of its last (CUDA: events); both 0 when the backend does not time its
+     * device work, or could not. The pipeline's "GPU executing" time is the union of these
+     * intervals per device (two forwards in flight overlap). */
+    double gpu_t0, gpu_t1;
+} mv_forward_info;
+
+typedef struct mv_backend mv_backend;
+struct mv_backend {
+    const char *name; /* "cpu" or "cuda" */
+    /* Runs the forward req. info, when not NULL, is filled whatever the outcome. */
+    mv_status (*forward)(mv_backend *b, const mv_forward_req *req, mv_forward_info *info, mv_err *e);
     void (*destroy)(mv_backend *b);
     /* Host memory for a forward's pixels (or frames) and output, or NULL to use malloc/free. The CUDA backend
      * hands out page-locked memory, so uploads and downloads run at full bus speed and the upload
@@ -58,20 +80,13 @@ struct mv_backend {
     void *(*host_alloc)(mv_backend *b, size_t bytes);
     void (*host_free)(mv_backend *b, void *p);
     const mv_model *model;
-    /* Patches the pipeline may pack into one forward: 0 = one input per forward (CPU: keeps
-     * results independent of batching). The CUDA backend sets its workspace size. */
-    int64_t max_batch_tokens;
-    /* Set by each successful forward of a backend that times its device work (CUDA: events), else
-     * left 0: when the device ran that forward's kernels, in mv_now() seconds, from the start of
-     * its first kernel to the end of its last. The pipeline's "GPU executing" time is the union of
-     * these intervals per device (two forwards in flight overlap). */
-    double gpu_t0, gpu_t1;
-    /* Set by the caller before a forward, or NULL: called at most once from inside the forward,
-     * as soon as all of its device work is queued (the device is still busy with it; the call
-     * then waits for its results). The pipeline lets the device's next forward start queuing
-     * there, so that no gap opens on the device between two forwards. */
-    void (*queued)(void *arg);
-    void *queued_arg;
+    /* Read-only, set at creation. batch_tokens: the most patches the caller should pack into one
+     * forward (opts.batch_tokens, resolved): 0 = one input per forward (the CPU by default: keeps
+     * results independent of batching); CUDA: its workspace's patches, sized from free memory
+     * unless asked. pools_mean: 1 when forward takes req.mean (CUDA), else the caller pools the
+     * tokens on the host (mv_pool_mean). */
+    int64_t batch_tokens;
+    int pools_mean;
     void *impl;
 };
 
@@ -95,7 +110,7 @@ typedef struct {
     mv_cpu_gemm cpu_gemm;  /* CPU: Linear layers' GEMM mode (--cpu-gemm; 0 = f32) */
     int device;             /* CUDA device ordinal */
     mv_precision precision; /* CUDA: bf16 default */
-    long long batch_tokens; /* CUDA: max patches per forward (0 = size from free memory) */
+    long long batch_tokens; /* max patches per forward (CUDA 0: sized from free memory; CPU 0: one input) */
     mv_attn_impl attention; /* CUDA: attention implementation (--attention) */
     mv_residual residual;   /* CUDA bf16: the residual stream's type (--cuda-residual) */
     mv_cudnn_graph cudnn_graph; /* CUDA: cuDNN attention's graph (--cudnn-graph) */

@@ -15,7 +15,7 @@
 #include "mv_npy.h"
 
 /* What decoding + preprocessing produced for one input: the resized frames, the tower's input
- * (mv_backend.forward_u8 normalises and patchifies them; 3 bytes a pixel instead of the 24 of
+ * (the backend's forward normalises and patchifies them; 3 bytes a pixel instead of the 24 of
  * f32 pixel_values with the temporal duplicate) and what --dump-stages writes as input.png. */
 typedef struct {
     uint8_t *frames;  /* [n_frames][rh][rw][3] uint8 HWC, rh = grid h * patch, rw = grid w * patch;

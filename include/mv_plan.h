@@ -23,10 +23,10 @@
 mv_status mv_grid_check(const mv_vision_config *c, const int32_t *grid, int n, int64_t *n_patches,
                         mv_err *e);
 
-/* Validates forward_u8's input for model m: the preprocessing's patch/merge/temporal equal the
- * tower's, the grid (mv_grid_check), in_ch 3, n_frames[i] >= 1 with grid t = ceil(n_frames[i] /
- * temporal). Counts patches and the frames' bytes (sum of n_frames[i] * h_i * w_i * patch^2 * 3);
- * either pointer may be NULL. */
+/* Validates a uint8 forward's input (mv_forward_req.frames) for model m: the preprocessing's
+ * patch/merge/temporal equal the tower's, the grid (mv_grid_check), in_ch 3, n_frames[i] >= 1
+ * with grid t = ceil(n_frames[i] / temporal). Counts patches and the frames' bytes (sum of
+ * n_frames[i] * h_i * w_i * patch^2 * 3); either pointer may be NULL. */
 mv_status mv_frames_check(const mv_model *m, const int32_t *n_frames, const int32_t *grid, int n,
                           int64_t *n_patches, int64_t *bytes, mv_err *e);
 
@@ -153,7 +153,7 @@ typedef struct {
     size_t row_ri;             /* mv_rowinfo, two buffers */
     size_t row_tiles;          /* budget of one mv_attn_tile per row, two buffers */
     size_t row_host;           /* host staging: one mv_rowinfo + 16 */
-    size_t row_u8;             /* a chunk's uint8 frames (forward_u8): at most patch_dim bytes per
+    size_t row_u8;             /* a chunk's uint8 frames (a uint8 forward): at most patch_dim bytes per
                                 * patch row (temporal x patch^2 x 3), two buffers; plus its
                                 * patchify segment table, one 32-byte entry per merge^2 rows */
     size_t per_token;          /* 2 row_pix + row_x + row_xn + row_att + row_qkv + row_mlp +

@@ -4,8 +4,8 @@
  * accumulated in f64 and rounded once to f32; and the end-of-run assembly of the per-input pooled
  * outputs of the files layout into one [inputs, out_hidden] array with its row index.
  * mv_pool_mean is the host path (the writer thread, CPU backend) and the CPU twin of the CUDA
- * backend's forward_mean (cu/pool.cu), which pools on the device with the same f64 sums in the
- * same order, bit-identical, so only [out_hidden] per input crosses PCIe.
+ * backend's forward with mv_forward_req.mean (cu/pool.cu), which pools on the device with the
+ * same f64 sums in the same order, bit-identical, so only [out_hidden] per input crosses PCIe.
  * What it is not: it does not decide which inputs belong to a run (the pipeline collects them,
  * mv_pool_list).
  */

@@ -48,7 +48,7 @@ long long mv_patchify_rows(int n_frames, int h, int w, const mv_preproc_config *
  * out [grid_t * gh * gw, 3 * temporal * patch * patch] (fp32), grid = {grid_t, gh, gw}.
  * A frame count that is not a multiple of temporal repeats the last frame (a single image is
  * duplicated). Rows are t-major then in merge-block order; columns are (c, t, ph, pw).
- * The CPU backend's forward_u8 runs it; cu/patchify.cu is its CUDA twin. */
+ * The CPU backend's forward of uint8 frames runs it; cu/patchify.cu is its CUDA twin. */
 void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
                  const mv_preproc_config *pp, float *out, int32_t grid[3]);
 
@@ -56,7 +56,7 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
  * resize, patchify. *pixels (malloc'd, [gh*gw, patch_dim]) and grid = {1, gh, gw}. If resized
  * is non-NULL it receives the resized HWC uint8 image (malloc'd) and *rw, *rh its size
  * (rw/rh may be NULL when resized is NULL). pixels NULL skips the patchify (the pipeline hands
- * the resized frame to mv_backend.forward_u8, which patchifies); grid is set all the same and
+ * the resized frame to the backend's forward, which patchifies); grid is set all the same and
  * resized must then be non-NULL. Errors name img->format's file only through the
  * caller: prefix the message with the file name (mv_fail_prefix). */
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,

@@ -102,7 +102,7 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, 
     p->width = img.width;
     p->height = img.height;
     t = mv_now();
-    /* no pixel_values here: the backend normalises and patchifies the frame (forward_u8) */
+    /* no pixel_values here: the backend normalises and patchifies the frame (mv_forward_req.frames) */
     st = mv_preprocess_image(&img, &c->m->pp, NULL, p->grid, &p->frames, &p->rw, &p->rh, e);
     it->t_preprocess = mv_now() - t;
     if (!st)

@@ -135,7 +135,9 @@ static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, m
         if ((st = mv_mkdirs(dc.dir, e)))
             goto done_a;
     }
-    if ((st = be->forward(be, a.data, grid, n, out, o->dump_dir ? mv_dump_stage : NULL, &dc, e)))
+    mv_forward_req req = {.pixels = a.data, .grid = grid, .n_entries = n, .out = out,
+                          .dump = o->dump_dir ? mv_dump_stage : NULL, .dump_ud = &dc};
+    if ((st = be->forward(be, &req, NULL, e)))
         goto done_a;
     char final_path[8400];
     if (o->out_dir && (st = mv_output_write(o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
@@ -239,11 +241,8 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
                 if (o->n_devices > 0)
                     bo.device = o->devices[i];
                 st = mv_backend_cuda_create(m, &bo, &be[n_be], e);
-                if (!st) {
-                    if (be[n_be]->max_batch_tokens <= 0)
-                        be[n_be]->max_batch_tokens = o->bopts.batch_tokens > 0 ? o->bopts.batch_tokens : 32768;
+                if (!st)
                     n_be++;
-                }
             }
         if (!st) {
             if (!o->quiet)
@@ -267,12 +266,9 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
     }
     const int n_cpu = fake > 1 ? fake * per : 1;
     mv_status st = MV_OK;
-    for (; n_be < n_cpu && !st; n_be++) {
-        st = mv_backend_cpu_create(m, &o->bopts, &be[n_be], e);
-        if (st)
+    for (; n_be < n_cpu && !st; n_be++)
+        if ((st = mv_backend_cpu_create(m, &o->bopts, &be[n_be], e)))
             break;
-        be[n_be]->max_batch_tokens = o->bopts.batch_tokens; /* 0: one input per forward */
-    }
     if (!st && fake > 1) {
         *n_devp = fake;
         if (!o->quiet)

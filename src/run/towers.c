@@ -42,7 +42,7 @@ struct slab_pool {
 
 /* Per device, for -v: how long at least one forward was running on it (the union over its tower
  * threads' forward() calls, host-timed: forwards are synchronous), and when the device executed
- * the forwards' kernels (the backends' gpu_t0/gpu_t1 intervals, from CUDA events; their union is
+ * the forwards' kernels (the mv_forward_info gpu_t0/gpu_t1 intervals, from CUDA events; their union is
  * "GPU executing"). */
 typedef struct {
     pthread_mutex_t mu;
@@ -51,7 +51,7 @@ typedef struct {
     mv_busy gpu; /* the forwards' kernel intervals (mv_busy.h) */
     /* Turns: the device's tower threads queue their forwards' device work one at a time, in the
      * order they became ready (a ticket lock, given back as soon as a forward's work is queued:
-     * mv_backend.queued). Two forwards started together share the GPU, end together, and then
+     * mv_forward_req.queued). Two forwards started together share the GPU, end together, and then
      * both threads stage in their next batch while the GPU idles; taking turns, one thread stages
      * in while the other's forward runs, and the next forward's work is queued behind the last
      * one's. o->forward_overlap (MVEMBED_FORWARD_TURNS=0) lets them overlap freely. */
@@ -61,7 +61,7 @@ typedef struct {
 } dev_busy;
 
 /* A forward's turn on its device: given back once, as soon as the forward's device work is
- * queued (mv_backend.queued), or when the call returns. */
+ * queued (mv_forward_req.queued), or when the call returns. */
 typedef struct {
     dev_busy *d;
     int given;
@@ -95,8 +95,8 @@ typedef struct {
     runner *R;
     mv_backend *be;
     dev_busy *dev; /* the device this backend runs on */
-    /* staging of one forward's uint8 frames (mv_backend.forward_u8), kept between forwards
-     * (page-locked when the backend offers it) */
+    /* staging of one forward's uint8 frames, kept between forwards (page-locked when the
+     * backend offers it) */
     void *pix;
     size_t pix_cap; /* bytes */
     int pix_pinned;
@@ -213,117 +213,151 @@ static void stage_release(tower_arg *ta)
     }
 }
 
-/* Runs one forward over items[0..n) (all prepared without error): their resized uint8 frames,
- * packed back to back into the staging buffer, go to forward_u8, which patchifies them. */
-static void tower_batch(tower_arg *ta, mv_item **items, int n)
+/* One forward of a tower thread: its inputs, their frames packed back to back, grids and frame
+ * counts (the backend's request), and the output slab it writes. */
+typedef struct {
+    mv_item **items;
+    int n;
+    int64_t N;       /* patches */
+    size_t bytes;    /* the frames' bytes */
+    int mean;        /* --pool mean where the backend pools on the device: one row per input */
+    int32_t *grid, *nfr;
+    const uint8_t *frames;
+    slab *sb;
+} batch;
+
+/* Stage-in: grid, frame counts and frames of bt's inputs, gathered into the thread's staging
+ * buffer (but one input on a backend without page-locked memory: its frames are used where they
+ * are), and a free output slab. Returns 0, or -1 when out of memory (a fatal error). */
+static int stage_in(tower_arg *ta, batch *bt)
 {
     runner *R = ta->R;
     mv_backend *be = ta->be;
     const mv_vision_config *c = &R->m->cfg;
-    int mm = c->merge * c->merge;
-    int64_t N = 0;
-    size_t bytes = 0;
-    for (int i = 0; i < n; i++) {
-        N += mv_item_patches(items[i]);
-        bytes += (size_t)items[i]->p.n_frames * items[i]->p.rw * items[i]->p.rh * 3;
-    }
-    /* --pool mean where the backend pools on the device: one row per input comes back */
-    int dev_pool = R->o->pool == MV_POOL_MEAN && be->forward_mean && !R->o->dump_dir;
+    int n = bt->n, mm = c->merge * c->merge;
     double t = mv_now(), tc = pl_thread_cpu();
-    /* one input on a backend without page-locked memory: its frames are used where they are */
     int gather = n > 1 || be->host_alloc;
-    int32_t *grid = malloc(3 * n * sizeof *grid), *nfr = malloc(n * sizeof *nfr);
-    mv_err e;
-    uint8_t *frames = NULL;
-    float *out = NULL;
-    slab *sb = NULL;
+    bt->grid = malloc(3 * n * sizeof *bt->grid);
+    bt->nfr = malloc(n * sizeof *bt->nfr);
     double slab_wait = 0;
-    if (grid && nfr && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bytes)) &&
-        (sb = slab_get(ta, (size_t)(dev_pool ? n : N / mm) * c->out_hidden * sizeof(float), &slab_wait))) {
-        frames = gather ? ta->pix : items[0]->p.frames;
-        out = sb->buf;
-    }
+    if (bt->grid && bt->nfr && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bt->bytes)) &&
+        (bt->sb = slab_get(ta, (size_t)(bt->mean ? n : bt->N / mm) * c->out_hidden * sizeof(float), &slab_wait)))
+        bt->frames = gather ? ta->pix : bt->items[0]->p.frames;
     double t_copy = mv_now();
     atomic_fetch_add(&R->stage_alloc_ns, (long long)((t_copy - t - slab_wait) * 1e9));
-    if (!frames || !out) {
-        mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)N);
+    if (!bt->frames) {
+        mv_err e;
+        mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %lld patches", (long long)bt->N);
         pl_set_fatal(R, &e);
-        goto out;
+        return -1;
     }
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        const mv_prepared *p = &items[i]->p;
-        memcpy(grid + 3 * i, p->grid, sizeof p->grid);
-        nfr[i] = p->n_frames;
+        const mv_prepared *p = &bt->items[i]->p;
+        memcpy(bt->grid + 3 * i, p->grid, sizeof p->grid);
+        bt->nfr[i] = p->n_frames;
         size_t fb = (size_t)p->n_frames * p->rw * p->rh * 3;
         if (gather)
-            memcpy(frames + off, p->frames, fb);
+            memcpy((uint8_t *)ta->pix + off, p->frames, fb);
         off += fb;
     }
-    mv_dump_ctx dc;
-    if (R->o->dump_dir) /* stages are dumped one input per forward */
-        snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, items[0]->rel);
     /* stage-in without the wait for a free output slab (writers' backpressure), counted apart */
     pl_t_add(R, T_STAGE_IN, t + slab_wait);
     atomic_fetch_add(&R->stage_copy_ns, (long long)((mv_now() - t_copy) * 1e9));
     atomic_fetch_add(&R->t_ns[T_SLAB_WAIT], (long long)(slab_wait * 1e9));
     atomic_fetch_add(&R->stage_in_cpu_ns, (long long)((pl_thread_cpu() - tc) * 1e9));
-    turn tn = {ta->dev, 0};
-    turn_take(ta->dev);
-    be->queued = turn_give;
-    be->queued_arg = &tn;
-    t = mv_now();
-    pthread_mutex_lock(&ta->dev->mu);
-    if (ta->dev->active++ == 0)
-        ta->dev->since = mv_now();
-    pthread_mutex_unlock(&ta->dev->mu);
-    be->gpu_t0 = be->gpu_t1 = 0;
-    mv_status st = dev_pool ? be->forward_mean(be, frames, nfr, grid, n, out, &e)
-                            : be->forward_u8(be, frames, nfr, grid, n, out, R->o->dump_dir ? mv_dump_stage : NULL,
-                                             &dc, &e);
-    pthread_mutex_lock(&ta->dev->mu);
-    if (--ta->dev->active == 0)
-        ta->dev->busy += mv_now() - ta->dev->since;
-    if (!st && be->gpu_t1 > be->gpu_t0)
-        mv_busy_add(&ta->dev->gpu, be->gpu_t0, be->gpu_t1); /* -v only: no memory, not counted */
-    pthread_mutex_unlock(&ta->dev->mu);
+    return 0;
+}
+
+/* The forward of bt on the backend, in its device's turn, counted in the device's busy time and
+ * (info's interval) its kernels' time. */
+static mv_status run_forward(tower_arg *ta, const batch *bt, mv_err *e)
+{
+    runner *R = ta->R;
+    mv_backend *be = ta->be;
+    dev_busy *d = ta->dev;
+    mv_dump_ctx dc;
+    if (R->o->dump_dir) /* stages are dumped one input per forward */
+        snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, bt->items[0]->rel);
+    turn tn = {d, 0};
+    mv_forward_req req = {.frames = bt->frames, .n_frames = bt->nfr, .grid = bt->grid, .n_entries = bt->n,
+                          .out = bt->sb->buf, .mean = bt->mean, .dump = R->o->dump_dir ? mv_dump_stage : NULL,
+                          .dump_ud = &dc, .queued = turn_give, .queued_arg = &tn};
+    mv_forward_info info;
+    turn_take(d);
+    double t = mv_now();
+    pthread_mutex_lock(&d->mu);
+    if (d->active++ == 0)
+        d->since = mv_now();
+    pthread_mutex_unlock(&d->mu);
+    mv_status st = be->forward(be, &req, &info, e);
+    pthread_mutex_lock(&d->mu);
+    if (--d->active == 0)
+        d->busy += mv_now() - d->since;
+    if (!st && info.gpu_t1 > info.gpu_t0)
+        mv_busy_add(&d->gpu, info.gpu_t0, info.gpu_t1); /* -v only: no memory, not counted */
+    pthread_mutex_unlock(&d->mu);
     turn_give(&tn);
-    be->queued = NULL;
     pl_t_add(R, T_FORWARD, t);
-    if (st) {
-        if (st == MV_ERR_DEVICE || R->o->dump_dir) {
-            pl_set_fatal(R, &e);
-        } else {
-            for (int i = 0; i < n; i++) {
-                char msg[1200];
-                snprintf(msg, sizeof msg, "%s: %s", items[i]->path, e.msg);
-                mv_item_fail(items[i], msg);
-            }
-        }
-        goto out;
-    }
-    t = mv_now();
+    return st;
+}
+
+/* Stage-out: each input of bt gets its rows of the slab (and a reference to it); its frames
+ * are freed. */
+static void stage_out(tower_arg *ta, const batch *bt)
+{
+    runner *R = ta->R;
+    const mv_vision_config *c = &R->m->cfg;
+    int mm = c->merge * c->merge;
+    double t = mv_now();
     int64_t orow = 0;
     pthread_mutex_lock(&ta->out.mu);
-    sb->refs += n;
+    bt->sb->refs += bt->n;
     pthread_mutex_unlock(&ta->out.mu);
-    for (int i = 0; i < n; i++) {
-        int64_t rows = dev_pool ? 1 : mv_item_patches(items[i]) / mm;
-        items[i]->out = out + orow * c->out_hidden;
-        items[i]->out_release = slab_release;
-        items[i]->out_owner = sb;
-        items[i]->rows = rows;
+    for (int i = 0; i < bt->n; i++) {
+        mv_item *it = bt->items[i];
+        int64_t rows = bt->mean ? 1 : mv_item_patches(it) / mm;
+        it->out = bt->sb->buf + orow * c->out_hidden;
+        it->out_release = slab_release;
+        it->out_owner = bt->sb;
+        it->rows = rows;
         orow += rows;
-        free(items[i]->p.frames);
-        items[i]->p.frames = NULL;
-        atomic_fetch_add(&R->tokens, mv_item_patches(items[i]));
+        free(it->p.frames);
+        it->p.frames = NULL;
+        atomic_fetch_add(&R->tokens, mv_item_patches(it));
     }
     pl_t_add(R, T_STAGE_OUT, t);
-out:
-    if (sb)
-        slab_release(sb); /* the forward's own reference */
-    free(grid);
-    free(nfr);
+}
+
+/* Runs one forward over items[0..n) (all prepared without error): their resized uint8 frames go
+ * to the backend, which patchifies them. A device failure is fatal (and any failure with
+ * --dump-stages); else the forward's inputs fail with its message and the batch goes on. */
+static void tower_batch(tower_arg *ta, mv_item **items, int n)
+{
+    runner *R = ta->R;
+    batch bt = {.items = items, .n = n};
+    for (int i = 0; i < n; i++) {
+        bt.N += mv_item_patches(items[i]);
+        bt.bytes += (size_t)items[i]->p.n_frames * items[i]->p.rw * items[i]->p.rh * 3;
+    }
+    bt.mean = R->o->pool == MV_POOL_MEAN && ta->be->pools_mean && !R->o->dump_dir;
+    mv_err e;
+    mv_status st = MV_OK;
+    if (stage_in(ta, &bt) == 0 && (st = run_forward(ta, &bt, &e)) == MV_OK)
+        stage_out(ta, &bt);
+    if (st == MV_ERR_DEVICE || (st && R->o->dump_dir)) {
+        pl_set_fatal(R, &e);
+    } else if (st) {
+        for (int i = 0; i < n; i++) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: %s", items[i]->path, e.msg);
+            mv_item_fail(items[i], msg);
+        }
+    }
+    if (bt.sb)
+        slab_release(bt.sb); /* the forward's own reference */
+    free(bt.grid);
+    free(bt.nfr);
 }
 
 /* Items a tower thread gathers at most before packing them into forwards. */
@@ -368,7 +402,7 @@ void *pl_tower_main(void *arg)
     /* CPU: one input per forward unless --batch-tokens asks otherwise (results then do not depend
      * on what else was ready); CUDA: up to the backend's batch size. Each window is packed with
      * first fit decreasing, so mixed sizes still fill each forward. */
-    int64_t limit = R->o->dump_dir ? 0 : be->max_batch_tokens;
+    int64_t limit = R->o->dump_dir ? 0 : be->batch_tokens;
     mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
     int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
     int bin[TOWER_WINDOW], n;

@@ -71,7 +71,7 @@ static void write_item(runner *R, mv_item *it)
 /* ---- --pool mean and --layout tar (pool.c, tar_out.c) ---------------------------------------- */
 
 /* Replaces the item's token rows by their mean: [1, out_hidden]. A single row is its own mean
- * (and is what a backend that pools on the device, forward_mean, hands over). */
+ * (and is what a backend that pools on the device, mv_forward_req.mean, hands over). */
 static void pool_item(runner *R, mv_item *it)
 {
     int64_t cols = R->m->cfg.out_hidden;

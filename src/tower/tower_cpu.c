@@ -159,8 +159,9 @@ static int fc1_split(const mv_gemm_w *w, int F)
     return mv_gemm_w_rows_free(w) && F1 >= 16 ? F1 : F;
 }
 
-static mv_status cpu_forward(mv_backend *be, const float *pixels, const int32_t *grid,
-                             int n_entries, float *out, mv_stage_fn fn, void *ud, mv_err *e)
+/* The tower on f32 pixel_values [N, patch_dim]: out [N / merge^2, out_hidden]. */
+static mv_status tower_f32(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
+                           float *out, mv_stage_fn fn, void *ud, mv_err *e)
 {
     const mv_model *m = be->model;
     const mv_vision_config *c = &m->cfg;
@@ -345,15 +346,15 @@ out:
     return st;
 }
 
-/* forward_u8: mv_patchify (the CPU twin of cu/patchify.cu) of every entry's frames into one
- * pixel_values tensor [N, patch_dim], then the f32 forward. */
-static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int32_t *n_frames,
-                                const int32_t *grid, int n_entries, float *out, mv_stage_fn fn,
-                                void *ud, mv_err *e)
+/* mv_patchify (the CPU twin of cu/patchify.cu) of every entry's frames of req into one
+ * pixel_values tensor *pixp [N, patch_dim] (malloc'ed). */
+static mv_status patchify_frames(mv_backend *be, const mv_forward_req *req, float **pixp, mv_err *e)
 {
     const mv_model *m = be->model;
     const mv_vision_config *c = &m->cfg;
     const mv_preproc_config *pp = &m->pp;
+    const int32_t *n_frames = req->n_frames, *grid = req->grid;
+    int n_entries = req->n_entries;
     int64_t N;
     mv_status st = mv_frames_check(m, n_frames, grid, n_entries, &N, NULL, e);
     if (st)
@@ -370,7 +371,7 @@ static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int
                        (long long)N, c->patch_dim);
     }
     omp_set_num_threads(((const cpu_impl *)be->impl)->threads); /* mv_patchify's loop: this backend's threads */
-    const uint8_t *src = frames;
+    const uint8_t *src = req->frames;
     int64_t row = 0;
     for (int i = 0; i < n_entries; i++) {
         int h = grid[3 * i + 1] * c->patch, w = grid[3 * i + 2] * c->patch;
@@ -383,7 +384,27 @@ static mv_status cpu_forward_u8(mv_backend *be, const uint8_t *frames, const int
         row += (int64_t)g[0] * g[1] * g[2];
     }
     free(fp);
-    st = cpu_forward(be, pix, grid, n_entries, out, fn, ud, e);
+    *pixp = pix;
+    return MV_OK;
+}
+
+/* mv_backend.forward: pixel_values as they are, frames patchified first (patchify_frames). No
+ * per-entry mean here: the caller pools the tokens (pools_mean 0). */
+static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forward_info *info, mv_err *e)
+{
+    if (info)
+        *info = (mv_forward_info){0};
+    if (req->mean)
+        return mv_fail(e, MV_ERR_USAGE, "cpu tower: no per-entry mean (pool the tokens with mv_pool_mean)");
+    if (!req->pixels == !req->frames)
+        return mv_fail(e, MV_ERR_USAGE, "cpu tower: a forward takes pixel values or frames");
+    if (req->pixels)
+        return tower_f32(be, req->pixels, req->grid, req->n_entries, req->out, req->dump, req->dump_ud, e);
+    float *pix = NULL;
+    mv_status st = patchify_frames(be, req, &pix, e);
+    if (st)
+        return st;
+    st = tower_f32(be, pix, req->grid, req->n_entries, req->out, req->dump, req->dump_ud, e);
     free(pix);
     return st;
 }
@@ -482,9 +503,9 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     b->impl = ci;
     b->name = "cpu";
     b->forward = cpu_forward;
-    b->forward_u8 = cpu_forward_u8;
     b->destroy = cpu_destroy;
     b->model = m;
+    b->batch_tokens = o && o->batch_tokens > 0 ? o->batch_tokens : 0; /* 0: one input per forward */
     *out = b;
     return MV_OK;
 }

@@ -12,7 +12,7 @@
  *       times whole forwards (host f32 pixels in, host f32 embeddings out, wall clock, median)
  *       and prints one JSON line: tokens/s, images/s (entries/s), TFLOP/s of the work done.
  *       Pixels and embeddings live in page-locked host memory from the backend's host_alloc,
- *       as the CLI's staging buffers and output slabs do (src/run/pipeline.c); pageable memory
+ *       as the CLI's staging buffers and output slabs do (src/run/towers.c); pageable memory
  *       ("pinned": false in the JSON) where the backend has none. --input u8 --inflight 2 times
  *       the tower as the CLI drives it (uint8 frames in, two forwards taking turns): bench().
  *   mvtower gemm-peak
@@ -151,9 +151,9 @@ typedef struct {
     int iters, warm, inflight, u8;
 } bench_opts;
 
-/* The pipeline's turns (src/run/pipeline.c dev_busy): forwards on one device queue their device work
+/* The pipeline's turns (src/run/towers.c dev_busy): forwards on one device queue their device work
  * one at a time, in ticket order, and give the turn back as soon as their work is queued
- * (mv_backend.queued), so the next forward's upload and kernels queue behind it. */
+ * (mv_forward_req.queued), so the next forward's upload and kernels queue behind it. */
 struct bench_turns {
     std::mutex mu;
     std::condition_variable cv;
@@ -179,26 +179,31 @@ static void bench_turn_take(bench_turns *t)
     t->cv.wait(lk, [&] { return t->serving == me; });
 }
 
-/* One forward of backend b in its turn: pixels (f32 rows) or frames (uint8, forward_u8). */
+/* One forward of backend b in its turn: pixels (f32 rows) or frames (uint8). */
 static mv_status bench_forward(mv_backend *b, bench_turns *turns, const float *pix, const uint8_t *frames,
                                const int32_t *n_frames, const std::vector<int32_t> &grid, int n_entries,
                                float *dst, mv_err *e)
 {
     bench_turn tn = {turns, 0};
+    mv_forward_req req = {};
+    req.pixels = frames ? NULL : pix;
+    req.frames = frames;
+    req.n_frames = n_frames;
+    req.grid = grid.data();
+    req.n_entries = n_entries;
+    req.out = dst;
+    req.queued = bench_turn_give;
+    req.queued_arg = &tn;
     bench_turn_take(turns);
-    b->queued = bench_turn_give;
-    b->queued_arg = &tn;
-    mv_status st = frames ? b->forward_u8(b, frames, n_frames, grid.data(), n_entries, dst, NULL, NULL, e)
-                          : b->forward(b, pix, grid.data(), n_entries, dst, NULL, NULL, e);
+    mv_status st = b->forward(b, &req, NULL, e);
     bench_turn_give(&tn);
-    b->queued = NULL;
     return st;
 }
 
 /* mvtower bench: whole forwards of the batch, host to host, as one JSON line.
- *   --input f32 (default): the packed pixel_values (forward), as HF is given them;
- *   --input u8: random uint8 frames of the grid's sizes (forward_u8: what the CLI's pipeline
- *     sends; the backend normalises and patchifies them, 8x fewer bytes over the bus);
+ *   --input f32 (default): the packed pixel_values (mv_forward_req.pixels), as HF is given them;
+ *   --input u8: random uint8 frames of the grid's sizes (mv_forward_req.frames: what the CLI's
+ *     pipeline sends; the backend normalises and patchifies them, 8x fewer bytes over the bus);
  *   --inflight K (default 1): K backends on the device, each forwarding the batch from its own
  *     thread and taking turns as the pipeline's tower threads do (the CLI's default is 2), so
  *     one forward's upload and download overlap another's kernels. median_s is then the wall
@@ -213,10 +218,6 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     const mv_vision_config *c = &m->cfg;
     const int mm = c->merge * c->merge, K = bo->inflight;
     mv_err e;
-    if (bo->u8 && !b0->forward_u8) {
-        fprintf(stderr, "mvtower: bench --input u8: the %s backend has no forward_u8\n", backend);
-        return 2;
-    }
     std::vector<mv_backend *> bs(1, b0);
     for (int k = 1; k < K; k++) {
         mv_backend *bk;
@@ -395,7 +396,14 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) {
         dump_ctx dc = {arg(argc, argv, "--out", ".")};
         double t0 = now_s();
-        if (b->forward(b, (const float *)pa.data, grid.data(), n_entries, out.data(), save_stage, &dc, &e))
+        mv_forward_req req = {};
+        req.pixels = (const float *)pa.data;
+        req.grid = grid.data();
+        req.n_entries = n_entries;
+        req.out = out.data();
+        req.dump = save_stage;
+        req.dump_ud = &dc;
+        if (b->forward(b, &req, NULL, &e))
             rc = die("forward", &e);
         else
             fprintf(stderr, "mvtower: %s %s forward of %lld patches in %.3f s (with dumps)\n", backend,

@@ -5,7 +5,7 @@
  * CUDA tower against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked,
  * with stage dumps, with the residual stream in f32 (the default, which must beat HF's bf16
  * rounding), and under memory pressure; the patchify kernel (uint8 frames -> pixel_values) bit for
- * bit against mv_patchify and forward_u8 against forward of the same pixel_values; cuDNN's fused
+ * bit against mv_patchify and forward of frames against forward of the same pixel_values; cuDNN's fused
  * attention (cu/attention_cudnn.cu, loaded from MV_CUDNN_LIB as the CLI does) against the same
  * twin, through both graphs, and in the whole tower (--attention cudnn); two backends on two GPUs
  * (or two threads on one) bit for bit against solo runs. `--big` runs only the 47376-row
@@ -34,6 +34,34 @@ extern "C" {
 #include "twin.cuh"
 
 /* ---- helpers -------------------------------------------------------------------------- */
+/* One forward of backend b (mv_forward_req): f32 pixel_values, uint8 frames, or the per-entry
+ * means of frames; info may be NULL. */
+static mv_status fwd_pixels(mv_backend *b, const float *pix, const int32_t *grid, int n, float *out, mv_stage_fn dump,
+                            void *ud, mv_err *e, mv_forward_info *info = NULL)
+{
+    mv_forward_req req = {};
+    req.pixels = pix;
+    req.grid = grid;
+    req.n_entries = n;
+    req.out = out;
+    req.dump = dump;
+    req.dump_ud = ud;
+    return b->forward(b, &req, info, e);
+}
+static mv_status fwd_frames(mv_backend *b, const uint8_t *frames, const int32_t *nfr, const int32_t *grid, int n,
+                            float *out, mv_stage_fn dump, void *ud, mv_err *e, int mean = 0)
+{
+    mv_forward_req req = {};
+    req.frames = frames;
+    req.n_frames = nfr;
+    req.grid = grid;
+    req.n_entries = n;
+    req.out = out;
+    req.mean = mean;
+    req.dump = dump;
+    req.dump_ud = ud;
+    return b->forward(b, &req, NULL, e);
+}
 static std::vector<float> randv(size_t n, float scale)
 {
     std::vector<float> v(n);
@@ -450,7 +478,7 @@ static uint8_t u8rand(void)
 }
 
 /* Entries {n_frames, gh, gw} (grid in patches) of random uint8 frames packed back to back, as
- * forward_u8 takes them; ref = mv_patchify of each entry, rows concatenated. */
+ * forward of frames takes them; ref = mv_patchify of each entry, rows concatenated. */
 typedef struct {
     std::vector<uint8_t> frames;
     std::vector<float> ref;
@@ -564,7 +592,7 @@ static void make_model(rmodel *r, int depth, int H, int heads, int I, int L, int
     c->out_hidden = L; c->patch = 16; c->merge = 2; c->temporal = 2; c->in_ch = 3;
     c->num_pos = side * side; c->pos_side = side; c->act = MV_ACT_GELU_TANH; c->rope_theta = 10000.0;
     c->ln_eps = 1e-6f; c->patch_dim = 1536;
-    mv_preproc_defaults(&r->m.pp); /* patch 16, merge 2, temporal 2: forward_u8's normalisation */
+    mv_preproc_defaults(&r->m.pp); /* patch 16, merge 2, temporal 2: the uint8 forward's normalisation */
     mv_model *m = &r->m;
     int P = 1536;
     float sH = 1.f / sqrtf((float)H), sI = 1.f / sqrtf((float)I), sP = 1.f / sqrtf((float)P);
@@ -642,7 +670,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
         return;
     }
     /* pixels already bf16 values, so every precision sees the same input */
-    CHECK(cpu->forward(cpu, pix.data(), grid.data(), n_entries, ref.data(), NULL, NULL, &e) == MV_OK,
+    CHECK(fwd_pixels(cpu, pix.data(), grid.data(), n_entries, ref.data(), NULL, NULL, &e) == MV_OK,
           "cpu forward D=%d", H / heads);
     cpu->destroy(cpu);
     /* f32res: mv_backend_opts.residual MV_RESIDUAL_F32 (the default) or MV_RESIDUAL_BF16 */
@@ -683,7 +711,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
                   strstr(ss, run.attn == MV_ATTN_CUDNN ? " cudnn_graph=auto " : " cudnn_graph=- "),
               "%s: settings \"%s\"", run.name, ss);
         std::vector<float> got(ref.size(), NAN);
-        s = cb->forward(cb, pix.data(), grid.data(), n_entries, got.data(), NULL, NULL, &e);
+        s = fwd_pixels(cb, pix.data(), grid.data(), n_entries, got.data(), NULL, NULL, &e);
         cmp_t cm = compare(got.data(), ref.data(), got.size());
         double mc = min_row_cos(got.data(), ref.data(), M, c->out_hidden);
         CHECK(s == MV_OK && cm.nonfinite == 0 && cm.rel_l2 < run.tol && mc > 0.999,
@@ -697,7 +725,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
             stage_log lg;
             lg.x_offgrid = lg.x_total = 0;
             std::vector<float> got2(ref.size(), NAN);
-            s = cb->forward(cb, pix.data(), grid.data(), n_entries, got2.data(), log_stage, &lg, &e);
+            s = fwd_pixels(cb, pix.data(), grid.data(), n_entries, got2.data(), log_stage, &lg, &e);
             std::string all;
             for (auto &nm : lg.names) all += nm + " ";
             CHECK(s == MV_OK && lg.names.size() == (size_t)(3 + c->depth + 3) &&
@@ -710,7 +738,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
             CHECK(s == MV_OK && cd.nonfinite == 0 && cd.rel_l2 < 2e-3,
                   "%s forward with dumps computes the forward: rel_l2 %.2e", run.name, cd.rel_l2);
             std::vector<float> got3(ref.size(), NAN);
-            s = cb->forward(cb, pix.data(), grid.data(), n_entries, got3.data(), NULL, NULL, &e);
+            s = fwd_pixels(cb, pix.data(), grid.data(), n_entries, got3.data(), NULL, NULL, &e);
             CHECK(s == MV_OK && memcmp(got.data(), got3.data(), got.size() * 4) == 0,
                   "%s forward is deterministic (the same forward twice, bit for bit)", run.name);
             /* page-locked staging (what the pipeline uses): same bits as pageable buffers */
@@ -719,7 +747,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
             s = MV_ERR_NOMEM;
             if (hp && ho) {
                 memcpy(hp, pix.data(), pix.size() * 4);
-                s = cb->forward(cb, hp, grid.data(), n_entries, ho, NULL, NULL, &e);
+                s = fwd_pixels(cb, hp, grid.data(), n_entries, ho, NULL, NULL, &e);
             }
             CHECK(hp && ho && s == MV_OK && memcmp(got.data(), ho, got.size() * 4) == 0,
                   "%s forward from page-locked host_alloc buffers equals the pageable one", run.name);
@@ -761,7 +789,7 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
                       H / heads, k ? "auto" : "fa3", mv_backend_settings(cb));
             }
             g[k].assign(ref.size(), NAN);
-            if (s[k] == MV_OK) s[k] = cb->forward(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
+            if (s[k] == MV_OK) s[k] = fwd_pixels(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
             if (cb) cb->destroy(cb);
         }
         cmp_t cm = compare(g[0].data(), ref.data(), g[0].size());
@@ -786,10 +814,10 @@ static mv_status keep_pixels(void *ud, const char *stage, const float *data, int
     return MV_OK;
 }
 
-/* forward_u8 (uint8 frames in, patchified on the device) against forward of mv_patchify's
+/* forward of frames (uint8 frames in, patchified on the device) against forward of mv_patchify's
  * pixel_values on the same backend: the same output bits, chunked or not, from pageable or
  * page-locked frames; the "pixel_values" dump (the kernel's result, downloaded) equals
- * mv_patchify's bit for bit; the CPU backend's forward_u8 likewise. ent: {n_frames, gh, gw}... */
+ * mv_patchify's bit for bit; the CPU backend's forward of frames likewise. ent: {n_frames, gh, gw}... */
 static void test_tower_u8(const std::vector<int> &ent)
 {
     rmodel rm;
@@ -810,11 +838,11 @@ static void test_tower_u8(const std::vector<int> &ent)
         CHECK(0, "cpu backend: %s", e.msg);
         return;
     }
-    mv_status s = cpu->forward_u8(cpu, k.frames.data(), nfr.data(), grid.data(), ne, ref.data(), keep_pixels,
+    mv_status s = fwd_frames(cpu, k.frames.data(), nfr.data(), grid.data(), ne, ref.data(), keep_pixels,
                                   &cpix, &e);
     cpu->destroy(cpu);
     CHECK(s == MV_OK && cpix.size() == k.ref.size() && memcmp(cpix.data(), k.ref.data(), cpix.size() * 4) == 0,
-          "cpu forward_u8: its pixel_values are mv_patchify's (%lld rows) %s", (long long)k.rows, s ? e.msg : "");
+          "cpu forward of frames: its pixel_values are mv_patchify's (%lld rows) %s", (long long)k.rows, s ? e.msg : "");
     struct {
         mv_precision p;
         long long bt;
@@ -830,37 +858,37 @@ static void test_tower_u8(const std::vector<int> &ent)
         CHECK(s == MV_OK, "cuda create %s: %s", run.name, s ? e.msg : "ok");
         if (s) continue;
         std::vector<float> of(ref.size(), NAN), ou(ref.size(), NAN), gpix;
-        mv_status s1 = cb->forward(cb, k.ref.data(), grid.data(), ne, of.data(), NULL, NULL, &e);
+        mv_status s1 = fwd_pixels(cb, k.ref.data(), grid.data(), ne, of.data(), NULL, NULL, &e);
         uint8_t *hf = (uint8_t *)cb->host_alloc(cb, k.frames.size());
         mv_status s2 = MV_ERR_NOMEM;
         if (hf) {
             memcpy(hf, k.frames.data(), k.frames.size());
-            s2 = cb->forward_u8(cb, hf, nfr.data(), grid.data(), ne, ou.data(), NULL, NULL, &e);
+            s2 = fwd_frames(cb, hf, nfr.data(), grid.data(), ne, ou.data(), NULL, NULL, &e);
         }
         cb->host_free(cb, hf);
         cmp_t cm = compare(ou.data(), ref.data(), ou.size());
         CHECK(s1 == MV_OK && s2 == MV_OK && memcmp(of.data(), ou.data(), of.size() * 4) == 0 && cm.nonfinite == 0,
-              "tower %s: forward_u8 of %d entries (page-locked frames) equals forward of mv_patchify's "
+              "tower %s: forward of frames of %d entries (page-locked frames) equals forward of mv_patchify's "
               "pixel_values bit for bit (rel_l2 vs cpu %.2e) %s", run.name, ne, cm.rel_l2, (s1 || s2) ? e.msg : "");
         if (run.p == MV_PREC_F32 && run.bt == 0)
-            CHECK(s2 == MV_OK && cm.rel_l2 < 2e-5, "tower f32 forward_u8 vs cpu forward_u8: rel_l2 %.2e", cm.rel_l2);
+            CHECK(s2 == MV_OK && cm.rel_l2 < 2e-5, "tower f32 forward of frames vs cpu forward of frames: rel_l2 %.2e", cm.rel_l2);
         if (run.bt == 0) { /* dumps need one chunk */
             std::vector<float> ou2(ref.size(), NAN);
-            s = cb->forward_u8(cb, k.frames.data(), nfr.data(), grid.data(), ne, ou2.data(), keep_pixels, &gpix, &e);
+            s = fwd_frames(cb, k.frames.data(), nfr.data(), grid.data(), ne, ou2.data(), keep_pixels, &gpix, &e);
             CHECK(s == MV_OK && gpix.size() == k.ref.size() && memcmp(gpix.data(), k.ref.data(), gpix.size() * 4) == 0,
-                  "tower %s: the pixel_values dump of forward_u8 (the kernel's output) is mv_patchify's bit for bit %s",
+                  "tower %s: the pixel_values dump of forward of frames (the kernel's output) is mv_patchify's bit for bit %s",
                   run.name, s ? e.msg : "");
             /* the dump forward is one chunk, the plain one may split (see test_tower): close, not
              * necessarily the same bits */
             cmp_t cd = compare(ou2.data(), ou.data(), ou.size());
             CHECK(s == MV_OK && cd.nonfinite == 0 && cd.rel_l2 < (run.p == MV_PREC_F32 ? 1e-5 : 2e-3),
-                  "tower %s: forward_u8 with dumps computes the forward: rel_l2 %.2e", run.name, cd.rel_l2);
+                  "tower %s: forward of frames with dumps computes the forward: rel_l2 %.2e", run.name, cd.rel_l2);
         }
         /* a frame count that does not make the grid's t is refused, not read past */
         std::vector<int32_t> bad = nfr;
         bad[0] += 2;
-        s = cb->forward_u8(cb, k.frames.data(), bad.data(), grid.data(), ne, ou.data(), NULL, NULL, &e);
-        CHECK(s == MV_ERR_USAGE, "tower %s: forward_u8 refuses %d frames for grid t %d: %s", run.name, bad[0],
+        s = fwd_frames(cb, k.frames.data(), bad.data(), grid.data(), ne, ou.data(), NULL, NULL, &e);
+        CHECK(s == MV_ERR_USAGE, "tower %s: forward of frames refuses %d frames for grid t %d: %s", run.name, bad[0],
               grid[0], e.msg);
         cb->destroy(cb);
     }
@@ -887,7 +915,7 @@ static void test_oom(void)
         CHECK(0, "oom: create: %s", e.msg);
         return;
     }
-    mv_status s1 = cb->forward(cb, pix.data(), grid.data(), 64, a.data(), NULL, NULL, &e);
+    mv_status s1 = fwd_pixels(cb, pix.data(), grid.data(), 64, a.data(), NULL, NULL, &e);
     cb->destroy(cb);
     /* now leave ~120 MiB free and ask again for the whole batch in one forward */
     size_t fr, tot;
@@ -901,7 +929,7 @@ static void test_oom(void)
     mv_status s2 = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
     mv_status s3 = MV_ERR_INTERNAL;
     if (s2 == MV_OK) {
-        s3 = cb->forward(cb, pix.data(), grid.data(), 64, b2.data(), NULL, NULL, &e);
+        s3 = fwd_pixels(cb, pix.data(), grid.data(), 64, b2.data(), NULL, NULL, &e);
         cb->destroy(cb);
     }
     if (hog) cudaFree(hog);
@@ -950,15 +978,15 @@ static void test_two_devices(mv_attn_impl attn)
         for (int i = 0; i < 2; i++) { /* each alone */
             solo[i].assign(outn, NAN);
             double t0 = mv_now();
-            mv_status s = be[i]->forward(be[i], pix.data(), grid.data(), ne, solo[i].data(), NULL, NULL, &e[i]);
+            mv_forward_info info;
+            mv_status s = fwd_pixels(be[i], pix.data(), grid.data(), ne, solo[i].data(), NULL, NULL, &e[i], &info);
             double t1 = mv_now();
             if (s) ok = 0;
             /* the device time of the forward's kernels (CUDA events), on the host's clock: inside
              * the call, not empty (1 ms of slack for the clock alignment at backend creation) */
-            CHECK(s == MV_OK && be[i]->gpu_t0 > t0 - 1e-3 && be[i]->gpu_t1 < t1 + 1e-3 &&
-                      be[i]->gpu_t1 > be[i]->gpu_t0,
+            CHECK(s == MV_OK && info.gpu_t0 > t0 - 1e-3 && info.gpu_t1 < t1 + 1e-3 && info.gpu_t1 > info.gpu_t0,
                   "two devices (%s): device %d's forward kernels ran %.6f..%.6f s, inside the call %.6f..%.6f",
-                  an, dev[i], be[i]->gpu_t0 - t0, be[i]->gpu_t1 - t0, 0.0, t1 - t0);
+                  an, dev[i], info.gpu_t0 - t0, info.gpu_t1 - t0, 0.0, t1 - t0);
         }
     CHECK(ok, "two devices (%s): solo forwards: %s", an, ok ? "ok" : e[0].msg);
     for (int rep = 0; ok && rep < 3; rep++) {
@@ -969,7 +997,7 @@ static void test_two_devices(mv_attn_impl attn)
             /* each thread starts on the other device: forward must switch itself */
             th[i] = std::thread([&, i]() {
                 cudaSetDevice(dev[1 - i]);
-                s[i] = be[i]->forward(be[i], pix.data(), grid.data(), ne, conc[i].data(), NULL, NULL, &e[i]);
+                s[i] = fwd_pixels(be[i], pix.data(), grid.data(), ne, conc[i].data(), NULL, NULL, &e[i]);
             });
         }
         for (int i = 0; i < 2; i++) th[i].join();
@@ -983,7 +1011,7 @@ static void test_two_devices(mv_attn_impl attn)
         float *d1 = NULL;
         CU(cudaSetDevice(1));
         CU(cudaMalloc(&d1, outn * 4));
-        mv_status s = be[0]->forward(be[0], pix.data(), grid.data(), ne, d1, NULL, NULL, &e[0]);
+        mv_status s = fwd_pixels(be[0], pix.data(), grid.data(), ne, d1, NULL, NULL, &e[0]);
         CHECK(s == MV_ERR_DEVICE, "residency: device 1 output memory refused by device 0's backend: %s",
               s ? e[0].msg : "accepted");
         CU(cudaSetDevice(1));
@@ -996,8 +1024,8 @@ static void test_two_devices(mv_attn_impl attn)
     free(rm.m.blocks);
 }
 
-/* --pool mean on the device (cu/pool.cu via forward_mean) vs the CPU twin mv_pool_mean of the same
- * backend's token output (forward_u8 of the same frames): bit for bit, with entries split across
+/* --pool mean on the device (cu/pool.cu via forward of means) vs the CPU twin mv_pool_mean of the same
+ * backend's token output (forward of frames of the same frames): bit for bit, with entries split across
  * chunks (small workspaces) and videos whose temporal groups land in different chunks.
  * ent: {n_frames, gh, gw} per entry. */
 static void test_pool_mean(mv_precision prec, long long batch_tokens, const std::vector<int> &ent)
@@ -1017,14 +1045,14 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
     mv_backend *be = NULL;
     mv_err e;
     mv_status s = mv_backend_cuda_create(&rm.m, &o, &be, &e);
-    CHECK(s == MV_OK && be->forward_mean, "pool mean: create backend: %s", s ? e.msg : "ok");
+    CHECK(s == MV_OK && be->pools_mean, "pool mean: create backend: %s", s ? e.msg : "ok");
     if (s) {
         free(rm.m.blocks);
         return;
     }
     std::vector<float> tok((size_t)(k.rows / 4) * L, NAN), got((size_t)ne * L, NAN), want((size_t)ne * L, NAN);
-    s = be->forward_u8(be, k.frames.data(), nfr.data(), grid.data(), ne, tok.data(), NULL, NULL, &e);
-    mv_status s2 = s ? s : be->forward_mean(be, k.frames.data(), nfr.data(), grid.data(), ne, got.data(), &e);
+    s = fwd_frames(be, k.frames.data(), nfr.data(), grid.data(), ne, tok.data(), NULL, NULL, &e);
+    mv_status s2 = s ? s : fwd_frames(be, k.frames.data(), nfr.data(), grid.data(), ne, got.data(), NULL, NULL, &e, 1);
     int64_t row = 0;
     for (int i = 0; i < ne; i++) {
         int64_t rows = (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2] / 4;
@@ -1039,9 +1067,9 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
           prec == MV_PREC_BF16 ? "bf16" : "f32", batch_tokens, ne, diff, got.size(), (s || s2) ? e.msg : "");
     /* twice in a row: the device sums start from zero every forward */
     std::vector<float> again((size_t)ne * L, NAN);
-    s = be->forward_mean(be, k.frames.data(), nfr.data(), grid.data(), ne, again.data(), &e);
+    s = fwd_frames(be, k.frames.data(), nfr.data(), grid.data(), ne, again.data(), NULL, NULL, &e, 1);
     CHECK(s == MV_OK && memcmp(again.data(), got.data(), got.size() * 4) == 0,
-          "pool mean: a second forward_mean gives the same bits %s", s ? e.msg : "");
+          "pool mean: a second forward of means gives the same bits %s", s ? e.msg : "");
     be->destroy(be);
     free(rm.m.blocks);
 }
@@ -1154,7 +1182,7 @@ int main(int argc, char **argv)
         test_act<bf16>(act, 10007);
     }
     test_convert(100003);
-    /* patchify (forward_u8's kernel) vs mv_patchify: images, odd frame counts, packed entries,
+    /* patchify (the uint8 forward's kernel) vs mv_patchify: images, odd frame counts, packed entries,
      * thin grids; the CLIP normalisation, temporal 3, patch 14 */
     {
         mv_preproc_config pp, clip, t3, p14;

@@ -320,10 +320,11 @@ int main(int argc, char **argv)
     for (int64_t k = 0; do_gemm && k < amax; k++)
         a[k] = pixels[k % (N * c->patch_dim)];
     /* tower and GEMMs alternate, so that both see the same load on a shared machine */
+    mv_forward_req req = {.pixels = pixels, .grid = grid, .n_entries = ne, .out = out};
     for (int it = 0; it <= iters; it++) {
         if (do_tower) {
             double t0 = mv_now();
-            if (be->forward(be, pixels, grid, ne, out, NULL, NULL, &e))
+            if (be->forward(be, &req, NULL, &e))
                 return die("forward", e.msg);
             tt[it] = mv_now() - t0;
         }
