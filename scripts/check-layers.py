@@ -42,7 +42,6 @@ KNOWN_LONG_FILES = [
 KNOWN_LONG_FUNCTIONS = [
     "src/cli/main.c:main",
     "src/model/safetensors.c:mv_st_open",
-    "src/tower/tower_cpu.c:tower_f32",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

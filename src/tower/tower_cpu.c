@@ -159,190 +159,265 @@ static int fc1_split(const mv_gemm_w *w, int F)
     return mv_gemm_w_rows_free(w) && F1 >= 16 ? F1 : F;
 }
 
-/* The tower on f32 pixel_values [N, patch_dim]: out [N / merge^2, out_hidden]. */
-static mv_status tower_f32(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
-                           float *out, mv_stage_fn fn, void *ud, mv_err *e)
+/* One forward's state, shared by its steps: the model and backend, the stage dumps, the
+ * segments' cu_seqlens, the thread count and GEMM row atom (every GEMM's thread cuts), the
+ * activations carved from ci->buf and the GEMM work space. */
+typedef struct {
+    const mv_model *m;
+    cpu_impl *ci;
+    mv_stage_fn fn;
+    void *ud;
+    int64_t N;   /* patches */
+    int T, atom, P; /* threads, row atom, the block chain's parts (row_parts) */
+    int amx;     /* attention on the AMX kernel: 0, the f32 sgemm in both modes (AMX: cpubench's variants build) */
+    int32_t *cu; /* cu_seqlens [nseg + 1] */
+    int nseg;
+    float *x, *xn, *qkv, *hm, *big, *cos_t, *sin_t, *scratch;
+    void *pack;
+    mv_gemm_ws *ws;
+} fwd;
+
+/* Checks the grid and plans the forward: its segments' cu_seqlens (src/tower/plan.c, as the CUDA
+ * backend plans them) into f->cu (the caller frees it), the threads of this backend. */
+static mv_status fwd_plan(fwd *f, const int32_t *grid, int n_entries, mv_err *e)
 {
-    const mv_model *m = be->model;
-    const mv_vision_config *c = &m->cfg;
-    int64_t N;
-    mv_status st = mv_grid_check(c, grid, n_entries, &N, e);
+    const mv_vision_config *c = &f->m->cfg;
+    mv_status st = mv_grid_check(c, grid, n_entries, &f->N, e);
     if (st)
         return st;
-    int H = c->hidden, F = c->inter, D = c->head_dim, mm = c->merge * c->merge;
-    mv_plan plan; /* segments and cu_seqlens: src/tower/plan.c, as the CUDA backend plans them */
+    mv_plan plan;
     if ((st = mv_plan_segments(&plan, c, grid, n_entries, 0, e)))
         return st;
-    cpu_impl *ci = be->impl;
-    omp_set_num_threads(ci->threads); /* this thread's parallel regions (the tower thread) */
-    int T = omp_get_max_threads();
-    const int atom = mv_gemm_row_atom(ci->g); /* thread cuts of every GEMM (mv_gemm_cpu.h) */
-    int nseg = plan.nseg;
-    int32_t *cu = malloc((nseg + 1) * sizeof(int32_t));
-    if (!cu) {
-        mv_plan_free(&plan);
-        return mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %d segments", nseg);
-    }
-    if ((st = mv_plan_cu_seqlens(&plan, 0, nseg, cu, e))) {
-        free(cu);
-        mv_plan_free(&plan);
-        return st;
-    }
-    const int amx = 0; /* attention on the f32 sgemm in both modes (AMX: cpubench's variants build) */
-    /* the activations, carved from ci->buf (each part a multiple of 16 floats: 64-byte aligned):
-     * x, xn [N, H]; qkv, hm [N, 3H] (hm head-major, split_heads); big [N, max(F, H mm)] (fc1
-     * outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, its floats per thread] and
-     * (bf16x6) its packed K and V^T */
+    omp_set_num_threads(f->ci->threads); /* this thread's parallel regions (the tower thread) */
+    f->T = omp_get_max_threads();
+    f->atom = mv_gemm_row_atom(f->ci->g); /* thread cuts of every GEMM (mv_gemm_cpu.h) */
+    f->P = row_parts(f->N, f->T, f->atom);
+    f->amx = 0;
+    f->nseg = plan.nseg;
+    if (!(f->cu = malloc((f->nseg + 1) * sizeof(int32_t))))
+        st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %d segments", f->nseg);
+    else
+        st = mv_plan_cu_seqlens(&plan, 0, f->nseg, f->cu, e);
+    mv_plan_free(&plan);
+    return st;
+}
+
+/* The activations, carved from ci->buf (grown when too small; each part a multiple of 16 floats:
+ * 64-byte aligned): x, xn [N, H]; qkv, hm [N, 3H] (hm head-major, split_heads); big [N, max(F,
+ * H mm)] (fc1 outputs, merger); cos_t, sin_t [N, D]; attention's scratch [T, its floats per
+ * thread] and (bf16x6) its packed K and V^T; and the GEMM work space of T slots. The caller holds
+ * ci->mu. */
+static mv_status fwd_buffers(fwd *f, mv_err *e)
+{
+    const mv_vision_config *c = &f->m->cfg;
+    cpu_impl *ci = f->ci;
+    const int64_t N = f->N;
+    const int H = c->hidden, F = c->inter, D = c->head_dim, mm = c->merge * c->merge;
     size_t sz[9] = {N * H, N * H, N * 3 * H, N * 3 * H, N * (F > H * mm ? F : H * mm), N * D, N * D,
-                    (size_t)T * mv_cpu_attention_scratch_floats(D, amx),
-                    (mv_cpu_attention_pack_bytes(cu, nseg, c->heads, D, amx) + sizeof(float) - 1) /
+                    (size_t)f->T * mv_cpu_attention_scratch_floats(D, f->amx),
+                    (mv_cpu_attention_pack_bytes(f->cu, f->nseg, c->heads, D, f->amx) + sizeof(float) - 1) /
                         sizeof(float)};
     size_t off[9], tot = 0;
     for (int k = 0; k < 9; k++) {
         off[k] = tot;
         tot += (sz[k] + 15) / 16 * 16;
     }
-    par_err pe = {0};
-    pthread_mutex_lock(&ci->mu);
     if (tot > ci->cap) {
         free(ci->buf);
         ci->cap = 0;
         if ((ci->buf = aligned_alloc(64, tot * sizeof(float))))
             ci->cap = tot;
     }
-    if (!ci->buf) {
-        st = mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
-        goto out;
-    }
-    float *x = ci->buf + off[0], *xn = ci->buf + off[1], *qkv = ci->buf + off[2], *hm = ci->buf + off[3];
-    float *big = ci->buf + off[4], *cos_t = ci->buf + off[5], *sin_t = ci->buf + off[6];
-    float *scratch = ci->buf + off[7];
-    void *pack = ci->buf + off[8];
-    if (ci->ws && ci->ws_slots < T) {
+    if (!ci->buf)
+        return mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld patches", (long long)N);
+    f->x = ci->buf + off[0], f->xn = ci->buf + off[1], f->qkv = ci->buf + off[2], f->hm = ci->buf + off[3];
+    f->big = ci->buf + off[4], f->cos_t = ci->buf + off[5], f->sin_t = ci->buf + off[6];
+    f->scratch = ci->buf + off[7];
+    f->pack = ci->buf + off[8];
+    if (ci->ws && ci->ws_slots < f->T) {
         mv_gemm_ws_destroy(ci->ws);
         ci->ws = NULL;
     }
     if (!ci->ws) {
-        if ((st = mv_gemm_ws_create(ci->g, T, &ci->ws, e)))
-            goto out;
-        ci->ws_slots = T;
+        mv_status st = mv_gemm_ws_create(ci->g, f->T, &ci->ws, e);
+        if (st)
+            return st;
+        ci->ws_slots = f->T;
     }
-    mv_gemm_ws *ws = ci->ws;
-    if ((st = dump(fn, ud, "pixel_values", pixels, N, c->patch_dim, e)))
-        goto out;
-    if ((st = linear_rows(ws, ci->patch, x, pixels, m->patch_b, N, c->patch_dim, H, atom, e)))
-        goto out;
-    if ((st = dump(fn, ud, "patch_embed", x, N, H, e)))
-        goto out;
-    int64_t base = 0;
-    for (int i = 0; i < n_entries; i++) {
-        int t = grid[3 * i], h = grid[3 * i + 1], w = grid[3 * i + 2];
-        mv_pos_embed_add_cpu(x + base * H, m->pos_embed, c->pos_side, H, t, h, w, c->merge);
-        base += (int64_t)t * h * w;
-    }
-    if ((st = dump(fn, ud, "embed", x, N, H, e)))
-        goto out;
-    mv_rope_tables_cpu(cos_t, sin_t, grid, n_entries, D, c->rope_theta, c->merge);
-    /* Per block: x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(LN2(x)))). Everything
-     * but attention is row-local, so each thread runs the chain on its own rows with no barrier:
-     * [proj + residual, LN2, fc1 + GELU, fc2 + residual] of block b, then [LN1, qkv, rope + head
-     * split] of block b + 1; attention, which needs every row of a segment, sits between. */
-    const int64_t LB = F > H ? F : H; /* row stride of big for proj and fc1 outputs */
-    int P = row_parts(N, T, atom);
-    const int F1 = ci->fc1_f1; /* fc1's split, the same in every block */
-    for (int b = 0; b <= c->depth; b++) {
-        const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
-        mv_gemm_w *const *WB = B ? ci->blk + (size_t)(b - 1) * W_PER_BLOCK : NULL;
-        mv_gemm_w *const *WBn = Bn ? ci->blk + (size_t)b * W_PER_BLOCK : NULL;
-#pragma omp parallel num_threads(P)
-        {
-            int64_t r0, r1;
-            mv_err te;
-            mv_status ts = MV_OK;
-            row_range(N, omp_get_thread_num(), omp_get_num_threads(), atom, &r0, &r1);
-            /* the chain on chunks of row_chunk rows: each chunk's activations stay in L2 from
-             * one step to the next */
-            const int64_t ch = row_chunk(B ? WB[W_PROJ] : Bn ? WBn[W_QKV] : NULL, r0, r1);
-            for (int64_t c0 = r0; c0 < r1 && !ts; c0 += ch) {
-                const int64_t c1 = r1 - c0 < ch ? r1 : c0 + ch;
-                if (B) { /* the rest of block b - 1; xn holds its attention output */
-                    /* big is scratch for proj's and fc1's outputs: this thread owns its rows
-                     * [r0, r1) at row stride LB, bt, and uses them densely for each chunk
-                     * (proj's [c1 - c0, H], then fc1's [c1 - c0, F]), so no thread's rows
-                     * overlap another's */
-                    float *bt = big + r0 * LB;
-                    ts = linear_block(ws, WB[W_PROJ], bt, H, xn + c0 * H, H, B->proj_b, c0, c1, H,
-                                      EPI_RES, x, &te);
-                    for (int64_t i = c0; !ts && i < c1; i++)
-                        mv_cpu_layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
-                    cpu_epilogue ep1 = c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS;
-                    if (!ts)
-                        ts = linear_block(ws, WB[W_FC1], bt, F, xn + c0 * H, H, B->fc1_b, c0, c1, F1,
-                                          ep1, NULL, &te);
-                    if (!ts && F1 < F)
-                        ts = linear_block(ws, WB[W_FC1B], bt + F1, F, xn + c0 * H, H,
-                                          B->fc1_b ? B->fc1_b + F1 : NULL, c0, c1, F - F1, ep1, NULL,
-                                          &te);
-                    if (!ts && c->act != MV_ACT_GELU_TANH)
-                        for (int64_t i = 0; i < c1 - c0; i++)
-                            mv_cpu_act_row(c->act, bt + i * F, F);
-                    if (!ts)
-                        ts = linear_block(ws, WB[W_FC2], xn + c0 * H, H, bt, F, B->fc2_b, c0, c1, H,
-                                          EPI_RES, x, &te);
-                }
-                if (Bn && !ts) { /* the start of block b */
-                    for (int64_t i = c0; i < c1; i++)
-                        mv_cpu_layernorm_row(xn + i * H, x + i * H, Bn->norm1_w, Bn->norm1_b, H, c->ln_eps);
-                    ts = linear_range(ws, WBn[W_QKV], qkv, xn, Bn->qkv_b, c0, c1, H, 3 * H, EPI_BIAS,
-                                      NULL, &te);
-                    if (!ts)
-                        mv_cpu_split_heads_range(hm, qkv, cos_t, sin_t, N, c0, c1, c->heads, D);
-                }
-            }
-            if (ts)
-                par_fail(&pe, ts, &te);
-        }
-        if (pe.st) {
-            *e = pe.e;
-            st = pe.st;
-            goto out;
-        }
-        if (B) {
-            char name[32];
-            snprintf(name, sizeof name, "block_%02d", b - 1);
-            if ((st = dump(fn, ud, name, x, N, H, e)))
-                goto out;
-        }
-        if (Bn && mv_cpu_attention(xn, hm, N, cu, nseg, c->heads, D, amx, scratch, pack)) {
-            st = mv_fail(e, MV_ERR_INTERNAL, "cpu tower: %s failed in attention of block %d",
-                         mv_gemm_cpu_name(ci->g), b);
-            goto out;
-        }
-    }
-    /* merger: LN per patch row, then 4 consecutive rows (one 2x2 block) form one 4H row */
-    mv_layernorm_cpu(xn, x, m->mnorm_w, m->mnorm_b, N, H, c->ln_eps);
-    if ((st = dump(fn, ud, "merger_norm", xn, N, H, e)))
-        goto out;
-    int64_t M = N / mm;
-    if ((st = linear_rows(ws, ci->mfc1, big, xn, m->mfc1_b, M, H * mm, H * mm, atom, e)))
-        goto out;
-    if ((st = dump(fn, ud, "merger_fc1", big, M, H * mm, e)))
-        goto out;
-    mv_gelu_erf_cpu(big, M * H * mm);
-    if ((st = linear_rows(ws, ci->mfc2, out, big, m->mfc2_b, M, H * mm, c->out_hidden, atom, e)))
-        goto out;
-    st = dump(fn, ud, "output", out, M, c->out_hidden, e);
-out:
-    if (ci->cap * sizeof(float) > KEEP_BYTES) { /* a rare large forward: not kept */
+    f->ws = ci->ws;
+    return MV_OK;
+}
+
+/* A rare large forward's buffers are not kept (KEEP_BYTES). */
+static void fwd_release(cpu_impl *ci)
+{
+    if (ci->cap * sizeof(float) > KEEP_BYTES) {
         free(ci->buf);
         ci->buf = NULL;
         ci->cap = 0;
         mv_gemm_ws_destroy(ci->ws);
         ci->ws = NULL;
     }
-    pthread_mutex_unlock(&ci->mu);
-    free(cu);
-    mv_plan_free(&plan);
+}
+
+/* pixel_values -> patch embedding -> + the interpolated position table, into x; the rope tables. */
+static mv_status fwd_embed(fwd *f, const float *pixels, const int32_t *grid, int n_entries, mv_err *e)
+{
+    const mv_model *m = f->m;
+    const mv_vision_config *c = &m->cfg;
+    const int64_t N = f->N;
+    const int H = c->hidden;
+    mv_status st;
+    if ((st = dump(f->fn, f->ud, "pixel_values", pixels, N, c->patch_dim, e)) ||
+        (st = linear_rows(f->ws, f->ci->patch, f->x, pixels, m->patch_b, N, c->patch_dim, H, f->atom, e)) ||
+        (st = dump(f->fn, f->ud, "patch_embed", f->x, N, H, e)))
+        return st;
+    int64_t base = 0;
+    for (int i = 0; i < n_entries; i++) {
+        int t = grid[3 * i], h = grid[3 * i + 1], w = grid[3 * i + 2];
+        mv_pos_embed_add_cpu(f->x + base * H, m->pos_embed, c->pos_side, H, t, h, w, c->merge);
+        base += (int64_t)t * h * w;
+    }
+    if ((st = dump(f->fn, f->ud, "embed", f->x, N, H, e)))
+        return st;
+    mv_rope_tables_cpu(f->cos_t, f->sin_t, grid, n_entries, c->head_dim, c->rope_theta, c->merge);
+    return MV_OK;
+}
+
+/* Rows [c0, c1) of the rest of block B (weights W), xn holding its attention output: proj +
+ * residual, LN2, fc1 + GELU, fc2 + residual. bt: the calling thread's scratch rows of big, used
+ * densely for each chunk (proj's [c1 - c0, H], then fc1's [c1 - c0, F]). */
+static mv_status block_tail(const fwd *f, const mv_block *B, mv_gemm_w *const *W, float *bt, int64_t c0,
+                            int64_t c1, mv_err *e)
+{
+    const mv_vision_config *c = &f->m->cfg;
+    const int H = c->hidden, F = c->inter;
+    const int F1 = f->ci->fc1_f1; /* fc1's split, the same in every block */
+    float *x = f->x, *xn = f->xn;
+    mv_status st = linear_block(f->ws, W[W_PROJ], bt, H, xn + c0 * H, H, B->proj_b, c0, c1, H, EPI_RES, x, e);
+    if (st)
+        return st;
+    for (int64_t i = c0; i < c1; i++)
+        mv_cpu_layernorm_row(xn + i * H, x + i * H, B->norm2_w, B->norm2_b, H, c->ln_eps);
+    cpu_epilogue ep1 = c->act == MV_ACT_GELU_TANH ? EPI_GELU : EPI_BIAS;
+    if ((st = linear_block(f->ws, W[W_FC1], bt, F, xn + c0 * H, H, B->fc1_b, c0, c1, F1, ep1, NULL, e)))
+        return st;
+    if (F1 < F && (st = linear_block(f->ws, W[W_FC1B], bt + F1, F, xn + c0 * H, H, B->fc1_b ? B->fc1_b + F1 : NULL,
+                                     c0, c1, F - F1, ep1, NULL, e)))
+        return st;
+    if (c->act != MV_ACT_GELU_TANH)
+        for (int64_t i = 0; i < c1 - c0; i++)
+            mv_cpu_act_row(c->act, bt + i * F, F);
+    return linear_block(f->ws, W[W_FC2], xn + c0 * H, H, bt, F, B->fc2_b, c0, c1, H, EPI_RES, x, e);
+}
+
+/* Rows [c0, c1) of the start of block B (weights W): LN1, qkv, rope and the head split into hm. */
+static mv_status block_head(const fwd *f, const mv_block *B, mv_gemm_w *const *W, int64_t c0, int64_t c1,
+                            mv_err *e)
+{
+    const mv_vision_config *c = &f->m->cfg;
+    const int H = c->hidden;
+    for (int64_t i = c0; i < c1; i++)
+        mv_cpu_layernorm_row(f->xn + i * H, f->x + i * H, B->norm1_w, B->norm1_b, H, c->ln_eps);
+    mv_status st = linear_range(f->ws, W[W_QKV], f->qkv, f->xn, B->qkv_b, c0, c1, H, 3 * H, EPI_BIAS, NULL, e);
+    if (!st)
+        mv_cpu_split_heads_range(f->hm, f->qkv, f->cos_t, f->sin_t, f->N, c0, c1, c->heads, c->head_dim);
+    return st;
+}
+
+/* Step b (0..depth) of the blocks: x = x + proj(attn(rope(qkv(LN1(x))))); x = x + fc2(act(fc1(
+ * LN2(x)))). Everything but attention is row-local, so each thread runs the chain on its own
+ * rows with no barrier, in chunks of row_chunk rows that stay in L2 from one step to the next:
+ * the rest of block b - 1 (block_tail), then the start of block b (block_head); then block
+ * b - 1's dump and block b's attention, which needs every row of a segment. */
+static mv_status fwd_block_step(fwd *f, int b, mv_err *e)
+{
+    const mv_model *m = f->m;
+    const mv_vision_config *c = &m->cfg;
+    cpu_impl *ci = f->ci;
+    const int64_t N = f->N, LB = c->inter > c->hidden ? c->inter : c->hidden; /* big's row stride */
+    const mv_block *B = b > 0 ? &m->blocks[b - 1] : NULL, *Bn = b < c->depth ? &m->blocks[b] : NULL;
+    mv_gemm_w *const *WB = B ? ci->blk + (size_t)(b - 1) * W_PER_BLOCK : NULL;
+    mv_gemm_w *const *WBn = Bn ? ci->blk + (size_t)b * W_PER_BLOCK : NULL;
+    par_err pe = {0};
+#pragma omp parallel num_threads(f->P)
+    {
+        int64_t r0, r1;
+        mv_err te;
+        mv_status ts = MV_OK;
+        row_range(N, omp_get_thread_num(), omp_get_num_threads(), f->atom, &r0, &r1);
+        const int64_t ch = row_chunk(B ? WB[W_PROJ] : Bn ? WBn[W_QKV] : NULL, r0, r1);
+        /* big is scratch for proj's and fc1's outputs: this thread owns its rows [r0, r1) at row
+         * stride LB, so no thread's rows overlap another's */
+        float *bt = f->big + r0 * LB;
+        for (int64_t c0 = r0; c0 < r1 && !ts; c0 += ch) {
+            const int64_t c1 = r1 - c0 < ch ? r1 : c0 + ch;
+            if (B)
+                ts = block_tail(f, B, WB, bt, c0, c1, &te);
+            if (Bn && !ts)
+                ts = block_head(f, Bn, WBn, c0, c1, &te);
+        }
+        if (ts)
+            par_fail(&pe, ts, &te);
+    }
+    if (pe.st) {
+        *e = pe.e;
+        return pe.st;
+    }
+    if (B) {
+        char name[32];
+        snprintf(name, sizeof name, "block_%02d", b - 1);
+        mv_status st = dump(f->fn, f->ud, name, f->x, N, c->hidden, e);
+        if (st)
+            return st;
+    }
+    if (Bn && mv_cpu_attention(f->xn, f->hm, N, f->cu, f->nseg, c->heads, c->head_dim, f->amx, f->scratch, f->pack))
+        return mv_fail(e, MV_ERR_INTERNAL, "cpu tower: %s failed in attention of block %d", mv_gemm_cpu_name(ci->g), b);
+    return MV_OK;
+}
+
+/* The merger: LN per patch row, then 4 consecutive rows (one 2x2 block) form one 4H row; fc1,
+ * erf-GELU, fc2 into out [N / mm, out_hidden]. */
+static mv_status fwd_merger(fwd *f, float *out, mv_err *e)
+{
+    const mv_model *m = f->m;
+    const mv_vision_config *c = &m->cfg;
+    const int H = c->hidden, mm = c->merge * c->merge;
+    const int64_t N = f->N, M = N / mm;
+    mv_status st;
+    mv_layernorm_cpu(f->xn, f->x, m->mnorm_w, m->mnorm_b, N, H, c->ln_eps);
+    if ((st = dump(f->fn, f->ud, "merger_norm", f->xn, N, H, e)) ||
+        (st = linear_rows(f->ws, f->ci->mfc1, f->big, f->xn, m->mfc1_b, M, H * mm, H * mm, f->atom, e)) ||
+        (st = dump(f->fn, f->ud, "merger_fc1", f->big, M, H * mm, e)))
+        return st;
+    mv_gelu_erf_cpu(f->big, M * H * mm);
+    if ((st = linear_rows(f->ws, f->ci->mfc2, out, f->big, m->mfc2_b, M, H * mm, c->out_hidden, f->atom, e)))
+        return st;
+    return dump(f->fn, f->ud, "output", out, M, c->out_hidden, e);
+}
+
+/* The tower on f32 pixel_values [N, patch_dim]: out [N / merge^2, out_hidden], one forward at a
+ * time (ci->mu). */
+static mv_status tower_f32(mv_backend *be, const float *pixels, const int32_t *grid, int n_entries,
+                           float *out, mv_stage_fn fn, void *ud, mv_err *e)
+{
+    fwd f = {.m = be->model, .ci = be->impl, .fn = fn, .ud = ud};
+    mv_status st = fwd_plan(&f, grid, n_entries, e);
+    if (st) {
+        free(f.cu);
+        return st;
+    }
+    pthread_mutex_lock(&f.ci->mu);
+    st = fwd_buffers(&f, e);
+    if (!st)
+        st = fwd_embed(&f, pixels, grid, n_entries, e);
+    for (int b = 0; !st && b <= f.m->cfg.depth; b++)
+        st = fwd_block_step(&f, b, e);
+    if (!st)
+        st = fwd_merger(&f, out, e);
+    fwd_release(f.ci);
+    pthread_mutex_unlock(&f.ci->mu);
+    free(f.cu);
     return st;
 }
 
