@@ -608,227 +608,255 @@ static cudaError_t block_on(cuda_backend *b, cudaStream_t s)
     return r == cudaSuccess ? cudaEventSynchronize(b->ev_wait) : r;
 }
 
-/* The forward req (out: [N / mm, L] tokens or, with req->mean, [n_entries, L] means). The input is
- * f32 pixel_values (pixels) or uint8 frames (frames + n_frames, pixels NULL). */
-static mv_status forward_impl(mv_backend *be, const mv_forward_req *req, mv_forward_info *info, mv_err *e)
+/* A forward's checks and segments: the frames against the grid (mv_frames_check), the segments
+ * (src/tower/plan.c: one per temporal group of each entry; h, w fit mv_rowinfo) and, when there
+ * are patches, residency: this thread works on the backend's device, and buffers of another GPU
+ * are refused. The caller frees *plan (zeroed before the call), also after an error. */
+static mv_status forward_check(cuda_backend *b, const mv_forward_req *req, mv_plan *plan, mv_err *e)
 {
-    const float *pixels = req->pixels;
-    const uint8_t *frames = req->frames;
-    const int32_t *n_frames = req->n_frames, *grid = req->grid;
-    const int n_entries = req->n_entries, pool = req->mean;
-    float *out = req->out;
-    mv_stage_fn fn = req->dump;
-    void *ud = req->dump_ud;
-    cuda_backend *b = (cuda_backend *)be;
-    const mv_vision_config *c = &be->model->cfg;
-    if (frames) {
+    const mv_model *m = b->base.model;
+    if (req->frames) {
         int64_t NF;
-        ST(mv_frames_check(be->model, n_frames, grid, n_entries, &NF, NULL, e));
+        ST(mv_frames_check(m, req->n_frames, req->grid, req->n_entries, &NF, NULL, e));
     }
-    /* segments (src/tower/plan.c): one per temporal group of each entry; h, w fit mv_rowinfo */
-    mv_plan plan;
-    mv_status st = mv_plan_segments(&plan, c, grid, n_entries, MV_ROWINFO_MAX_SIDE, e);
-    if (st != MV_OK) {
-        mv_plan_free(&plan);
-        return st == MV_ERR_LIMIT ? mv_fail_prefix(e, st, "cuda") : st;
-    }
-    const int64_t N = plan.n_patches, maxlen = plan.max_len;
-    const int nseg = plan.nseg;
-    if (N == 0) {
-        mv_plan_free(&plan);
-        return MV_OK;
-    }
-    const int P = c->patch_dim, L = c->out_hidden, mm = c->merge * c->merge;
-    /* residency: this thread works on the backend's device; buffers of another GPU are refused */
-    cudaError_t rd = cudaSetDevice(b->device);
-    st = rd != cudaSuccess ? mv_cuda_check(rd, e, "cudaSetDevice")
-         : frames          ? mv_cuda_check_resident(frames, b->device, "forward frames", e)
-                           : mv_cuda_check_resident(pixels, b->device, "forward pixels", e);
-    if (st == MV_OK) st = mv_cuda_check_resident(out, b->device, "forward output", e);
-    if (st != MV_OK) {
-        mv_plan_free(&plan);
-        return st;
-    }
+    mv_status st = mv_plan_segments(plan, &m->cfg, req->grid, req->n_entries, MV_ROWINFO_MAX_SIDE, e);
+    if (st != MV_OK) return st == MV_ERR_LIMIT ? mv_fail_prefix(e, st, "cuda") : st;
+    if (plan->n_patches == 0) return MV_OK;
+    CK(cudaSetDevice(b->device), "cudaSetDevice");
+    ST(req->frames ? mv_cuda_check_resident(req->frames, b->device, "forward frames", e)
+                   : mv_cuda_check_resident(req->pixels, b->device, "forward pixels", e));
+    return mv_cuda_check_resident(req->out, b->device, "forward output", e);
+}
 
+/* --pool mean: the device sums for req's entries over chunks of at most nseg segments, zeroed,
+ * with each entry's token count (on b->st). */
+static mv_status pool_begin(cuda_backend *b, const mv_forward_req *req, int nseg, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    const int n_entries = req->n_entries, L = c->out_hidden, mm = c->merge * c->merge;
+    const int32_t *grid = req->grid;
+    ST(pool_reserve(b, n_entries, nseg, e));
+    int64_t *rows = (int64_t *)malloc((size_t)n_entries * sizeof(int64_t));
+    if (!rows) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+    for (int i = 0; i < n_entries; i++)
+        rows[i] = (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2] / mm;
+    cudaError_t r = cudaMemcpyAsync(b->pool_rows, rows, (size_t)n_entries * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                    b->st);
+    if (r == cudaSuccess) r = cudaMemsetAsync(b->pool_acc, 0, (size_t)n_entries * L * sizeof(double), b->st);
+    free(rows);
+    return r == cudaSuccess ? MV_OK : mv_cuda_check(r, e, "pool setup");
+}
+
+/* --pool mean: the entries' means from the sums, downloaded into req->out; the forward's device
+ * work is then all queued (req->queued). */
+static mv_status pool_end(cuda_backend *b, const mv_forward_req *req, mv_err *e)
+{
+    const int n_entries = req->n_entries, L = b->base.model->cfg.out_hidden;
+    cudaError_t r = mv_cuda_pool_finish(b->pool_out, b->pool_acc, b->pool_rows, n_entries, L, b->st);
+    if (r == cudaSuccess)
+        r = cudaMemcpyAsync(req->out, b->pool_out, (size_t)n_entries * L * sizeof(float), cudaMemcpyDeviceToHost,
+                            b->st);
+    if (r == cudaSuccess && req->queued) req->queued(req->queued_arg);
+    if (r == cudaSuccess) r = block_on(b, b->st);
+    return r == cudaSuccess ? MV_OK : mv_cuda_check(r, e, "pooled output");
+}
+
+/* The workspace for the forward (its largest segment at least, its patches up to the backend's
+ * size), the chunk plan for it (the rule: mv_plan_chunks in include/mv_plan.h; stage dumps need
+ * the batch in one chunk), the host staging of cu_seqlens, and the pool sums (req->mean). */
+static mv_status forward_workspace(cuda_backend *b, const mv_forward_req *req, mv_plan *plan, mv_err *e)
+{
+    const int64_t N = plan->n_patches, maxlen = plan->max_len;
     int64_t want = N < b->cap_max ? N : b->cap_max;
     if (want < maxlen) want = maxlen;
-    st = ensure_workspace(b, want, maxlen, e);
-    /* the chunk plan for this workspace (the rule: mv_plan_chunks in include/mv_plan.h) */
-    if (st == MV_OK && !(fn && N > b->cap)) st = mv_plan_chunks(&plan, b->cap, fn != NULL, e);
-    if (st != MV_OK) {
-        mv_plan_free(&plan);
-        return st;
-    }
-    if (b->h_cu_cap < nseg + 1) {
-        free(b->h_cu);
-        b->h_cu = (int32_t *)malloc(sizeof(int32_t) * (size_t)(nseg + 1));
-        b->h_cu_cap = b->h_cu ? nseg + 1 : 0;
-        if (!b->h_cu) {
-            mv_plan_free(&plan);
-            return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
-        }
-    }
-    if (st == MV_OK && pool) {
-        st = pool_reserve(b, n_entries, nseg, e);
-        int64_t *rows = st == MV_OK ? (int64_t *)malloc((size_t)n_entries * sizeof(int64_t)) : NULL;
-        if (st == MV_OK && !rows) st = mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
-        for (int i = 0; st == MV_OK && i < n_entries; i++)
-            rows[i] = (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2] / mm;
-        cudaError_t r = cudaSuccess;
-        if (st == MV_OK)
-            r = cudaMemcpyAsync(b->pool_rows, rows, (size_t)n_entries * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                b->st);
-        if (st == MV_OK && r == cudaSuccess)
-            r = cudaMemsetAsync(b->pool_acc, 0, (size_t)n_entries * L * sizeof(double), b->st);
-        if (st == MV_OK && r != cudaSuccess) st = mv_cuda_check(r, e, "pool setup");
-        free(rows);
-        if (st != MV_OK) {
-            mv_plan_free(&plan);
-            return st;
-        }
-    }
-    if (fn && N > b->cap) {
-        mv_plan_free(&plan);
+    ST(ensure_workspace(b, want, maxlen, e));
+    if (req->dump && N > b->cap)
         return mv_fail(e, MV_ERR_LIMIT,
                        "cuda: stage dumps need the whole batch in one forward: %lld patches > "
                        "workspace of %lld (raise --batch-tokens)",
                        (long long)N, (long long)b->cap);
+    ST(mv_plan_chunks(plan, b->cap, req->dump != NULL, e));
+    if (b->h_cu_cap < plan->nseg + 1) {
+        free(b->h_cu);
+        b->h_cu = (int32_t *)malloc(sizeof(int32_t) * (size_t)(plan->nseg + 1));
+        b->h_cu_cap = b->h_cu ? plan->nseg + 1 : 0;
+        if (!b->h_cu) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
     }
+    return req->mean ? pool_begin(b, req, plan->nseg, e) : MV_OK;
+}
 
-    mv_patch_seg *psegs = frames ? u8_segments(c, n_frames, &plan) : NULL;
-    if (frames && !psegs) {
-        mv_plan_free(&plan);
-        return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", nseg);
+/* Chunk k of the plan and its metadata, staged on the host: rowinfo per patch, cu_seqlens,
+ * attention tiles (fa3: of its plan's rows), the fa3 launch or the cuDNN plan. */
+static mv_status chunk_meta(cuda_backend *b, const mv_plan *plan, int k, chunk *pch, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    chunk &ch = *pch;
+    const mv_chunk *pc = &plan->chunk[k];
+    ch.r0 = pc->r0;
+    ch.n = pc->n;
+    ch.seg0 = pc->seg0;
+    ch.nseg = pc->nseg;
+    mv_status st = mv_plan_rowinfo(plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
+    if (st == MV_OK) st = mv_plan_cu_seqlens(plan, ch.seg0, ch.nseg, b->h_cu, e);
+    if (st == MV_OK && b->fa3 && mv_cuda_fa3_config(&b->fa3dev, c->head_dim, b->h_cu, ch.nseg, &ch.fa3.cfg))
+        st = mv_fail(e, MV_ERR_INTERNAL, "fa3 attention: no configuration for head dim %d", c->head_dim);
+    int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
+             : b->fa3                ? mv_cuda_fa3_bm(&ch.fa3.cfg)
+                                     : MV_ATTN_BM_BF16;
+    if (st == MV_OK)
+        st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
+    if (st != MV_OK) return mv_fail_prefix(e, st, "cuda");
+    if (b->fa3) plan_fa3(b, &ch);
+    ch.dnn = 0;
+    if (b->dnn) {
+        mv_err pe;
+        mv_status ps = mv_cudnn_attn_prepare(b->dnn, ch.buf, b->h_cu, ch.nseg, b->io, &pe);
+        ch.dnn = ps == MV_OK;
+        if (ps != MV_OK && (ps != MV_ERR_UNSUPPORTED || b->attn_impl == MV_ATTN_CUDNN)) {
+            memcpy(e, &pe, sizeof pe);
+            return ps;
+        }
+        if (ps != MV_OK && b->verbose)
+            fprintf(stderr, "mvembed: cuda: device %d: this chunk runs the builtin attention: %s\n", b->device,
+                    pe.msg);
     }
+    return MV_OK;
+}
 
-    /* chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1 (io) */
+/* Enqueues on b->io the upload of chunk ch's input (uint8 frames, 8x fewer bytes than
+ * pixel_values, which the kernel patchifies; or f32 rows) and metadata; the compute stream waits
+ * for it. first: the forward's first chunk, whose start is the forward's first kernel (ev_f0). */
+static mv_status chunk_upload(cuda_backend *b, const mv_forward_req *req, const chunk &ch, mv_patch_seg *psegs,
+                              int first, mv_err *e)
+{
+    const int P = b->base.model->cfg.patch_dim;
+    cudaError_t r = req->frames ? upload_u8(b, &ch, req->frames, psegs)
+                                : cudaMemcpyAsync(b->pix[ch.buf], req->pixels + ch.r0 * P,
+                                                  (size_t)(ch.n * P) * sizeof(float), cudaMemcpyHostToDevice, b->io);
+    if (r == cudaSuccess)
+        r = cudaMemcpyAsync(b->ri[ch.buf], b->h_ri, (size_t)ch.n * sizeof(mv_rowinfo), cudaMemcpyHostToDevice,
+                            b->io);
+    if (r == cudaSuccess)
+        r = cudaMemcpyAsync(b->tiles[ch.buf], b->h_tiles, (size_t)ch.n_tiles * sizeof(mv_attn_tile),
+                            cudaMemcpyHostToDevice, b->io);
+    if (r == cudaSuccess) r = cudaEventRecord(b->ev_up[ch.buf], b->io);
+    if (r == cudaSuccess) r = cudaStreamWaitEvent(b->st, b->ev_up[ch.buf], 0);
+    if (r == cudaSuccess && first) r = cudaEventRecord(b->ev_f0, b->st); /* first kernel */
+    return r == cudaSuccess ? MV_OK : mv_cuda_check(r, e, "upload");
+}
+
+/* Enqueues the tower on chunk ch (then its rows' pool sums with req->mean) on b->st, and the
+ * events of its end (ev_done) and of the forward's last kernel so far (ev_f1). */
+static mv_status chunk_compute(cuda_backend *b, const mv_forward_req *req, const mv_plan *plan, const chunk &ch,
+                               mv_err *e)
+{
+    const int P = b->base.model->cfg.patch_dim;
+    mv_stage_fn fn = req->dump;
+    void *ud = req->dump_ud;
+    const float *hp = req->frames ? NULL : req->pixels + ch.r0 * P;
+    mv_status st = b->prec != MV_PREC_BF16 ? run_chunk<float, float>(b, &ch, fn, ud, hp, e)
+                   : b->f32res              ? run_chunk<bf16, float>(b, &ch, fn, ud, hp, e)
+                                            : run_chunk<bf16, bf16>(b, &ch, fn, ud, hp, e);
+    if (st == MV_OK && req->mean) st = pool_chunk(b, &ch, plan->seg, e);
+    if (st != MV_OK) return st;
+    cudaError_t r = cudaEventRecord(b->ev_done[ch.buf], b->st);
+    if (r == cudaSuccess) r = cudaEventRecord(b->ev_f1, b->st); /* the last one wins */
+    return r == cudaSuccess ? MV_OK : mv_cuda_check(r, e, "event");
+}
+
+/* Once chunk ch is computed: its output rows downloaded into req->out on b->io (not with
+ * req->mean: the chunk's sums stay on the device), waited for. */
+static mv_status chunk_download(cuda_backend *b, const mv_forward_req *req, const chunk &ch, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    const int L = c->out_hidden, mm = c->merge * c->merge;
+    const int64_t M = ch.n / mm;
+    cudaError_t r = cudaStreamWaitEvent(b->io, b->ev_done[ch.buf], 0);
+    if (r == cudaSuccess && !req->mean)
+        r = cudaMemcpyAsync(req->out + (ch.r0 / mm) * L, b->pix[ch.buf], (size_t)(M * L) * sizeof(float),
+                            cudaMemcpyDeviceToHost, b->io);
+    if (r == cudaSuccess) r = block_on(b, b->io);
+    return r == cudaSuccess ? MV_OK : mv_cuda_check(r, e, "forward");
+}
+
+/* The plan's chunks, pipelined: upload k (io stream) | compute k (main stream) | download k-1
+ * (io). Once the last chunk's kernels are queued, so is the forward's device work (req->queued;
+ * with req->mean, after pool_end). */
+static mv_status run_chunks(cuda_backend *b, const mv_forward_req *req, const mv_plan *plan, mv_patch_seg *psegs,
+                            mv_err *e)
+{
     chunk prev = {};
-    int have_prev = 0, k = 0;
-    while (st == MV_OK && (k < plan.nchunk || have_prev)) {
+    int have_prev = 0;
+    mv_status st = MV_OK;
+    for (int k = 0; st == MV_OK && (k < plan->nchunk || have_prev); k++) {
         chunk ch = {};
         ch.buf = k & 1;
-        int have_cur = k < plan.nchunk;
+        const int have_cur = k < plan->nchunk;
         if (have_cur) {
-            const mv_chunk *pc = &plan.chunk[k];
-            ch.r0 = pc->r0;
-            ch.n = pc->n;
-            ch.seg0 = pc->seg0;
-            ch.nseg = pc->nseg;
-            /* metadata: rowinfo per patch, cu_seqlens, attention tiles (fa3: of its plan's rows) */
-            st = mv_plan_rowinfo(&plan, ch.seg0, ch.nseg, c->merge, b->h_ri, e);
-            if (st == MV_OK) st = mv_plan_cu_seqlens(&plan, ch.seg0, ch.nseg, b->h_cu, e);
-            if (st == MV_OK && b->fa3 && mv_cuda_fa3_config(&b->fa3dev, c->head_dim, b->h_cu, ch.nseg, &ch.fa3.cfg))
-                st = mv_fail(e, MV_ERR_INTERNAL, "fa3 attention: no configuration for head dim %d", c->head_dim);
-            int bm = b->prec != MV_PREC_BF16 ? MV_ATTN_BM_F32
-                     : b->fa3                ? mv_cuda_fa3_bm(&ch.fa3.cfg)
-                                             : MV_ATTN_BM_BF16;
-            if (st == MV_OK)
-                st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
-            if (st != MV_OK) {
-                mv_fail_prefix(e, st, "cuda");
-                break;
-            }
-            if (b->fa3) plan_fa3(b, &ch);
-            ch.dnn = 0;
-            if (b->dnn) {
-                mv_err pe;
-                mv_status ps = mv_cudnn_attn_prepare(b->dnn, ch.buf, b->h_cu, ch.nseg, b->io, &pe);
-                ch.dnn = ps == MV_OK;
-                if (ps != MV_OK && (ps != MV_ERR_UNSUPPORTED || b->attn_impl == MV_ATTN_CUDNN)) {
-                    memcpy(e, &pe, sizeof pe);
-                    st = ps;
-                    break;
-                }
-                if (ps != MV_OK && b->verbose)
-                    fprintf(stderr, "mvembed: cuda: device %d: this chunk runs the builtin attention: %s\n",
-                            b->device, pe.msg);
-            }
-            /* uint8 frames (8x fewer bytes than pixel_values; the kernel patchifies) or f32 rows */
-            cudaError_t r = frames ? upload_u8(b, &ch, frames, psegs)
-                                   : cudaMemcpyAsync(b->pix[ch.buf], pixels + ch.r0 * P,
-                                                     (size_t)(ch.n * P) * sizeof(float),
-                                                     cudaMemcpyHostToDevice, b->io);
-            if (r == cudaSuccess)
-                r = cudaMemcpyAsync(b->ri[ch.buf], b->h_ri, (size_t)ch.n * sizeof(mv_rowinfo),
-                                    cudaMemcpyHostToDevice, b->io);
-            if (r == cudaSuccess)
-                r = cudaMemcpyAsync(b->tiles[ch.buf], b->h_tiles,
-                                    (size_t)ch.n_tiles * sizeof(mv_attn_tile), cudaMemcpyHostToDevice,
-                                    b->io);
-            if (r == cudaSuccess) r = cudaEventRecord(b->ev_up[ch.buf], b->io);
-            if (r == cudaSuccess) r = cudaStreamWaitEvent(b->st, b->ev_up[ch.buf], 0);
-            if (r == cudaSuccess && k == 0) r = cudaEventRecord(b->ev_f0, b->st); /* first kernel */
-            if (r != cudaSuccess) {
-                st = mv_cuda_check(r, e, "upload");
-                break;
-            }
-            const float *hp = frames ? NULL : pixels + ch.r0 * P;
-            st = b->prec != MV_PREC_BF16 ? run_chunk<float, float>(b, &ch, fn, ud, hp, e)
-                 : b->f32res              ? run_chunk<bf16, float>(b, &ch, fn, ud, hp, e)
-                                          : run_chunk<bf16, bf16>(b, &ch, fn, ud, hp, e);
-            if (st == MV_OK && pool) st = pool_chunk(b, &ch, plan.seg, e);
+            st = chunk_meta(b, plan, k, &ch, e);
+            if (st == MV_OK) st = chunk_upload(b, req, ch, psegs, k == 0, e);
+            if (st == MV_OK) st = chunk_compute(b, req, plan, ch, e);
             if (st != MV_OK) break;
-            cudaError_t r2 = cudaEventRecord(b->ev_done[ch.buf], b->st);
-            if (r2 == cudaSuccess) r2 = cudaEventRecord(b->ev_f1, b->st); /* the last one wins */
-            if (r2 != cudaSuccess) {
-                st = mv_cuda_check(r2, e, "event");
-                break;
-            }
-            if (k == plan.nchunk - 1 && !pool && req->queued) /* the last chunk's kernels */
-                req->queued(req->queued_arg);
+            if (k == plan->nchunk - 1 && !req->mean && req->queued) req->queued(req->queued_arg);
         }
-        if (have_prev) {
-            int64_t M = prev.n / mm;
-            cudaError_t r = cudaStreamWaitEvent(b->io, b->ev_done[prev.buf], 0);
-            if (r == cudaSuccess && !pool) /* pooling: the chunk's sums are on the device */
-                r = cudaMemcpyAsync(out + (prev.r0 / mm) * L, b->pix[prev.buf],
-                                    (size_t)(M * L) * sizeof(float), cudaMemcpyDeviceToHost, b->io);
-            if (r == cudaSuccess) r = block_on(b, b->io);
-            if (r != cudaSuccess) {
-                st = mv_cuda_check(r, e, "forward");
-                break;
-            }
-        }
+        if (have_prev && (st = chunk_download(b, req, prev, e)) != MV_OK) break;
         prev = ch;
         have_prev = have_cur;
-        k++;
     }
-    int timed = plan.nchunk > 0; /* ev_f0 and ev_f1 were recorded by this forward */
+    return st;
+}
+
+/* info's interval: when the device ran this forward's kernels (ev_f0 .. ev_f1), on the host's
+ * clock (-v only: an interval the events cannot give is left out, never the forward's results). */
+static mv_status forward_times(cuda_backend *b, mv_forward_info *info, mv_err *e)
+{
+    CK(cudaEventSynchronize(b->ev_f1), "forward");
+    float ms0 = 0, ms1 = 0;
+    cudaError_t rt = cudaEventElapsedTime(&ms0, b->ev_ref, b->ev_f0);
+    if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms1, b->ev_ref, b->ev_f1);
+    if (rt == cudaSuccess) {
+        info->gpu_t0 = b->ref_host + ms0 * 1e-3;
+        info->gpu_t1 = b->ref_host + ms1 * 1e-3;
+    } else {
+        cudaGetLastError(); /* not sticky (an event without a timing record): clear it */
+    }
+    return MV_OK;
+}
+
+/* The forward req (out: [N / mm, L] tokens or, with req->mean, [n_entries, L] means) from f32
+ * pixel_values or uint8 frames: checks and plan, workspace, the pipelined chunks, the pooled
+ * means, the timing, the output stage's dump. */
+static mv_status forward_impl(cuda_backend *b, const mv_forward_req *req, mv_forward_info *info, mv_err *e)
+{
+    const mv_vision_config *c = &b->base.model->cfg;
+    mv_plan plan = {};
+    mv_status st = forward_check(b, req, &plan, e);
+    if (st != MV_OK || plan.n_patches == 0) {
+        mv_plan_free(&plan);
+        return st;
+    }
+    const int64_t N = plan.n_patches;
+    mv_patch_seg *psegs = NULL;
+    st = forward_workspace(b, req, &plan, e);
+    if (st == MV_OK && req->frames && !(psegs = u8_segments(c, req->n_frames, &plan)))
+        st = mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", plan.nseg);
+    if (st != MV_OK) {
+        mv_plan_free(&plan);
+        return st;
+    }
+    st = run_chunks(b, req, &plan, psegs, e);
+    const int timed = plan.nchunk > 0; /* ev_f0 and ev_f1 were recorded by this forward */
     mv_plan_free(&plan);
     free(psegs);
-    if (st == MV_OK && pool) {
-        cudaError_t r = mv_cuda_pool_finish(b->pool_out, b->pool_acc, b->pool_rows, n_entries, L, b->st);
-        if (r == cudaSuccess)
-            r = cudaMemcpyAsync(out, b->pool_out, (size_t)n_entries * L * sizeof(float), cudaMemcpyDeviceToHost,
-                                b->st);
-        if (r == cudaSuccess && req->queued) req->queued(req->queued_arg);
-        if (r == cudaSuccess) r = block_on(b, b->st);
-        if (r != cudaSuccess) st = mv_cuda_check(r, e, "pooled output");
-    }
+    if (st == MV_OK && req->mean) st = pool_end(b, req, e);
     if (st != MV_OK) {
         cudaStreamSynchronize(b->st);
         cudaStreamSynchronize(b->io);
         return st;
     }
-    /* when the device ran this forward's kernels, on the host's clock (-v only: an interval the
-     * events cannot give is left out, never the forward's results) */
-    if (timed) {
-        cudaError_t rt = cudaEventSynchronize(b->ev_f1);
-        if (rt != cudaSuccess) return mv_cuda_check(rt, e, "forward");
-        float ms0 = 0, ms1 = 0;
-        rt = cudaEventElapsedTime(&ms0, b->ev_ref, b->ev_f0);
-        if (rt == cudaSuccess) rt = cudaEventElapsedTime(&ms1, b->ev_ref, b->ev_f1);
-        if (rt == cudaSuccess) {
-            info->gpu_t0 = b->ref_host + ms0 * 1e-3;
-            info->gpu_t1 = b->ref_host + ms1 * 1e-3;
-        } else {
-            cudaGetLastError(); /* not sticky (an event without a timing record): clear it */
-        }
-    }
-    if (fn) {
-        /* the output stage, already in host memory */
-        ST(fn(ud, "output", out, N / mm, L, e));
-    }
+    if (timed) ST(forward_times(b, info, e));
+    if (req->dump) /* the output stage, already in host memory */
+        ST(req->dump(req->dump_ud, "output", req->out, N / (c->merge * c->merge), c->out_hidden, e));
     return MV_OK;
 }
 
@@ -840,7 +868,7 @@ static mv_status cuda_forward(mv_backend *be, const mv_forward_req *req, mv_forw
     *info = mv_forward_info{0, 0};
     if (!req->pixels == !req->frames) return mv_fail(e, MV_ERR_USAGE, "cuda: a forward takes pixel values or frames");
     if (req->mean && req->dump) return mv_fail(e, MV_ERR_USAGE, "cuda: no stage dumps with per-entry means");
-    return forward_impl(be, req, info, e);
+    return forward_impl((cuda_backend *)be, req, info, e);
 }
 
 static void cuda_destroy(mv_backend *be)
@@ -923,7 +951,7 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
     }
     if (b->attn_impl == MV_ATTN_BUILTIN) {
         why = "--attention builtin";
-    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of the plan's rows (forward_impl) */
+    } else if (b->attn_impl == MV_ATTN_FA3) { /* tiles of the plan's rows (chunk_meta) */
         if (b->prec != MV_PREC_BF16) return mv_fail(e, MV_ERR_USAGE, "cuda: --attention fa3 needs --precision bf16");
         mv_status fs = mv_cuda_fa3_check(&b->fa3dev, c->head_dim, e);
         if (fs != MV_OK) return fs;
