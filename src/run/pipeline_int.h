@@ -1,7 +1,8 @@
 /* pipeline_int.h - the stages pipeline.c starts (not a public header), each calling down into
  * the runner (runner.h) and none into another stage or pipeline.c:
  *   feed.c     the walker: shard, resume and output-name checks, the counting walk
- *   towers.c   tower threads: packing ready inputs into forwards, output slabs, device turns
+ *   towers.c   tower threads: packing ready inputs into forwards, device turns (their output
+ *              slabs and staging buffers: slabs.c)
  *   writers.c  writer threads: outputs (files or tar shards), pooling, manifest lines
  */
 #ifndef MV_PIPELINE_INT_H

@@ -2,43 +2,19 @@
  * into forwards (first fit decreasing over a window of what is ready, up to the backend's batch
  * size), stages their uint8 frames in, runs the forward in its device's turn and hands each input
  * its rows of an output slab for the writers. Per device it keeps -v's busy time and the union of
- * the forwards' kernel intervals. Memory stays bounded: a thread's slabs are few and come back
- * only when their inputs are written (backpressure from slow writers). Not here: decoding, writing,
- * the tower itself (src/tower, cu/).
+ * the forwards' kernel intervals. Memory stays bounded: a thread's slabs (slabs.c) are few and
+ * come back only when their inputs are written (backpressure from slow writers). Not here:
+ * decoding, writing, the tower itself (src/tower, cu/).
  */
 #include "pipeline_int.h"
 
 #include "mv_batch.h"
 #include "mv_busy.h"
+#include "slabs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Output slabs: a forward writes its outputs into a slab (page-locked when the backend offers it);
- * each input of the forward points into it and holds a reference until its writer is done, then
- * the slab goes back to its tower thread. No per-input output allocation or copy on the tower
- * thread. A slab comes back only when every input in it is written, so a tower thread needs enough
- * of them to keep the writers fed: it has at least OUT_SLABS_MIN, and takes more (up to
- * OUT_SLABS_MAX) while its slabs hold at most OUT_SLAB_BYTES together (measured: 3 slabs of ~3.6
- * clips each left 28 writers idle half the time while the tower waited for slabs). Memory stays
- * bounded, and slow writers hold the tower back (backpressure) instead of piling up outputs. */
-#define OUT_SLABS_MIN 3
-#define OUT_SLABS_MAX 16
-#define OUT_SLAB_BYTES ((size_t)1 << 30)
-typedef struct slab_pool slab_pool;
-typedef struct {
-    float *buf;
-    size_t cap; /* bytes */
-    int pinned;
-    int refs;   /* inputs still holding it (under the pool's mutex) */
-    slab_pool *pool;
-} slab;
-struct slab_pool {
-    pthread_mutex_t mu;
-    pthread_cond_t freed;
-    slab s[OUT_SLABS_MAX];
-};
 
 /* Per device, for -v: how long at least one forward was running on it (the union over its tower
  * threads' forward() calls, host-timed: forwards are synchronous), and when the device executed
@@ -100,7 +76,7 @@ typedef struct {
     void *pix;
     size_t pix_cap; /* bytes */
     int pix_pinned;
-    slab_pool out;
+    pl_slab_pool out;
 } tower_arg;
 
 struct pl_towers {
@@ -109,108 +85,13 @@ struct pl_towers {
     tower_arg ta[MV_PIPELINE_MAX_TOWERS];
 };
 
-static void stage_free(mv_backend *be, void *buf, int pinned)
-{
-    if (pinned)
-        be->host_free(be, buf);
-    else
-        free(buf);
-}
-
-/* Grows one of a tower thread's staging buffers to at least `bytes`, page-locked when the backend
- * can (CUDA), else with malloc. Returns 0, or -1 when out of memory. */
-static int stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes)
-{
-    if (*cap >= bytes)
-        return 0;
-    stage_free(be, *buf, *pinned);
-    *buf = NULL;
-    *cap = 0;
-    *pinned = 0;
-    bytes += bytes / 4; /* room to grow without a new allocation each time */
-    if (be->host_alloc && (*buf = be->host_alloc(be, bytes)))
-        *pinned = 1;
-    else
-        *buf = malloc(bytes);
-    if (!*buf)
-        return -1;
-    *cap = bytes;
-    return 0;
-}
-
-static void slab_release(void *owner)
-{
-    slab *sb = owner;
-    pthread_mutex_lock(&sb->pool->mu);
-    if (--sb->refs == 0)
-        pthread_cond_broadcast(&sb->pool->freed);
-    pthread_mutex_unlock(&sb->pool->mu);
-}
-
-/* A free slab of at least `bytes` (waits for the writers to release one), or NULL when out of
- * memory. The caller owns it (refs = 1) until it hands references to the inputs. *waited: the
- * seconds spent waiting for a free slab (the timeline's "output-slab wait"). */
-static slab *slab_get(tower_arg *ta, size_t bytes, double *waited)
-{
-    slab_pool *p = &ta->out;
-    slab *sb = NULL;
-    double t0 = mv_now();
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        /* a free slab already big enough, else any free one that was used, else a new one while
-         * the pool is under its minimum count or its byte budget */
-        size_t held = 0;
-        int n_used = 0;
-        slab *fit = NULL, *used = NULL, *fresh = NULL;
-        for (int i = 0; i < OUT_SLABS_MAX; i++) {
-            slab *x = &p->s[i];
-            held += x->cap;
-            n_used += x->cap > 0;
-            if (x->refs)
-                continue;
-            if (x->cap >= bytes && !fit)
-                fit = x;
-            else if (x->cap && !used)
-                used = x;
-            else if (!x->cap && !fresh)
-                fresh = x;
-        }
-        if (fresh && (n_used < OUT_SLABS_MIN || held + bytes <= OUT_SLAB_BYTES) && !fit)
-            sb = fresh;
-        else
-            sb = fit ? fit : used;
-        if (sb)
-            break;
-        pthread_cond_wait(&p->freed, &p->mu);
-    }
-    sb->refs = 1;
-    pthread_mutex_unlock(&p->mu);
-    *waited = mv_now() - t0;
-    void *buf = sb->buf;
-    int fail = stage_reserve(ta->be, &buf, &sb->cap, &sb->pinned, bytes);
-    sb->buf = buf;
-    if (fail) {
-        slab_release(sb);
-        return NULL;
-    }
-    return sb;
-}
-
+/* At the thread's end: its staging buffer freed, its slabs once every input in them is written. */
 static void stage_release(tower_arg *ta)
 {
-    stage_free(ta->be, ta->pix, ta->pix_pinned);
+    pl_stage_free(ta->be, ta->pix, ta->pix_pinned);
     ta->pix = NULL;
     ta->pix_cap = 0;
-    slab_pool *p = &ta->out;
-    pthread_mutex_lock(&p->mu); /* every input written or freed: wait for the last references */
-    for (int i = 0; i < OUT_SLABS_MAX; i++)
-        while (p->s[i].refs)
-            pthread_cond_wait(&p->freed, &p->mu);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < OUT_SLABS_MAX; i++) {
-        stage_free(ta->be, p->s[i].buf, p->s[i].pinned);
-        p->s[i] = (slab){.pool = p};
-    }
+    pl_slabs_drain(&ta->out);
 }
 
 /* One forward of a tower thread: its inputs, their frames packed back to back, grids and frame
@@ -223,7 +104,7 @@ typedef struct {
     int mean;        /* --pool mean where the backend pools on the device: one row per input */
     int32_t *grid, *nfr;
     const uint8_t *frames;
-    slab *sb;
+    pl_slab *sb;
 } batch;
 
 /* Stage-in: grid, frame counts and frames of bt's inputs, gathered into the thread's staging
@@ -240,8 +121,8 @@ static int stage_in(tower_arg *ta, batch *bt)
     bt->grid = malloc(3 * n * sizeof *bt->grid);
     bt->nfr = malloc(n * sizeof *bt->nfr);
     double slab_wait = 0;
-    if (bt->grid && bt->nfr && (!gather || !stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bt->bytes)) &&
-        (bt->sb = slab_get(ta, (size_t)(bt->mean ? n : bt->N / mm) * c->out_hidden * sizeof(float), &slab_wait)))
+    if (bt->grid && bt->nfr && (!gather || !pl_stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bt->bytes)) &&
+        (bt->sb = pl_slab_get(&ta->out, (size_t)(bt->mean ? n : bt->N / mm) * c->out_hidden * sizeof(float), &slab_wait)))
         bt->frames = gather ? ta->pix : bt->items[0]->p.frames;
     double t_copy = mv_now();
     atomic_fetch_add(&R->stage_alloc_ns, (long long)((t_copy - t - slab_wait) * 1e9));
@@ -311,14 +192,12 @@ static void stage_out(tower_arg *ta, const batch *bt)
     int mm = c->merge * c->merge;
     double t = mv_now();
     int64_t orow = 0;
-    pthread_mutex_lock(&ta->out.mu);
-    bt->sb->refs += bt->n;
-    pthread_mutex_unlock(&ta->out.mu);
+    pl_slab_hold(bt->sb, bt->n);
     for (int i = 0; i < bt->n; i++) {
         mv_item *it = bt->items[i];
         int64_t rows = bt->mean ? 1 : mv_item_patches(it) / mm;
         it->out = bt->sb->buf + orow * c->out_hidden;
-        it->out_release = slab_release;
+        it->out_release = pl_slab_release;
         it->out_owner = bt->sb;
         it->rows = rows;
         orow += rows;
@@ -355,7 +234,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         }
     }
     if (bt.sb)
-        slab_release(bt.sb); /* the forward's own reference */
+        pl_slab_release(bt.sb); /* the forward's own reference */
     free(bt.grid);
     free(bt.nfr);
 }
@@ -447,10 +326,7 @@ pl_towers *pl_towers_new(runner *R, mv_backend **be, int n_be, int n_dev)
     for (int i = 0; i < n_be; i++) {
         tower_arg *ta = &T->ta[i];
         *ta = (tower_arg){.R = R, .be = be[i], .dev = &T->dev[i % n_dev]};
-        pthread_mutex_init(&ta->out.mu, NULL);
-        pthread_cond_init(&ta->out.freed, NULL);
-        for (int k = 0; k < OUT_SLABS_MAX; k++)
-            ta->out.s[k].pool = &ta->out;
+        pl_slabs_init(&ta->out, be[i]);
     }
     return T;
 }
@@ -477,9 +353,7 @@ void pl_towers_free(pl_towers *T)
         pthread_cond_destroy(&T->dev[d].turn_cv);
         mv_busy_free(&T->dev[d].gpu);
     }
-    for (int i = 0; i < T->n_be; i++) {
-        pthread_mutex_destroy(&T->ta[i].out.mu);
-        pthread_cond_destroy(&T->ta[i].out.freed);
-    }
+    for (int i = 0; i < T->n_be; i++)
+        pl_slabs_destroy(&T->ta[i].out);
     free(T);
 }
