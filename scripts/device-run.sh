@@ -23,7 +23,7 @@
 #   profile    GPU time by kernel family for one forward (nsys, else ncu durations) at
 #              PROFILE_SIZES (default 64 x 448² and one 2048²)                 -> profile.log
 #   u8dump     the CLI on every fixture (tiny model) with --device cuda and --device cpu and
-#              --dump-stages: the GPU-patchified pixel_values (forward_u8, cu/patchify.cu) equal
+#              --dump-stages: the GPU-patchified pixel_values (the uint8 forward, cu/patchify.cu) equal
 #              the CPU's and HF's (fixtures/ref sha256) bit for bit                -> u8dump.log
 #   tower      the tower vs HF at the five sizes (SIZES5 below; bench_tower.py bench): HF sdpa
 #              bf16 with its inputs on the GPU beside ours host to host, f32 pixel_values one

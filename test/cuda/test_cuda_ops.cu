@@ -34,24 +34,13 @@ extern "C" {
 #include "twin.cuh"
 
 /* ---- helpers -------------------------------------------------------------------------- */
-/* One forward of backend b (mv_forward_req): f32 pixel_values, uint8 frames, or the per-entry
- * means of frames; info may be NULL. */
-static mv_status fwd_pixels(mv_backend *b, const float *pix, const int32_t *grid, int n, float *out, mv_stage_fn dump,
-                            void *ud, mv_err *e, mv_forward_info *info = NULL)
+/* One forward of backend b (mv_forward_req): from f32 pixel_values or from uint8 frames (nfr:
+ * their counts), tokens or (mean) the per-entry means; info may be NULL. */
+static mv_status fwd(mv_backend *b, const float *pix, const uint8_t *frames, const int32_t *nfr, const int32_t *grid,
+                     int n, float *out, mv_stage_fn dump, void *ud, int mean, mv_forward_info *info, mv_err *e)
 {
     mv_forward_req req = {};
     req.pixels = pix;
-    req.grid = grid;
-    req.n_entries = n;
-    req.out = out;
-    req.dump = dump;
-    req.dump_ud = ud;
-    return b->forward(b, &req, info, e);
-}
-static mv_status fwd_frames(mv_backend *b, const uint8_t *frames, const int32_t *nfr, const int32_t *grid, int n,
-                            float *out, mv_stage_fn dump, void *ud, mv_err *e, int mean = 0)
-{
-    mv_forward_req req = {};
     req.frames = frames;
     req.n_frames = nfr;
     req.grid = grid;
@@ -60,7 +49,17 @@ static mv_status fwd_frames(mv_backend *b, const uint8_t *frames, const int32_t 
     req.mean = mean;
     req.dump = dump;
     req.dump_ud = ud;
-    return b->forward(b, &req, NULL, e);
+    return b->forward(b, &req, info, e);
+}
+static mv_status fwd_pixels(mv_backend *b, const float *pix, const int32_t *grid, int n, float *out, mv_stage_fn dump,
+                            void *ud, mv_err *e, mv_forward_info *info = NULL)
+{
+    return fwd(b, pix, NULL, NULL, grid, n, out, dump, ud, 0, info, e);
+}
+static mv_status fwd_frames(mv_backend *b, const uint8_t *frames, const int32_t *nfr, const int32_t *grid, int n,
+                            float *out, mv_stage_fn dump, void *ud, mv_err *e, int mean = 0)
+{
+    return fwd(b, NULL, frames, nfr, grid, n, out, dump, ud, mean, NULL, e);
 }
 static std::vector<float> randv(size_t n, float scale)
 {
