@@ -18,8 +18,8 @@
 
 /* Per device, for -v: how long at least one forward was running on it (the union over its tower
  * threads' forward() calls, host-timed: forwards are synchronous), and when the device executed
- * the forwards' kernels (the mv_forward_info gpu_t0/gpu_t1 intervals, from CUDA events; their union is
- * "GPU executing"). */
+ * the forwards' kernels (mv_forward_info's gpu_t0/gpu_t1 intervals, from CUDA events; their
+ * union is "GPU executing"). */
 typedef struct {
     pthread_mutex_t mu;
     int active;
@@ -121,8 +121,9 @@ static int stage_in(tower_arg *ta, batch *bt)
     bt->grid = malloc(3 * n * sizeof *bt->grid);
     bt->nfr = malloc(n * sizeof *bt->nfr);
     double slab_wait = 0;
+    size_t out_bytes = (size_t)(bt->mean ? n : bt->N / mm) * c->out_hidden * sizeof(float);
     if (bt->grid && bt->nfr && (!gather || !pl_stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bt->bytes)) &&
-        (bt->sb = pl_slab_get(&ta->out, (size_t)(bt->mean ? n : bt->N / mm) * c->out_hidden * sizeof(float), &slab_wait)))
+        (bt->sb = pl_slab_get(&ta->out, out_bytes, &slab_wait)))
         bt->frames = gather ? ta->pix : bt->items[0]->p.frames;
     double t_copy = mv_now();
     atomic_fetch_add(&R->stage_alloc_ns, (long long)((t_copy - t - slab_wait) * 1e9));

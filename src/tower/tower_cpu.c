@@ -169,7 +169,7 @@ typedef struct {
     void *ud;
     int64_t N;   /* patches */
     int T, atom, P; /* threads, row atom, the block chain's parts (row_parts) */
-    int amx;     /* attention on the AMX kernel: 0, the f32 sgemm in both modes (AMX: cpubench's variants build) */
+    int amx;     /* attention on the AMX kernel: 0 (the f32 sgemm in both modes; AMX: the variants build) */
     int32_t *cu; /* cu_seqlens [nseg + 1] */
     int nseg;
     float *x, *xn, *qkv, *hm, *big, *cos_t, *sin_t, *scratch;
