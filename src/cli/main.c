@@ -4,7 +4,11 @@
 #include "mv_run.h"
 #include "mv_tar.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,13 +149,63 @@ static int usage_error(const char *msg, const char *arg)
     return 1;
 }
 
-static int parse_ll(const char *s, long long lo, long long *out)
+/* Strict numbers: the whole argument, no leading space, within [lo, hi] and within the type.
+ * 0, or -1 when it is not a number, -2 when it is one out of range (the message says so). */
+static int parse_ll(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
+    errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (*s == 0 || *end || v < lo)
+    if (!*s || isspace((unsigned char)*s) || *end)
         return -1;
+    if (errno == ERANGE || v < lo || v > hi)
+        return -2;
     *out = v;
+    return 0;
+}
+
+/* The same for a finite real number in [lo, hi] (nan, inf and overflowing values are refused). */
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || isspace((unsigned char)*s) || *end || isnan(v))
+        return -1;
+    if (errno == ERANGE || !isfinite(v) || v < lo || v > hi)
+        return -2;
+    *out = v;
+    return 0;
+}
+
+/* The usage error for a number option's bad value: the message, the value, and whether it was
+ * out of range */
+static int number_error(int rc, const char *msg, const char *arg)
+{
+    char what[300];
+    snprintf(what, sizeof what, "%.200s%s", arg, rc == -2 ? " (out of range)" : "");
+    return usage_error(msg, what);
+}
+
+/* "K/N" with 0 <= K < N <= INT_MAX, or "none" (= 0/1: no sharding, whatever SLURM_ARRAY_* says). */
+static int parse_shard(const char *s, mv_run_opts *o)
+{
+    long long k, n;
+    char ks[32];
+    const char *slash = strchr(s, '/');
+    if (!strcmp(s, "none")) {
+        o->shard_k = 0;
+        o->shard_n = 1;
+        return 0;
+    }
+    if (!slash || (size_t)(slash - s) >= sizeof ks)
+        return -1;
+    memcpy(ks, s, (size_t)(slash - s));
+    ks[slash - s] = 0;
+    if (parse_ll(ks, 0, INT_MAX, &k) || parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
+        return -1;
+    o->shard_k = (int)k;
+    o->shard_n = (int)n;
     return 0;
 }
 
@@ -208,7 +262,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
         return rc;
     }
-    int have_fps = 0, c;
+    int have_fps = 0, c, rc;
     long long v;
     while ((c = getopt_long(argc, argv, "m:o:0j:qvhV", opts, NULL)) != -1) {
         switch (c) {
@@ -227,8 +281,8 @@ int main(int argc, char **argv)
                 return usage_error("--out-dtype must be f32 or f16", optarg);
             break;
         case O_ZLEVEL:
-            if (parse_ll(optarg, 1, &v) || v > 19)
-                return usage_error("--zstd-level must be 1..19", optarg);
+            if ((rc = parse_ll(optarg, 1, 19, &v)))
+                return number_error(rc, "--zstd-level must be 1..19", optarg);
             o.zstd_level = (int)v;
             break;
         case O_DEVICE:
@@ -268,24 +322,24 @@ int main(int argc, char **argv)
                 return usage_error("--cpu-gemm must be f32, bf16x6 or auto", optarg);
             break;
         case O_BATCH:
-            if (parse_ll(optarg, 1, &v))
-                return usage_error("--batch-tokens must be a positive integer", optarg);
+            if ((rc = parse_ll(optarg, 1, LLONG_MAX, &v)))
+                return number_error(rc, "--batch-tokens must be a positive integer", optarg);
             o.bopts.batch_tokens = v;
             break;
         case O_GPU:
-            if (parse_ll(optarg, 0, &v) || v > 1024)
-                return usage_error("--gpu must be a device ordinal", optarg);
+            if ((rc = parse_ll(optarg, 0, 1024, &v)))
+                return number_error(rc, "--gpu must be a device ordinal", optarg);
             o.bopts.device = (int)v;
             break;
         case 'j':
-            if (parse_ll(optarg, 1, &v) || v > 4096)
-                return usage_error("--threads must be a positive integer", optarg);
+            if ((rc = parse_ll(optarg, 1, 4096, &v)))
+                return number_error(rc, "--threads must be a positive integer", optarg);
             o.bopts.threads = (int)v;
             break;
 #define PIXOPT(code, field, name)                                                     \
     case code:                                                                        \
-        if (parse_ll(optarg, 1, &v))                                                  \
-            return usage_error(name " must be a positive integer", optarg);           \
+        if ((rc = parse_ll(optarg, 1, LLONG_MAX, &v)))                                \
+            return number_error(rc, name " must be a positive integer", optarg);      \
         o.field = v;                                                                  \
         break;
             PIXOPT(O_MINPX, min_pixels, "--min-pixels")
@@ -294,23 +348,20 @@ int main(int argc, char **argv)
             PIXOPT(O_VMAXPX, video_max_pixels, "--video-max-pixels")
             PIXOPT(O_MAXDEC, max_decode_pixels, "--max-decode-pixels")
 #undef PIXOPT
-        case O_FPS: {
-            char *end;
-            o.fps = strtod(optarg, &end);
-            if (*end || !(o.fps > 0))
-                return usage_error("--fps must be a positive number", optarg);
+        case O_FPS:
+            if ((rc = parse_num(optarg, 0, 1e6, &o.fps)) || !(o.fps > 0))
+                return number_error(rc, "--fps must be a positive number (at most 1e6)", optarg);
             have_fps = 1;
             break;
-        }
         case O_NFRAMES:
-            if (parse_ll(optarg, 1, &v) || v > 100000)
-                return usage_error("--num-frames must be a positive integer", optarg);
+            if ((rc = parse_ll(optarg, 1, 100000, &v)))
+                return number_error(rc, "--num-frames must be a positive integer", optarg);
             o.num_frames = (int)v;
             break;
         case O_MINF:
         case O_MAXF:
-            if (parse_ll(optarg, 1, &v) || v > 100000)
-                return usage_error("--min-frames/--max-frames must be positive integers", optarg);
+            if ((rc = parse_ll(optarg, 1, 100000, &v)))
+                return number_error(rc, "--min-frames/--max-frames must be positive integers", optarg);
             if (c == O_MINF)
                 o.min_frames = (int)v;
             else
@@ -322,39 +373,27 @@ int main(int argc, char **argv)
             o.video_frame_cap = strcmp(optarg, "on") ? -1 : 1;
             break;
         case O_VTOKENS:
-            if (parse_ll(optarg, 1, &v) || v > 1000000000)
-                return usage_error("--max-video-tokens must be 1..1000000000", optarg);
+            if ((rc = parse_ll(optarg, 1, 1000000000, &v)))
+                return number_error(rc, "--max-video-tokens must be 1..1000000000", optarg);
             o.max_video_tokens = v;
             break;
-        case O_TIMEOUT: {
-            char *end;
-            o.timeout = strtod(optarg, &end);
-            if (*end || o.timeout < 0)
-                return usage_error("--timeout must be a number of seconds", optarg);
+        case O_TIMEOUT:
+            if ((rc = parse_num(optarg, 0, 1e9, &o.timeout)))
+                return number_error(rc, "--timeout must be a number of seconds (0 to 1e9)", optarg);
             break;
-        }
         case O_JOBS:
-            if (parse_ll(optarg, 1, &v) || v > 1024)
-                return usage_error("--jobs must be 1..1024", optarg);
+            if ((rc = parse_ll(optarg, 1, 1024, &v)))
+                return number_error(rc, "--jobs must be 1..1024", optarg);
             o.jobs = (int)v;
             break;
         case O_DEVICES:
             if (parse_devices(optarg, &o))
                 return usage_error("--devices must be a list of GPU ordinals like 0,1, or all (with a usable GPU)", optarg);
             break;
-        case O_SHARD: {
-            int k, n, used = 0;
-            if (!strcmp(optarg, "none")) { /* = 0/1: no sharding, no Slurm auto-shard */
-                o.shard_k = 0;
-                o.shard_n = 1;
-                break;
-            }
-            if (sscanf(optarg, "%d/%d%n", &k, &n, &used) != 2 || optarg[used] || n < 1 || k < 0 || k >= n)
+        case O_SHARD:
+            if (parse_shard(optarg, &o))
                 return usage_error("--shard must be K/N with 0 <= K < N, or none", optarg);
-            o.shard_k = k;
-            o.shard_n = n;
             break;
-        }
         case O_LAYOUT:
             if (!strcmp(optarg, "files"))
                 o.layout = MV_LAYOUT_FILES;
@@ -383,18 +422,14 @@ int main(int argc, char **argv)
         case O_PROGRESS: o.progress = 1; break;
         case O_NOPROGRESS: o.progress = 0; break;
         case O_INFLIGHT:
-            if (parse_ll(optarg, 1, &v) || v > 8)
-                return usage_error("--inflight must be 1..8", optarg);
+            if ((rc = parse_ll(optarg, 1, 8, &v)))
+                return number_error(rc, "--inflight must be 1..8", optarg);
             o.inflight = (int)v;
             break;
-        case O_PROGEVERY: {
-            char *end;
-            double s = strtod(optarg, &end);
-            if (end == optarg || *end || !(s > 0) || s > 1e6)
-                return usage_error("--progress-every must be a number of seconds > 0", optarg);
-            o.progress_every = s;
+        case O_PROGEVERY:
+            if ((rc = parse_num(optarg, 0, 1e6, &o.progress_every)) || !(o.progress_every > 0))
+                return number_error(rc, "--progress-every must be a number of seconds > 0", optarg);
             break;
-        }
         case 'h': fputs(usage_text, stdout); return 0;
         case 'V': printf("mvembed %s\n", MV_VERSION); return 0;
         default: return usage_error("unknown option", NULL);
