@@ -147,7 +147,8 @@ refused() {
 
 @test "integer options beyond their bounds or the type say so" {
     refused "--zstd-level must be 1..19: 99999999999999999999 (out of range)" --zstd-level 99999999999999999999
-    refused "--jobs must be 1..1024: 1025 (out of range)" --jobs 1025
+    refused "--jobs must be 1..1024: 1025" --jobs 1025
+    refused "--max-frames must be 1..100000: 100001" --max-frames 100001
     refused "--jobs must be 1..1024:  2" --jobs " 2"
 }
 
