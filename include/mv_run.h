@@ -4,6 +4,7 @@
 #define MV_RUN_H
 
 #include "mv_backend.h"
+#include "mv_hub.h"
 #include "mv_model.h"
 #include "mv_npy.h"
 
@@ -13,7 +14,8 @@ typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
 typedef enum { MV_LAYOUT_FILES = 0, MV_LAYOUT_TAR } mv_layout;
 
 typedef struct {
-    const char *model_dir;
+    const char *model_dir;     /* a directory, or a hub id looked up in the cache that hub names */
+    mv_hub_env hub;            /* the Hugging Face cache variables (main.c reads them) */
     const char *out_dir;
     char *const *paths;
     int n_paths;

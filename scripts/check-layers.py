@@ -29,7 +29,6 @@ KNOWN_CYCLES = [
 
 # Files besides src/cli/main.c that call getenv (issue 29, item 7 moves them to main.c).
 KNOWN_GETENV = [
-    "src/model/hub.c",
     "src/output/npy.c",
     "src/run/pipeline.c",
     "src/run/run.c",

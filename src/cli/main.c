@@ -498,6 +498,11 @@ static void defaults(mv_run_opts *o)
 static void from_environment(mv_run_opts *o)
 {
     o->model_dir = getenv("MVEMBED_MODEL");
+    o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"),
+                          .huggingface_hub_cache = getenv("HUGGINGFACE_HUB_CACHE"),
+                          .hf_home = getenv("HF_HOME"),
+                          .xdg_cache_home = getenv("XDG_CACHE_HOME"),
+                          .home = getenv("HOME")};
 }
 
 /* `mvembed manifest merge OUT` and `mvembed manifest compact [--all] OUT`. */

@@ -6,7 +6,6 @@
  * detected among "model.visual.", "visual." and none. Every shape is checked against the config.
  */
 #include "mv_model.h"
-#include "mv_hub.h"
 #include "mv_safetensors.h"
 
 #include <jansson.h>
@@ -552,13 +551,11 @@ void mv_model_free(mv_model *m)
     free(m);
 }
 
-mv_status mv_model_load(const char *arg, mv_model **out, mv_err *e)
+mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
 {
     *out = NULL;
-    char dir[4096]; /* arg itself, or its snapshot in the Hugging Face cache (src/model/hub.c) */
-    mv_status hst = mv_hub_resolve(arg, dir, sizeof dir, e);
-    if (hst)
-        return hst;
+    if (strlen(dir) >= sizeof(*out)->dir)
+        return mv_fail(e, MV_ERR_USAGE, "model path too long: %.200s...", dir);
     mv_model *m = calloc(1, sizeof *m);
     model_storage *s = calloc(1, sizeof *s);
     if (!m || !s) {

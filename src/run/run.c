@@ -291,8 +291,9 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     mv_backend **be = NULL;
     int n_be = 0;
     double tl = mv_now();
-    mv_status st = mv_model_load(o->model_dir, &m, e);
-    if (st)
+    char dir[4096]; /* o->model_dir itself, or its snapshot in the Hugging Face cache */
+    mv_status st = mv_hub_resolve(o->model_dir, &o->hub, dir, sizeof dir, e);
+    if (st || (st = mv_model_load(dir, &m, e)))
         return st;
     tl = mv_now() - tl;
     int n_dev = 1;
