@@ -494,8 +494,9 @@ static void defaults(mv_run_opts *o)
     o->bopts.cpu_gemm = MV_CPU_GEMM_AUTO; /* bf16x6 where AMX is usable: faster and closer to f64 */
 }
 
-/* What the program takes from the environment (man page, ENVIRONMENT). */
-static void from_environment(mv_run_opts *o)
+/* What the program takes from the environment (man page, ENVIRONMENT): -1 when the run goes on,
+ * else 1 after a value it cannot take. */
+static int from_environment(mv_run_opts *o)
 {
     o->model_dir = getenv("MVEMBED_MODEL");
     o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"),
@@ -503,6 +504,22 @@ static void from_environment(mv_run_opts *o)
                           .hf_home = getenv("HF_HOME"),
                           .xdg_cache_home = getenv("XDG_CACHE_HOME"),
                           .home = getenv("HOME")};
+    o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"),
+                                .count = getenv("SLURM_ARRAY_TASK_COUNT"),
+                                .min = getenv("SLURM_ARRAY_TASK_MIN"),
+                                .max = getenv("SLURM_ARRAY_TASK_MAX"),
+                                .step = getenv("SLURM_ARRAY_TASK_STEP")};
+    /* a test hook: a test must not run what it did not ask for, so any other value is refused */
+    const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
+    long long n = 0;
+    if (fake && *fake && (parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
+        char esc[256];
+        fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset\n",
+                mv_escape(fake, esc, sizeof esc), MV_TEST_CPU_DEVICES_MAX);
+        return 1;
+    }
+    o->test_cpu_devices = (int)n;
+    return -1;
 }
 
 /* `mvembed manifest merge OUT` and `mvembed manifest compact [--all] OUT`. */
@@ -550,8 +567,9 @@ int main(int argc, char **argv)
         return manifest_command(argc, argv);
     mv_run_opts o;
     defaults(&o);
-    from_environment(&o);
-    int rc = parse_args(argc, argv, &o);
+    int rc = from_environment(&o);
+    if (rc < 0)
+        rc = parse_args(argc, argv, &o);
     if (rc < 0)
         rc = check_args(&o);
     return rc < 0 ? run(&o) : rc;
