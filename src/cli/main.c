@@ -13,6 +13,7 @@
  *
  * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error, 128 + signal
  * when interrupted. */
+#include "mv_gemm_amx.h"
 #include "mv_pool.h"
 #include "mv_run.h"
 #include "mv_tar.h"
@@ -509,6 +510,10 @@ static int from_environment(mv_run_opts *o)
                                 .min = getenv("SLURM_ARRAY_TASK_MIN"),
                                 .max = getenv("SLURM_ARRAY_TASK_MAX"),
                                 .step = getenv("SLURM_ARRAY_TASK_STEP")};
+    /* set and not 0: act as on a CPU without AMX (--cpu-gemm auto takes f32, bf16x6 is refused) */
+    const char *no_amx = getenv("MV_NO_AMX");
+    if (no_amx && strcmp(no_amx, "0"))
+        mv_amx_refuse("MV_NO_AMX is set");
     /* a test hook: a test must not run what it did not ask for, so any other value is refused */
     const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
     long long n = 0;
