@@ -138,9 +138,15 @@ static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, m
     if ((st = be->forward(be, a.data, grid, n, out, o->dump_dir ? mv_dump_stage : NULL, &dc, e)))
         goto done_a;
     char final_path[8400];
-    if (o->out_dir && (st = mv_output_write(o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
-                                            o->zstd_level, final_path, sizeof final_path, NULL, e)))
-        goto done_a;
+    if (o->out_dir) {
+        mv_output_writer *w; /* one output: its own writer, which sweeps its directory */
+        if (!(st = mv_output_writer_new(NULL, &w, e)))
+            st = mv_output_write(w, o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
+                                 o->zstd_level, final_path, sizeof final_path, NULL, e);
+        mv_output_writer_free(w);
+        if (st)
+            goto done_a;
+    }
     if (!o->quiet && o->out_dir)
         fprintf(stderr, "mvembed: %s -> %s [%lld x %d]\n", o->pixels, final_path, (long long)rows,
                 m->cfg.out_hidden);
