@@ -647,6 +647,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     pthread_mutex_init(&R->man_mu, NULL);
     pthread_mutex_init(&R->err_mu, NULL);
     pthread_mutex_init(&R->prog_mu, NULL);
+    mv_output_swept_init(&R->swept);
     pthread_cond_init(&R->ticker_cv, NULL);
     R->o = o;
     R->m = m;
@@ -819,6 +820,7 @@ out:
     pthread_mutex_destroy(&R->man_mu);
     pthread_mutex_destroy(&R->err_mu);
     pthread_mutex_destroy(&R->prog_mu);
+    mv_output_swept_destroy(&R->swept);
     pthread_cond_destroy(&R->ticker_cv);
     free(R);
     return st;
