@@ -16,9 +16,12 @@
 
 /* 1 when this CPU and kernel let us run AMX bf16 tiles (cpuid AMX-TILE + AMX-BF16, the OS's
  * permission for tile data through arch_prctl); else 0, with *why (when why is not NULL) saying
- * what is missing. Probed once per process. MV_NO_AMX=1 in the environment makes it 0 (tests of
- * the fallback on a CPU that has AMX). */
+ * what is missing. Probed once per process; after mv_amx_refuse, 0 with its reason. */
 int mv_amx_available(const char **why);
+/* From now on this process acts as on a CPU without AMX: mv_amx_available gives 0 and *why =
+ * reason (tests and comparisons of the fallback on a CPU that has AMX; the CLI calls it for
+ * MV_NO_AMX). Call before any thread asks mv_amx_available. */
+void mv_amx_refuse(const char *reason);
 
 /* The exact split of bf16x6: a[i] = p1 + p2 + p3 (bf16 bit patterns) with p1 = bf16_rne(a),
  * p2 = bf16_rne(a - p1), p3 = bf16_rne(a - p1 - p2); exact for every finite |a| >= 2^-110 (below,

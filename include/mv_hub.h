@@ -1,7 +1,8 @@
 /* mv_hub.h - resolves a --model argument that names a Hugging Face hub repository
  * ("Qwen/Qwen3.5-2B", "Qwen/Qwen3.5-2B@REVISION") to a snapshot directory in the local Hugging
- * Face cache, the way huggingface_hub finds it offline. Never touches the network and never
- * writes: a model that is not in the cache is an error naming every place that was looked at.
+ * Face cache, the way huggingface_hub finds it offline. Never touches the network, never writes
+ * and never reads the environment (the caller passes the variables in, mv_hub_env): a model
+ * that is not in the cache is an error naming every place that was looked at.
  *
  * Order (huggingface_hub's):
  *   1. ARG is an existing path (a directory, as before): ARG itself.
@@ -20,10 +21,20 @@
 
 #include "mv_common.h"
 
-/* Writes the directory to load into dir[cap] (NUL-terminated). MV_ERR_MODEL when ARG is a repo
- * id that is neither a local path nor in the cache (the message lists the local path, the cache
- * root with the variable that chose it, and the ref / snapshot paths tried); MV_ERR_USAGE for a
- * malformed revision or a path longer than cap. */
-mv_status mv_hub_resolve(const char *arg, char *dir, size_t cap, mv_err *e);
+/* The environment variables that choose the cache root, as the program read them (NULL or ""
+ * counts as unset). */
+typedef struct {
+    const char *hf_hub_cache;          /* $HF_HUB_CACHE */
+    const char *huggingface_hub_cache; /* $HUGGINGFACE_HUB_CACHE, its older name */
+    const char *hf_home;               /* $HF_HOME */
+    const char *xdg_cache_home;        /* $XDG_CACHE_HOME */
+    const char *home;                  /* $HOME */
+} mv_hub_env;
+
+/* Writes the directory to load into dir[cap] (NUL-terminated); env NULL: every variable unset.
+ * MV_ERR_MODEL when ARG is a repo id that is neither a local path nor in the cache (the message
+ * lists the local path, the cache root with the variable that chose it, and the ref / snapshot
+ * paths tried); MV_ERR_USAGE for a malformed revision or a path longer than cap. */
+mv_status mv_hub_resolve(const char *arg, const mv_hub_env *env, char *dir, size_t cap, mv_err *e);
 
 #endif

@@ -38,7 +38,8 @@ typedef struct {
     int fd;            /* >= 0: the bytes are in this file (a tar member in a memfd), not at path;
                         * owned by the item */
     double t0;         /* when it entered the pipeline (mv_now) */
-    char *error;       /* set: the input failed; it goes straight to the writer */
+    const char *error; /* set (mv_item_fail): the input failed; it goes straight to the writer */
+    char *error_copy;  /* error's own copy, freed with the item (NULL: error is a constant) */
     const char *kind;  /* for error lines */
     mv_prepared p;
     float *out;        /* [rows, out_hidden] once the tower ran */

@@ -78,10 +78,9 @@ typedef struct {
     void *storage;
 } mv_model;
 
-/* Loads the model directory arg, or the snapshot a hub id arg ("Org/Name[@revision]") names in
- * the local Hugging Face cache (mv_hub.h); m->dir is the directory loaded. On error returns
- * non-OK with a one-line message naming the file and tensor / field at fault. */
-mv_status mv_model_load(const char *arg, mv_model **out, mv_err *e);
+/* Loads the model directory dir (a hub id is resolved to one first: mv_hub.h); m->dir is dir. On
+ * error returns non-OK with a one-line message naming the file and tensor / field at fault. */
+mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e);
 void mv_model_free(mv_model *m);
 /* Run settings beyond the model and m->pp that change an output's bytes (for the fingerprint). */
 typedef struct {

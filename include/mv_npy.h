@@ -45,8 +45,7 @@ mv_status mv_npy_save(const char *path, mv_dtype t, int ndim, const int64_t *sha
 
 /* IEEE half <-> float (round to nearest even), and bfloat16 helpers. */
 uint16_t mv_f32_to_f16(float f);
-/* y[i] = mv_f32_to_f16(x[i]) for finite and infinite x, with F16C where the CPU has it
- * (MV_NO_F16C=1 forces the scalar path, for tests). */
+/* y[i] = mv_f32_to_f16(x[i]) for finite and infinite x, with F16C where the CPU has it. */
 void mv_f32_to_f16_n(const float *x, uint16_t *y, size_t n);
 float mv_f16_to_f32(uint16_t h);
 uint16_t mv_f32_to_bf16(float f);

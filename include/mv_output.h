@@ -4,33 +4,57 @@
  * checksum, so `zstd -d` + numpy.load read it. It is written to a temp file in the same directory
  * (".tmp-<pid>-<random>", write-locked with an OFD lock from creation until it is renamed or
  * removed), fsync'd, renamed over the final name, and the directory fsync'd: a reader never sees a
- * partial file. This module does not decide names or detect collisions
- * between inputs; the caller does.
+ * partial file. This module does not decide names or detect collisions between inputs; the
+ * caller does. It keeps no state of its own: a writer's compression context and buffers
+ * (mv_output_writer) and the run's set of swept directories (mv_output_swept) are the caller's.
  */
 #ifndef MV_OUTPUT_H
 #define MV_OUTPUT_H
 
 #include "mv_common.h"
+#include "mv_hashset.h"
 #include "mv_npy.h"
+
+#include <pthread.h>
 
 /* Final path out_dir/rel.npy.zst into buf[cap]. rel must be relative: not empty, not starting
  * with '/', no "", "." or ".." component (MV_ERR_USAGE otherwise); MV_ERR_LIMIT if it does not
  * fit in cap. */
 mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t cap, mv_err *e);
 
-/* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst, stored as dt (MV_DT_F32,
- * or MV_DT_F16 converted with round-to-nearest-even), compressed at zstd_level. Creates missing
- * parent directories (mode 0777 & ~umask). The first time this process writes into a directory,
- * abandoned temp files there are removed (mv_output_clean_temps). Data holding NaN or Inf is not
- * written (MV_ERR_MODEL). On success final_path (if non-NULL) receives the final path and *bytes
- * (if non-NULL) the file's size. On any failure the temp file is removed and e names the file and
- * cause (e.g. "No space left on device"); the status says whether other outputs can still be
- * written: MV_ERR_IO for the disk (ENOSPC, EDQUOT, EROFS, EIO, EFBIG, EMFILE, ENFILE, ENOMEM),
+/* The directories a run has swept of abandoned temp files (mv_output_clean_temps): each is swept
+ * once per run, by the first of its writers to write there. Shared by the run's writers (under
+ * its own lock); the run owns it: mv_output_swept_init before its writers start,
+ * mv_output_swept_destroy after they end. */
+typedef struct {
+    pthread_mutex_t mu;
+    mv_hashset dirs;
+} mv_output_swept;
+void mv_output_swept_init(mv_output_swept *s);
+void mv_output_swept_destroy(mv_output_swept *s);
+
+/* One writer's resources, kept across its outputs: a zstd compression context and its buffers
+ * (zstd's cRess_t in programs/fileio.c is the model). Made once per writer thread and passed to
+ * each of its mv_output_write calls; never used by two threads at once. swept: the run's set,
+ * or NULL (then every write sweeps its directory: for a single output). MV_ERR_NOMEM, or MV_OK
+ * with *out to free with mv_output_writer_free (NULL is fine there). */
+typedef struct mv_output_writer mv_output_writer;
+mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e);
+void mv_output_writer_free(mv_output_writer *w);
+
+/* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst through writer w, stored as
+ * dt (MV_DT_F32, or MV_DT_F16 converted with round-to-nearest-even), compressed at zstd_level.
+ * Creates missing parent directories (mode 0777 & ~umask). The first time w's run writes into a
+ * directory, abandoned temp files there are removed (mv_output_clean_temps). Data holding NaN or
+ * Inf is not written (MV_ERR_MODEL). On success final_path (if non-NULL) receives the final path
+ * and *bytes (if non-NULL) the file's size. On any failure the temp file is removed and e names
+ * the file and cause (e.g. "No space left on device"); the status says whether other outputs can
+ * still be written: MV_ERR_IO for the disk (ENOSPC, EDQUOT, EROFS, EIO, EFBIG, EMFILE, ENFILE, ENOMEM),
  * MV_ERR_OUTPUT for this output's name or place (ENAMETOOLONG, EISDIR, ENOTDIR, EACCES, ...).
- * Thread-safe. */
-mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int64_t rows,
-                          int64_t cols, const float *data, int zstd_level, char *final_path,
-                          size_t cap, size_t *bytes, mv_err *e);
+ * Threads may write at once, each through its own writer. */
+mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,
+                          int64_t rows, int64_t cols, const float *data, int zstd_level,
+                          char *final_path, size_t cap, size_t *bytes, mv_err *e);
 
 /* A temp file nobody holds a lock on and last modified longer ago than this (seconds) is
  * abandoned even when its pid runs on this machine; on a file system without locks, age alone

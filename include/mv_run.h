@@ -4,6 +4,7 @@
 #define MV_RUN_H
 
 #include "mv_backend.h"
+#include "mv_hub.h"
 #include "mv_model.h"
 #include "mv_npy.h"
 
@@ -12,8 +13,19 @@
 typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
 typedef enum { MV_LAYOUT_FILES = 0, MV_LAYOUT_TAR } mv_layout;
 
+/* A Slurm array task's SLURM_ARRAY_TASK_* variables as the program read them (NULL: unset). A
+ * run without --shard whose id and count are set takes its shard from them. */
 typedef struct {
-    const char *model_dir;
+    const char *id, *count, *min, *max, *step;
+} mv_slurm_array;
+
+/* The most CPU "devices" the test hook test_cpu_devices makes (x --inflight 8 =
+ * MV_PIPELINE_MAX_TOWERS). */
+#define MV_TEST_CPU_DEVICES_MAX 8
+
+typedef struct {
+    const char *model_dir;     /* a directory, or a hub id looked up in the cache that hub names */
+    mv_hub_env hub;            /* the Hugging Face cache variables (main.c reads them) */
     const char *out_dir;
     char *const *paths;
     int n_paths;
@@ -35,7 +47,8 @@ typedef struct {
     const char *grid;          /* tower-only: "t,h,w[;t,h,w...]" */
     int force, quiet, verbose;
     int jobs;                  /* decode threads (0 = cores) */
-    int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from SLURM_ARRAY_TASK_*) */
+    int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from slurm) */
+    mv_slurm_array slurm;      /* the array task's variables (main.c reads them) */
     int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
     int n_devices;
     int inflight;              /* CUDA: forwards in flight per GPU (a backend + tower thread each; 0 = 2) */
@@ -50,6 +63,10 @@ typedef struct {
     int layout;                /* MV_LAYOUT_FILES (OUT/<rel>.npy.zst) or MV_LAYOUT_TAR (mv_tar.h) */
     long long shard_size;      /* --layout tar: target bytes per tar shard (0 = default) */
     int pool;                  /* mv_pool_kind (mv_pool.h): MV_POOL_NONE or MV_POOL_MEAN */
+    /* Test hook (MVEMBED_TEST_CPU_DEVICES): 2..MV_TEST_CPU_DEVICES_MAX makes the CPU backend that
+     * many devices of --inflight backends each, laid out as CUDA's, so that the many-device
+     * pipeline runs where there is no GPU; 0: one backend. */
+    int test_cpu_devices;
     /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
      * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;

@@ -1,11 +1,30 @@
-/* main.c - command-line parsing for mvembed; the only file that decides exit statuses.
- * Everything else lives in the library (src/run/run.c drives the batch). */
+/* main.c - the mvembed command: the command line and the environment read into an mv_run_opts,
+ * mv_run called, its result turned into the exit status. The only file of src/ that reads the
+ * environment or decides exit statuses; everything else lives in the library (src/run/run.c
+ * drives the batch).
+ *
+ * Every option is one row of options[]: its long and short names, the kind of argument it takes
+ * (flag, int, long long, real, enum, string, or a parser of its own), the bounds of a number, the
+ * mv_run_opts field it sets (offsetof, with the field's type checked at compile time), an enum's
+ * names, and its --help text. One parser (set_option) reads every argument through the table,
+ * and --help is printed from it, so the two cannot drift apart; test/bats/05-repo.bats checks that
+ * the man page's OPTIONS list the same options. A number is read whole and must lie within its
+ * row's bounds (and its type): anything else is a usage error naming the option.
+ *
+ * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error, 128 + signal
+ * when interrupted. */
+#include "mv_gemm_amx.h"
 #include "mv_pool.h"
 #include "mv_run.h"
 #include "mv_tar.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +43,188 @@ static void on_signal(int sig)
     g_interrupted = sig;
 }
 
-static const char usage_text[] =
+static int usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "mvembed: %s%s%s\nTry 'mvembed --help'.\n", msg, arg ? ": " : "", arg ? arg : "");
+    return 1;
+}
+
+/* ---- the option table ------------------------------------------------------------------------ */
+
+typedef enum { K_SECTION, K_FLAG, K_INT, K_LL, K_REAL, K_ENUM, K_STRING, K_CUSTOM } opt_kind;
+
+typedef struct {
+    const char *name;
+    int value;
+} opt_name;
+
+/* What a K_CUSTOM parser returns besides 0 (taken) and -1 (a usage error) */
+#define OPT_EXIT_OK 1 /* done: the program exits with status 0 (--help, --version) */
+
+typedef struct {
+    opt_kind kind;
+    const char *name;       /* the long option without "--"; K_SECTION: the --help heading */
+    char short_name;        /* or 0 */
+    size_t at;              /* the mv_run_opts field set (K_FLAG, K_INT, K_ENUM: an int) */
+    long long lo, hi;       /* K_INT, K_LL: the bounds; K_FLAG: the value set (lo) */
+    double rlo, rhi;        /* K_REAL: the bounds, rlo excluded when open_lo */
+    int open_lo;
+    const opt_name *names;  /* K_ENUM: the values, {NULL} last */
+    int (*parse)(const char *arg, mv_run_opts *o); /* K_CUSTOM: 0, -1 or OPT_EXIT_OK */
+    const char *must;       /* the usage error "--NAME must be MUST: ARG" (K_ENUM: from names) */
+    const char *meta;       /* --help: the argument (K_ENUM: the names joined by '|') */
+    const char *help;       /* --help: the description, lines separated by '\n' */
+} opt_def;
+
+/* offsetof a field of mv_run_opts, a compile error unless it has the type the row's kind writes */
+#define AT_T(f, T) _Generic(((mv_run_opts *)0)->f, T: offsetof(mv_run_opts, f))
+#define AT_ENUM(f) \
+    (offsetof(mv_run_opts, f) + 0 * sizeof(char[sizeof(((mv_run_opts *)0)->f) == sizeof(int) ? 1 : -1]))
+
+#define SECTION(title) {.kind = K_SECTION, .name = title}
+#define FLAG(nm, sh, f, v, h) {.kind = K_FLAG, .name = nm, .short_name = sh, .at = AT_T(f, int), .lo = v, .help = h}
+#define INT(nm, sh, f, l, u, m, mt, h)                                                               \
+    {.kind = K_INT, .name = nm, .short_name = sh, .at = AT_T(f, int), .lo = l, .hi = u, .must = m, \
+     .meta = mt, .help = h}
+#define LL(nm, f, l, u, m, mt, h)                                                                    \
+    {.kind = K_LL, .name = nm, .at = AT_T(f, long long), .lo = l, .hi = u, .must = m, .meta = mt,  \
+     .help = h}
+#define REAL(nm, f, l, open, u, m, mt, h)                                                            \
+    {.kind = K_REAL, .name = nm, .at = AT_T(f, double), .rlo = l, .open_lo = open, .rhi = u,       \
+     .must = m, .meta = mt, .help = h}
+#define ENUM(nm, f, nms, h) {.kind = K_ENUM, .name = nm, .at = AT_ENUM(f), .names = nms, .help = h}
+#define STRING(nm, sh, f, mt, h) \
+    {.kind = K_STRING, .name = nm, .short_name = sh, .at = AT_T(f, const char *), .meta = mt, .help = h}
+#define CUSTOM(nm, sh, fn, m, mt, h) \
+    {.kind = K_CUSTOM, .name = nm, .short_name = sh, .parse = fn, .must = m, .meta = mt, .help = h}
+
+static const opt_name dtype_names[] = {{"f32", MV_DT_F32}, {"f16", MV_DT_F16}, {NULL, 0}};
+static const opt_name layout_names[] = {{"files", MV_LAYOUT_FILES}, {"tar", MV_LAYOUT_TAR}, {NULL, 0}};
+static const opt_name pool_names[] = {{"none", MV_POOL_NONE}, {"mean", MV_POOL_MEAN}, {NULL, 0}};
+static const opt_name device_names[] = {
+    {"cpu", MV_DEV_CPU}, {"cuda", MV_DEV_CUDA}, {"auto", MV_DEV_AUTO}, {NULL, 0}};
+static const opt_name precision_names[] = {
+    {"bf16", MV_PREC_BF16}, {"tf32", MV_PREC_TF32}, {"f32", MV_PREC_F32}, {NULL, 0}};
+static const opt_name attention_names[] = {{"auto", MV_ATTN_AUTO}, {"builtin", MV_ATTN_BUILTIN},
+                                           {"cudnn", MV_ATTN_CUDNN}, {"fa3", MV_ATTN_FA3}, {NULL, 0}};
+static const opt_name cpu_gemm_names[] = {
+    {"f32", MV_CPU_GEMM_F32}, {"bf16x6", MV_CPU_GEMM_BF16X6}, {"auto", MV_CPU_GEMM_AUTO}, {NULL, 0}};
+static const opt_name frame_cap_names[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
+static const opt_name residual_names[] = {
+    {"f32", MV_RESIDUAL_F32}, {"bf16", MV_RESIDUAL_BF16}, {NULL, 0}};
+static const opt_name cudnn_graph_names[] = {
+    {"auto", MV_CUDNN_GRAPH_AUTO}, {"ragged", MV_CUDNN_GRAPH_RAGGED}, {NULL, 0}};
+
+static int parse_shard_size(const char *s, mv_run_opts *o);
+static int parse_devices(const char *s, mv_run_opts *o);
+static int parse_shard(const char *s, mv_run_opts *o);
+static int print_help(const char *s, mv_run_opts *o);
+static int print_version(const char *s, mv_run_opts *o);
+
+static const opt_def options[] = {
+    SECTION("Inputs and outputs"),
+    STRING("model", 'm', model_dir, "DIR",
+           "checkpoint directory (config.json + safetensors), or a hub id\n"
+           "ORG/NAME[@REVISION] found in the Hugging Face cache (offline);\n"
+           "default $MVEMBED_MODEL"),
+    STRING("out", 'o', out_dir, "DIR", "output directory (created if missing)"),
+    FLAG("null", '0', null_sep, 1, "paths on standard input are NUL-separated (find -print0)"),
+    FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
+    FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
+    FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
+    ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
+    INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
+    ENUM("layout", layout, layout_names,
+         "files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"
+         "shards OUT/shard-SSSSS.tar of <key>.npy + <key>.json samples"),
+    CUSTOM("shard-size", 0, parse_shard_size, "a positive size like 1000000, 512M or 1G", "BYTES",
+           "--layout tar: bytes per shard, suffix K/M/G allowed (default 1G)"),
+    ENUM("pool", pool, pool_names,
+         "mean: save one [1, out_hidden] mean vector per input instead of its\n"
+         "tokens (files layout: also OUT/pooled.npy + pooled.jsonl)"),
+
+    SECTION("Compute"),
+    ENUM("device", device, device_names, "backend (default auto: CUDA when a GPU is usable)"),
+    ENUM("precision", bopts.precision, precision_names,
+         "CUDA arithmetic (default bf16); the CPU: f32 (--cpu-gemm)"),
+    ENUM("attention", bopts.attention, attention_names,
+         "CUDA attention (default auto: the fastest that runs)"),
+    ENUM("cuda-residual", bopts.residual, residual_names,
+         "CUDA bf16: the residual stream between blocks in f32 (default:\n"
+         "about half the error against f64) or rounded to bf16 as HF does"),
+    ENUM("cudnn-graph", bopts.cudnn_graph, cudnn_graph_names,
+         "cuDNN attention: auto (default): same-size images take its\n"
+         "faster batched graph; ragged: every batch the ragged graph"),
+    LL("batch-tokens", bopts.batch_tokens, 1, LLONG_MAX, "a positive integer", "N",
+       "most patches packed into one forward (CUDA default: sized from\n"
+       "free memory; CPU default: one input per forward)"),
+    INT("gpu", 0, bopts.device, 0, 1024, "a device ordinal", "N", "CUDA device ordinal (default 0)"),
+    INT("threads", 'j', bopts.threads, 1, 4096, "1..4096", "N",
+        "CPU threads for the tower (default: the CPUs of the affinity mask)"),
+    ENUM("cpu-gemm", bopts.cpu_gemm, cpu_gemm_names,
+         "CPU Linear layers: f32 GEMMs; bf16x6: operands split\n"
+         "exactly into 3 bf16 parts, six products on Intel AMX at f32's\n"
+         "accuracy (needs AMX); auto (default): bf16x6 where AMX is usable"),
+    INT("jobs", 0, jobs, 1, 1024, "1..1024", "N",
+        "decode/preprocess threads (default: the CPUs of the affinity mask)"),
+    CUSTOM("devices", 0, parse_devices, "a list of GPU ordinals like 0,1, or all (with a usable GPU)",
+           "LIST|all", "CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)"),
+    INT("inflight", 0, inflight, 1, 8, "1..8", "N",
+        "CUDA: forwards in flight per GPU, each with its own stream and\n"
+        "staging buffers, so one packs and copies while another computes\n"
+        "(default 2)"),
+    CUSTOM("shard", 0, parse_shard, "K/N with 0 <= K < N, or none", "K/N|none",
+           "take only shard K (0-based) of N, by a hash of the relative path;\n"
+           "default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT; the manifest\n"
+           "is then OUT/manifest-KKKKK-of-NNNNN.jsonl; none: every input,\n"
+           "OUT/manifest.jsonl, whatever SLURM_ARRAY_* says (= 0/1)"),
+
+    SECTION("Preprocessing (defaults from the model's preprocessor_config.json files)"),
+    LL("min-pixels", min_pixels, 1, LLONG_MAX, "a positive integer", "N",
+       "image pixel budget after resizing: at least N"),
+    LL("max-pixels", max_pixels, 1, LLONG_MAX, "a positive integer", "N",
+       "image pixel budget after resizing: at most N"),
+    LL("video-min-pixels", video_min_pixels, 1, LLONG_MAX, "a positive integer", "N",
+       "video pixel budget (all frames): at least N"),
+    LL("video-max-pixels", video_max_pixels, 1, LLONG_MAX, "a positive integer", "N",
+       "video pixel budget (all frames): at most N"),
+    REAL("fps", fps, 0, 1, 1e6, "a positive number (at most 1e6)", "X",
+         "video frames sampled per second (default 2)"),
+    INT("num-frames", 0, num_frames, 1, 100000, "1..100000", "N",
+        "sample exactly N frames instead (excludes --fps)"),
+    INT("min-frames", 0, min_frames, 1, 100000, "1..100000", "N",
+        "lower clamp of the fps rule (default 4)"),
+    INT("max-frames", 0, max_frames, 1, 100000, "1..100000", "N",
+        "upper clamp of the fps rule (default 768)"),
+    ENUM("video-frame-cap", video_frame_cap, frame_cap_names,
+         "HF's per-frame video pixel cap (cap_pixels_per_frame;\n"
+         "default the model's, else off as transformers 5.17)"),
+    LL("max-video-tokens", max_video_tokens, 1, 1000000000, "1..1000000000", "N",
+       "tokens per frame under the cap (default the model's, else 768)"),
+    LL("max-decode-pixels", max_decode_pixels, 1, LLONG_MAX, "a positive integer", "N",
+       "decode budget: image / video frame pixels (default 178956970)"),
+    REAL("timeout", timeout, 0, 0, 1e9, "a number of seconds (0 to 1e9)", "SECONDS",
+         "per-input decode time limit, images and videos (default 600, 0 = none)"),
+
+    SECTION("Debugging"),
+    STRING("dump-stages", 0, dump_dir, "DIR", "write every intermediate tensor to DIR/<path>/<stage>.npy"),
+    STRING("pixels", 0, pixels, "FILE.npy", "embed given pixel_values [patches, C*T*P*P] (tower only)"),
+    STRING("grid", 0, grid, "T,H,W[;...]", "grid of each entry in --pixels, in patches"),
+
+    SECTION("Output to the terminal"),
+    FLAG("quiet", 'q', quiet, 1, "no progress or summary"),
+    FLAG("verbose", 'v', verbose, 1, "explain each step"),
+    FLAG("progress", 0, progress, 1, "force the progress line on"),
+    FLAG("no-progress", 0, progress, 0, "force the progress line off"),
+    REAL("progress-every", progress_every, 0, 1, 1e6, "a number of seconds > 0", "S",
+         "a plain progress line every S seconds (default 30 in logs with -v\n"
+         "or under Slurm, else a line redrawn on a terminal)"),
+    CUSTOM("help", 'h', print_help, NULL, NULL, "this text"),
+    CUSTOM("version", 'V', print_version, NULL, NULL, "version"),
+};
+#define N_OPTIONS (sizeof options / sizeof *options)
+
+static const char usage_head[] =
     "Usage: mvembed --model DIR --out DIR [options] PATH...\n"
     "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
     "       mvembed manifest merge OUT\n"
@@ -32,87 +232,102 @@ static const char usage_text[] =
     "\n"
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
-    "directory (walked recursively), or - to read paths from standard input.\n"
-    "\n"
-    "Inputs and outputs:\n"
-    "  -m, --model DIR           checkpoint directory (config.json + safetensors), or a hub id\n"
-    "                            ORG/NAME[@REVISION] found in the Hugging Face cache (offline);\n"
-    "                            default $MVEMBED_MODEL\n"
-    "  -o, --out DIR             output directory (created if missing)\n"
-    "  -0, --null                paths on standard input are NUL-separated (find -print0)\n"
-    "      --all-files           in directories, take every file, not only image/video extensions\n"
-    "      --hidden              in directories, do not skip names starting with '.'\n"
-    "      --force               redo inputs the manifest already lists as ok\n"
-    "      --out-dtype f32|f16   element type of the saved embeddings (default f32)\n"
-    "      --zstd-level N        compression level (default 2)\n"
-    "      --layout files|tar    files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"
-    "                            shards OUT/shard-SSSSS.tar of <key>.npy + <key>.json samples\n"
-    "      --shard-size BYTES    --layout tar: bytes per shard, suffix K/M/G allowed (default 1G)\n"
-    "      --pool none|mean      mean: save one [1, out_hidden] mean vector per input instead of its\n"
-    "                            tokens (files layout: also OUT/pooled.npy + pooled.jsonl)\n"
-    "\n"
-    "Compute:\n"
-    "      --device cpu|cuda|auto  backend (default auto: CUDA when a GPU is usable)\n"
-    "      --precision bf16|tf32|f32  CUDA arithmetic (default bf16); the CPU: f32 (--cpu-gemm)\n"
-    "      --attention auto|builtin|cudnn|fa3  CUDA attention (default auto: the fastest that runs)\n"
-    "      --cuda-residual f32|bf16  CUDA bf16: the residual stream between blocks in f32 (default:\n"
-    "                            about half the error against f64) or rounded to bf16 as HF does\n"
-    "      --cudnn-graph auto|ragged  cuDNN attention: auto (default): same-size images take its\n"
-    "                            faster batched graph; ragged: every batch the ragged graph\n"
-    "      --batch-tokens N      most patches packed into one forward (CUDA default: sized from\n"
-    "                            free memory; CPU default: one input per forward)\n"
-    "      --gpu N               CUDA device ordinal (default 0)\n"
-    "  -j, --threads N           CPU threads for the tower (default: the CPUs of the affinity mask)\n"
-    "      --cpu-gemm f32|bf16x6|auto  CPU Linear layers: f32 GEMMs; bf16x6: operands split\n"
-    "                            exactly into 3 bf16 parts, six products on Intel AMX at f32's\n"
-    "                            accuracy (needs AMX); auto (default): bf16x6 where AMX is usable\n"
-    "      --jobs N              decode/preprocess threads (default: the CPUs of the affinity mask)\n"
-    "      --devices LIST|all    CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)\n"
-    "      --inflight N          CUDA: forwards in flight per GPU, each with its own stream and\n"
-    "                            staging buffers, so one packs and copies while another computes\n"
-    "                            (default 2)\n"
-    "      --shard K/N           take only shard K (0-based) of N, by a hash of the relative path;\n"
-    "                            default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT; the manifest\n"
-    "                            is then OUT/manifest-KKKKK-of-NNNNN.jsonl\n"
-    "      --shard none          every input, OUT/manifest.jsonl, whatever SLURM_ARRAY_* says (= 0/1)\n"
-    "\n"
-    "Preprocessing (defaults from the model's preprocessor_config.json files):\n"
-    "      --min-pixels N, --max-pixels N              image pixel budget after resizing\n"
-    "      --video-min-pixels N, --video-max-pixels N  video pixel budget (all frames)\n"
-    "      --fps X               video frames sampled per second (default 2)\n"
-    "      --num-frames N        sample exactly N frames instead (excludes --fps)\n"
-    "      --min-frames N, --max-frames N  clamps for the fps rule (default 4, 768)\n"
-    "      --video-frame-cap on|off  HF's per-frame video pixel cap (cap_pixels_per_frame;\n"
-    "                            default the model's, else off as transformers 5.17)\n"
-    "      --max-video-tokens N  tokens per frame under the cap (default the model's, else 768)\n"
-    "      --max-decode-pixels N decode budget: image / video frame pixels (default 178956970)\n"
-    "      --timeout SECONDS     per-input decode time limit, images and videos (default 600, 0 = none)\n"
-    "\n"
-    "Debugging:\n"
-    "      --dump-stages DIR     write every intermediate tensor to DIR/<path>/<stage>.npy\n"
-    "      --pixels FILE.npy     embed given pixel_values [patches, C*T*P*P] (tower only)\n"
-    "      --grid T,H,W[;...]    grid of each entry in --pixels, in patches\n"
-    "\n"
-    "Output to the terminal:\n"
-    "  -q, --quiet               no progress or summary\n"
-    "  -v, --verbose             explain each step\n"
-    "      --progress / --no-progress  force the progress line on or off\n"
-    "      --progress-every S    a plain progress line every S seconds (default 30 in logs with -v\n"
-    "                            or under Slurm, else a line redrawn on a terminal)\n"
-    "  -h, --help                this text\n"
-    "  -V, --version             version\n"
+    "directory (walked recursively), or - to read paths from standard input.\n";
+
+static const char usage_tail[] =
     "\n"
     "Exit status: 0 all inputs ok; 2 some inputs failed (see the manifest); 1 usage or fatal error;\n"
     "130 interrupted. See mvembed(1).\n";
 
-enum {
-    O_ALL = 256, O_HIDDEN, O_FORCE, O_OUTDT, O_ZLEVEL, O_DEVICE, O_PREC, O_BATCH, O_GPU, O_MINPX,
-    O_MAXPX, O_VMINPX, O_VMAXPX, O_FPS, O_NFRAMES, O_MINF, O_MAXF, O_MAXDEC, O_TIMEOUT, O_DUMP,
-    O_PIXELS, O_GRID, O_PROGRESS, O_NOPROGRESS, O_JOBS, O_DEVICES, O_SHARD, O_PROGEVERY, O_INFLIGHT,
-    O_ATTN, O_CPUGEMM, O_CUDARES, O_CUDNNGRAPH,
-    O_VCAP, O_VTOKENS,
-    O_LAYOUT, O_SHARDSIZE, O_POOL,
-};
+/* ---- --help, from the table ------------------------------------------------------------------ */
+
+enum { HELP_COLUMN = 28 }; /* where descriptions start */
+
+/* "a|b|c" of an enum's names into buf */
+static const char *enum_meta(const opt_name *n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (; n->name && len < cap; n++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "|" : "", n->name);
+    return buf;
+}
+
+static void help_row(const opt_def *d)
+{
+    char meta[128], head[160];
+    const char *mt = d->kind == K_ENUM ? enum_meta(d->names, meta, sizeof meta) : d->meta;
+    int n = snprintf(head, sizeof head, "  %c%c%c --%s%s%s", d->short_name ? '-' : ' ',
+                     d->short_name ? d->short_name : ' ', d->short_name ? ',' : ' ', d->name,
+                     mt ? " " : "", mt ? mt : "");
+    printf("%s%*s", head, n < HELP_COLUMN ? HELP_COLUMN - n : 2, "");
+    for (const char *p = d->help; *p;) {
+        size_t l = strcspn(p, "\n");
+        printf("%.*s\n", (int)l, p);
+        p += l;
+        if (*p == '\n' && *++p)
+            printf("%*s", HELP_COLUMN, "");
+    }
+}
+
+static int print_help(const char *s, mv_run_opts *o)
+{
+    (void)s, (void)o;
+    fputs(usage_head, stdout);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (options[i].kind == K_SECTION)
+            printf("\n%s:\n", options[i].name);
+        else
+            help_row(&options[i]);
+    }
+    fputs(usage_tail, stdout);
+    return OPT_EXIT_OK;
+}
+
+static int print_version(const char *s, mv_run_opts *o)
+{
+    (void)s, (void)o;
+    printf("mvembed %s\n", MV_VERSION);
+    return OPT_EXIT_OK;
+}
+
+/* ---- arguments ------------------------------------------------------------------------------- */
+
+/* Strict numbers: the whole argument, no leading space, within [lo, hi]. 0; -1 when it is not a
+ * number or not within [lo, hi]; -2 when it is a number beyond the type (the message says so). */
+static int parse_ll(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || isspace((unsigned char)*s) || *end)
+        return -1;
+    if (errno == ERANGE)
+        return -2;
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The same for a finite real number in [lo, hi] ((lo, hi] when open_lo; nan, inf and
+ * overflowing values are refused). */
+static int parse_real(const char *s, double lo, int open_lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || isspace((unsigned char)*s) || *end || isnan(v))
+        return -1;
+    if (errno == ERANGE || !isfinite(v))
+        return -2;
+    if (v < lo || v > hi || (open_lo && v == lo))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_shard_size(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->shard_size); }
 
 /* "0,1,3" or "all" (every visible CUDA device). */
 static int parse_devices(const char *s, mv_run_opts *o)
@@ -143,316 +358,223 @@ static int parse_devices(const char *s, mv_run_opts *o)
     return o->n_devices ? 0 : -1;
 }
 
-static int usage_error(const char *msg, const char *arg)
+/* "K/N" with 0 <= K < N <= INT_MAX, or "none" (= 0/1: no sharding, whatever SLURM_ARRAY_* says). */
+static int parse_shard(const char *s, mv_run_opts *o)
 {
-    fprintf(stderr, "mvembed: %s%s%s\nTry 'mvembed --help'.\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 1;
-}
-
-static int parse_ll(const char *s, long long lo, long long *out)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*s == 0 || *end || v < lo)
+    long long k, n;
+    char ks[32];
+    const char *slash = strchr(s, '/');
+    if (!strcmp(s, "none")) {
+        o->shard_k = 0;
+        o->shard_n = 1;
+        return 0;
+    }
+    if (!slash || (size_t)(slash - s) >= sizeof ks)
         return -1;
-    *out = v;
+    memcpy(ks, s, (size_t)(slash - s));
+    ks[slash - s] = 0;
+    if (parse_ll(ks, 0, INT_MAX, &k) || parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
+        return -1;
+    o->shard_k = (int)k;
+    o->shard_n = (int)n;
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The usage error of row d for arg: "--NAME must be ...: ARG", "(out of range)" after a number
+ * beyond its type (rc -2). */
+static int option_error(const opt_def *d, const char *arg, int rc)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},      {"out", required_argument, 0, 'o'},
-        {"null", no_argument, 0, '0'},             {"all-files", no_argument, 0, O_ALL},
-        {"hidden", no_argument, 0, O_HIDDEN},      {"force", no_argument, 0, O_FORCE},
-        {"out-dtype", required_argument, 0, O_OUTDT}, {"zstd-level", required_argument, 0, O_ZLEVEL},
-        {"device", required_argument, 0, O_DEVICE}, {"precision", required_argument, 0, O_PREC},
-        {"attention", required_argument, 0, O_ATTN}, {"cpu-gemm", required_argument, 0, O_CPUGEMM},
-        {"cuda-residual", required_argument, 0, O_CUDARES}, {"cudnn-graph", required_argument, 0, O_CUDNNGRAPH},
-        {"batch-tokens", required_argument, 0, O_BATCH}, {"gpu", required_argument, 0, O_GPU},
-        {"threads", required_argument, 0, 'j'},    {"min-pixels", required_argument, 0, O_MINPX},
-        {"max-pixels", required_argument, 0, O_MAXPX}, {"video-min-pixels", required_argument, 0, O_VMINPX},
-        {"video-max-pixels", required_argument, 0, O_VMAXPX}, {"fps", required_argument, 0, O_FPS},
-        {"num-frames", required_argument, 0, O_NFRAMES}, {"min-frames", required_argument, 0, O_MINF},
-        {"max-frames", required_argument, 0, O_MAXF}, {"max-decode-pixels", required_argument, 0, O_MAXDEC},
-        {"timeout", required_argument, 0, O_TIMEOUT}, {"dump-stages", required_argument, 0, O_DUMP},
-        {"pixels", required_argument, 0, O_PIXELS}, {"grid", required_argument, 0, O_GRID},
-        {"quiet", no_argument, 0, 'q'},            {"verbose", no_argument, 0, 'v'},
-        {"progress", no_argument, 0, O_PROGRESS},  {"no-progress", no_argument, 0, O_NOPROGRESS},
-        {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'V'},
-        {"jobs", required_argument, 0, O_JOBS},    {"devices", required_argument, 0, O_DEVICES},
-        {"shard", required_argument, 0, O_SHARD},
-        {"progress-every", required_argument, 0, O_PROGEVERY},
-        {"inflight", required_argument, 0, O_INFLIGHT},
-        {"video-frame-cap", required_argument, 0, O_VCAP}, {"max-video-tokens", required_argument, 0, O_VTOKENS},
-        {"layout", required_argument, 0, O_LAYOUT}, {"shard-size", required_argument, 0, O_SHARDSIZE},
-        {"pool", required_argument, 0, O_POOL},
-        {0, 0, 0, 0},
-    };
-    mv_run_opts o;
-    memset(&o, 0, sizeof o);
-    o.out_dtype = MV_DT_F32;
-    o.zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
-    o.max_decode_pixels = 178956970LL;
-    o.timeout = 600;
-    o.progress = -1;
-    o.bopts.precision = MV_PREC_BF16;
-    o.bopts.cpu_gemm = MV_CPU_GEMM_AUTO; /* bf16x6 where AMX is usable: faster and closer to f64 */
-    o.model_dir = getenv("MVEMBED_MODEL");
-    o.bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
-    o.batch_job = getenv("SLURM_JOB_ID") != NULL;
-    const char *turns_env = getenv("MVEMBED_FORWARD_TURNS"), *fill_env = getenv("MVEMBED_TEST_FILL_WINDOW");
-    o.forward_overlap = turns_env && !strcmp(turns_env, "0");
-    o.test_fill_window = fill_env && !strcmp(fill_env, "1");
-    if (argc >= 2 && !strcmp(argv[1], "manifest")) {
-        mv_err e;
-        int rc, all = argc == 5 && !strcmp(argv[3], "--all");
-        if (argc == 4 && !strcmp(argv[2], "merge"))
-            rc = mv_manifest_merge_dir(argv[3], 0, &e);
-        else if ((argc == 4 || all) && !strcmp(argv[2], "compact"))
-            rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
-        else
-            return usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
-        char esc[4200];
-        if (rc)
-            fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
-        return rc;
+    char msg[512], what[300];
+    int n = snprintf(msg, sizeof msg, "--%s must be ", d->name);
+    if (d->kind == K_ENUM) { /* "a, b or c" */
+        for (const opt_name *v = d->names; v->name && n < (int)sizeof msg; v++)
+            n += snprintf(msg + n, sizeof msg - n, "%s%s", v == d->names ? "" : v[1].name ? ", " : " or ",
+                          v->name);
+    } else {
+        snprintf(msg + n, sizeof msg - n, "%s", d->must);
     }
-    int have_fps = 0, c;
+    snprintf(what, sizeof what, "%.200s%s", arg, rc == -2 ? " (out of range)" : "");
+    return usage_error(msg, what);
+}
+
+/* Sets row d's field from arg: -1 when the run goes on, else the status to exit with (0 after
+ * --help or --version, 1 after a usage error). */
+static int set_option(const opt_def *d, const char *arg, mv_run_opts *o)
+{
+    char *field = (char *)o + d->at;
     long long v;
-    while ((c = getopt_long(argc, argv, "m:o:0j:qvhV", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': o.model_dir = optarg; break;
-        case 'o': o.out_dir = optarg; break;
-        case '0': o.null_sep = 1; break;
-        case O_ALL: o.all_files = 1; break;
-        case O_HIDDEN: o.hidden = 1; break;
-        case O_FORCE: o.force = 1; break;
-        case O_OUTDT:
-            if (!strcmp(optarg, "f32"))
-                o.out_dtype = MV_DT_F32;
-            else if (!strcmp(optarg, "f16"))
-                o.out_dtype = MV_DT_F16;
-            else
-                return usage_error("--out-dtype must be f32 or f16", optarg);
-            break;
-        case O_ZLEVEL:
-            if (parse_ll(optarg, 1, &v) || v > 19)
-                return usage_error("--zstd-level must be 1..19", optarg);
-            o.zstd_level = (int)v;
-            break;
-        case O_DEVICE:
-            if (!strcmp(optarg, "cpu"))
-                o.device = MV_DEV_CPU;
-            else if (!strcmp(optarg, "cuda"))
-                o.device = MV_DEV_CUDA;
-            else if (!strcmp(optarg, "auto"))
-                o.device = MV_DEV_AUTO;
-            else
-                return usage_error("--device must be cpu, cuda or auto", optarg);
-            break;
-        case O_PREC:
-            if (!strcmp(optarg, "bf16"))
-                o.bopts.precision = MV_PREC_BF16;
-            else if (!strcmp(optarg, "tf32"))
-                o.bopts.precision = MV_PREC_TF32;
-            else if (!strcmp(optarg, "f32"))
-                o.bopts.precision = MV_PREC_F32;
-            else
-                return usage_error("--precision must be bf16, tf32 or f32", optarg);
-            break;
-        case O_ATTN:
-            if (!strcmp(optarg, "auto"))
-                o.bopts.attention = MV_ATTN_AUTO;
-            else if (!strcmp(optarg, "builtin"))
-                o.bopts.attention = MV_ATTN_BUILTIN;
-            else if (!strcmp(optarg, "cudnn"))
-                o.bopts.attention = MV_ATTN_CUDNN;
-            else if (!strcmp(optarg, "fa3"))
-                o.bopts.attention = MV_ATTN_FA3;
-            else
-                return usage_error("--attention must be auto, builtin, cudnn or fa3", optarg);
-            break;
-        case O_CUDARES:
-            if (!strcmp(optarg, "f32"))
-                o.bopts.residual = MV_RESIDUAL_F32;
-            else if (!strcmp(optarg, "bf16"))
-                o.bopts.residual = MV_RESIDUAL_BF16;
-            else
-                return usage_error("--cuda-residual must be f32 or bf16", optarg);
-            break;
-        case O_CUDNNGRAPH:
-            if (!strcmp(optarg, "auto"))
-                o.bopts.cudnn_graph = MV_CUDNN_GRAPH_AUTO;
-            else if (!strcmp(optarg, "ragged"))
-                o.bopts.cudnn_graph = MV_CUDNN_GRAPH_RAGGED;
-            else
-                return usage_error("--cudnn-graph must be auto or ragged", optarg);
-            break;
-        case O_CPUGEMM:
-            if (mv_cpu_gemm_parse(optarg, &o.bopts.cpu_gemm))
-                return usage_error("--cpu-gemm must be f32, bf16x6 or auto", optarg);
-            break;
-        case O_BATCH:
-            if (parse_ll(optarg, 1, &v))
-                return usage_error("--batch-tokens must be a positive integer", optarg);
-            o.bopts.batch_tokens = v;
-            break;
-        case O_GPU:
-            if (parse_ll(optarg, 0, &v) || v > 1024)
-                return usage_error("--gpu must be a device ordinal", optarg);
-            o.bopts.device = (int)v;
-            break;
-        case 'j':
-            if (parse_ll(optarg, 1, &v) || v > 4096)
-                return usage_error("--threads must be a positive integer", optarg);
-            o.bopts.threads = (int)v;
-            break;
-#define PIXOPT(code, field, name)                                                     \
-    case code:                                                                        \
-        if (parse_ll(optarg, 1, &v))                                                  \
-            return usage_error(name " must be a positive integer", optarg);           \
-        o.field = v;                                                                  \
+    int rc = 0;
+    switch (d->kind) {
+    case K_FLAG: *(int *)field = (int)d->lo; return -1;
+    case K_STRING: *(const char **)field = arg; return -1;
+    case K_INT:
+        if (!(rc = parse_ll(arg, d->lo, d->hi, &v)))
+            *(int *)field = (int)v;
         break;
-            PIXOPT(O_MINPX, min_pixels, "--min-pixels")
-            PIXOPT(O_MAXPX, max_pixels, "--max-pixels")
-            PIXOPT(O_VMINPX, video_min_pixels, "--video-min-pixels")
-            PIXOPT(O_VMAXPX, video_max_pixels, "--video-max-pixels")
-            PIXOPT(O_MAXDEC, max_decode_pixels, "--max-decode-pixels")
-#undef PIXOPT
-        case O_FPS: {
-            char *end;
-            o.fps = strtod(optarg, &end);
-            if (*end || !(o.fps > 0))
-                return usage_error("--fps must be a positive number", optarg);
-            have_fps = 1;
-            break;
-        }
-        case O_NFRAMES:
-            if (parse_ll(optarg, 1, &v) || v > 100000)
-                return usage_error("--num-frames must be a positive integer", optarg);
-            o.num_frames = (int)v;
-            break;
-        case O_MINF:
-        case O_MAXF:
-            if (parse_ll(optarg, 1, &v) || v > 100000)
-                return usage_error("--min-frames/--max-frames must be positive integers", optarg);
-            if (c == O_MINF)
-                o.min_frames = (int)v;
-            else
-                o.max_frames = (int)v;
-            break;
-        case O_VCAP:
-            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-                return usage_error("--video-frame-cap must be on or off", optarg);
-            o.video_frame_cap = strcmp(optarg, "on") ? -1 : 1;
-            break;
-        case O_VTOKENS:
-            if (parse_ll(optarg, 1, &v) || v > 1000000000)
-                return usage_error("--max-video-tokens must be 1..1000000000", optarg);
-            o.max_video_tokens = v;
-            break;
-        case O_TIMEOUT: {
-            char *end;
-            o.timeout = strtod(optarg, &end);
-            if (*end || o.timeout < 0)
-                return usage_error("--timeout must be a number of seconds", optarg);
-            break;
-        }
-        case O_JOBS:
-            if (parse_ll(optarg, 1, &v) || v > 1024)
-                return usage_error("--jobs must be 1..1024", optarg);
-            o.jobs = (int)v;
-            break;
-        case O_DEVICES:
-            if (parse_devices(optarg, &o))
-                return usage_error("--devices must be a list of GPU ordinals like 0,1, or all (with a usable GPU)", optarg);
-            break;
-        case O_SHARD: {
-            int k, n, used = 0;
-            if (!strcmp(optarg, "none")) { /* = 0/1: no sharding, no Slurm auto-shard */
-                o.shard_k = 0;
-                o.shard_n = 1;
-                break;
-            }
-            if (sscanf(optarg, "%d/%d%n", &k, &n, &used) != 2 || optarg[used] || n < 1 || k < 0 || k >= n)
-                return usage_error("--shard must be K/N with 0 <= K < N, or none", optarg);
-            o.shard_k = k;
-            o.shard_n = n;
-            break;
-        }
-        case O_LAYOUT:
-            if (!strcmp(optarg, "files"))
-                o.layout = MV_LAYOUT_FILES;
-            else if (!strcmp(optarg, "tar"))
-                o.layout = MV_LAYOUT_TAR;
-            else
-                return usage_error("--layout must be files or tar", optarg);
-            break;
-        case O_SHARDSIZE:
-            if (mv_tar_parse_size(optarg, &o.shard_size))
-                return usage_error("--shard-size must be a positive size like 1000000, 512M or 1G", optarg);
-            break;
-        case O_POOL:
-            if (!strcmp(optarg, "none"))
-                o.pool = MV_POOL_NONE;
-            else if (!strcmp(optarg, "mean"))
-                o.pool = MV_POOL_MEAN;
-            else
-                return usage_error("--pool must be none or mean", optarg);
-            break;
-        case O_DUMP: o.dump_dir = optarg; break;
-        case O_PIXELS: o.pixels = optarg; break;
-        case O_GRID: o.grid = optarg; break;
-        case 'q': o.quiet = 1; break;
-        case 'v': o.verbose = o.bopts.verbose = 1; break;
-        case O_PROGRESS: o.progress = 1; break;
-        case O_NOPROGRESS: o.progress = 0; break;
-        case O_INFLIGHT:
-            if (parse_ll(optarg, 1, &v) || v > 8)
-                return usage_error("--inflight must be 1..8", optarg);
-            o.inflight = (int)v;
-            break;
-        case O_PROGEVERY: {
-            char *end;
-            double s = strtod(optarg, &end);
-            if (end == optarg || *end || !(s > 0) || s > 1e6)
-                return usage_error("--progress-every must be a number of seconds > 0", optarg);
-            o.progress_every = s;
-            break;
-        }
-        case 'h': fputs(usage_text, stdout); return 0;
-        case 'V': printf("mvembed %s\n", MV_VERSION); return 0;
-        default: return usage_error("unknown option", NULL);
+    case K_LL: rc = parse_ll(arg, d->lo, d->hi, (long long *)field); break;
+    case K_REAL: rc = parse_real(arg, d->rlo, d->open_lo, d->rhi, (double *)field); break;
+    case K_ENUM:
+        rc = -1;
+        for (const opt_name *n = d->names; n->name && rc; n++)
+            if (!strcmp(arg, n->name))
+                *(int *)field = n->value, rc = 0;
+        break;
+    case K_CUSTOM:
+        rc = d->parse(arg, o);
+        if (rc == OPT_EXIT_OK)
+            return 0;
+        break;
+    case K_SECTION: break;
+    }
+    return rc ? option_error(d, arg, rc) : -1;
+}
+
+/* Reads every option of argv into o (the operands: o->paths). -1 when the run goes on, else the
+ * status to exit with (0 after --help or --version, 1 after a usage error). */
+static int parse_args(int argc, char **argv, mv_run_opts *o)
+{
+    struct option lopts[N_OPTIONS + 1];
+    char shorts[2 * N_OPTIONS + 1];
+    size_t nl = 0, ns = 0;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_def *d = &options[i];
+        if (d->kind == K_SECTION)
+            continue;
+        int has_arg = d->kind == K_FLAG || (d->kind == K_CUSTOM && !d->meta) ? no_argument : required_argument;
+        lopts[nl++] = (struct option){d->name, has_arg, NULL, 256 + (int)i};
+        if (d->short_name) {
+            shorts[ns++] = d->short_name;
+            if (has_arg == required_argument)
+                shorts[ns++] = ':';
         }
     }
-    if (have_fps && o.num_frames)
+    lopts[nl] = (struct option){0, 0, 0, 0};
+    shorts[ns] = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+        const opt_def *d = NULL;
+        if (c >= 256)
+            d = &options[c - 256];
+        for (size_t i = 0; i < N_OPTIONS && !d && c > 0 && c < 256; i++)
+            if (options[i].kind != K_SECTION && options[i].short_name == c)
+                d = &options[i];
+        if (!d)
+            return usage_error("unknown option", NULL);
+        int rc = set_option(d, optarg, o);
+        if (rc >= 0)
+            return rc;
+    }
+    o->paths = argv + optind;
+    o->n_paths = argc - optind;
+    return -1;
+}
+
+/* What the options say together: -1 when the run goes on, else 1 after a usage error. */
+static int check_args(mv_run_opts *o)
+{
+    o->bopts.verbose = o->verbose;
+    if (o->fps > 0 && o->num_frames)
         return usage_error("--fps and --num-frames are mutually exclusive", NULL);
-    if (!o.model_dir || !*o.model_dir)
+    if (!o->model_dir || !*o->model_dir)
         return usage_error("no model: give --model DIR or set MVEMBED_MODEL", NULL);
-    o.paths = argv + optind;
-    o.n_paths = argc - optind;
-    if (o.pixels) {
-        if (!o.grid)
+    if (o->pixels) {
+        if (!o->grid)
             return usage_error("--pixels needs --grid T,H,W", NULL);
-        if (o.n_paths)
+        if (o->n_paths)
             return usage_error("--pixels takes no PATH arguments", NULL);
     } else {
-        if (!o.out_dir)
+        if (!o->out_dir)
             return usage_error("no output directory: give --out DIR", NULL);
-        if (!o.n_paths)
+        if (!o->n_paths)
             return usage_error("no inputs: give files, directories, or - for standard input", NULL);
     }
+    return -1;
+}
+
+/* ---- the program ----------------------------------------------------------------------------- */
+
+static void defaults(mv_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->out_dtype = MV_DT_F32;
+    o->zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
+    o->max_decode_pixels = 178956970LL;
+    o->timeout = 600;
+    o->progress = -1;
+    o->bopts.precision = MV_PREC_BF16;
+    o->bopts.cpu_gemm = MV_CPU_GEMM_AUTO; /* bf16x6 where AMX is usable: faster and closer to f64 */
+}
+
+/* What the program takes from the environment (man page, ENVIRONMENT): -1 when the run goes on,
+ * else 1 after a value it cannot take. */
+static int from_environment(mv_run_opts *o)
+{
+    o->model_dir = getenv("MVEMBED_MODEL");
+    o->bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
+    o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"),
+                          .huggingface_hub_cache = getenv("HUGGINGFACE_HUB_CACHE"),
+                          .hf_home = getenv("HF_HOME"),
+                          .xdg_cache_home = getenv("XDG_CACHE_HOME"),
+                          .home = getenv("HOME")};
+    o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"),
+                                .count = getenv("SLURM_ARRAY_TASK_COUNT"),
+                                .min = getenv("SLURM_ARRAY_TASK_MIN"),
+                                .max = getenv("SLURM_ARRAY_TASK_MAX"),
+                                .step = getenv("SLURM_ARRAY_TASK_STEP")};
+    /* set and not 0: act as on a CPU without AMX (--cpu-gemm auto takes f32, bf16x6 is refused) */
+    const char *no_amx = getenv("MV_NO_AMX");
+    if (no_amx && strcmp(no_amx, "0"))
+        mv_amx_refuse("MV_NO_AMX is set");
+    /* a test hook: a test must not run what it did not ask for, so any other value is refused */
+    const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
+    long long n = 0;
+    if (fake && *fake && (parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
+        char esc[256];
+        fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset\n",
+                mv_escape(fake, esc, sizeof esc), MV_TEST_CPU_DEVICES_MAX);
+        return 1;
+    }
+    o->test_cpu_devices = (int)n;
+    o->batch_job = getenv("SLURM_JOB_ID") != NULL; /* a batch job's log: plain progress lines */
+    /* 0 (comparisons): the forwards in flight on one device queue their work at once */
+    const char *turns = getenv("MVEMBED_FORWARD_TURNS");
+    o->forward_overlap = turns && !strcmp(turns, "0");
+    /* a test hook: 1 packs only full windows, so that tests of packing do not depend on timing */
+    const char *fill = getenv("MVEMBED_TEST_FILL_WINDOW");
+    o->test_fill_window = fill && !strcmp(fill, "1");
+    return -1;
+}
+
+/* `mvembed manifest merge OUT` and `mvembed manifest compact [--all] OUT`. */
+static int manifest_command(int argc, char **argv)
+{
+    mv_err e;
+    int rc, all = argc == 5 && !strcmp(argv[3], "--all");
+    if (argc == 4 && !strcmp(argv[2], "merge"))
+        rc = mv_manifest_merge_dir(argv[3], 0, &e);
+    else if ((argc == 4 || all) && !strcmp(argv[2], "compact"))
+        rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
+    else
+        return usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
+    char esc[4200];
+    if (rc)
+        fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
+    return rc;
+}
+
+/* Runs the batch under the signal handlers; the exit status. */
+static int run(mv_run_opts *o)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    o.interrupt = &g_interrupted;
+    o->interrupt = &g_interrupted;
     mv_err e;
     e.msg[0] = 0;
     mv_run_result res;
-    if (mv_run(&o, &res, &e)) {
+    if (mv_run(o, &res, &e)) {
         char esc[4200]; /* the message names a path: escaped, so it cannot forge lines */
         fprintf(stderr, "mvembed: %s\n", e.msg[0] ? mv_escape(e.msg, esc, sizeof esc) : "failed");
         return 1;
@@ -460,4 +582,18 @@ int main(int argc, char **argv)
     if (res.signal)
         return 128 + res.signal;
     return res.failed ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "manifest"))
+        return manifest_command(argc, argv);
+    mv_run_opts o;
+    defaults(&o);
+    int rc = from_environment(&o);
+    if (rc < 0)
+        rc = parse_args(argc, argv, &o);
+    if (rc < 0)
+        rc = check_args(&o);
+    return rc < 0 ? run(&o) : rc;
 }

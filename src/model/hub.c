@@ -72,24 +72,24 @@ static int valid_revision(const char *r)
     return 1;
 }
 
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
+/* a variable's value, or NULL when it is unset or empty */
+static const char *set(const char *v) { return v && *v ? v : NULL; }
 
 /* The cache root into root[cap]; *why names the variable (or rule) that chose it. */
-static mv_status cache_root(char *root, size_t cap, const char **why, mv_err *e)
+static mv_status cache_root(const mv_hub_env *env, char *root, size_t cap, const char **why, mv_err *e)
 {
-    const char *home = env("HOME");
+    static const mv_hub_env none;
+    if (!env)
+        env = &none;
+    const char *home = set(env->home);
     const char *v, *tail = "";
-    if ((v = env("HF_HUB_CACHE")))
+    if ((v = set(env->hf_hub_cache)))
         *why = "$HF_HUB_CACHE";
-    else if ((v = env("HUGGINGFACE_HUB_CACHE")))
+    else if ((v = set(env->huggingface_hub_cache)))
         *why = "$HUGGINGFACE_HUB_CACHE";
-    else if ((v = env("HF_HOME")))
+    else if ((v = set(env->hf_home)))
         *why = "$HF_HOME/hub", tail = "/hub";
-    else if ((v = env("XDG_CACHE_HOME")))
+    else if ((v = set(env->xdg_cache_home)))
         *why = "$XDG_CACHE_HOME/huggingface/hub", tail = "/huggingface/hub";
     else if (home)
         v = "~", *why = "the default ~/.cache/huggingface/hub", tail = "/.cache/huggingface/hub";
@@ -128,7 +128,7 @@ static int read_ref(const char *path, char *out, size_t cap, int *err)
     return 1;
 }
 
-mv_status mv_hub_resolve(const char *arg, char *dir, size_t cap, mv_err *e)
+mv_status mv_hub_resolve(const char *arg, const mv_hub_env *env, char *dir, size_t cap, mv_err *e)
 {
     struct stat sb;
     const char *at = strchr(arg, '@');
@@ -144,7 +144,7 @@ mv_status mv_hub_resolve(const char *arg, char *dir, size_t cap, mv_err *e)
                        arg, rev);
     char root[4096], repo[4300], ref[4600], snap[4700], commit[256];
     const char *why = NULL;
-    mv_status st = cache_root(root, sizeof root, &why, e);
+    mv_status st = cache_root(env, root, sizeof root, &why, e);
     if (st)
         return st;
     /* models--ORG--NAME */

@@ -31,9 +31,9 @@ static int cmp_off(const void *a, const void *b)
     return x->data < y->data ? -1 : x->data > y->data;
 }
 
-mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
+/* Maps path whole (a regular file of 8 bytes at least) into f->map. */
+static mv_status map_file(const char *path, mv_st_file *f, mv_err *e)
 {
-    memset(f, 0, sizeof *f);
     int fd; /* a FIFO would block open() and cannot be mapped: only regular files */
     mv_status ost = mv_open_regular(path, &fd, e);
     if (ost != MV_OK)
@@ -54,116 +54,143 @@ mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
         return mv_fail(e, MV_ERR_IO, "%s: mmap: %s", path, strerror(errno));
     f->map = map;
     f->map_len = sb.st_size;
-    f->path = strdup(path);
-    uint64_t hlen = 0;
+    if (!(f->path = strdup(path)))
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    return MV_OK;
+}
+
+/* The JSON header (8-byte little-endian length, then the object) into *root, its length *hlen. */
+static mv_status load_header(const mv_st_file *f, json_t **root, uint64_t *hlen, mv_err *e)
+{
+    uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | f->map[i];
-    mv_status st = MV_OK;
-    json_t *root = NULL;
-    mv_st_tensor **order = NULL;
-    if (hlen > f->map_len - 8) {
-        st = mv_fail(e, MV_ERR_FORMAT, "%s: truncated safetensors file (header of %llu bytes, file of %zu)",
-                     path, (unsigned long long)hlen, f->map_len);
-        goto fail;
-    }
+        n = n << 8 | f->map[i];
+    if (n > f->map_len - 8)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: truncated safetensors file (header of %llu bytes, file of %zu)",
+                       f->path, (unsigned long long)n, f->map_len);
     json_error_t je;
-    root = json_loadb((const char *)f->map + 8, hlen, 0, &je);
-    if (!root || !json_is_object(root)) {
-        st = mv_fail(e, MV_ERR_FORMAT, "%s: bad safetensors header JSON: %s", path,
-                     root ? "not an object" : mv_printable(je.text));
-        goto fail;
+    *root = json_loadb((const char *)f->map + 8, n, 0, &je);
+    if (!*root || !json_is_object(*root))
+        return mv_fail(e, MV_ERR_FORMAT, "%s: bad safetensors header JSON: %s", f->path,
+                       *root ? "not an object" : mv_printable(je.text));
+    *hlen = n;
+    return MV_OK;
+}
+
+/* The dtype and shape of header entry val into t; *count = its elements, *esize = bytes each. */
+static mv_status entry_type(const mv_st_file *f, const char *kesc, json_t *val, mv_st_tensor *t,
+                            uint64_t *count, size_t *esize, mv_err *e)
+{
+    char desc[64];
+    json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
+           *jo = json_object_get(val, "data_offsets");
+    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) || json_array_size(jo) != 2 ||
+        json_array_size(js) > 8)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': malformed header entry", f->path, kesc);
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", json_string_value(jd));
+    if (dtype_of(t->dtype_name, &t->dtype, esize))
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tensor '%s': unknown dtype '%s'", f->path, kesc,
+                       mv_escape(t->dtype_name, desc, sizeof desc));
+    *count = 1;
+    t->ndim = (int)json_array_size(js);
+    for (int i = 0; i < t->ndim; i++) {
+        json_t *d = json_array_get(js, i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > (1LL << 40))
+            return mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad shape", f->path, kesc);
+        t->shape[i] = json_integer_value(d);
+        *count *= (uint64_t)t->shape[i];
+        if (*count > (1ULL << 40))
+            return mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': shape too large", f->path, kesc);
     }
+    return MV_OK;
+}
+
+/* Header entry key: val into t, its data offsets checked against the data_len bytes at base. */
+static mv_status read_entry(const mv_st_file *f, const char *key, json_t *val, const uint8_t *base,
+                            size_t data_len, mv_st_tensor *t, mv_err *e)
+{
+    char kesc[256]; /* names from the file, escaped for messages */
+    mv_escape(key, kesc, sizeof kesc);
+    uint64_t count = 0;
+    size_t esize = 0;
+    mv_status st = entry_type(f, kesc, val, t, &count, &esize, e);
+    if (st)
+        return st;
+    json_t *jo = json_object_get(val, "data_offsets");
+    json_t *b0 = json_array_get(jo, 0), *b1 = json_array_get(jo, 1);
+    if (!json_is_integer(b0) || !json_is_integer(b1))
+        return mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad data_offsets", f->path, kesc);
+    json_int_t o0 = json_integer_value(b0), o1 = json_integer_value(b1);
+    if (o0 < 0 || o1 < o0 || (uint64_t)o1 > data_len)
+        return mv_fail(e, MV_ERR_FORMAT,
+                       "%s: tensor '%s': data offsets [%lld, %lld] outside the file's %zu data "
+                       "bytes (truncated file?)",
+                       f->path, kesc, (long long)o0, (long long)o1, data_len);
+    if ((uint64_t)(o1 - o0) != count * esize)
+        return mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': %lld data bytes for a shape of %llu %s elements",
+                       f->path, kesc, (long long)(o1 - o0), (unsigned long long)count, t->dtype_name);
+    t->data = base + o0;
+    t->nbytes = (size_t)(o1 - o0);
+    if (!(t->name = strdup(key)))
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", f->path);
+    return MV_OK;
+}
+
+/* Every entry of the header but __metadata__ into f->tensors. */
+static mv_status read_tensors(mv_st_file *f, json_t *root, uint64_t hlen, mv_err *e)
+{
     size_t data_len = f->map_len - 8 - hlen;
     const uint8_t *base = f->map + 8 + hlen;
     f->tensors = calloc(json_object_size(root) + 1, sizeof *f->tensors);
-    if (!f->tensors) {
-        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-        goto fail;
-    }
+    if (!f->tensors)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", f->path);
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
         if (!strcmp(key, "__metadata__"))
             continue;
-        char kesc[256], desc[64]; /* names from the file, escaped for messages */
-        mv_escape(key, kesc, sizeof kesc);
-        mv_st_tensor *t = &f->tensors[f->n_tensors];
-        json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
-               *jo = json_object_get(val, "data_offsets");
-        if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
-            json_array_size(jo) != 2 || json_array_size(js) > 8) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': malformed header entry", path, kesc);
-            goto fail;
-        }
-        size_t esize;
-        snprintf(t->dtype_name, sizeof t->dtype_name, "%s", json_string_value(jd));
-        if (dtype_of(t->dtype_name, &t->dtype, &esize)) {
-            st = mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tensor '%s': unknown dtype '%s'", path, kesc,
-                         mv_escape(t->dtype_name, desc, sizeof desc));
-            goto fail;
-        }
-        uint64_t count = 1;
-        t->ndim = (int)json_array_size(js);
-        for (int i = 0; i < t->ndim; i++) {
-            json_t *d = json_array_get(js, i);
-            if (!json_is_integer(d) || json_integer_value(d) < 0 ||
-                json_integer_value(d) > (1LL << 40)) {
-                st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad shape", path, kesc);
-                goto fail;
-            }
-            t->shape[i] = json_integer_value(d);
-            count *= (uint64_t)t->shape[i];
-            if (count > (1ULL << 40)) {
-                st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': shape too large", path, kesc);
-                goto fail;
-            }
-        }
-        json_t *b0 = json_array_get(jo, 0), *b1 = json_array_get(jo, 1);
-        if (!json_is_integer(b0) || !json_is_integer(b1)) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': bad data_offsets", path, kesc);
-            goto fail;
-        }
-        json_int_t o0 = json_integer_value(b0), o1 = json_integer_value(b1);
-        if (o0 < 0 || o1 < o0 || (uint64_t)o1 > data_len) {
-            st = mv_fail(e, MV_ERR_FORMAT,
-                         "%s: tensor '%s': data offsets [%lld, %lld] outside the file's %zu data "
-                         "bytes (truncated file?)",
-                         path, kesc, (long long)o0, (long long)o1, data_len);
-            goto fail;
-        }
-        if ((uint64_t)(o1 - o0) != count * esize) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensor '%s': %lld data bytes for a shape of %llu %s elements",
-                         path, kesc, (long long)(o1 - o0), (unsigned long long)count, t->dtype_name);
-            goto fail;
-        }
-        t->data = base + o0;
-        t->nbytes = (size_t)(o1 - o0);
-        t->name = strdup(key);
+        mv_status st = read_entry(f, key, val, base, data_len, &f->tensors[f->n_tensors], e);
+        if (st)
+            return st;
         f->n_tensors++;
     }
-    /* refuse overlapping tensors */
-    order = malloc((f->n_tensors + 1) * sizeof *order);
-    if (!order) {
-        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-        goto fail;
-    }
+    return MV_OK;
+}
+
+/* Refuses tensors whose bytes overlap. */
+static mv_status check_overlaps(const mv_st_file *f, mv_err *e)
+{
+    const mv_st_tensor **order = malloc((f->n_tensors + 1) * sizeof *order);
+    if (!order)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", f->path);
     for (int i = 0; i < f->n_tensors; i++)
         order[i] = &f->tensors[i];
     qsort(order, f->n_tensors, sizeof *order, cmp_off);
-    for (int i = 1; i < f->n_tensors; i++)
-        if (order[i]->data < order[i - 1]->data + order[i - 1]->nbytes) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", path,
+    mv_status st = MV_OK;
+    for (int i = 1; i < f->n_tensors && !st; i++)
+        if (order[i]->data < order[i - 1]->data + order[i - 1]->nbytes)
+            st = mv_fail(e, MV_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", f->path,
                          order[i - 1]->name, order[i]->name);
-            goto fail;
-        }
     free(order);
-    json_decref(root);
-    return MV_OK;
-fail:
-    free(order);
+    return st;
+}
+
+mv_status mv_st_open(const char *path, mv_st_file *f, mv_err *e)
+{
+    memset(f, 0, sizeof *f);
+    json_t *root = NULL;
+    uint64_t hlen = 0;
+    mv_status st = map_file(path, f, e);
+    if (!st)
+        st = load_header(f, &root, &hlen, e);
+    if (!st)
+        st = read_tensors(f, root, hlen, e);
+    if (!st)
+        st = check_overlaps(f, e);
     if (root)
         json_decref(root);
-    mv_st_close(f);
+    if (st)
+        mv_st_close(f);
     return st;
 }
 

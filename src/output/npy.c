@@ -342,7 +342,7 @@ static int have_f16c(void)
 void mv_f32_to_f16_n(const float *x, uint16_t *y, size_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (have_f16c() && !getenv("MV_NO_F16C")) {
+    if (have_f16c()) {
         f16_n_f16c(x, y, n);
         return;
     }

@@ -3,7 +3,7 @@
  *
  * refuse non-finite data -> O_EXCL temp file ".tmp-<pid>-<random>" beside the final name,
  * write-locked (an OFD lock) for as long as it exists -> NPY header + data streamed through one
- * zstd frame (content size + checksum; the thread's reused context) into it -> fsync -> rename ->
+ * zstd frame (content size + checksum; the writer's reused context) into it -> fsync -> rename ->
  * fsync dir -> close (which drops the lock). The temp file is created with open(O_CREAT|O_EXCL, 0666) rather than mkstemp so
  * that the final file gets the usual 0666 & ~umask mode instead of mkstemp's 0600.
  * Errors are split: MV_ERR_IO when the disk itself fails (full, quota, read-only, I/O error, file
@@ -117,18 +117,29 @@ int mv_output_clean_temps(const char *dir)
     return removed;
 }
 
-/* Directories this process has already swept. */
-static pthread_mutex_t swept_mu = PTHREAD_MUTEX_INITIALIZER;
-static mv_hashset swept;
-
-/* 1 when dir was not yet marked (and marks it), 0 when it was (or the set cannot grow). */
-static int mark_swept(const char *dir)
+void mv_output_swept_init(mv_output_swept *s)
 {
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+}
+
+void mv_output_swept_destroy(mv_output_swept *s)
+{
+    mv_hashset_free(&s->dirs);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* 1 when dir is to be swept now: it was not yet in s (and is now), or there is no s. 0 when it
+ * was (or the set cannot grow). */
+static int mark_swept(mv_output_swept *s, const char *dir)
+{
+    if (!s)
+        return 1;
     int fresh = 0;
-    pthread_mutex_lock(&swept_mu);
-    if (!mv_hashset_add(&swept, dir, strlen(dir), &fresh))
+    pthread_mutex_lock(&s->mu);
+    if (!mv_hashset_add(&s->dirs, dir, strlen(dir), &fresh))
         fresh = 0;
-    pthread_mutex_unlock(&swept_mu);
+    pthread_mutex_unlock(&s->mu);
     return fresh;
 }
 
@@ -206,24 +217,37 @@ static mv_status io_status(int err)
     }
 }
 
-/* One thread's compression state, kept across its outputs: a zstd context allocates megabytes of
- * tables, and making one per file (plus whole-file NPY and compressed buffers) page-faulted
- * ~80 MB of fresh memory per 39 MB output - about half of a writer's time (perf, writebench).
- * Per thread (a pthread key, freed when the thread exits), never shared. */
-typedef struct {
+/* A writer's resources, kept across its outputs: a zstd context allocates megabytes of tables,
+ * and making one per file (plus whole-file NPY and compressed buffers) page-faulted ~80 MB of
+ * fresh memory per 39 MB output - about half of a writer's time (perf, writebench). */
+struct mv_output_writer {
+    mv_output_swept *swept; /* the run's, or NULL */
     ZSTD_CCtx *cc;
     uint8_t *zbuf;  /* compressed bytes on their way to the file [ZBUF] */
     uint16_t *half; /* f16 conversion of one input piece [HALF] */
-} zstate;
+};
 enum { ZBUF = 1 << 20, HALF = 1 << 16, PIECE = 4 << 20 };
 
-static pthread_key_t zkey;
-static pthread_once_t zonce = PTHREAD_ONCE_INIT;
-static int zkey_ok;
-
-static void zstate_free(void *p)
+mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e)
 {
-    zstate *z = p;
+    mv_output_writer *z = calloc(1, sizeof *z);
+    *out = NULL;
+    if (z) {
+        z->swept = swept;
+        z->cc = ZSTD_createCCtx();
+        z->zbuf = malloc(ZBUF);
+        z->half = malloc(HALF * sizeof *z->half);
+    }
+    if (!z || !z->cc || !z->zbuf || !z->half) {
+        mv_output_writer_free(z);
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory for an output writer's compression");
+    }
+    *out = z;
+    return MV_OK;
+}
+
+void mv_output_writer_free(mv_output_writer *z)
+{
     if (!z)
         return;
     ZSTD_freeCCtx(z->cc);
@@ -232,31 +256,9 @@ static void zstate_free(void *p)
     free(z);
 }
 
-static void zkey_make(void) { zkey_ok = pthread_key_create(&zkey, zstate_free) == 0; }
-
-/* This thread's state (NULL when out of memory). */
-static zstate *zstate_get(void)
-{
-    pthread_once(&zonce, zkey_make);
-    zstate *z = zkey_ok ? pthread_getspecific(zkey) : NULL;
-    if (z)
-        return z;
-    z = calloc(1, sizeof *z);
-    if (!z)
-        return NULL;
-    z->cc = ZSTD_createCCtx();
-    z->zbuf = malloc(ZBUF);
-    z->half = malloc(HALF * sizeof *z->half);
-    if (!z->cc || !z->zbuf || !z->half || !zkey_ok || pthread_setspecific(zkey, z) != 0) {
-        zstate_free(z);
-        return NULL;
-    }
-    return z;
-}
-
 /* Feeds src into the frame (mode ZSTD_e_continue or ZSTD_e_end) and writes what comes out to fd.
  * -1 with errno set on a write error, -2 on a zstd error (*zerr). */
-static int z_feed(zstate *z, int fd, const void *src, size_t n, ZSTD_EndDirective mode, size_t *written,
+static int z_feed(mv_output_writer *z, int fd, const void *src, size_t n, ZSTD_EndDirective mode, size_t *written,
                   size_t *zerr)
 {
     ZSTD_inBuffer in = {src, n, 0};
@@ -278,13 +280,10 @@ static int z_feed(zstate *z, int fd, const void *src, size_t n, ZSTD_EndDirectiv
 /* Streams the NPY bytes of data as dt, in one zstd frame (content size + checksum), into fd;
  * *written = compressed bytes. f32 data goes to zstd where it lies (no copy); f16 is converted a
  * piece at a time. */
-static mv_status write_image(int fd, const char *fin, mv_dtype dt, int64_t rows, int64_t cols,
-                             const float *data, int level, size_t *written, mv_err *e)
+static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dtype dt, int64_t rows,
+                             int64_t cols, const float *data, int level, size_t *written, mv_err *e)
 {
     *written = 0;
-    zstate *z = zstate_get();
-    if (!z)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for compression", fin);
     uint8_t hdr[MV_NPY_HEADER_MAX];
     int64_t shape[2] = {rows, cols};
     size_t hl = mv_npy_header(dt, 2, shape, hdr);
@@ -321,9 +320,9 @@ static mv_status write_image(int fd, const char *fin, mv_dtype dt, int64_t rows,
     return MV_OK;
 }
 
-mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int64_t rows,
-                          int64_t cols, const float *data, int zstd_level, char *final_path,
-                          size_t cap, size_t *bytes, mv_err *e)
+mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,
+                          int64_t rows, int64_t cols, const float *data, int zstd_level,
+                          char *final_path, size_t cap, size_t *bytes, mv_err *e)
 {
     if (final_path && cap)
         final_path[0] = 0;
@@ -373,7 +372,7 @@ mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int
         s = mv_fail_prefix(e, io_status(errno), "%s: cannot create its directory", fin);
         goto done;
     }
-    if (mark_swept(dir))
+    if (mark_swept(w->swept, dir))
         mv_output_clean_temps(dir); /* best effort: a failure here is not the write's failure */
 
     fd = create_temp(dir, tmp, plen + 32);
@@ -383,7 +382,7 @@ mv_status mv_output_write(const char *out_dir, const char *rel, mv_dtype dt, int
         goto done;
     }
     tmp_made = 1;
-    if ((s = write_image(fd, fin, dt, rows, cols, data, zstd_level, &img_len, e)) != MV_OK)
+    if ((s = write_image(w, fd, fin, dt, rows, cols, data, zstd_level, &img_len, e)) != MV_OK)
         goto done;
     if (fsync(fd) != 0) {
         s = mv_fail(e, io_status(errno), "%s: fsync: %s", fin, strerror(errno));

@@ -20,8 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char oom_msg[] = "out of memory"; /* an item's error when even its message can't be copied */
-
 static void prepared_free(mv_prepared *p)
 {
     free(p->frames);
@@ -52,8 +50,7 @@ void mv_item_free(mv_item *it)
         close(it->fd);
     free(it->path);
     free(it->rel);
-    if (it->error != oom_msg)
-        free(it->error);
+    free(it->error_copy);
     prepared_free(&it->p);
     if (it->out_release)
         it->out_release(it->out_owner);
@@ -76,11 +73,10 @@ void mv_item_set_out(mv_item *it, float *out, int64_t rows)
 
 void mv_item_fail(mv_item *it, const char *msg)
 {
-    if (it->error != oom_msg)
-        free(it->error);
-    it->error = strdup(msg);
-    if (!it->error)
-        it->error = oom_msg;
+    free(it->error_copy);
+    it->error_copy = strdup(msg);
+    /* when even the message cannot be copied, a constant says why */
+    it->error = it->error_copy ? it->error_copy : "out of memory";
     prepared_free(&it->p);
 }
 

@@ -140,9 +140,15 @@ static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, m
     if ((st = be->forward(be, &req, NULL, e)))
         goto done_a;
     char final_path[8400];
-    if (o->out_dir && (st = mv_output_write(o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
-                                            o->zstd_level, final_path, sizeof final_path, NULL, e)))
-        goto done_a;
+    if (o->out_dir) {
+        mv_output_writer *w; /* one output: its own writer, which sweeps its directory */
+        if (!(st = mv_output_writer_new(NULL, &w, e)))
+            st = mv_output_write(w, o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
+                                 o->zstd_level, final_path, sizeof final_path, NULL, e);
+        mv_output_writer_free(w);
+        if (st)
+            goto done_a;
+    }
     if (!o->quiet && o->out_dir)
         fprintf(stderr, "mvembed: %s -> %s [%lld x %d]\n", o->pixels, final_path, (long long)rows,
                 m->cfg.out_hidden);
@@ -162,11 +168,10 @@ static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
     *n = o->shard_n;
     if (*n > 0)
         return MV_OK;
-    const char *id = getenv("SLURM_ARRAY_TASK_ID"), *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
+    const char *id = o->slurm.id, *cnt = o->slurm.count;
     if (!id || !cnt)
         return MV_OK;
-    const char *mn = getenv("SLURM_ARRAY_TASK_MIN"), *mx = getenv("SLURM_ARRAY_TASK_MAX"),
-               *sp = getenv("SLURM_ARRAY_TASK_STEP");
+    const char *mn = o->slurm.min, *mx = o->slurm.max, *sp = o->slurm.step;
     long vid = strtol(id, NULL, 10), vc = strtol(cnt, NULL, 10), vmin = mn ? strtol(mn, NULL, 10) : 0;
     long step = sp ? strtol(sp, NULL, 10) : 1, vmax = mx ? strtol(mx, NULL, 10) : vmin + (vc - 1) * step;
     /* only an evenly spaced range (a-b or a-b:s) maps task ids onto shards 0..COUNT-1; a list
@@ -188,27 +193,20 @@ static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
     return MV_OK;
 }
 
-/* Test hook: MVEMBED_TEST_CPU_DEVICES=N (2..MV_TEST_CPU_DEVICES_MAX) makes the CPU backend N
- * "devices" of --inflight (default 2) backends each, laid out as CUDA's below (device i's k-th
- * forward in flight at be[k * N + i]), so that the pipeline's many-device scheduling (a tower
- * thread per backend, per-device busy time, outputs and the manifest from many threads at once)
- * runs and is tested where there is no GPU (test/bats/37-fake-devices.bats, scripts/tsan-check.sh).
- * Every CPU backend is a whole tower of its own; an input that is its own forward gets the same
- * bytes whichever runs it. 0 or unset: one backend. Any other value is refused (a test must not
- * run what it did not ask for). */
-#define MV_TEST_CPU_DEVICES_MAX 8 /* x --inflight 8 = MV_PIPELINE_MAX_TOWERS */
-static mv_status test_cpu_devices(int *n, mv_err *e)
+/* Test hook o->test_cpu_devices = N (2..MV_TEST_CPU_DEVICES_MAX): the CPU backend as N "devices"
+ * of --inflight (default 2) backends each, laid out as CUDA's below (device i's k-th forward in
+ * flight at be[k * N + i]), so that the pipeline's many-device scheduling (a tower thread per
+ * backend, per-device busy time, outputs and the manifest from many threads at once) runs and is
+ * tested where there is no GPU (test/bats/37-fake-devices.bats, scripts/tsan-check.sh). Every CPU
+ * backend is a whole tower of its own; an input that is its own forward gets the same bytes
+ * whichever runs it. 0: one backend. */
+static mv_status test_cpu_devices(const mv_run_opts *o, int *n, mv_err *e)
 {
-    const char *v = getenv("MVEMBED_TEST_CPU_DEVICES");
-    *n = 1;
-    if (!v || !*v || !strcmp(v, "0"))
-        return MV_OK;
-    char *end = NULL;
-    long k = strtol(v, &end, 10);
-    if (*end || k < 2 || k > MV_TEST_CPU_DEVICES_MAX)
-        return mv_fail(e, MV_ERR_USAGE, "MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset", v,
+    int k = o->test_cpu_devices;
+    *n = k ? k : 1;
+    if (k < 0 || k == 1 || k > MV_TEST_CPU_DEVICES_MAX)
+        return mv_fail(e, MV_ERR_USAGE, "test_cpu_devices %d: a test hook; 0 or 2..%d", o->test_cpu_devices,
                        MV_TEST_CPU_DEVICES_MAX);
-    *n = (int)k;
     return MV_OK;
 }
 
@@ -222,7 +220,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
      * the GPU computes one forward while another thread packs, uploads or copies out the next */
     int nd = o->n_devices > 0 ? o->n_devices : 1, per = o->inflight > 0 ? o->inflight : 2;
     int fake = 1;
-    mv_status hs = test_cpu_devices(&fake, e);
+    mv_status hs = test_cpu_devices(o, &fake, e);
     if (hs)
         return hs;
     if (use_cuda && nd * per > MV_PIPELINE_MAX_TOWERS) /* a tower thread per backend */
@@ -287,8 +285,9 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     mv_backend **be = NULL;
     int n_be = 0;
     double tl = mv_now();
-    mv_status st = mv_model_load(o->model_dir, &m, e);
-    if (st)
+    char dir[4096]; /* o->model_dir itself, or its snapshot in the Hugging Face cache */
+    mv_status st = mv_hub_resolve(o->model_dir, &o->hub, dir, sizeof dir, e);
+    if (st || (st = mv_model_load(dir, &m, e)))
         return st;
     tl = mv_now() - tl;
     int n_dev = 1;

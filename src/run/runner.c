@@ -26,6 +26,7 @@ runner *pl_runner_new(const mv_run_opts *o, mv_model *m, int shard_k, int shard_
     pthread_mutex_init(&R->man_mu, NULL);
     pthread_mutex_init(&R->err_mu, NULL);
     pthread_mutex_init(&R->prog_mu, NULL);
+    mv_output_swept_init(&R->swept);
     pthread_cond_init(&R->ticker_cv, NULL);
     R->o = o;
     R->m = m;
@@ -58,6 +59,7 @@ void pl_runner_free(runner *R)
     pthread_mutex_destroy(&R->man_mu);
     pthread_mutex_destroy(&R->err_mu);
     pthread_mutex_destroy(&R->prog_mu);
+    mv_output_swept_destroy(&R->swept);
     pthread_cond_destroy(&R->ticker_cv);
     free(R);
 }

@@ -11,6 +11,7 @@
 
 #include "mv_item.h"
 #include "mv_manifest.h"
+#include "mv_output.h"
 #include "mv_pool.h"
 #include "mv_queue.h"
 #include "mv_tar.h"
@@ -62,6 +63,7 @@ struct runner {
     pthread_cond_t ticker_cv;
     pthread_mutex_t prog_mu;
     mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
+    mv_output_swept swept; /* files layout: the directories the writers have swept of temp files */
     mv_pool_list *pooled;  /* --pool mean, files layout: inputs ok so far, for pooled.npy */
 };
 

@@ -18,7 +18,7 @@
 
 /* ---- writers ------------------------------------------------------------------------------ */
 
-static void write_item(runner *R, mv_item *it)
+static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
 {
     const mv_run_opts *o = R->o;
     const mv_vision_config *c = &R->m->cfg;
@@ -32,7 +32,7 @@ static void write_item(runner *R, mv_item *it)
         char final_path[8400];
         double t = mv_now();
         /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
-        mv_status st = mv_output_write(o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
+        mv_status st = mv_output_write(ow, o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
                                        it->out, o->zstd_level, final_path, sizeof final_path,
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
@@ -140,6 +140,10 @@ void *pl_writer_main(void *arg)
 {
     runner *R = arg;
     mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
+    mv_output_writer *ow = NULL; /* files layout: this thread's compression context and buffers */
+    mv_err e;
+    if (!R->tars && mv_output_writer_new(&R->swept, &ow, &e))
+        pl_set_fatal(R, &e); /* the loop below then only drains */
     mv_item *it;
     while ((it = pl_pop_timed(R, &R->done, T_WRITE_WAIT))) {
         if (!atomic_load(&R->fatal)) {
@@ -148,7 +152,7 @@ void *pl_writer_main(void *arg)
             if (R->tars) {
                 write_item_tar(R, it, &tar);
             } else {
-                write_item(R, it);
+                write_item(R, it, ow);
                 char out_rel[4200];
                 mv_name_output_file(out_rel, sizeof out_rel, it->rel);
                 if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&
@@ -158,7 +162,7 @@ void *pl_writer_main(void *arg)
         }
         mv_item_free(it);
     }
-    mv_err e;
+    mv_output_writer_free(ow);
     if (tar && mv_tar_close(R->tars, tar, &e)) /* the open shard is complete: what it holds is kept */
         pl_set_fatal(R, &e);
     atomic_fetch_add(&R->writer_cpu_ns, (long long)(pl_thread_cpu() * 1e9));

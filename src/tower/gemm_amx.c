@@ -59,13 +59,10 @@
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int amx_ok;
 static const char *amx_why = "not probed";
+static const char *refused; /* mv_amx_refuse's reason */
 
 static void probe(void)
 {
-    if (getenv("MV_NO_AMX") && strcmp(getenv("MV_NO_AMX"), "0")) {
-        amx_why = "MV_NO_AMX is set";
-        return;
-    }
 #if MV_AMX_BUILD
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) {
@@ -83,8 +80,15 @@ static void probe(void)
 #endif
 }
 
+void mv_amx_refuse(const char *reason) { refused = reason && *reason ? reason : "refused by the caller"; }
+
 int mv_amx_available(const char **why)
 {
+    if (refused) {
+        if (why)
+            *why = refused;
+        return 0;
+    }
     pthread_once(&probe_once, probe);
     if (why)
         *why = amx_why;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
-# The repository itself: the man page renders without a warning and lists the options --help
-# lists; no tracked file holds a conflict marker, names a work session or is a Python bytecode
-# cache. The tracked-file tests read the checkout with git: outside a git checkout they fail
-# (they never skip). Oracles: groff, git ls-files / git grep.
+# The repository itself: the man page renders without a warning, lists the options --help lists
+# and, in ENVIRONMENT, the variables src/ reads; no tracked file holds a conflict marker, names a
+# work session or is a Python bytecode cache. The tracked-file tests read the checkout with git:
+# outside a git checkout they fail (they never skip). Oracles: groff, git ls-files / git grep.
 load test_helper
 
 MAN="$ROOT/man/mvembed.1"
@@ -64,6 +64,23 @@ no_match() {
     diff "$BATS_TEST_TMPDIR/help_long" "$BATS_TEST_TMPDIR/man_long"
     echo "short options:"
     diff "$BATS_TEST_TMPDIR/help_short" "$BATS_TEST_TMPDIR/man_short"
+}
+
+@test "the man page's ENVIRONMENT names every variable src/ reads, and none the program does not" {
+    # read: every getenv("NAME") of src/ and cu/ (cu/'s measurement switches need no entry), and
+    # OPENBLAS_CORETYPE, which OpenBLAS reads (a NO_DNNL build); named: the .B headings of
+    # ENVIRONMENT, split at ", "
+    { grep -rhoE 'getenv\("[A-Za-z0-9_]+"\)' "$ROOT/src" "$ROOT/cu" | sed -E 's/getenv\("(.*)"\)/\1/'
+      echo OPENBLAS_CORETYPE; } | sort -u > "$BATS_TEST_TMPDIR/read"
+    sed -n '/^\.SH ENVIRONMENT/,/^\.SH /p' "$MAN" | sed -n 's/^\.B //p' | sed 's/, /\n/g' |
+        sort -u > "$BATS_TEST_TMPDIR/named"
+    grep -rhoE 'getenv\("[A-Za-z0-9_]+"\)' "$ROOT/src" | sed -E 's/getenv\("(.*)"\)/\1/' |
+        sort -u > "$BATS_TEST_TMPDIR/read_src"
+    [ "$(wc -l < "$BATS_TEST_TMPDIR/read_src")" -ge 10 ]
+    echo "read by src/ but not named: $(comm -23 "$BATS_TEST_TMPDIR/read_src" "$BATS_TEST_TMPDIR/named" | tr '\n' ' ')"
+    echo "named but not read: $(comm -13 "$BATS_TEST_TMPDIR/read" "$BATS_TEST_TMPDIR/named" | tr '\n' ' ')"
+    [ -z "$(comm -23 "$BATS_TEST_TMPDIR/read_src" "$BATS_TEST_TMPDIR/named")" ]
+    [ -z "$(comm -13 "$BATS_TEST_TMPDIR/read" "$BATS_TEST_TMPDIR/named")" ]
 }
 
 @test "no tracked text file holds a conflict marker line" {

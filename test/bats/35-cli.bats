@@ -121,6 +121,56 @@ count_ok() { grep -c '"status":"ok"' "$1/manifest.jsonl"; }
     [ "$n" -eq 2 ]
 }
 
+# refused VALUE MESSAGE OPTION...: the run is a usage error (exit 1) whose first line is
+# "mvembed: MESSAGE: VALUE...", and nothing is written
+refused() {
+    local msg=$1
+    shift
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$@" "$T/data"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "mvembed: $msg" ]
+    [ "${lines[1]}" = "Try 'mvembed --help'." ]
+    [ ! -e "$T/o" ]
+}
+
+@test "--batch-tokens beyond a 64-bit integer is a usage error, not 2^63-1" {
+    refused "--batch-tokens must be a positive integer: 99999999999999999999 (out of range)" \
+        --batch-tokens 99999999999999999999
+    refused "--batch-tokens must be a positive integer: 12abc" --batch-tokens 12abc
+}
+
+@test "--max-pixels beyond a 64-bit integer is a usage error, not 2^63-1" {
+    refused "--max-pixels must be a positive integer: 99999999999999999999 (out of range)" \
+        --max-pixels 99999999999999999999
+}
+
+@test "--max-decode-pixels beyond a 64-bit integer is a usage error, not 2^63-1" {
+    refused "--max-decode-pixels must be a positive integer: 99999999999999999999 (out of range)" \
+        --max-decode-pixels 99999999999999999999
+}
+
+@test "--timeout nan, inf or past 1e9 seconds is a usage error" {
+    refused "--timeout must be a number of seconds (0 to 1e9): nan" --timeout nan
+    refused "--timeout must be a number of seconds (0 to 1e9): inf (out of range)" --timeout inf
+    refused "--timeout must be a number of seconds (0 to 1e9): 1e400 (out of range)" --timeout 1e400
+    refused "--fps must be a positive number (at most 1e6): nan" --fps nan
+    refused "--fps must be a positive number (at most 1e6): inf (out of range)" --fps inf
+}
+
+@test "--shard 0/4294967297 is a usage error, not shard 0 of 1" {
+    refused "--shard must be K/N with 0 <= K < N, or none: 0/4294967297" --shard 0/4294967297
+    refused "--shard must be K/N with 0 <= K < N, or none: 4294967296/4294967297" --shard 4294967296/4294967297
+    refused "--shard must be K/N with 0 <= K < N, or none: 0/ 2" --shard "0/ 2"
+}
+
+@test "integer options beyond their bounds or the type say so" {
+    refused "--zstd-level must be 1..19: 99999999999999999999 (out of range)" --zstd-level 99999999999999999999
+    refused "--jobs must be 1..1024: 1025" --jobs 1025
+    refused "--max-frames must be 1..100000: 100001" --max-frames 100001
+    refused "--jobs must be 1..1024:  2" --jobs " 2"
+}
+
 @test "unwritable OUT is a fatal error (exit 1)" {
     touch "$T/file"
     run mvembed -q --device cpu --model "$MODEL" --out "$T/file/o" "$T/data"

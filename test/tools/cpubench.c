@@ -186,6 +186,9 @@ int main(int argc, char **argv)
     const char *qkv_path = NULL;
     int threads = 0, iters = 3, blas = 0;
     mv_cpu_gemm gmode = MV_CPU_GEMM_F32;
+    const char *no_amx = getenv("MV_NO_AMX"); /* as mvembed: set and not 0, act as without AMX */
+    if (no_amx && strcmp(no_amx, "0"))
+        mv_amx_refuse("MV_NO_AMX is set");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)

@@ -22,6 +22,7 @@ typedef struct {
     mv_dtype dt;
     float *data;
     int failed;
+    mv_output_swept *swept; /* the "run"'s, shared by the threads as the pipeline's writers share it */
 } job;
 
 static void *work(void *arg)
@@ -29,14 +30,21 @@ static void *work(void *arg)
     job *j = arg;
     char rel[64];
     mv_err e;
+    mv_output_writer *w; /* one per thread, as a writer thread of the pipeline has */
+    if (mv_output_writer_new(j->swept, &w, &e)) {
+        fprintf(stderr, "writebench: %s\n", e.msg);
+        j->failed = 1;
+        return NULL;
+    }
     for (int f = j->id; f < j->files; f += j->nthreads) {
         snprintf(rel, sizeof rel, "w%05d", f);
-        if (mv_output_write(j->dir, rel, j->dt, j->rows, j->cols, j->data, j->level, NULL, 0, NULL, &e)) {
+        if (mv_output_write(w, j->dir, rel, j->dt, j->rows, j->cols, j->data, j->level, NULL, 0, NULL, &e)) {
             fprintf(stderr, "writebench: %s\n", e.msg);
             j->failed = 1;
-            return NULL;
+            break;
         }
     }
+    mv_output_writer_free(w);
     return NULL;
 }
 
@@ -71,6 +79,8 @@ int main(int argc, char **argv)
     }
     job jobs[64];
     pthread_t th[64];
+    mv_output_swept swept;
+    mv_output_swept_init(&swept);
     uint64_t s = 88172645463325252ull;
     for (int t = 0; t < nt; t++) {
         float *d = malloc((size_t)(rows * cols) * sizeof *d);
@@ -96,7 +106,7 @@ int main(int argc, char **argv)
                 u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
                 memcpy(&d[i], &u, 4);
             }
-        jobs[t] = (job){argv[1], rows, cols, files, level, t, nt, dt, d, 0};
+        jobs[t] = (job){argv[1], rows, cols, files, level, t, nt, dt, d, 0, &swept};
     }
     double t0 = mv_now();
     for (int t = 0; t < nt; t++)
@@ -123,6 +133,7 @@ int main(int argc, char **argv)
            files / dt_s, mb / dt_s, 100.0 * zs / (mb * 1e6 / files));
     for (int t = 0; t < nt; t++)
         free(jobs[t].data);
+    mv_output_swept_destroy(&swept);
     mv_array_free(&file);
     return failed;
 }

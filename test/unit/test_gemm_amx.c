@@ -6,7 +6,8 @@
  * product's bytes for row blocks of 1, 7, 16, 33 and 200 rows (determinism); attention's strided
  * packing of K and V^T against the row-major packing of the same matrices, and its key-block views
  * (the whole product's bytes; a double loop over the block). Without AMX (or with
- * MV_NO_AMX=1) it checks that the kernel says so with a reason, and nothing else can run. */
+ * MV_NO_AMX=1, which it passes on as mvembed does: mv_amx_refuse) it checks that the kernel says
+ * so with a reason, and nothing else can run; last, that mv_amx_refuse turns AMX off. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -193,16 +194,29 @@ static void check_views(int L, int D, int j0, int nk)
     free(K), free(V), free(Vt), free(q), free(p), free(s), free(sb), free(o);
 }
 
+/* mv_amx_refuse: no AMX from then on, with the reason given */
+static void check_refuse(void)
+{
+    const char *why = NULL;
+    mv_amx_refuse("refused by test_gemm_amx");
+    int have = mv_amx_available(&why);
+    CHECK(!have && why && !strcmp(why, "refused by test_gemm_amx"),
+          "after mv_amx_refuse: no AMX, with the reason given (%s)", why ? why : "(none)");
+}
+
 int main(void)
 {
     const char *why = NULL;
-    int have = mv_amx_available(&why);
     const char *off = getenv("MV_NO_AMX");
+    if (off && strcmp(off, "0"))
+        mv_amx_refuse("MV_NO_AMX is set");
+    int have = mv_amx_available(&why);
     int want = cpu_has("amx_bf16") && cpu_has("amx_tile") && !(off && strcmp(off, "0"));
     CHECK(have == want, "AMX usable (%d) exactly where /proc/cpuinfo has amx_bf16 and amx_tile and "
                         "MV_NO_AMX is not set (%d)%s%s", have, want, have ? "" : ": ", have ? "" : why);
     if (!have) {
         CHECK(why && *why, "without AMX, a reason: %s", why ? why : "(none)");
+        check_refuse();
         return UNIT_DONE();
     }
     check_pack(40, 48);
@@ -219,6 +233,7 @@ int main(void)
     check_views(2116, 72, 736, 736);  /* the middle of 3 key blocks of a 2116-key segment */
     check_views(2116, 72, 1472, 644); /* the last block: a partial k step, od past the keys */
     check_views(1088, 64, 0, 544);
+    check_refuse();
     check_views(1500, 72, 768, 732);
     return UNIT_DONE();
 }

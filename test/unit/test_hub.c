@@ -1,6 +1,7 @@
 /* test_hub.c - unit tests for src/model/hub.c: a repo id resolved in a Hugging Face cache laid out as
  * huggingface_hub lays it out (models--ORG--NAME/{refs,snapshots}), the cache-root variables'
- * precedence, local paths winning, and the not-found message naming every place looked at. */
+ * precedence (passed in as an mv_hub_env, as main.c reads them), local paths winning, and the
+ * not-found message naming every place looked at. */
 #define _GNU_SOURCE
 #include "mv_hub.h"
 #include "unit.h"
@@ -14,6 +15,7 @@
 #define C2 "fedcba9876543210fedcba9876543210fedcba98"
 
 static char root[256];
+static mv_hub_env env; /* the variables as the program would have read them */
 
 static void mkp(const char *rel)
 {
@@ -45,7 +47,7 @@ static int resolves_to(const char *arg, const char *expect)
 {
     char dir[4096], want[1024];
     mv_err e = {{0}};
-    if (mv_hub_resolve(arg, dir, sizeof dir, &e)) {
+    if (mv_hub_resolve(arg, &env, dir, sizeof dir, &e)) {
         printf("#   %s: %s\n", arg, e.msg);
         return 0;
     }
@@ -58,13 +60,10 @@ static int resolves_to(const char *arg, const char *expect)
     return !strcmp(dir, want);
 }
 
-static void clear_env(void)
-{
-    unsetenv("HF_HUB_CACHE");
-    unsetenv("HUGGINGFACE_HUB_CACHE");
-    unsetenv("HF_HOME");
-    unsetenv("XDG_CACHE_HOME");
-}
+/* the variables' values: one buffer each, under root */
+static char home[512], xdg[512], hf_home[512], legacy[512], hc[512];
+
+static void clear_env(void) { env = (mv_hub_env){.home = home}; }
 
 int main(void)
 {
@@ -94,37 +93,39 @@ int main(void)
     mkp("hc/models--Org--Dangling/refs");
     put("hc/models--Org--Dangling/refs/main", C1);
 
-    char p[512];
+    snprintf(home, sizeof home, "%s/h", root);
+    snprintf(xdg, sizeof xdg, "%s/xdg", root);
+    snprintf(hf_home, sizeof hf_home, "%s/home", root);
+    snprintf(legacy, sizeof legacy, "%s/legacy", root);
+    snprintf(hc, sizeof hc, "%s/hc", root);
     clear_env();
-    snprintf(p, sizeof p, "%s/h", root);
-    setenv("HOME", p, 1);
     CHECK(resolves_to("Org/Tiny", "h/.cache/huggingface/hub/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234564"),
           "no variable: $HOME/.cache/huggingface/hub");
-    snprintf(p, sizeof p, "%s/xdg", root);
-    setenv("XDG_CACHE_HOME", p, 1);
+    env.xdg_cache_home = xdg;
     CHECK(resolves_to("Org/Tiny", "xdg/huggingface/hub/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234563"),
           "$XDG_CACHE_HOME/huggingface/hub over the default");
-    snprintf(p, sizeof p, "%s/home", root);
-    setenv("HF_HOME", p, 1);
+    env.hf_home = hf_home;
     CHECK(resolves_to("Org/Tiny", "home/hub/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234562"),
           "$HF_HOME/hub over $XDG_CACHE_HOME");
-    snprintf(p, sizeof p, "%s/legacy", root);
-    setenv("HUGGINGFACE_HUB_CACHE", p, 1);
+    env.huggingface_hub_cache = legacy;
     CHECK(resolves_to("Org/Tiny", "legacy/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234561"),
           "$HUGGINGFACE_HUB_CACHE over $HF_HOME");
-    snprintf(p, sizeof p, "%s/hc", root);
-    setenv("HF_HUB_CACHE", p, 1);
+    env.hf_hub_cache = hc;
     CHECK(resolves_to("Org/Tiny", "hc/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234560"),
           "$HF_HUB_CACHE over everything");
-    setenv("HF_HUB_CACHE", "", 1);
+    env.hf_hub_cache = "";
     CHECK(resolves_to("Org/Tiny", "legacy/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234561"),
           "an empty $HF_HUB_CACHE counts as unset");
     clear_env();
-    setenv("HF_HUB_CACHE", "~/../hc", 1);
+    env.hf_hub_cache = "~/../hc";
     CHECK(resolves_to("Org/Tiny", "h/../hc/models--Org--Tiny/snapshots/0123456789abcdef0123456789abcdef01234560"),
           "a leading ~ is $HOME");
-    snprintf(p, sizeof p, "%s/hc", root);
-    setenv("HF_HUB_CACHE", p, 1);
+    env.hf_hub_cache = hc;
+    mv_err ne = {{0}};
+    char nd[4096];
+    CHECK(mv_hub_resolve("Org/Tiny", NULL, nd, sizeof nd, &ne) == MV_ERR_MODEL &&
+              strstr(ne.msg, "none of HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME, HOME is set"),
+          "no variable at all (env NULL): no cache, said so: %s", ne.msg);
 
     CHECK(resolves_to("Org/Tiny@v2", "hc/models--Org--Tiny/snapshots/" C2), "@v2 through refs/v2 (trailing newline)");
     CHECK(resolves_to("Org/Tiny@refs/pr/1", "hc/models--Org--Tiny/snapshots/" C2), "@refs/pr/1 through refs/refs/pr/1");
@@ -143,23 +144,23 @@ int main(void)
 
     mv_err e = {{0}};
     char dir[4096];
-    mv_status st = mv_hub_resolve("Org/Missing@v9", dir, sizeof dir, &e);
+    mv_status st = mv_hub_resolve("Org/Missing@v9", &env, dir, sizeof dir, &e);
     char want[1024];
     snprintf(want, sizeof want, "%s/hc/models--Org--Missing/refs/v9", root);
     CHECK(st == MV_ERR_MODEL && strstr(e.msg, "'Org/Missing@v9' not found") &&
               strstr(e.msg, "local directory 'Org/Missing@v9'") && strstr(e.msg, "(from $HF_HUB_CACHE)") &&
               strstr(e.msg, want),
           "not found: the message names the local path, the cache and its variable, the ref: %s", e.msg);
-    st = mv_hub_resolve("Org/Dangling", dir, sizeof dir, &e);
+    st = mv_hub_resolve("Org/Dangling", &env, dir, sizeof dir, &e);
     snprintf(want, sizeof want, "%s/hc/models--Org--Dangling/snapshots/" C1, root);
     CHECK(st == MV_ERR_MODEL && strstr(e.msg, "refs/main (-> " C1 ")") && strstr(e.msg, want),
           "a ref to a missing snapshot names the ref, the commit and the snapshot: %s", e.msg);
-    st = mv_hub_resolve("Org/Missing@" C1, dir, sizeof dir, &e);
+    st = mv_hub_resolve("Org/Missing@" C1, &env, dir, sizeof dir, &e);
     snprintf(want, sizeof want, "%s/hc/models--Org--Missing/snapshots/" C1, root);
     CHECK(st == MV_ERR_MODEL && strstr(e.msg, want), "a missing commit names its snapshot path: %s", e.msg);
-    st = mv_hub_resolve("Org/Tiny@../../etc", dir, sizeof dir, &e);
+    st = mv_hub_resolve("Org/Tiny@../../etc", &env, dir, sizeof dir, &e);
     CHECK(st == MV_ERR_USAGE && strstr(e.msg, "bad revision"), "a revision with '..' is refused: %s", e.msg);
-    st = mv_hub_resolve("Org/Tiny@", dir, sizeof dir, &e);
+    st = mv_hub_resolve("Org/Tiny@", &env, dir, sizeof dir, &e);
     CHECK(st == MV_ERR_USAGE, "an empty revision is refused");
 
     char cmd[512];

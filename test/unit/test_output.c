@@ -5,7 +5,8 @@
  * directory, a file in the way, a write that fails midway) clean up and name the file; which
  * failures are the disk's (MV_ERR_IO) and which this output's (MV_ERR_OUTPUT); NaN/Inf refused;
  * the size reported is stat's; the temp-file sweep spares a file another process holds a lock on
- * (the lock taken by a child with fcntl) and removes unlocked abandoned ones; mv_escape. */
+ * (the lock taken by a child with fcntl) and removes unlocked abandoned ones, once per run (per
+ * mv_output_swept); mv_escape. */
 #include "mv_output.h"
 #include "unit.h"
 
@@ -77,12 +78,18 @@ int main(void)
     char out[512], fin[1024], rawp[600];
     snprintf(out, sizeof out, "%s/out", dir);
     snprintf(rawp, sizeof rawp, "%s/raw.f32", dir);
+    /* one run's swept set and one writer's resources, as a writer thread of the pipeline has */
+    mv_output_swept run;
+    mv_output_swept_init(&run);
+    mv_output_writer *w;
+    if (mv_output_writer_new(&run, &w, &e) != MV_OK)
+        return 2;
 
     /* 1. f32, nested new directories, read back by zstd + numpy */
     enum { R = 3, C = 5 };
     float v[R * C] = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159265f, 1e-8f, 65504.0f, 65520.0f,
                       2049.0f, 2051.0f, 1e-7f, 6.1e-5f, -7e30f, 0.33333334f, 1e-45f};
-    mv_status s = mv_output_write(out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, NULL, &e);
+    mv_status s = mv_output_write(w, out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, NULL, &e);
     char want[1024];
     snprintf(want, sizeof want, "%s/a/b/c.jpg.npy.zst", out);
     CHECK(s == MV_OK && strcmp(fin, want) == 0, "f32 write into new nested dirs: %s",
@@ -95,7 +102,7 @@ int main(void)
     struct stat st;
     CHECK(stat(want, &st) == 0 && (st.st_mode & 0777) == 0644, "final file mode 0666 & ~umask");
     size_t bytes = 0;
-    s = mv_output_write(out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, &bytes, &e);
+    s = mv_output_write(w, out, "a/b/c.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, &bytes, &e);
     CHECK(s == MV_OK && stat(want, &st) == 0 && bytes > 0 && (off_t)bytes == st.st_size,
           "*bytes is the file's size as stat sees it (%zu)", bytes);
 
@@ -115,7 +122,7 @@ int main(void)
 
     /* 3. f16: round to nearest even, overflow to inf, subnormals; checked against numpy */
     snprintf(want, sizeof want, "%s/h.png.npy.zst", out);
-    s = mv_output_write(out, "h.png", MV_DT_F16, R, C, v, 19, fin, sizeof fin, NULL, &e);
+    s = mv_output_write(w, out, "h.png", MV_DT_F16, R, C, v, 19, fin, sizeof fin, NULL, &e);
     CHECK(s == MV_OK && numpy_check(want, rawp, "<f2", R, C) == 0,
           "f16 output equals numpy astype(float16) bit for bit");
 
@@ -127,7 +134,7 @@ int main(void)
         x = x * 1664525u + 1013904223u;
         big[i] = (float)((int32_t)x) / 2147483648.0f * 8.0f;
     }
-    s = mv_output_write(out, "h.png", MV_DT_F32, R2, C2, big, 1, fin, sizeof fin, NULL, &e);
+    s = mv_output_write(w, out, "h.png", MV_DT_F32, R2, C2, big, 1, fin, sizeof fin, NULL, &e);
     write_raw(rawp, big, (size_t)R2 * C2);
     CHECK(s == MV_OK && numpy_check(want, rawp, "<f4", R2, C2) == 0,
           "700x1152 f32 overwrites the earlier file; numpy reads the new array");
@@ -140,7 +147,8 @@ int main(void)
     CHECK(count_temps(out) == 0, "no temp file left in OUT");
 
     /* 4b. f16 over the whole f16 range (subnormals, ties, overflow, both signs), an odd row
-     * length so the vector loop has a tail; with and without F16C */
+     * length so the vector loop has a tail; F16C where the CPU has it, and the scalar rounding
+     * (mv_f32_to_f16) gives the same bits */
     enum { C3 = 1151 };
     for (size_t i = 0; i < (size_t)R2 * C3; i++) {
         x = x * 1664525u + 1013904223u;
@@ -150,15 +158,20 @@ int main(void)
         memcpy(&big[i], &bits, 4);
     }
     write_raw(rawp, big, (size_t)R2 * C3);
-    for (int scalar = 0; scalar < 2; scalar++) {
-        if (scalar)
-            setenv("MV_NO_F16C", "1", 1);
-        s = mv_output_write(out, "h.png", MV_DT_F16, R2, C3, big, 1, fin, sizeof fin, NULL, &e);
-        CHECK(s == MV_OK && numpy_check(want, rawp, "<f2", R2, C3) == 0,
-              "700x1151 f16 over the f16 range (%s) equals numpy astype(float16) bit for bit",
-              scalar ? "scalar" : "F16C where present");
-        unsetenv("MV_NO_F16C");
+    s = mv_output_write(w, out, "h.png", MV_DT_F16, R2, C3, big, 1, fin, sizeof fin, NULL, &e);
+    CHECK(s == MV_OK && numpy_check(want, rawp, "<f2", R2, C3) == 0,
+          "700x1151 f16 over the f16 range (F16C where present) equals numpy astype(float16) bit for bit");
+    uint16_t *hv = malloc((size_t)R2 * C3 * sizeof *hv), *hs = malloc((size_t)R2 * C3 * sizeof *hs);
+    if (!hv || !hs)
+        return 2;
+    mv_f32_to_f16_n(big, hv, (size_t)R2 * C3);
+    size_t differ = 0;
+    for (size_t i = 0; i < (size_t)R2 * C3; i++) {
+        hs[i] = mv_f32_to_f16(big[i]);
+        differ += hs[i] != hv[i];
     }
+    CHECK(differ == 0, "the scalar rounding gives the bits of the output above (%zu differ)", differ);
+    free(hv), free(hs);
 
     /* 5. output paths */
     char pb[64];
@@ -182,7 +195,7 @@ int main(void)
     FILE *bf = fopen(blocker, "w");
     if (bf)
         fclose(bf);
-    s = mv_output_write(out, "file/x.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, NULL, &e);
+    s = mv_output_write(w, out, "file/x.jpg", MV_DT_F32, R, C, v, 3, fin, sizeof fin, NULL, &e);
     CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "file/x.jpg.npy.zst") &&
               strstr(e.msg, "Not a directory"),
           "a file in the way fails this output only (MV_ERR_OUTPUT), naming the file and cause: %s",
@@ -192,13 +205,13 @@ int main(void)
     char longname[300];
     memset(longname, 'n', 248);
     strcpy(longname + 248, ".jpg"); /* 252 bytes: ".npy.zst" makes it 260, over NAME_MAX */
-    s = mv_output_write(out, longname, MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    s = mv_output_write(w, out, longname, MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
     CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "File name too long") && count_temps(out) == 0,
           "a name over NAME_MAX: MV_ERR_OUTPUT, temp removed: %.80s...", e.msg);
     char isdir[700];
     snprintf(isdir, sizeof isdir, "%s/d.jpg.npy.zst", out);
     mkdir(isdir, 0755);
-    s = mv_output_write(out, "d.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    s = mv_output_write(w, out, "d.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
     CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "Is a directory") && count_temps(out) == 0,
           "a directory named like the output: MV_ERR_OUTPUT: %s", e.msg);
     char deep[5000];
@@ -206,7 +219,7 @@ int main(void)
     while (dn < 4200)
         dn += snprintf(deep + dn, sizeof deep - dn, "dddddddddddddddddddddddddddddd/");
     strcpy(deep + dn, "x.jpg");
-    s = mv_output_write(out, deep, MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    s = mv_output_write(w, out, deep, MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
     CHECK(s == MV_ERR_OUTPUT && strstr(e.msg, "File name too long"),
           "a path over PATH_MAX: MV_ERR_OUTPUT: %.60s...", e.msg);
 
@@ -215,7 +228,7 @@ int main(void)
     memcpy(nanv, v, sizeof nanv);
     nanv[7] = NAN;
     nanv[9] = -INFINITY;
-    s = mv_output_write(out, "nan.jpg", MV_DT_F16, R, C, nanv, 3, NULL, 0, NULL, &e);
+    s = mv_output_write(w, out, "nan.jpg", MV_DT_F16, R, C, nanv, 3, NULL, 0, NULL, &e);
     snprintf(want, sizeof want, "%s/nan.jpg.npy.zst", out);
     CHECK(s == MV_ERR_MODEL && strstr(e.msg, "2 NaN/Inf values of 15") && access(want, F_OK) != 0,
           "data with a NaN and an Inf is refused, nothing written: %s", e.msg);
@@ -234,9 +247,9 @@ int main(void)
             _exit(3);
         mv_err ce = {{0}};
         char cf[1024];
-        mv_status cs2 = mv_output_write(ro, "d/x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, NULL, &ce);
+        mv_status cs2 = mv_output_write(w, ro, "d/x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, NULL, &ce);
         int ok1 = cs2 == MV_ERR_OUTPUT && strstr(ce.msg, "Permission denied") && strstr(ce.msg, "ro/d");
-        cs2 = mv_output_write(ro, "x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, NULL, &ce);
+        cs2 = mv_output_write(w, ro, "x.jpg", MV_DT_F16, R, C, v, 3, cf, sizeof cf, NULL, &ce);
         int ok2 = cs2 == MV_ERR_OUTPUT && strstr(ce.msg, "x.jpg.npy.zst") &&
                   strstr(ce.msg, "Permission denied");
         printf("# unwritable: %s\n", ce.msg);
@@ -260,7 +273,7 @@ int main(void)
             _exit(3);
         mv_err ce = {{0}};
         char cf[1024];
-        mv_status cs2 = mv_output_write(lim, "big.jpg", MV_DT_F32, R2, C2, big, 1, cf, sizeof cf, NULL, &ce);
+        mv_status cs2 = mv_output_write(w, lim, "big.jpg", MV_DT_F32, R2, C2, big, 1, cf, sizeof cf, NULL, &ce);
         printf("# midway: %s\n", ce.msg);
         fflush(stdout);
         _exit(cs2 == MV_ERR_IO && strstr(ce.msg, "big.jpg.npy.zst: write: File too large") ? 0 : 1);
@@ -316,7 +329,7 @@ int main(void)
         fprintf(stderr, "lock holder failed\n");
         return 2;
     }
-    s = mv_output_write(sw, "n.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    s = mv_output_write(w, sw, "n.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
     kill(holder, SIGKILL);
     waitpid(holder, &ws, 0);
     CHECK(s == MV_OK && access(t1, F_OK) != 0, "unlocked temp file of a dead pid removed");
@@ -328,6 +341,22 @@ int main(void)
           "once its writer is gone, the next sweep removes it");
     unlink(t2);
     CHECK(mv_output_clean_temps("/nonexistent-dir-mv") == -1, "sweeping a missing dir says -1");
+    /* a directory is swept once per run: the next abandoned file waits for the next run */
+    FILE *tf = fopen(t1, "w");
+    if (!tf)
+        return 2;
+    fclose(tf);
+    s = mv_output_write(w, sw, "n2.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    CHECK(s == MV_OK && access(t1, F_OK) == 0, "the same run does not sweep a directory twice");
+    mv_output_swept next;
+    mv_output_swept_init(&next);
+    mv_output_writer *w2;
+    s = mv_output_writer_new(&next, &w2, &e);
+    if (s == MV_OK)
+        s = mv_output_write(w2, sw, "n3.jpg", MV_DT_F32, R, C, v, 3, NULL, 0, NULL, &e);
+    CHECK(s == MV_OK && access(t1, F_OK) != 0, "the next run (its own swept set) sweeps it");
+    mv_output_writer_free(w2);
+    mv_output_swept_destroy(&next);
 
     /* 10. mv_escape */
     char eb[64];
@@ -343,6 +372,8 @@ int main(void)
           "too long: shortened with ... within the buffer");
 
     free(big);
+    mv_output_writer_free(w);
+    mv_output_swept_destroy(&run);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'; rm -rf '%s'", dir, dir);
     if (system(cmd) != 0)
