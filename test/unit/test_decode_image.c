@@ -414,7 +414,7 @@ static void test_bad_files(void)
 {
     const struct { const char *path; mv_status s; const char *needle; } t[] = {
         {BAD "empty.jpg", MV_ERR_FORMAT, "empty file"},
-        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG or WebP"},
+        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG, WebP or BMP image"},
         {BAD "truncated.jpg", MV_ERR_FORMAT, "truncated"},
         {BAD "truncated.png", MV_ERR_FORMAT, "truncated"},
         {BAD "bad_huffman.jpg", MV_ERR_FORMAT, "Huffman"},
@@ -520,6 +520,9 @@ static void test_sniff(void)
         {"FLV", "FLV\x01\x05\0\0\0\x09", 9, MV_MEDIA_VIDEO, "flv"},
         {"GIF", "GIF89a\x10\0\x10\0", 10, MV_MEDIA_IMAGE_OTHER, "gif"},
         {"TIFF", "II*\0\x08\0\0\0", 8, MV_MEDIA_IMAGE_OTHER, "tiff"},
+        {"BMP", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
+        {"OS/2 BMP", "BM\x46\0\0\0\0\0\0\0\x1a\0\0\0\x0c\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
+        {"BM then no DIB header", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x29\0\0\0", 18, MV_MEDIA_UNKNOWN, "unknown"},
         {"text", "hello, world\n", 13, MV_MEDIA_UNKNOWN, "unknown"},
         {"short JPEG prefix", "\xff\xd8", 2, MV_MEDIA_UNKNOWN, "unknown"},
         {"nothing", "", 0, MV_MEDIA_UNKNOWN, "unknown"},
