@@ -18,7 +18,7 @@ typedef enum {
     MV_MEDIA_UNKNOWN = 0,
     MV_MEDIA_IMAGE,       /* a still image this program decodes (mv_sniff_format names it) */
     MV_MEDIA_VIDEO,       /* ISO-BMFF (mp4/mov/3gp), Matroska/WebM, AVI, MPEG-TS/PS, Ogg, FLV, ASF */
-    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (GIF, TIFF,
+    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (TIFF,
                              HEIF/AVIF, JPEG 2000, JPEG XL, PSD, ICO) */
 } mv_media_kind;
 

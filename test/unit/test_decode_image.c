@@ -414,7 +414,7 @@ static void test_bad_files(void)
 {
     const struct { const char *path; mv_status s; const char *needle; } t[] = {
         {BAD "empty.jpg", MV_ERR_FORMAT, "empty file"},
-        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG, WebP or BMP image"},
+        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG, WebP, GIF or BMP image"},
         {BAD "truncated.jpg", MV_ERR_FORMAT, "truncated"},
         {BAD "truncated.png", MV_ERR_FORMAT, "truncated"},
         {BAD "bad_huffman.jpg", MV_ERR_FORMAT, "Huffman"},
@@ -518,7 +518,9 @@ static void test_sniff(void)
         {"MPEG-PS", "\0\0\x01\xba\x44\0\x04", 7, MV_MEDIA_VIDEO, "mpegps"},
         {"Ogg", "OggS\0\x02\0\0", 8, MV_MEDIA_VIDEO, "ogg"},
         {"FLV", "FLV\x01\x05\0\0\0\x09", 9, MV_MEDIA_VIDEO, "flv"},
-        {"GIF", "GIF89a\x10\0\x10\0", 10, MV_MEDIA_IMAGE_OTHER, "gif"},
+        {"GIF", "GIF89a\x10\0\x10\0", 10, MV_MEDIA_IMAGE, "gif"},
+        {"GIF87a", "GIF87a\x10\0\x10\0", 10, MV_MEDIA_IMAGE, "gif"},
+        {"GIF88a", "GIF88a\x10\0\x10\0", 10, MV_MEDIA_UNKNOWN, "unknown"},
         {"TIFF", "II*\0\x08\0\0\0", 8, MV_MEDIA_IMAGE_OTHER, "tiff"},
         {"BMP", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
         {"OS/2 BMP", "BM\x46\0\0\0\0\0\0\0\x1a\0\0\0\x0c\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
