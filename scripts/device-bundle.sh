@@ -38,8 +38,8 @@ mkdir -p $OUTD/bin $OUTD/lib
 # oneDNN: the Makefile links it when its header is there and NO_DNNL is unset (same test here)
 DNNL=""
 [ -z "${NO_DNNL:-}" ] && [ -f /usr/include/oneapi/dnnl/dnnl.h ] && DNNL="-ldnnl"
-LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp libgif libarchive openblas 2>/dev/null ||
-        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -lgif -larchive -lopenblas) $DNNL $FFLIBS -lgomp -lm -lpthread"
+LIBS="$(pkg-config --libs jansson libzstd libpng libjpeg libwebp libgif libtiff-4 libarchive openblas 2>/dev/null ||
+        echo -ljansson -lzstd -lpng16 -ljpeg -lwebp -lgif -ltiff -larchive -lopenblas) $DNNL $FFLIBS -lgomp -lm -lpthread"
 NVFLAGS="-std=c++17 -O3 -Iinclude -Icu -Itest/unit
          -Xcompiler -Wall,-Wextra"
 for src in test/cuda/*.cu; do

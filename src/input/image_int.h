@@ -48,7 +48,8 @@ extern const mv_image_format mv_image_formats[];
 extern const size_t mv_image_n_formats;
 const mv_image_format *mv_image_format_of(const uint8_t *head, size_t n);
 
-/* The decoders (image_jpeg.c, image_png.c, image_webp.c, image_gif.c, image_bmp.c). */
+/* The decoders (image_jpeg.c, image_png.c, image_webp.c, image_gif.c, image_bmp.c,
+ * image_tiff.c). */
 int mv_jpeg_sniff(const uint8_t *head, size_t n);
 mv_status mv_jpeg_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 int mv_png_sniff(const uint8_t *head, size_t n);
@@ -59,6 +60,8 @@ int mv_gif_sniff(const uint8_t *head, size_t n);
 mv_status mv_gif_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 int mv_bmp_sniff(const uint8_t *head, size_t n);
 mv_status mv_bmp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
+int mv_tiff_sniff(const uint8_t *head, size_t n);
+mv_status mv_tiff_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 
 /* orientation.c. EXIF blob (TIFF header, optionally after "Exif\0\0"): 0 when it has no
  * orientation tag (so XMP may be consulted), -1 when the tag is not a single integer (PIL then

@@ -414,7 +414,7 @@ static void test_bad_files(void)
 {
     const struct { const char *path; mv_status s; const char *needle; } t[] = {
         {BAD "empty.jpg", MV_ERR_FORMAT, "empty file"},
-        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG, WebP, GIF or BMP image"},
+        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG, WebP, GIF, BMP or TIFF image"},
         {BAD "truncated.jpg", MV_ERR_FORMAT, "truncated"},
         {BAD "truncated.png", MV_ERR_FORMAT, "truncated"},
         {BAD "bad_huffman.jpg", MV_ERR_FORMAT, "Huffman"},
@@ -521,7 +521,9 @@ static void test_sniff(void)
         {"GIF", "GIF89a\x10\0\x10\0", 10, MV_MEDIA_IMAGE, "gif"},
         {"GIF87a", "GIF87a\x10\0\x10\0", 10, MV_MEDIA_IMAGE, "gif"},
         {"GIF88a", "GIF88a\x10\0\x10\0", 10, MV_MEDIA_UNKNOWN, "unknown"},
-        {"TIFF", "II*\0\x08\0\0\0", 8, MV_MEDIA_IMAGE_OTHER, "tiff"},
+        {"TIFF", "II*\0\x08\0\0\0", 8, MV_MEDIA_IMAGE, "tiff"},
+        {"big-endian TIFF", "MM\0*\0\0\0\x08", 8, MV_MEDIA_IMAGE, "tiff"},
+        {"BigTIFF", "II+\0\x08\0\0\0", 8, MV_MEDIA_IMAGE, "tiff"},
         {"BMP", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
         {"OS/2 BMP", "BM\x46\0\0\0\0\0\0\0\x1a\0\0\0\x0c\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
         {"BM then no DIB header", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x29\0\0\0", 18, MV_MEDIA_UNKNOWN, "unknown"},
