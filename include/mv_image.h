@@ -3,14 +3,19 @@
  *
  * Supported: JPEG (libjpeg, PIL's default settings: ISLOW IDCT, fancy upsampling; grayscale,
  * YCbCr, RGB, CMYK and YCCK, baseline and progressive), PNG (libpng: every bit depth and colour
- * type, palette + tRNS, Adam7) and WebP (libwebp, lossy and lossless, still images only), one
- * decoder file each (src/input/image_<format>.c). Alpha is dropped, never composited. File types
- * are recognised by their magic bytes, not by their extension (mv_sniff.h). This module does not
- * resize or normalise (see mv_preprocess.h) and does not decode video (mv_video.h).
+ * type, palette + tRNS, Adam7), WebP (libwebp, lossy and lossless, still images only), GIF
+ * (giflib; the first frame, as PIL composes it), BMP (parsed here: palette, 16/24/32-bit,
+ * bitfields, RLE8/RLE4) and TIFF (libtiff; the first page: uncompressed, LZW, deflate, PackBits,
+ * strips or tiles, grey/RGB/palette/CMYK with PIL's own conversions), one decoder file each
+ * (src/input/image_<format>.c). Alpha is dropped, never composited. File types are recognised
+ * by their magic bytes, not by their extension (mv_sniff.h). A file that Pillow versions decode
+ * differently is refused (MV_ERR_UNSUPPORTED, the message says why) rather than decoded one way.
+ * This module does not resize or normalise (see mv_preprocess.h) and does not decode video
+ * (mv_video.h).
  *
- * Known, deliberate divergence from PIL: 16-bit grayscale PNG opens in PIL as mode "I;16" and
- * convert("RGB") clips every value above 255 to white; here it is scaled to 8 bits (v >> 8), the
- * way PIL itself reduces 16-bit colour PNGs (it keeps the high byte).
+ * Known, deliberate divergence from PIL: 16-bit grayscale PNG and TIFF open in PIL as mode
+ * "I;16" and convert("RGB") clips every value above 255 to white; here they are scaled to 8 bits
+ * (v >> 8), the way PIL itself reduces 16-bit colour PNGs and TIFFs (it keeps the high byte).
  */
 #ifndef MV_IMAGE_H
 #define MV_IMAGE_H
@@ -26,7 +31,7 @@ typedef struct {
     uint8_t *rgb;               /* [height][width][3], after EXIF orientation */
     int src_width, src_height;  /* as stored in the file, before orientation */
     int orientation;            /* EXIF orientation 1..8 that was applied; 1 if none */
-    const char *format;         /* "jpeg", "png", "webp" (static storage) */
+    const char *format;         /* "jpeg", "png", "webp", "gif", "bmp", "tiff" (static storage) */
 } mv_image;
 
 /* Decodes the image in in, which nothing has read from beyond its head bytes (mv_input.h: a file,

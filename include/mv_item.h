@@ -59,7 +59,8 @@ typedef struct {
     double timeout;      /* per-input decode time limit in seconds, 0 = none */
     int num_frames;      /* videos: exactly N frames (0 = from fps) */
     int video_threads;   /* videos: decoder threads (mv_video_limits.threads; 0 = FFmpeg's choice) */
-    const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png under DIR/<rel>/ */
+    const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png (and an image's
+                           * decoded.png) under DIR/<rel>/ */
 } mv_item_ctx;
 
 /* A new item for path with output name rel (both copied), fd = -1; NULL when out of memory. */

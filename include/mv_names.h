@@ -53,7 +53,7 @@ int mv_name_in_shard(const char *rel, int k, int n);
 
 typedef enum {
     MV_NAME_OTHER = 0,
-    MV_NAME_IMAGE, /* jpg jpeg jpe png webp */
+    MV_NAME_IMAGE, /* jpg jpeg jpe png webp gif bmp tif tiff */
     MV_NAME_VIDEO, /* mp4 m4v mov mkv webm avi mpg mpeg ts m2ts flv ogv 3gp wmv */
     MV_NAME_TAR,   /* .tar .tar.gz .tgz .tar.zst .tar.xz .tar.bz2 (a WebDataset shard, mv_tar_in.h) */
 } mv_name_kind;

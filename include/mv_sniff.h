@@ -18,21 +18,21 @@ typedef enum {
     MV_MEDIA_UNKNOWN = 0,
     MV_MEDIA_IMAGE,       /* a still image this program decodes (mv_sniff_format names it) */
     MV_MEDIA_VIDEO,       /* ISO-BMFF (mp4/mov/3gp), Matroska/WebM, AVI, MPEG-TS/PS, Ogg, FLV, ASF */
-    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (GIF, TIFF,
-                             BMP, HEIF/AVIF, JPEG 2000, JPEG XL, PSD, ICO) */
+    MV_MEDIA_IMAGE_OTHER, /* a recognised image format this program does not decode (HEIF/AVIF,
+                             JPEG 2000, JPEG XL, PSD, ICO) */
 } mv_media_kind;
 
 /* Classifies a file from its first n bytes (pass up to MV_SNIFF_BYTES). */
 mv_media_kind mv_sniff(const uint8_t *head, size_t n);
 
-/* Short format name for messages: "jpeg", "png", "webp", "gif", "tiff", "bmp", "heif", "avif",
+/* Short format name for messages: "jpeg", "png", "webp", "gif", "bmp", "tiff", "heif", "avif",
  * "jpeg2000", "jpegxl", "psd", "ico", "mp4", "matroska", "avi", "mpegts", "mpegps", "ogg", "flv",
  * "asf", or "unknown". Static storage. */
 const char *mv_sniff_format(const uint8_t *head, size_t n);
 
-/* The decoded still-image formats for messages, in table order: "JPEG, PNG, WebP" with last ", ",
- * "JPEG, PNG or WebP" with last " or " (the separator before the last one). Written into
- * buf[cap]; returns buf. */
+/* The decoded still-image formats for messages, in table order: "JPEG, PNG, WebP, GIF, BMP,
+ * TIFF" with last ", ", "JPEG, PNG, WebP, GIF, BMP or TIFF" with last " or " (the separator
+ * before the last one). Written into buf[cap]; returns buf. */
 const char *mv_sniff_image_formats(const char *last, char *buf, size_t cap);
 
 #endif

@@ -11,8 +11,23 @@
 #   clip), for every NAME under fixtures/ref/videos. Unpack here with
 #   `tar xf videocap_refs.tar -C fixtures`. The frames: for f in fixtures/media/videos/*; do
 #   /usr/bin/python3 scripts/ffmpeg_frames.py "$f" ".device/frames/$(basename "${f%.*}").npy"; done
+#
+#   bash scripts/device-refs.sh formats   only the references of the crafted GIF/BMP/TIFF files
+#   (fixtures/formats, scripts/make_fixture_formats.py), made with the committed
+#   fixtures/model-tiny (no carry needed), into ONE file $OUT/formats_refs.tar holding
+#   ref/formats/NAME; each meta.json records the Pillow that decoded it and the sha256 of the
+#   decoded RGB image. Unpack here with `tar xf formats_refs.tar -C fixtures`.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
+if [ "${1:-}" = formats ]; then
+    W=/tmp/formats
+    rm -rf $W && mkdir -p $W/ref
+    python3 scripts/hf_reference.py run --model fixtures/model-tiny --out $W/ref/formats --pixel-digest \
+        --stages output --dtypes f64,f32 --images fixtures/formats/*
+    tar cf $OUT/formats_refs.tar -C $W ref
+    ls -la $OUT
+    exit 0
+fi
 if [ "${1:-}" = videocap ]; then
     W=/tmp/videocap
     rm -rf $W && mkdir -p $W/ref
@@ -40,6 +55,9 @@ python3 scripts/hf_reference.py make-model --config tiny --seed 0 --out $W/model
 # every fixture image: exact pixel digest + resized frames + output in f64 (and HF f32 errors)
 python3 scripts/hf_reference.py run --model $W/model-tiny --out $W/ref/images --pixel-digest \
     --stages output --dtypes f64,f32,bf16 --images fixtures/media/images/*
+# the crafted GIF, BMP and TIFF files, the same way (also alone: `device-refs.sh formats`)
+python3 scripts/hf_reference.py run --model $W/model-tiny --out $W/ref/formats --pixel-digest \
+    --stages output --dtypes f64,f32 --images fixtures/formats/*
 # parity inputs: every stage in f64 (f32 error per stage in errors.json)
 python3 scripts/hf_reference.py run --model $W/model-tiny --out $W/ref/parity \
     --dtypes f64,f32 --images fixtures/parity/*.png

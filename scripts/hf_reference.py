@@ -14,7 +14,9 @@ Needs torch and transformers >= 5.17 (with qwen3_5); run it on the GPU machine, 
               .json of fps/total frames beside it, made by scripts/ffmpeg_frames.py; the per-frame
               pixel cap from the config or --cap-pixels-per-frame / --max-video-tokens), or takes given
               pixel_values, then the tower in f64 and f32 (CPU) and optionally bf16 (GPU), writing
-              OUT/<name>/{pixel_values.npy, grid_thw.npy, meta.json, <stage>.<dtype>.npy, errors.json}.
+              OUT/<name>/{pixel_values.npy, grid_thw.npy, meta.json, <stage>.<dtype>.npy, errors.json};
+              an image's meta.json also holds the sha256 of the decoded RGB picture (load_image's,
+              before resizing) and the Pillow and transformers versions that made it.
 
 Stage names (same as mvembed --dump-stages): pixel_values patch_embed embed block_00.. merger_norm
 merger_fc1 (linear_fc1 output, before the erf GELU) output.
@@ -205,12 +207,19 @@ def image_inputs(path, mdir):
     pc = json.load(open(os.path.join(mdir, "preprocessor_config.json")))
     kw = {k: pc[k] for k in ["size", "patch_size", "temporal_patch_size", "merge_size", "image_mean", "image_std"]}
     proc = Qwen2VLImageProcessor(**kw)
+    import hashlib
+    import PIL
+    import transformers
     img = load_image(path)
+    # the decoded picture itself (RGB, EXIF orientation applied), before any resizing
+    decoded = np.ascontiguousarray(np.asarray(img, dtype=np.uint8))
     r = proc(images=[img], return_tensors="pt")
     pix = r["pixel_values"].numpy().astype(np.float32)
     grid = r["image_grid_thw"].numpy().astype(np.int64)
     meta = {"kind": "image", "width": img.width, "height": img.height,
-            "resized": [int(grid[0, 2]) * 16, int(grid[0, 1]) * 16], "processor": type(proc).__name__}
+            "resized": [int(grid[0, 2]) * 16, int(grid[0, 1]) * 16], "processor": type(proc).__name__,
+            "decoded_sha256": hashlib.sha256(decoded.tobytes()).hexdigest(), "decoded_shape": list(decoded.shape),
+            "pillow": PIL.__version__, "transformers": transformers.__version__}
     return pix, grid, meta
 
 

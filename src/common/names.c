@@ -88,7 +88,8 @@ static const struct {
     mv_name_kind kind;
 } media_exts[] = {
     {"jpg", MV_NAME_IMAGE},  {"jpeg", MV_NAME_IMAGE}, {"jpe", MV_NAME_IMAGE},  {"png", MV_NAME_IMAGE},
-    {"webp", MV_NAME_IMAGE}, {"mp4", MV_NAME_VIDEO},  {"m4v", MV_NAME_VIDEO},  {"mov", MV_NAME_VIDEO},
+    {"webp", MV_NAME_IMAGE}, {"gif", MV_NAME_IMAGE},  {"bmp", MV_NAME_IMAGE},  {"tif", MV_NAME_IMAGE},
+    {"tiff", MV_NAME_IMAGE}, {"mp4", MV_NAME_VIDEO},  {"m4v", MV_NAME_VIDEO},  {"mov", MV_NAME_VIDEO},
     {"mkv", MV_NAME_VIDEO},  {"webm", MV_NAME_VIDEO}, {"avi", MV_NAME_VIDEO},  {"mpg", MV_NAME_VIDEO},
     {"mpeg", MV_NAME_VIDEO}, {"ts", MV_NAME_VIDEO},   {"m2ts", MV_NAME_VIDEO}, {"flv", MV_NAME_VIDEO},
     {"ogv", MV_NAME_VIDEO},  {"3gp", MV_NAME_VIDEO},  {"wmv", MV_NAME_VIDEO},

@@ -17,6 +17,7 @@
 #include "mv_image.h"
 #include "mv_input.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* What a decoder reads and under which limits. */
@@ -47,13 +48,20 @@ extern const mv_image_format mv_image_formats[];
 extern const size_t mv_image_n_formats;
 const mv_image_format *mv_image_format_of(const uint8_t *head, size_t n);
 
-/* The decoders (image_jpeg.c, image_png.c, image_webp.c). */
+/* The decoders (image_jpeg.c, image_png.c, image_webp.c, image_gif.c, image_bmp.c,
+ * image_tiff.c). */
 int mv_jpeg_sniff(const uint8_t *head, size_t n);
 mv_status mv_jpeg_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 int mv_png_sniff(const uint8_t *head, size_t n);
 mv_status mv_png_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 int mv_webp_sniff(const uint8_t *head, size_t n);
 mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
+int mv_gif_sniff(const uint8_t *head, size_t n);
+mv_status mv_gif_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
+int mv_bmp_sniff(const uint8_t *head, size_t n);
+mv_status mv_bmp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
+int mv_tiff_sniff(const uint8_t *head, size_t n);
+mv_status mv_tiff_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 
 /* orientation.c. EXIF blob (TIFF header, optionally after "Exif\0\0"): 0 when it has no
  * orientation tag (so XMP may be consulted), -1 when the tag is not a single integer (PIL then
@@ -75,17 +83,22 @@ static inline int mv_magic_at(const uint8_t *h, size_t n, size_t off, const void
     return n >= off + len && memcmp(h + off, magic, len) == 0;
 }
 
-/* The decompression-bomb guard on a header's size (before any pixel buffer), fmt the label. */
+/* The decompression-bomb guard on a header's size (before any pixel buffer), fmt the label.
+ * Sides up to 2^32 - 1 (BMP and TIFF store 32 bits) are compared without overflow; a side over
+ * INT_MAX is refused even without a limit (mv_image_raw holds ints). */
 static inline mv_status mv_image_check_size(const char *name, const char *fmt, long long w, long long h,
                                             long long max_pixels, mv_err *e)
 {
     if (w <= 0 || h <= 0)
         return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt %s data: image size %lldx%lld", name, fmt, w, h);
+    unsigned long long px = (unsigned long long)w * (unsigned long long)h;
     if (max_pixels == 0) max_pixels = MV_IMAGE_MAX_PIXELS_DEFAULT;
-    if (max_pixels > 0 && w * h > max_pixels)
+    if (max_pixels > 0 && px > (unsigned long long)max_pixels)
         return mv_fail(e, MV_ERR_LIMIT,
-                       "%s: image size %lldx%lld (%lld pixels) exceeds the limit of %lld pixels "
-                       "(decompression bomb guard)", name, w, h, w * h, max_pixels);
+                       "%s: image size %lldx%lld (%llu pixels) exceeds the limit of %lld pixels "
+                       "(decompression bomb guard)", name, w, h, px, max_pixels);
+    if (w > INT_MAX || h > INT_MAX)
+        return mv_fail(e, MV_ERR_LIMIT, "%s: image size %lldx%lld is too large", name, w, h);
     return MV_OK;
 }
 

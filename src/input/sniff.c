@@ -17,6 +17,9 @@ const mv_image_format mv_image_formats[] = {
     {"jpeg", "JPEG", mv_jpeg_sniff, mv_jpeg_decode},
     {"png", "PNG", mv_png_sniff, mv_png_decode},
     {"webp", "WebP", mv_webp_sniff, mv_webp_decode},
+    {"gif", "GIF", mv_gif_sniff, mv_gif_decode},
+    {"bmp", "BMP", mv_bmp_sniff, mv_bmp_decode},
+    {"tiff", "TIFF", mv_tiff_sniff, mv_tiff_decode},
 };
 const size_t mv_image_n_formats = sizeof mv_image_formats / sizeof mv_image_formats[0];
 
@@ -72,10 +75,6 @@ static const char *other_format(const uint8_t *h, size_t n)
     if (has(h, n, 0, "FLV\x01", 4)) return "flv";
     if (has(h, n, 0, "\x30\x26\xb2\x75\x8e\x66\xcf\x11\xa6\xd9\x00\xaa\x00\x62\xce\x6c", 16))
         return "asf";
-    if (has(h, n, 0, "GIF87a", 6) || has(h, n, 0, "GIF89a", 6)) return "gif";
-    if (has(h, n, 0, "II*\0", 4) || has(h, n, 0, "MM\0*", 4)) return "tiff";
-    if (has(h, n, 0, "BM", 2) && n >= 14 && h[6] == 0 && h[7] == 0 && h[8] == 0 && h[9] == 0)
-        return "bmp";
     if (has(h, n, 0, "\x00\x00\x00\x0cjP  \r\n\x87\n", 12) || has(h, n, 0, "\xff\x4f\xff\x51", 4))
         return "jpeg2000";
     if (has(h, n, 0, "\xff\x0a", 2) || has(h, n, 0, "\x00\x00\x00\x0cJXL \r\n\x87\n", 12))

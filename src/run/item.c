@@ -85,7 +85,8 @@ int64_t mv_item_patches(const mv_item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
-static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_err *e)
+/* keep: NULL, or where the decoded image goes instead of being freed (--dump-stages) */
+static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_image *keep, mv_err *e)
 {
     mv_prepared *p = &it->p;
     mv_image img;
@@ -103,7 +104,10 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, 
     it->t_preprocess = mv_now() - t;
     if (!st)
         p->n_frames = 1;
-    mv_image_free(&img);
+    if (keep)
+        *keep = img;
+    else
+        mv_image_free(&img);
     if (st)
         return mv_fail_prefix(e, st, "%s", in->name);
     return MV_OK;
@@ -200,6 +204,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     char list[128];
     mv_input in;
     mv_err e;
+    mv_image decoded = {0};
     /* a tar member's bytes are in it->fd (a memfd), a file's at it->path */
     mv_status st = it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
                                : mv_input_open_path(&in, it->path, &e);
@@ -218,7 +223,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     switch (mv_sniff(head, nh)) {
     case MV_MEDIA_IMAGE:
         it->kind = "image";
-        st = prepare_image(c, it, &in, &e);
+        st = prepare_image(c, it, &in, c->dump_dir ? &decoded : NULL, &e);
         break;
     case MV_MEDIA_VIDEO:
         it->kind = "video";
@@ -235,13 +240,18 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     }
     mv_input_close(&in);
     if (st) {
+        mv_image_free(&decoded);
         mv_item_fail(it, e.msg);
         return MV_OK;
     }
     if (c->dump_dir) {
-        char dir[4200];
+        char dir[4200], path[4300];
         snprintf(dir, sizeof dir, "%s/%s", c->dump_dir, it->rel);
-        if ((st = mv_mkdirs(dir, fatal)) || (st = dump_inputs(dir, &it->p, fatal)))
+        snprintf(path, sizeof path, "%s/decoded.png", dir);
+        if (!(st = mv_mkdirs(dir, fatal)) && !(st = dump_inputs(dir, &it->p, fatal)) && decoded.rgb)
+            st = mv_png_write_rgb(path, decoded.rgb, decoded.width, decoded.height, fatal);
+        mv_image_free(&decoded);
+        if (st)
             return st;
     }
     return MV_OK;

@@ -52,6 +52,28 @@ print("ok")' "$D"
     [[ "$output" =~ "PNG image data, 320 x 192, 8-bit/color RGB" ]]
 }
 
+@test "dump-stages decoded.png: the decoded picture before resizing, PIL's load_image, for images only" {
+    cd "$ROOT/fixtures/media/images"
+    mvembed -q --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" --dump-stages "$BATS_TEST_TMPDIR/d" \
+        jpeg_exif6_168x104.jpg png_rgb_odd_173x97.png "$ROOT/fixtures/media/videos/h264_3frames.mp4"
+    run "$PY" - "$BATS_TEST_TMPDIR/d" <<'PYEOF'
+import os, sys
+import numpy as np
+from PIL import Image, ImageOps
+d = sys.argv[1]
+for n in ("jpeg_exif6_168x104.jpg", "png_rgb_odd_173x97.png"):
+    want = np.asarray(ImageOps.exif_transpose(Image.open(n)).convert("RGB"))
+    got = np.asarray(Image.open(os.path.join(d, n, "decoded.png")))
+    assert got.shape == want.shape and (got == want).all(), n
+    assert Image.open(os.path.join(d, n, "input.png")).size != got.shape[1::-1], n   # resized
+video = [f for f in os.listdir(d) if f != "jpeg_exif6_168x104.jpg" and f != "png_rgb_odd_173x97.png"]
+assert not any(os.path.exists(os.path.join(r, "decoded.png")) for r, _, _ in os.walk(os.path.join(d, video[0]))), video
+print("ok")
+PYEOF
+    echo "$output"
+    [ "$output" = ok ]
+}
+
 @test "npycmp fails above its limits and on shape mismatch" {
     R="$REF/parity/onecell_32x32.png"
     run "$NPYCMP" --max-rel 1e-3 "$R/output.f64.npy" "$R/output.f64.npy"

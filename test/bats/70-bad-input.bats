@@ -66,6 +66,40 @@ expect_error() {
     expect_error "$B/truncated.webp" "$B/truncated.webp: corrupt WebP data: not enough data (image file is truncated)"
 }
 
+@test "truncated GIF, BMP and TIFF" {
+    embed "$B/truncated.gif" "$B/truncated.bmp" "$B/truncated.tif" "$IMG/png_gray_128x72.png"
+    [ "$status" -eq 2 ]
+    expect_error "$B/truncated.gif" "$B/truncated.gif: truncated GIF data (image file is truncated)"
+    expect_error "$B/truncated.bmp" "$B/truncated.bmp: truncated BMP data (image file is truncated)"
+    expect_error "$B/truncated.tif" "$B/truncated.tif: truncated TIFF data (image file is truncated)"
+    [ "$(field_of "$IMG/png_gray_128x72.png" status)" = ok ]
+    # PIL refuses them too
+    run "$PY" -c '
+import sys
+from PIL import Image
+for f in sys.argv[1:]:
+    try:
+        Image.open(f).convert("RGB")
+        print("PIL decodes", f)
+    except OSError as e:
+        print("PIL:", e)' "$B/truncated.gif" "$B/truncated.bmp" "$B/truncated.tif"
+    echo "$output"
+    [ "$(echo "$output" | grep -c '^PIL: image file is truncated')" -eq 3 ]
+}
+
+@test "GIF, BMP and TIFF headers claiming 4 to 10 Gpixels: refused before allocating, quickly" {
+    SECONDS=0
+    embed "$B/bomb_65535x65535.gif" "$B/bomb_100000x100000.bmp" "$B/bomb_100000x100000.tif"
+    [ "$status" -eq 2 ]
+    [ "$SECONDS" -lt 30 ]
+    expect_error "$B/bomb_65535x65535.gif" \
+        "$B/bomb_65535x65535.gif: image size 65535x65535 (4294836225 pixels) exceeds the limit of 178956970 pixels (decompression bomb guard)"
+    for f in bomb_100000x100000.bmp bomb_100000x100000.tif; do
+        expect_error "$B/$f" \
+            "$B/$f: image size 100000x100000 (10000000000 pixels) exceeds the limit of 178956970 pixels (decompression bomb guard)"
+    done
+}
+
 @test "truncated MP4s: cut in the middle of the data, and before the moov box" {
     embed "$B/video_truncated.mp4" "$B/video_no_moov.mp4"
     [ "$status" -eq 2 ]

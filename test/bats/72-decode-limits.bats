@@ -183,3 +183,67 @@ print("%s frames %d (CLI %d), indices %s (numpy %s), timestamps %s (CLI %s)" % (
         [[ $output == *"all frames equal the CLI's bit for bit"* ]]
     done
 }
+
+@test "--max-decode-pixels refuses a GIF, BMP or TIFF over it before decoding, naming size and limit" {
+    for f in gif_frame_past_screen_48x32.gif bmp_rle4_81x47.bmp tif_rgb_tiles_45x29.tif; do
+        p="$ROOT/fixtures/formats/$f"
+        # the size as PIL opens it (a GIF's canvas grows to hold its first frame: 48x32 here)
+        size=$("$PY" -c 'import sys; from PIL import Image; print("%dx%d" % Image.open(sys.argv[1]).size)' "$p")
+        px=$((${size%x*} * ${size#*x}))
+        rm -rf "$T/o"
+        small="$ROOT/fixtures/formats/gif87a_2colours_33x17.gif" # 561 pixels: under every limit here
+        embed --max-decode-pixels $((px - 1)) "$p" "$small"
+        [ "$status" -eq 2 ]
+        [ "$(field_of "$p" error)" = "$p: image size $size ($px pixels) exceeds the limit of $((px - 1)) pixels (decompression bomb guard)" ]
+        [ "$(field_of "$small" status)" = ok ]
+        rm -rf "$T/o"
+        embed --max-decode-pixels $px "$p"
+        [ "$status" -eq 0 ]
+    done
+}
+
+# big_flat DIR W H: DIR/flat.gif, flat.bmp and flat.tif, one colour each, W x H pixels, small files
+# that take seconds to decode at 10000 x 10000 (scripts/make_fixture_formats.py --flat says how)
+big_flat() { "$PY" "$ROOT/scripts/make_fixture_formats.py" --flat "$@"; }
+
+@test "--timeout stops GIF, BMP and TIFF decodes at once, and part way through large images" {
+    for f in gif_lzw_256colours_120x90.gif bmp_rle8_79x43.bmp tif_rgb_lzw_45x29.tif; do
+        p="$ROOT/fixtures/formats/$f"
+        fmt=$(echo "${f%%_*}" | tr a-z A-Z | sed 's/TIF$/TIFF/')
+        rm -rf "$T/o"
+        embed --timeout 0.000001 "$p"
+        [ "$status" -eq 2 ]
+        [ "$(field_of "$p" error)" = "$p: $fmt decode stopped: time limit exceeded (--timeout)" ]
+    done
+    # the generator makes valid files: small ones decode to PIL's pixels (one colour each)
+    big_flat "$T/small" 700 300
+    rm -rf "$T/o"
+    embed --dump-stages "$T/d" "$T/small"
+    [ "$status" -eq 0 ]
+    run "$PY" - "$T/small" "$T/d" <<'PYEOF'
+import os, sys
+import numpy as np
+from PIL import Image
+for n in ("flat.gif", "flat.bmp", "flat.tif"):
+    want = np.asarray(Image.open(os.path.join(sys.argv[1], n)).convert("RGB"))
+    got = np.asarray(Image.open(os.path.join(sys.argv[2], n, "decoded.png")))
+    assert want.shape == (300, 700, 3) and (got == want).all() and len(np.unique(want.reshape(-1, 3), axis=0)) == 1, n
+print("ok")
+PYEOF
+    echo "$output"
+    [ "$output" = ok ]
+    # 10000 x 10000 takes seconds (8000 x 8000 for the TIFF): 0.1 s stops each inside its rows,
+    # one input a run (each holds hundreds of MB)
+    big_flat "$T/big" 10000 10000
+    big_flat "$T/big8" 8000 8000
+    for p in "$T/big/flat.gif" "$T/big/flat.bmp" "$T/big8/flat.tif"; do
+        fmt=$(echo "${p##*.}" | tr a-z A-Z | sed 's/TIF$/TIFF/')
+        rm -rf "$T/o"
+        SECONDS=0
+        embed --timeout 0.1 "$p"
+        echo "$p: $output ($SECONDS s)"
+        [ "$status" -eq 2 ]
+        [ "$(field_of "$p" error)" = "$p: $fmt decode stopped: time limit exceeded (--timeout)" ]
+        [ "$SECONDS" -lt 30 ]
+    done
+}

@@ -1,5 +1,6 @@
 /* fuzz_image.c - libFuzzer harness for the still-image path: magic-byte sniffing, JPEG / PNG /
- * WebP decoding (mv_image_decode_input, including EXIF / XMP orientation) from an mv_input over
+ * WebP / GIF / BMP / TIFF decoding through the format table (mv_image_decode_input, including
+ * EXIF / XMP / TIFF orientation; seeds of every format: seed-corpora.sh) from an mv_input over
  * the bytes in memory and again over read callbacks handing them out in short reads (a tar member
  * streamed), and, for every image that decodes, HF's preprocessing (smart_resize, antialiased
  * bicubic resize, normalize, patchify: mv_preprocess_image). The input is one image file. Both

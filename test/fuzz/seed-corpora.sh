@@ -8,8 +8,10 @@ D=${1:?usage: seed-corpora.sh DIR}
 PY=/usr/bin/python3
 mkdir -p "$D"/{safetensors,config,image,video,manifest,npy}
 
-# images: every fixture image, the parity images and the bad ones
-for f in fixtures/media/images/* fixtures/parity/*.png fixtures/bad/*.jpg fixtures/bad/*.png; do
+# images: every fixture image, the parity images, the crafted GIF/BMP/TIFF files (decoded and
+# refused ones) and the bad ones
+for f in fixtures/media/images/* fixtures/parity/*.png fixtures/formats/* fixtures/unsupported/*.* \
+    fixtures/bad/*.jpg fixtures/bad/*.png fixtures/bad/*.gif fixtures/bad/*.bmp fixtures/bad/*.tif; do
     [ -s "$f" ] && cp -n "$f" "$D/image/"
 done
 # videos: every fixture video and the bad ones

@@ -29,6 +29,7 @@
 
 #define IMG "fixtures/media/images/"
 #define BAD "fixtures/bad/"
+#define FMT "fixtures/formats/"
 
 /* FNV-1a 64 of a buffer (the stored PIL/HF hashes were made with it) */
 #define fnv1a mv_hash64
@@ -133,21 +134,14 @@ static void test_input_sources(void)
             CHECK(0, "%s: open and read", path);
             continue;
         }
-        const char *what[3] = {"descriptor", "memory", "callbacks, 7 bytes a read"};
         for (int k = 0; k < 3; k++) {
-            mv_input in;
-            stream s = {buf, len, 0, 7, -1, 0};
-            mv_status st = k == 0 ? mv_input_open_fd(&in, fd, "shard.tar/member", &e)
-                           : k == 1 ? mv_input_open_mem(&in, buf, len, "shard.tar/member", &e)
-                                    : mv_input_open_io(&in, &stream_io, &s, "shard.tar/member", &e);
-            mv_image img = {0};
-            if (st == MV_OK) st = mv_image_decode_input(&in, 0, 0, &img, &e);
+            mv_image img;
+            mv_status st = decode_source(k, fd, buf, len, "shard.tar/member", &img, &e);
             uint64_t h = st == MV_OK ? fnv1a(img.rgb, (size_t)img.width * img.height * 3) : 0;
             CHECK(st == MV_OK && h == fixtures[i].pil && img.width == fixtures[i].w && img.height == fixtures[i].h,
-                  "%s from a %s: RGB bit-identical to PIL load_image (%s)", fixtures[i].file, what[k],
+                  "%s from a %s: RGB bit-identical to PIL load_image (%s)", fixtures[i].file, source_names[k],
                   st == MV_OK ? "decoded" : e.msg);
             mv_image_free(&img);
-            mv_input_close(&in);
         }
         close(fd);
         free(buf);
@@ -158,10 +152,12 @@ static void test_input_sources(void)
  * one that ends early is a truncated file, as the same bytes from memory are. */
 static void test_input_errors(void)
 {
-    const char *files[] = {"jpeg_progressive_422_256x160.jpg", "png_interlaced_131x87.png", "webp_lossy_192x128.webp"};
-    for (size_t i = 0; i < 3; i++) {
-        char path[512];
-        snprintf(path, sizeof path, IMG "%s", files[i]);
+    const char *files[] = {IMG "jpeg_progressive_422_256x160.jpg", IMG "png_interlaced_131x87.png",
+                           IMG "webp_lossy_192x128.webp", FMT "gif_interlaced_99x45.gif", FMT "bmp_rle8_79x43.bmp",
+                           FMT "bmp_4bit_75x41.bmp", FMT "tif_rgb_lzw_predictor_45x29.tif",
+                           FMT "tif_rgb_tiles_45x29.tif"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        const char *path = files[i];
         uint8_t *buf = NULL;
         size_t len = 0;
         mv_err e = {{0}}, e2 = {{0}};
@@ -414,7 +410,7 @@ static void test_bad_files(void)
 {
     const struct { const char *path; mv_status s; const char *needle; } t[] = {
         {BAD "empty.jpg", MV_ERR_FORMAT, "empty file"},
-        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG or WebP"},
+        {BAD "x.jpg", MV_ERR_FORMAT, "not a JPEG, PNG, WebP, GIF, BMP or TIFF image"},
         {BAD "truncated.jpg", MV_ERR_FORMAT, "truncated"},
         {BAD "truncated.png", MV_ERR_FORMAT, "truncated"},
         {BAD "bad_huffman.jpg", MV_ERR_FORMAT, "Huffman"},
@@ -518,8 +514,15 @@ static void test_sniff(void)
         {"MPEG-PS", "\0\0\x01\xba\x44\0\x04", 7, MV_MEDIA_VIDEO, "mpegps"},
         {"Ogg", "OggS\0\x02\0\0", 8, MV_MEDIA_VIDEO, "ogg"},
         {"FLV", "FLV\x01\x05\0\0\0\x09", 9, MV_MEDIA_VIDEO, "flv"},
-        {"GIF", "GIF89a\x10\0\x10\0", 10, MV_MEDIA_IMAGE_OTHER, "gif"},
-        {"TIFF", "II*\0\x08\0\0\0", 8, MV_MEDIA_IMAGE_OTHER, "tiff"},
+        {"GIF", "GIF89a\x10\0\x10\0", 10, MV_MEDIA_IMAGE, "gif"},
+        {"GIF87a", "GIF87a\x10\0\x10\0", 10, MV_MEDIA_IMAGE, "gif"},
+        {"GIF88a", "GIF88a\x10\0\x10\0", 10, MV_MEDIA_UNKNOWN, "unknown"},
+        {"TIFF", "II*\0\x08\0\0\0", 8, MV_MEDIA_IMAGE, "tiff"},
+        {"big-endian TIFF", "MM\0*\0\0\0\x08", 8, MV_MEDIA_IMAGE, "tiff"},
+        {"BigTIFF", "II+\0\x08\0\0\0", 8, MV_MEDIA_IMAGE, "tiff"},
+        {"BMP", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
+        {"OS/2 BMP", "BM\x46\0\0\0\0\0\0\0\x1a\0\0\0\x0c\0\0\0", 18, MV_MEDIA_IMAGE, "bmp"},
+        {"BM then no DIB header", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x29\0\0\0", 18, MV_MEDIA_UNKNOWN, "unknown"},
         {"text", "hello, world\n", 13, MV_MEDIA_UNKNOWN, "unknown"},
         {"short JPEG prefix", "\xff\xd8", 2, MV_MEDIA_UNKNOWN, "unknown"},
         {"nothing", "", 0, MV_MEDIA_UNKNOWN, "unknown"},

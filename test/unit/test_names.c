@@ -79,7 +79,9 @@ int main(void)
           "media extension matching");
     CHECK(mv_name_kind_of("d/x.JPG") == MV_NAME_IMAGE && mv_name_kind_of("x.webp") == MV_NAME_IMAGE &&
               mv_name_kind_of("x.3gp") == MV_NAME_VIDEO && mv_name_kind_of("x.Mp4") == MV_NAME_VIDEO &&
-              mv_name_kind_of("x.gif") == MV_NAME_OTHER && mv_name_kind_of("x.") == MV_NAME_OTHER,
+              mv_name_kind_of("x.gif") == MV_NAME_IMAGE && mv_name_kind_of("x.BMP") == MV_NAME_IMAGE &&
+              mv_name_kind_of("x.tif") == MV_NAME_IMAGE && mv_name_kind_of("d/x.Tiff") == MV_NAME_IMAGE &&
+              mv_name_kind_of("x.heic") == MV_NAME_OTHER && mv_name_kind_of("x.") == MV_NAME_OTHER,
           "images and videos by extension");
     CHECK(mv_name_kind_of("x.tar") == MV_NAME_TAR && mv_name_kind_of("X.TAR.GZ") == MV_NAME_TAR &&
               mv_name_kind_of("a.tgz") == MV_NAME_TAR && mv_name_kind_of("d/a.tar.zst") == MV_NAME_TAR &&
