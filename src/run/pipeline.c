@@ -108,9 +108,8 @@ static void size_threads(runner *R, int n_be, threads *th)
     R->ictx.video_threads = cpus / jobs > 1 ? cpus / jobs : 1;
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
-    /* measured on 32 cores (bench/RESULTS.md): 16 writers (half the CPUs) made 35 files/s of
-     * 1900 x 5120 f32 (~0.46 s of a thread each) and held back two GPUs that make ~54; writers
-     * sleep when there is nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
+    /* half the CPUs held back two GPUs (bench/RESULTS.md, writers); writers sleep when there is
+     * nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
     int writers = jobs - jobs / 8;
     writers = writers < 2 ? 2 : (writers > MAX_WRITERS ? MAX_WRITERS : writers);
     if (o->verbose)
