@@ -120,3 +120,14 @@ no_match() {
     done
 }
 
+@test "the README's Layout names every file of src/" {
+    in_checkout
+    layout=$(sed -n '/^## Layout$/,$p' "$ROOT/README.md")
+    [ -n "$layout" ]
+    missing=""
+    for f in $(cd "$ROOT" && ls src/*/*.c); do
+        grep -qF "\`$f\`" <<< "$layout" || missing="$missing $f"
+    done
+    echo "not in the README's Layout:$missing"
+    [ -z "$missing" ]
+}
