@@ -129,6 +129,7 @@ endif
 LIB_SRCS  := $(wildcard src/*/*.c)
 LIB_SRCS  := $(filter-out src/cli/%,$(LIB_SRCS))
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRCS)) $(CU_OBJS)
+CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/cli/*.c))
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(filter-out test/tools/gemmprobe.c,$(wildcard test/tools/*.c))
@@ -143,7 +144,7 @@ cuda-tests: $(CUDA_TESTS)
 info:
 	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
-$(BIN): $(BUILD)/cli/main.o $(BUILD)/libmvembed.a
+$(BIN): $(CLI_OBJS) $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libmvembed.a: $(LIB_OBJS)

@@ -47,8 +47,10 @@ typedef struct {
     const char *grid;          /* tower-only: "t,h,w[;t,h,w...]" */
     int force, quiet, verbose;
     int jobs;                  /* decode threads (0 = cores) */
-    int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from slurm) */
+    int shard_k, shard_n;      /* --shard K/N (n = 0: none given; k = -1: auto/N) */
     mv_slurm_array slurm;      /* the array task's variables (main.c reads them) */
+    const char *k8s_index;     /* JOB_COMPLETION_INDEX (a Kubernetes Indexed Job; NULL unset) */
+    const char *aws_index, *aws_size; /* AWS_BATCH_JOB_ARRAY_INDEX, AWS_BATCH_JOB_ARRAY_SIZE */
     int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
     int n_devices;
     int inflight;              /* CUDA: forwards in flight per GPU (a backend + tower thread each; 0 = 2) */

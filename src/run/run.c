@@ -11,6 +11,7 @@
 #include "mv_pipeline.h"
 #include "mv_plan.h"
 #include "mv_preprocess.h"
+#include "mv_shard.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,38 +162,6 @@ done:
     return st;
 }
 
-/* Shard from --shard or from a Slurm array task's environment. */
-static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
-{
-    *k = o->shard_k;
-    *n = o->shard_n;
-    if (*n > 0)
-        return MV_OK;
-    const char *id = o->slurm.id, *cnt = o->slurm.count;
-    if (!id || !cnt)
-        return MV_OK;
-    const char *mn = o->slurm.min, *mx = o->slurm.max, *sp = o->slurm.step;
-    long vid = strtol(id, NULL, 10), vc = strtol(cnt, NULL, 10), vmin = mn ? strtol(mn, NULL, 10) : 0;
-    long step = sp ? strtol(sp, NULL, 10) : 1, vmax = mx ? strtol(mx, NULL, 10) : vmin + (vc - 1) * step;
-    /* only an evenly spaced range (a-b or a-b:s) maps task ids onto shards 0..COUNT-1; a list
-     * like --array=3,7 would leave shards unprocessed */
-    if (step < 1 || vc < 1 || (vid - vmin) % step || (vmax - vmin) / step + 1 != vc ||
-        (vid - vmin) / step < 0 || (vid - vmin) / step >= vc)
-        return mv_fail(e, MV_ERR_USAGE,
-                       "cannot derive a shard from SLURM_ARRAY_TASK_ID=%s, SLURM_ARRAY_TASK_MIN=%s, "
-                       "SLURM_ARRAY_TASK_MAX=%s, SLURM_ARRAY_TASK_STEP=%s, SLURM_ARRAY_TASK_COUNT=%s "
-                       "(arrays that are not an evenly spaced range need --shard K/N)",
-                       id, mn ? mn : "(unset)", mx ? mx : "(unset)", sp ? sp : "(unset)", cnt);
-    vid = vmin + (vid - vmin) / step;
-    *k = (int)(vid - vmin);
-    *n = (int)vc;
-    if (!o->quiet)
-        fprintf(stderr,
-                "mvembed: shard %d/%d from SLURM_ARRAY_TASK_ID=%s (%s tasks): embedding only this "
-                "shard's inputs (--shard none embeds them all)\n", *k, *n, id, cnt);
-    return MV_OK;
-}
-
 /* Test hook o->test_cpu_devices = N (2..MV_TEST_CPU_DEVICES_MAX): the CPU backend as N "devices"
  * of --inflight (default 2) backends each, laid out as CUDA's below (device i's k-th forward in
  * flight at be[k * N + i]), so that the pipeline's many-device scheduling (a tower thread per
@@ -308,7 +277,7 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
         goto out;
     }
     int shard_k, shard_n;
-    if ((st = resolve_shard(o, &shard_k, &shard_n, e)))
+    if ((st = mv_shard_resolve(o, &shard_k, &shard_n, e)))
         goto out;
     /* make_backends puts one backend per device first, then the next forward in flight of each
      * (n_dev <= n_be: every device has all its forwards in flight) */

@@ -159,9 +159,9 @@ refused() {
 }
 
 @test "--shard 0/4294967297 is a usage error, not shard 0 of 1" {
-    refused "--shard must be K/N with 0 <= K < N, or none: 0/4294967297" --shard 0/4294967297
-    refused "--shard must be K/N with 0 <= K < N, or none: 4294967296/4294967297" --shard 4294967296/4294967297
-    refused "--shard must be K/N with 0 <= K < N, or none: 0/ 2" --shard "0/ 2"
+    refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 0/4294967297" --shard 0/4294967297
+    refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 4294967296/4294967297" --shard 4294967296/4294967297
+    refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 0/ 2" --shard "0/ 2"
 }
 
 @test "integer options beyond their bounds or the type say so" {
