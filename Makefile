@@ -231,8 +231,8 @@ test-run: all unit
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	./mvembed --model fixtures/model-tiny --out out fixtures/media
-	@echo "demo: embeddings in out/, manifest in out/manifest.jsonl"
+	./mvembed --model fixtures/model-tiny --out emb fixtures/media
+	@echo "demo: embeddings in emb/, manifest in emb/manifest.jsonl (the README's readers read emb/)"
 
 deps:
 	@scripts/install-deps.sh

@@ -133,10 +133,10 @@ static void progress_draw(runner *R, int final)
     }
     fmt_dur(el, sizeof el, dt);
     int n = snprintf(line, sizeof line,
-                     "mvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
+                     "mvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f patches/s "
                      "| written %.1f files/s | elapsed %s",
                      done, tot, eta, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
-                     atomic_load(&R->tokens) / dt, done / dt, el);
+                     atomic_load(&R->patches) / dt, done / dt, el);
     if (R->progress == PROG_TTY) {
         struct winsize ws;
         if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && n >= ws.ws_col && ws.ws_col < sizeof line)
@@ -228,7 +228,7 @@ void pl_timeline(runner *R, double wall, int jobs, int n_tower, int writers, con
     long ok = atomic_load(&R->n_ok);
     double fwd = atomic_load(&R->t_ns[T_FORWARD]) * 1e-9;
     long nf = atomic_load(&R->n_forwards);
-    long long tok = atomic_load(&R->tokens);
+    long long tok = atomic_load(&R->patches);
     if (ok && fwd > 0)
         fprintf(stderr,
                 "mvembed: end to end %.2f files/s, %.0f patches/s; tower busy %.1fs (%.0f%% of the "

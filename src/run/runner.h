@@ -46,7 +46,7 @@ struct runner {
     atomic_long n_ok, n_err, n_skip, n_decoded;
     atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
     int shard_k, shard_n;
-    atomic_llong tokens;
+    atomic_llong patches; /* patches that went into forwards */
     atomic_llong t_ns[T_N];
     /* stage-in's parts: the tower threads' CPU time in it, (re)allocating page-locked buffers,
      * copying the frames */

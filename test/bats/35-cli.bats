@@ -192,7 +192,20 @@ refused() {
     run mvembed --progress --device cpu --model "$MODEL" --out "$T/o" "$T/data"
     [ "$status" -eq 0 ]
     [[ "$output" =~ "mvembed: 4/4 done, 0 failed, 0 skipped | decode " ]]
-    [[ "$output" =~ "tok/s | written " ]]
+    [[ "$output" =~ "patches/s | written " ]]
     run mvembed -q --force --device cpu --model "$MODEL" --out "$T/o" "$T/data"
     [ -z "$output" ]
+}
+
+@test "--help says that tar files are read, with the suffixes the man page lists" {
+    run mvembed --help
+    [ "$status" -eq 0 ]
+    # every suffix the man page's DESCRIPTION names for tar input is in --help too
+    sufs=$(sed -n '/whose name ends in .tar/,/any case/p' "$ROOT/man/mvembed.1" | grep -oE '\.tar(\.[a-z0-9]+)?|\.tgz' | sort -u)
+    [ "$(echo "$sufs" | wc -l)" -ge 5 ]
+    for s in $sufs; do
+        echo "suffix $s"
+        [[ "$output" == *"$s"* ]]
+    done
+    [[ "$output" =~ "WebDataset shard" ]]
 }
