@@ -9,20 +9,19 @@
  * names, and its --help text. One parser (set_option) reads every argument through the table,
  * and --help is printed from it, so the two cannot drift apart; test/bats/05-repo.bats checks that
  * the man page's OPTIONS list the same options. A number is read whole and must lie within its
- * row's bounds (and its type): anything else is a usage error naming the option.
+ * row's bounds (and its type; mv_numparse.h): anything else is a usage error naming the option.
  *
  * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error, 128 + signal
  * when interrupted. */
 #include "mv_gemm_amx.h"
+#include "mv_numparse.h"
 #include "mv_pool.h"
 #include "mv_run.h"
+#include "mv_stdfds.h"
 #include "mv_tar.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -293,40 +292,6 @@ static int print_version(const char *s, mv_run_opts *o)
 
 /* ---- arguments ------------------------------------------------------------------------------- */
 
-/* Strict numbers: the whole argument, no leading space, within [lo, hi]. 0; -1 when it is not a
- * number or not within [lo, hi]; -2 when it is a number beyond the type (the message says so). */
-static int parse_ll(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || isspace((unsigned char)*s) || *end)
-        return -1;
-    if (errno == ERANGE)
-        return -2;
-    if (v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* The same for a finite real number in [lo, hi] ((lo, hi] when open_lo; nan, inf and
- * overflowing values are refused). */
-static int parse_real(const char *s, double lo, int open_lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || isspace((unsigned char)*s) || *end || isnan(v))
-        return -1;
-    if (errno == ERANGE || !isfinite(v))
-        return -2;
-    if (v < lo || v > hi || (open_lo && v == lo))
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_shard_size(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->shard_size); }
 
 /* "0,1,3" or "all" (every visible CUDA device). */
@@ -373,7 +338,7 @@ static int parse_shard(const char *s, mv_run_opts *o)
         return -1;
     memcpy(ks, s, (size_t)(slash - s));
     ks[slash - s] = 0;
-    if (parse_ll(ks, 0, INT_MAX, &k) || parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
+    if (mv_parse_ll(ks, 0, INT_MAX, &k) || mv_parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
         return -1;
     o->shard_k = (int)k;
     o->shard_n = (int)n;
@@ -406,13 +371,20 @@ static int set_option(const opt_def *d, const char *arg, mv_run_opts *o)
     int rc = 0;
     switch (d->kind) {
     case K_FLAG: *(int *)field = (int)d->lo; return -1;
-    case K_STRING: *(const char **)field = arg; return -1;
+    case K_STRING:
+        if (!*arg) { /* `--out ''`: an empty argument, never read as the current directory */
+            char msg[64];
+            snprintf(msg, sizeof msg, "--%s must not be empty", d->name);
+            return usage_error(msg, NULL);
+        }
+        *(const char **)field = arg;
+        return -1;
     case K_INT:
-        if (!(rc = parse_ll(arg, d->lo, d->hi, &v)))
+        if (!(rc = mv_parse_ll(arg, d->lo, d->hi, &v)))
             *(int *)field = (int)v;
         break;
-    case K_LL: rc = parse_ll(arg, d->lo, d->hi, (long long *)field); break;
-    case K_REAL: rc = parse_real(arg, d->rlo, d->open_lo, d->rhi, (double *)field); break;
+    case K_LL: rc = mv_parse_ll(arg, d->lo, d->hi, (long long *)field); break;
+    case K_REAL: rc = mv_parse_real(arg, d->rlo, d->open_lo, d->rhi, (double *)field); break;
     case K_ENUM:
         rc = -1;
         for (const opt_name *n = d->names; n->name && rc; n++)
@@ -528,7 +500,7 @@ static int from_environment(mv_run_opts *o)
     /* a test hook: a test must not run what it did not ask for, so any other value is refused */
     const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
     long long n = 0;
-    if (fake && *fake && (parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
+    if (fake && *fake && (mv_parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
         char esc[256];
         fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset\n",
                 mv_escape(fake, esc, sizeof esc), MV_TEST_CPU_DEVICES_MAX);
@@ -586,6 +558,10 @@ static int run(mv_run_opts *o)
 
 int main(int argc, char **argv)
 {
+    if (mv_stdfds_guard())
+        return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
+    /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
+    signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "manifest"))
         return manifest_command(argc, argv);
     mv_run_opts o;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bats
+# A hostile environment (issue 31): closed standard descriptors, a broken pipe on stderr, empty
+# arguments, links inside OUT, FIFOs in the Hugging Face cache, odd tar members, interrupts. Each
+# test names the behaviour it holds; the oracles are Python's json/tarfile, the filesystem and
+# the ffmpeg CLI. Every run is under `timeout`, so that a hang fails instead of blocking.
+load test_helper
+
+IMG="$ROOT/fixtures/media/images"
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    MAN="$T/o/manifest.jsonl"
+}
+
+# all_json FILE: every line of FILE is one whole JSON object; prints the number of lines
+all_json() {
+    "$PY" - "$1" <<'PYEOF'
+import json, sys
+n = 0
+for raw in open(sys.argv[1], "rb"):
+    assert raw.endswith(b"\n"), "torn line: %r" % raw
+    assert isinstance(json.loads(raw), dict), raw
+    n += 1
+print(n)
+PYEOF
+}
+
+# inputs_of FILE: the manifest's "input" fields, sorted, one per line
+inputs_of() {
+    "$PY" -c 'import json,sys; print("\n".join(sorted(json.loads(l)["input"] for l in open(sys.argv[1],"rb"))))' "$1"
+}
+
+@test "closed stderr at start: no message lands in the manifest" {
+    echo junk > "$T/bad.jpg"
+    # default device (auto: a "no usable GPU" line), a failing input and the summary: three
+    # messages that a manifest opened as descriptor 2 would receive
+    local st=0
+    timeout 120 "$MVEMBED" -j 1 --model "$MODEL" --out "$T/o" "$IMG/png_rgb_320x256.png" "$T/bad.jpg" \
+        2>&- || st=$?
+    [ "$st" -eq 2 ]
+    run all_json "$MAN"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" = 2 ]
+}
+
+@test "closed stdin at start: the manifest is never read back as the path list of -" {
+    local st
+    for i in 1 2 3; do
+        st=0
+        timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" \
+            "$IMG/png_rgb_320x256.png" - <&- 2>"$T/err" || st=$?
+        echo "run $i: $st $(cat "$T/err")"
+        [ "$st" -eq 0 ]
+    done
+    [ "$(inputs_of "$MAN" | sort -u)" = "$IMG/png_rgb_320x256.png" ]
+}
+
+@test "a broken pipe on stderr never stops the run: every manifest line, exit 2" {
+    mkdir "$T/in"
+    for i in $(seq 200); do echo "not an image $i" > "$T/in/bad$i.jpg"; done
+    cp "$IMG"/* "$T/in/"
+    local n
+    n=$(find "$T/in" -type f | wc -l)
+    [ "$n" -eq 221 ]
+    timeout 300 "$MVEMBED" -v -j 1 --device cpu --progress-every 0.01 --model "$MODEL" --out "$T/o" "$T/in" 2>&1 \
+        | head -c 1 >/dev/null
+    local st=("${PIPESTATUS[@]}")
+    echo "mvembed exited ${st[0]}"
+    [ "${st[0]}" -eq 2 ]
+    run all_json "$MAN"
+    [ "$output" = 221 ]
+    "$PY" - "$MAN" <<'PYEOF'
+import collections, json, sys
+c = collections.Counter(json.loads(l)["status"] for l in open(sys.argv[1], "rb"))
+assert c == {"ok": 21, "error": 200}, c
+PYEOF
+}
+
+@test "--out '' is a usage error that names the empty option" {
+    cd "$T"
+    run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out '' "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"--out must not be empty"* ]]
+    [ -z "$(ls -A "$T")" ]
+}
