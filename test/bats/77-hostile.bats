@@ -85,3 +85,21 @@ PYEOF
     [[ "$output" == *"--out must not be empty"* ]]
     [ -z "$(ls -A "$T")" ]
 }
+
+@test "a FIFO as refs/main in the Hugging Face cache is refused, not waited on" {
+    local repo=$T/hc/models--Org--Tiny c=1111111111111111111111111111111111111111
+    mkdir -p "$repo/refs" "$repo/snapshots/$c"
+    cp "$MODEL"/* "$repo/snapshots/$c/"
+    mkfifo "$repo/refs/main"
+    run env HF_HUB_CACHE="$T/hc" timeout 30 "$MVEMBED" -q --device cpu --model Org/Tiny --out "$T/o" \
+        "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$repo/refs/main: not a regular file (a fifo)"* ]]
+    # the same cache with refs/main a regular file naming the snapshot: the model loads
+    rm "$repo/refs/main"
+    printf '%s' "$c" > "$repo/refs/main"
+    run env HF_HUB_CACHE="$T/hc" timeout 60 "$MVEMBED" -q --device cpu --model Org/Tiny --out "$T/o" \
+        "$IMG/png_rgb_320x256.png"
+    [ "$status" -eq 0 ]
+}
