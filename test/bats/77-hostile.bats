@@ -103,3 +103,35 @@ PYEOF
         "$IMG/png_rgb_320x256.png"
     [ "$status" -eq 0 ]
 }
+
+@test "a symlink inside OUT that leads outside fails that input; nothing is written outside" {
+    mkdir -p "$T/in/d" "$T/in/e/f" "$T/in/g" "$T/outside" "$T/abs" "$T/o/e" "$T/o/inner"
+    cp "$IMG/png_rgb_320x256.png" "$T/in/d/x.png"
+    cp "$IMG/png_rgb_320x256.png" "$T/in/e/f/y.png"
+    cp "$IMG/png_rgb_320x256.png" "$T/in/g/z.png"
+    cp "$IMG/png_gray_128x72.png" "$T/in/ok.png"
+    ln -s ../outside "$T/o/d"         # relative, up and out
+    ln -s "$T/abs" "$T/o/e/f"         # absolute, one level down
+    for run_no in 1 2; do             # the second run resumes: still nothing outside
+        run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" "$T/in"
+        echo "run $run_no: $output"
+        [ "$status" -eq 2 ]
+        [ -z "$(find "$T/outside" "$T/abs" -mindepth 1)" ]
+    done
+    "$PY" - "$MAN" "$T/in" <<'PYEOF'
+import json, sys
+last = {}
+for l in open(sys.argv[1], "rb"):
+    r = json.loads(l)
+    last[r["input"][len(sys.argv[2]) + 1:]] = r
+for k in ("d/x.png", "e/f/y.png"):
+    r = last[k]
+    assert r["status"] == "error", r
+    assert "symbolic link" in r["error"] and "leads outside the output directory" in r["error"], r
+for k in ("g/z.png", "ok.png"):
+    assert last[k]["status"] == "ok", last[k]
+assert set(last) == {"d/x.png", "e/f/y.png", "g/z.png", "ok.png"}, last
+PYEOF
+    [ -f "$T/o/g/z.png.npy.zst" ]
+    [ -L "$T/o/d" ] && [ -L "$T/o/e/f" ]
+}
