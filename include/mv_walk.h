@@ -15,6 +15,19 @@
 
 #include "mv_common.h"
 
+/* Why a directory entry was passed over (not an input, not an error): counted by the walk
+ * (mv_walk_skipped) and, with mv_walk_opts.on_skip, told one by one. */
+typedef enum {
+    MV_WALK_SKIP_NAME,    /* a regular file without an image/video extension (--all-files takes it) */
+    MV_WALK_SKIP_HIDDEN,  /* a name starting with '.' (--hidden takes it), file or directory */
+    MV_WALK_SKIP_OUT,     /* the output directory */
+    MV_WALK_SKIP_SPECIAL, /* in a directory: a FIFO, socket, device, or a dangling link not named as media */
+    MV_WALK_SKIP_N
+} mv_walk_skip;
+
+/* The reason in words ("not an image or video name", "hidden", ...). */
+const char *mv_walk_skip_str(mv_walk_skip why);
+
 typedef struct {
     int null_sep;  /* paths read from stdin ("-") are NUL-separated (find -print0), not lines */
     int all_files; /* in directories take every regular file, not only image/video extensions */
@@ -28,6 +41,10 @@ typedef struct {
     /* names_only: tar members are listed without reading their bytes (item.fd stays -1), for
      * counting inputs */
     int names_only;
+    /* on_skip (may be NULL): called with each entry passed over (its path, valid during the call)
+     * and why, on the caller's thread, from inside mv_walk_next */
+    void (*on_skip)(void *user, const char *path, mv_walk_skip why);
+    void *skip_user;
 } mv_walk_opts;
 
 typedef struct mv_walk mv_walk;
@@ -63,6 +80,9 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
 /* Returns 1 with *item filled, 0 at the end, <0 on a fatal error (out of memory, stdin read
  * error; e set). */
 int mv_walk_next(mv_walk *w, mv_walk_item *item, mv_err *e);
+
+/* The entries passed over so far, by reason: counts[MV_WALK_SKIP_N]. */
+void mv_walk_skipped(const mv_walk *w, long counts[MV_WALK_SKIP_N]);
 
 void mv_walk_close(mv_walk *w);
 

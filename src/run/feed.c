@@ -30,11 +30,20 @@ static int name_add(mv_hashset *s, const char *out_rel)
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
-/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
- * as the directory never walked into. */
-static mv_walk_opts walk_opts(const mv_run_opts *o)
+/* -v: each entry the walk passes over, named */
+static void say_skip(void *user, const char *path, mv_walk_skip why)
 {
-    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden};
+    char esc[8192];
+    pl_say(user, "mvembed: %s: passed over (%s)\n", mv_escape(path, esc, sizeof esc), mv_walk_skip_str(why));
+}
+
+/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
+ * as the directory never walked into; with -v, entries passed over are told to teller (NULL:
+ * not told). */
+static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
+{
+    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden,
+                       .on_skip = teller && o->verbose ? say_skip : NULL, .skip_user = teller};
     struct stat sb;
     if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         wo.has_skip = 1;
@@ -51,7 +60,7 @@ void *pl_count_main(void *arg)
     runner *R = arg;
     const mv_run_opts *o = R->o;
     mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
+    mv_walk_opts wo = walk_opts(o, NULL);
     wo.names_only = 1;
     mv_err e;
     if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
@@ -87,7 +96,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const mv_run_opts *o = R->o;
     int shard_k = R->shard_k, shard_n = R->shard_n;
     mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
+    mv_walk_opts wo = walk_opts(o, R);
     char *out_real = realpath(o->out_dir, NULL);
     if (!out_real)
         return mv_fail(e, MV_ERR_IO, "%s: cannot resolve the output directory: %s", o->out_dir,
@@ -197,7 +206,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
-    mv_walk_close(w);
+    mv_walk_skipped(w, R->walk_skipped), mv_walk_close(w);
     mv_hashset_free(&rels);
     free(out_real);
     return st;

@@ -212,9 +212,17 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
         fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", res->ok);
         return;
     }
+    char passed[300] = ""; /* "; passed over: not an image or video name: 2, hidden: 1" */
+    for (int k = 0, n = 0; k < MV_WALK_SKIP_N; k++)
+        if (R->walk_skipped[k])
+            n += snprintf(passed + n, sizeof passed - (size_t)n, "%s%s: %ld", n ? ", " : "; passed over: ",
+                          mv_walk_skip_str((mv_walk_skip)k), R->walk_skipped[k]);
     if (!o->quiet)
-        fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", res->ok, res->failed,
-                res->skipped, wall);
+        fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs%s\n", res->ok, res->failed,
+                res->skipped, wall, passed);
+    if (!res->ok && !res->failed && !res->skipped) /* said even with -q: nothing was done */
+        fprintf(stderr, "mvembed: no input found in the given paths%s%s\n", passed,
+                passed[0] ? " (-v names them; --all-files, --hidden take them)" : "");
     if (o->verbose) {
         pl_device_time dev[MV_PIPELINE_MAX_TOWERS];
         for (int d = 0; d < n_dev; d++)

@@ -15,6 +15,7 @@
 #include "mv_pool.h"
 #include "mv_queue.h"
 #include "mv_tar.h"
+#include "mv_walk.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,6 +46,7 @@ struct runner {
     /* counters */
     atomic_long n_ok, n_err, n_skip, n_decoded;
     atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
+    long walk_skipped[MV_WALK_SKIP_N]; /* what the feed's walk passed over (set when it ends) */
     int shard_k, shard_n;
     atomic_llong tokens;
     atomic_llong t_ns[T_N];

@@ -135,3 +135,38 @@ PYEOF
     [ -f "$T/o/g/z.png.npy.zst" ]
     [ -L "$T/o/d" ] && [ -L "$T/o/e/f" ]
 }
+
+@test "what the walk passes over is counted by reason, -v names it, a run with no input says so" {
+    mkdir -p "$T/in/.thumbs" "$T/in/sub"
+    echo x > "$T/in/a.heic"
+    echo x > "$T/in/a.avif"
+    echo x > "$T/in/README.txt"
+    cp "$IMG/png_gray_128x72.png" "$T/in/.thumbs/t.png"
+    mkfifo "$T/in/sub/f.png"
+    run timeout 60 "$MVEMBED" --device cpu -j 1 --model "$MODEL" --out "$T/o" "$T/in"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"0 ok, 0 failed, 0 skipped in "*"; passed over: not an image or video name: 3, hidden: 1, not a regular file: 1"* ]]
+    [[ "$output" == *"mvembed: no input found in the given paths"* ]]
+    # -q: no summary, but the empty run is still told
+    run timeout 60 "$MVEMBED" -q --device cpu -j 1 --model "$MODEL" --out "$T/o" "$T/in"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "mvembed: no input found in the given paths; passed over: "* ]]
+    # -v names each entry passed over, with its reason; OUT inside the input is one of them
+    run timeout 60 "$MVEMBED" -v --device cpu -j 1 --model "$MODEL" --out "$T/in/o" "$T/in"
+    for want in "$T/in/a.heic: passed over (not an image or video name)" \
+                "$T/in/a.avif: passed over (not an image or video name)" \
+                "$T/in/README.txt: passed over (not an image or video name)" \
+                "$T/in/.thumbs: passed over (hidden)" \
+                "$T/in/sub/f.png: passed over (not a regular file)" \
+                "$T/in/o: passed over (the output directory)"; do
+        [[ "$output" == *"mvembed: $want"* ]] || { echo "missing: $want"; echo "$output"; false; }
+    done
+    # a run that has inputs: the counts on the summary line, no "no input" line
+    rm -r "$T/in/o"
+    cp "$IMG/png_gray_128x72.png" "$T/in/ok.png"
+    run timeout 60 "$MVEMBED" --device cpu -j 1 --model "$MODEL" --out "$T/o2" "$T/in"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"1 ok, 0 failed, 0 skipped in "*"; passed over: not an image or video name: 3, hidden: 1, not a regular file: 1"* ]]
+    [[ "$output" != *"no input found"* ]]
+}
