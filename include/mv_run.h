@@ -30,6 +30,7 @@ typedef struct {
     char *const *paths;
     int n_paths;
     int null_sep, all_files, hidden;
+    int walk_rules;            /* --walk-rules: listed paths passed over as a walk would (mv_walk.h) */
     mv_device_kind device;
     mv_backend_opts bopts;
     mv_dtype out_dtype;        /* MV_DT_F32 or MV_DT_F16 */

@@ -41,6 +41,12 @@ typedef struct {
     /* names_only: tar members are listed without reading their bytes (item.fd stays -1), for
      * counting inputs */
     int names_only;
+    /* listed_rules (--walk-rules): a path given as a file (an argument, or read from stdin) is
+     * passed over as a directory walk would pass it over, instead of being an input or an error
+     * item: a component of it starting with '.' (not "." or "..") unless hidden, a name without an
+     * image/video extension unless all_files (a tar shard's name is still read as one), not a
+     * regular file, or inside skip_dir. A path that does not exist stays an error item. */
+    int listed_rules;
     /* on_skip (may be NULL): called with each entry passed over (its path, valid during the call)
      * and why, on the caller's thread, from inside mv_walk_next */
     void (*on_skip)(void *user, const char *path, mv_walk_skip why);

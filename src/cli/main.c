@@ -130,6 +130,9 @@ static const opt_def options[] = {
     FLAG("null", '0', null_sep, 1, "paths on standard input are NUL-separated (find -print0)"),
     FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
     FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
+    FLAG("walk-rules", 0, walk_rules, 1,
+         "paths given as files (arguments, -) follow the directory walk's rules:\n"
+         "hidden ones, other extensions, non-files and OUT's are passed over"),
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
     ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),

@@ -14,6 +14,7 @@
 
 #include "mv_names.h"
 #include "mv_tar_in.h"
+#include "mv_walk_rules.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +52,7 @@ struct mv_walk {
     char *tar_path;  /* its path */
     int fd;          /* the last tar member's memfd, closed at the next call */
     long skipped[MV_WALK_SKIP_N]; /* entries passed over, by reason */
+    mv_dir_memo memo; /* listed_rules: whether the last listed path's directory is in OUT */
     char err[1536];
 };
 
@@ -113,21 +115,46 @@ const char *mv_walk_skip_str(mv_walk_skip why)
     return why < MV_WALK_SKIP_N ? s[why] : "?";
 }
 
-/* Counts an entry passed over; tells on_skip, with the path w->pb[0..dirlen) + '/' + name (name
- * NULL: w->pb itself). */
-static void skip(mv_walk *w, size_t dirlen, const char *name, mv_walk_skip why)
+/* Counts an entry passed over and tells on_skip. */
+static void told(mv_walk *w, const char *path, mv_walk_skip why)
 {
     w->skipped[why]++;
-    if (!w->o.on_skip)
-        return;
-    if (!name) {
-        w->o.on_skip(w->o.skip_user, w->pb, why);
+    if (w->o.on_skip)
+        w->o.on_skip(w->o.skip_user, path, why);
+}
+
+/* told, for the path w->pb[0..dirlen) + '/' + name (name NULL: w->pb itself). */
+static void skip(mv_walk *w, size_t dirlen, const char *name, mv_walk_skip why)
+{
+    if (!name || !w->o.on_skip) {
+        told(w, w->pb, why);
         return;
     }
     char keep = w->pb[dirlen];
-    if (set_child(w, dirlen, name) == 0) /* no memory: counted, not told */
-        w->o.on_skip(w->o.skip_user, w->pb, why);
+    if (set_child(w, dirlen, name) == 0)
+        told(w, w->pb, why);
+    else /* no memory for the path: counted, not told */
+        w->skipped[why]++;
     w->pb[dirlen] = keep;
+}
+
+/* listed_rules: why the listed path p (sb: its stat) is passed over, or -1 when it is an input
+ * (or a directory to walk); -2 out of memory (e set). */
+static int listed_skip(mv_walk *w, const char *p, const struct stat *sb, mv_err *e)
+{
+    if (!w->o.hidden && mv_path_hidden(p))
+        return MV_WALK_SKIP_HIDDEN;
+    int dir = S_ISDIR(sb->st_mode);
+    if (!dir && !S_ISREG(sb->st_mode))
+        return MV_WALK_SKIP_SPECIAL;
+    if (!dir && !w->o.all_files && !mv_name_is_media(p) && mv_name_kind_of(p) != MV_NAME_TAR)
+        return MV_WALK_SKIP_NAME;
+    int in = w->o.has_skip ? mv_path_in_dir(&w->memo, p, w->o.skip_dev, w->o.skip_ino) : 0;
+    if (in < 0) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+        return -2;
+    }
+    return in ? MV_WALK_SKIP_OUT : -1;
 }
 
 static int keep_entry(mv_walk *w, const struct dirent *d, size_t dirlen)
@@ -483,6 +510,13 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             snprintf(w->err, sizeof w->err, "%s", strerror(errno));
             return yield_error(w, it, p, rel);
         }
+        int why = w->o.listed_rules ? listed_skip(w, p, &sb, e) : -1;
+        if (why == -2)
+            return -1;
+        if (why >= 0) {
+            told(w, p, (mv_walk_skip)why);
+            continue;
+        }
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);
             if (r < 0)
@@ -555,5 +589,6 @@ void mv_walk_close(mv_walk *w)
     free(w->pb);
     free(w->name);
     free(w->line);
+    mv_dir_memo_free(&w->memo);
     free(w);
 }

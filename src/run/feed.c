@@ -43,6 +43,7 @@ static void say_skip(void *user, const char *path, mv_walk_skip why)
 static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
 {
     mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden,
+                       .listed_rules = o->walk_rules,
                        .on_skip = teller && o->verbose ? say_skip : NULL, .skip_user = teller};
     struct stat sb;
     if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {

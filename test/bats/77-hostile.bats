@@ -170,3 +170,52 @@ PYEOF
     [[ "$output" == *"1 ok, 0 failed, 0 skipped in "*"; passed over: not an image or video name: 3, hidden: 1, not a regular file: 1"* ]]
     [[ "$output" != *"no input found"* ]]
 }
+
+@test "--walk-rules: a find | xargs path list gets the inputs a directory walk gets" {
+    cd "$T"
+    mkdir -p data/a data/.thumbs data/b/.cache data/emb
+    cp "$IMG/png_gray_128x72.png" data/a/one.png
+    cp "$IMG/webp_lossy_192x128.webp" data/two.webp
+    cp "$IMG/png_rgb_320x256.png" data/.thumbs/one.png
+    cp "$IMG/png_rgb_320x256.png" data/b/.cache/c.png
+    cp "$IMG/png_rgb_320x256.png" data/.hidden.png
+    cp "$IMG/png_rgb_320x256.png" data/emb/stray.png # an image inside OUT
+    echo '{}' > data/meta.json
+    echo readme > data/README.txt
+    mkfifo data/b/pipe.png
+    # the oracle: a directory walk, OUT inside the data
+    run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out data/emb data
+    [ "$status" -eq 0 ]
+    find data -type f -print0 | sort -z > list # OUT's files included
+    run bash -c 'xargs -0 -n 3 "$1" -q -j 1 --device cpu --model "$2" --out data/emb --walk-rules < list' _ \
+        "$MVEMBED" "$MODEL"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # nothing failed: the only lines are of runs (chunks of 3) whose paths were all passed over
+    [ -z "$(echo "$output" | grep -v '^mvembed: no input found in the given paths; passed over: ')" ]
+    # the same list through standard input, -0 -, with -v naming each path passed over
+    # hidden directories and OUT itself listed too: passed over, not walked
+    (find data -type f -print0; printf '%s\0' data/.thumbs data/b/.cache data/emb) > files
+    run timeout 120 "$MVEMBED" -v -j 1 --device cpu --model "$MODEL" --out data/emb --walk-rules -0 - < files
+    [ "$status" -eq 0 ]
+    for want in "data/README.txt: passed over (not an image or video name)" \
+                "data/.thumbs/one.png: passed over (hidden)" \
+                "data/b/.cache/c.png: passed over (hidden)" \
+                "data/emb/stray.png: passed over (the output directory)" \
+                "data/.thumbs: passed over (hidden)" \
+                "data/emb: passed over (the output directory)"; do
+        [[ "$output" == *"mvembed: $want"* ]] || { echo "missing: $want"; echo "$output"; false; }
+    done
+    "$PY" - data/emb/manifest.jsonl <<'PYEOF'
+import collections, json, sys
+rows = [json.loads(l) for l in open(sys.argv[1], "rb")]
+assert all(r["status"] == "ok" for r in rows), rows
+c = collections.Counter(r["input"] for r in rows)
+# the walk's two inputs, and the same two again from the listed runs (other output names:
+# the paths as given), never anything the walk passed over
+assert c == {"data/a/one.png": 2, "data/two.webp": 2}, c
+PYEOF
+    # without --walk-rules the same list fails the non-media files
+    run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out data/emb3 -0 - < files
+    [ "$status" -eq 2 ]
+}
