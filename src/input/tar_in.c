@@ -115,8 +115,19 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         base = base ? base + 1 : nm;
         if (!*base || (!t->all_files && !mv_name_is_media(base)))
             continue;
-        snprintf(t->name, sizeof t->name, "%s", nm);
         *name = t->name;
+        size_t nl = strlen(nm);
+        if (nl >= sizeof t->name) { /* a pax name may be any length, a path at most 4095 bytes */
+            size_t cut = 200;
+            while (cut && ((unsigned char)nm[cut] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
+                cut--;
+            snprintf(t->name, sizeof t->name, "%.*s...", (int)cut, nm);
+            snprintf(t->err, sizeof t->err, "tar member name of %zu bytes is over the %zu-byte limit "
+                     "for paths (named here by its first %zu bytes)", nl, sizeof t->name - 1, cut);
+            *err = t->err;
+            return 1;
+        }
+        memcpy(t->name, nm, nl + 1);
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
         if (size > MV_TAR_MEMBER_MAX) {
             snprintf(t->err, sizeof t->err, "tar member of %lld bytes is over the %lld-byte limit for members",

@@ -219,3 +219,37 @@ PYEOF
     run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out data/emb3 -0 - < files
     [ "$status" -eq 2 ]
 }
+
+@test "a tar member name over 4095 bytes gets its own error line, whole and with its reason" {
+    "$PY" - "$T/s.tar" "$IMG/png_gray_128x72.png" <<'PYEOF'
+import io, sys, tarfile
+data = open(sys.argv[2], "rb").read()
+long = ("x" * 200 + "/") * 21          # 4221 bytes of folders
+names = ["ok.png", long + "a.png", long + "b.png"]  # the two long ones equal in 4095 bytes
+assert names[1][:4095] == names[2][:4095]
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for n in names:
+        ti = tarfile.TarInfo(n)
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+with tarfile.open(sys.argv[1]) as t:     # the oracle reads the names back whole
+    assert [m.name for m in t.getmembers()] == names
+PYEOF
+    run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" "$T/s.tar"
+    echo "$output"
+    [ "$status" -eq 2 ]
+    "$PY" - "$MAN" "$T/s.tar" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1], "rb")]
+assert len(rows) == 3, rows
+ok = [r for r in rows if r["status"] == "ok"]
+assert [r["input"] for r in ok] == [sys.argv[2] + "/ok.png"], ok
+bad = [r for r in rows if r["status"] != "ok"]
+assert len(bad) == 2, bad
+for r in bad:
+    e = r["error"]
+    assert "tar member name of 4226 bytes is over the 4095-byte limit" in e, e
+    assert "already used" not in e, e
+    assert len(r["input"]) < 1024, len(r["input"])
+PYEOF
+}
