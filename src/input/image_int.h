@@ -64,8 +64,9 @@ int mv_tiff_sniff(const uint8_t *head, size_t n);
 mv_status mv_tiff_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 
 /* orientation.c. EXIF blob (TIFF header, optionally after "Exif\0\0"): 0 when it has no
- * orientation tag (so XMP may be consulted), -1 when the tag is not a single integer (PIL then
- * leaves the image alone), else the value. */
+ * orientation tag (so XMP may be consulted), -1 when the tag's value is not a number equal to
+ * an integer (bytes, text, NaN; PIL then leaves the image alone), else the value: the first of
+ * the tag's values, as PIL takes it when there are several. */
 int mv_exif_orientation(const uint8_t *d, size_t n);
 /* XMP packet: PIL's re.search(r'tiff:Orientation(="|>)([0-9])', xmp); 0 when absent. */
 int mv_xmp_orientation(const uint8_t *d, size_t n);

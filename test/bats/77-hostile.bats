@@ -253,3 +253,76 @@ for r in bad:
     assert len(r["input"]) < 1024, len(r["input"])
 PYEOF
 }
+
+@test "EXIF orientation as PIL reads it: several values (the first counts), other types, duplicates" {
+    mkdir -p "$T/in"
+    "$PY" - "$T/in" <<'PYEOF'
+import io, struct, sys
+import numpy as np
+from PIL import Image
+def blob(entries, be=False, extra=b""):
+    e = ">" if be else "<"
+    ifd = struct.pack(e + "H", len(entries))
+    for typ, count, val in entries:  # val: 4 bytes inline, or (payload) stored after the IFD
+        if isinstance(val, tuple):
+            ptr = 8 + 2 + 12 * len(entries) + 4 + len(extra)
+            extra += val[0]
+            val = struct.pack(e + "I", ptr)
+        ifd += struct.pack(e + "HHI", 0x0112, typ, count) + val.ljust(4, b"\0")
+    return b"Exif\0\0" + (b"MM\0*" if be else b"II*\0") + struct.pack(e + "I", 8) + ifd + b"\0\0\0\0" + extra
+H = lambda *v: struct.pack("<%dH" % len(v), *v)
+cases = {
+    "short_6_1": [(3, 2, H(6, 1))],                       # the issue's case: two values, inline
+    "short_8_1_1": [(3, 3, (H(8, 1, 1),))],               # three: stored out of line
+    "short_1_6": [(3, 2, H(1, 6))],
+    "long_3_1": [(4, 2, (struct.pack("<II", 3, 1),))],
+    "sshort_7_1": [(8, 2, struct.pack("<hh", 7, 1))],
+    "slong_5_1": [(9, 2, (struct.pack("<ii", 5, 1),))],
+    "sbyte_6_1": [(6, 2, b"\x06\x01")],
+    "byte_6": [(1, 1, b"\x06")],                          # bytes to PIL: no rotation
+    "undefined_6": [(7, 1, b"\x06")],
+    "rational_12_2": [(5, 1, (struct.pack("<II", 12, 2),))],
+    "rational_den0": [(5, 1, (struct.pack("<II", 6, 0),))],
+    "float_6": [(11, 1, struct.pack("<f", 6.0))],
+    "float_6_5": [(11, 1, struct.pack("<f", 6.5))],
+    "double_8": [(12, 1, (struct.pack("<d", 8.0),))],
+    "ifd_type_6_1": [(13, 2, (struct.pack("<II", 6, 1),))],
+    "long8_5": [(16, 1, (struct.pack("<Q", 5),))],
+    "unknown_type_then_6": [(14, 1, H(3, 0)), (3, 1, H(6, 0))],
+    "dup_3_then_6": [(3, 1, H(3, 0)), (3, 1, H(6, 0))],   # the later entry wins
+    "dup_6_then_byte": [(3, 1, H(6, 0)), (1, 1, b"\x03")],
+    "bad_offset_then_6": [(3, 3, struct.pack("<I", 90000)), (3, 1, H(6, 0))],
+    "count0": [(3, 0, b"")],
+}
+rng = np.random.default_rng(31)
+px = rng.integers(0, 256, (24, 40, 3), dtype=np.uint8)
+for name, entries in cases.items():
+    b = io.BytesIO()
+    Image.fromarray(px).save(b, "JPEG", quality=95, exif=blob(entries))
+    open("%s/%s.jpg" % (sys.argv[1], name), "wb").write(b.getvalue())
+b = io.BytesIO()  # big-endian, two values
+Image.fromarray(px).save(b, "JPEG", quality=95, exif=blob([(3, 2, struct.pack(">HH", 6, 1))], be=True))
+open("%s/be_short_6_1.jpg" % sys.argv[1], "wb").write(b.getvalue())
+PYEOF
+    run timeout 300 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" --dump-stages "$T/d" "$T/in"
+    [ "$status" -eq 0 ]
+    "$PY" - "$T/in" "$T/d" <<'PYEOF'
+import os, sys, warnings
+import numpy as np
+from PIL import Image, ImageOps
+warnings.simplefilter("ignore")  # PIL warns of the extra values
+src, dump = sys.argv[1], sys.argv[2]
+names = sorted(os.listdir(src))
+assert len(names) == 22, names
+rotated = 0
+bad = []
+for n in names:
+    want = np.asarray(ImageOps.exif_transpose(Image.open(os.path.join(src, n))).convert("RGB"))
+    got = np.asarray(Image.open(os.path.join(dump, n, "decoded.png")).convert("RGB"))
+    rotated += want.shape[:2] != (24, 40)
+    if got.shape != want.shape or not (got == want).all():
+        bad.append("%s: ours %s, PIL %s" % (n, got.shape, want.shape))
+assert not bad, bad
+assert rotated >= 10, rotated  # the crafted tags do rotate (PIL says so), not only flip
+PYEOF
+}
