@@ -42,6 +42,8 @@ typedef struct {
     int video_frame_cap;       /* --video-frame-cap: 0 = model's, 1 on, -1 off */
     long long max_video_tokens; /* 0 = model's */
     long long max_decode_pixels;
+    long long max_member_bytes; /* --max-member-bytes: a tar member's bound (0: MV_TAR_MEMBER_MAX_OF
+                                 * max_decode_pixels, mv_tar_in.h) */
     double timeout;            /* per-input decode time limit, seconds (0 = none) */
     const char *dump_dir;
     const char *pixels;        /* tower-only: pixel_values .npy */

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "mv_common.h"
+#include "mv_input.h"
 
 /* Why a directory entry was passed over (not an input, not an error): counted by the walk
  * (mv_walk_skipped) and, with mv_walk_opts.on_skip, told one by one. */
@@ -47,6 +48,8 @@ typedef struct {
      * image/video extension unless all_files (a tar shard's name is still read as one), not a
      * regular file, or inside skip_dir. A path that does not exist stays an error item. */
     int listed_rules;
+    /* tar_member_max: the bound on a tar member's bytes (0: the default; mv_tar_in_limits) */
+    long long tar_member_max;
     /* on_skip (may be NULL): called with each entry passed over (its path, valid during the call)
      * and why, on the caller's thread, from inside mv_walk_next */
     void (*on_skip)(void *user, const char *path, mv_walk_skip why);
@@ -75,6 +78,8 @@ typedef struct {
     const char *rel;
     const char *error;
     int fd;
+    const mv_input_io *io;
+    void *io_user;
 } mv_walk_item;
 
 /* args[0..nargs) are PATH arguments; "-" reads further PATHs from stdin_fp (read incrementally;

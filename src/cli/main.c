@@ -115,6 +115,7 @@ static const opt_name cudnn_graph_names[] = {
     {"auto", MV_CUDNN_GRAPH_AUTO}, {"ragged", MV_CUDNN_GRAPH_RAGGED}, {NULL, 0}};
 
 static int parse_shard_size(const char *s, mv_run_opts *o);
+static int parse_member_bytes(const char *s, mv_run_opts *o);
 static int parse_devices(const char *s, mv_run_opts *o);
 static int parse_shard(const char *s, mv_run_opts *o);
 static int print_help(const char *s, mv_run_opts *o);
@@ -205,6 +206,9 @@ static const opt_def options[] = {
        "tokens per frame under the cap (default the model's, else 768)"),
     LL("max-decode-pixels", max_decode_pixels, 1, LLONG_MAX, "a positive integer", "N",
        "decode budget: image / video frame pixels (default 178956970)"),
+    CUSTOM("max-member-bytes", 0, parse_member_bytes, "a positive size like 100000000, 512M or 2G", "BYTES",
+           "most bytes of one tar member, suffix K/M/G allowed (default 4 per\n"
+           "pixel of --max-decode-pixels + 16M: about 699M)"),
     REAL("timeout", timeout, 0, 0, 1e9, "a number of seconds (0 to 1e9)", "SECONDS",
          "per-input decode time limit, images and videos (default 600, 0 = none)"),
 
@@ -296,6 +300,7 @@ static int print_version(const char *s, mv_run_opts *o)
 /* ---- arguments ------------------------------------------------------------------------------- */
 
 static int parse_shard_size(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->shard_size); }
+static int parse_member_bytes(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->max_member_bytes); }
 
 /* "0,1,3" or "all" (every visible CUDA device). */
 static int parse_devices(const char *s, mv_run_opts *o)

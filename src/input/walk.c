@@ -408,6 +408,8 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     it->path = w->pb;
     it->rel = rel;
     it->fd = fd;
+    if (fd < 0)
+        mv_tar_in_stream(w->tar, &it->io, &it->io_user); /* a large image, or names_only */
     return 1;
 }
 
@@ -535,7 +537,10 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
                 mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
                 return -1;
             }
-            if (mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te)) {
+            int bad = mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te);
+            if (!bad)
+                mv_tar_in_limits(w->tar, w->o.tar_member_max, 0);
+            if (bad) {
                 size_t n = strlen(p);
                 const char *why = strncmp(te.msg, p, n) == 0 && te.msg[n] == ':' ? te.msg + n + 2 : te.msg;
                 snprintf(w->err, sizeof w->err, "%s", why);

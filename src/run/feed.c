@@ -9,6 +9,7 @@
 #include "mv_hashset.h"
 #include "mv_output.h"
 #include "mv_names.h"
+#include "mv_tar_in.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -44,6 +45,8 @@ static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
 {
     mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden,
                        .listed_rules = o->walk_rules,
+                       .tar_member_max = o->max_member_bytes ? o->max_member_bytes
+                                                             : MV_TAR_MEMBER_MAX_OF(o->max_decode_pixels),
                        .on_skip = teller && o->verbose ? say_skip : NULL, .skip_user = teller};
     struct stat sb;
     if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
@@ -85,6 +88,24 @@ static int tar_shard_present(const char *out_real, const char *name)
     struct stat sb;
     snprintf(p, sizeof p, "%s/%s", out_real, name);
     return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
+ * since its stream lasts only until the walk reads on, and goes to the towers. 0, or -1 when
+ * the queue is closed (it freed). */
+static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
+{
+    if (wi->io) {
+        it->io = wi->io;
+        it->io_user = wi->io_user;
+        pl_decode(R, it);
+        it->io = NULL;
+    }
+    if (mv_queue_push(wi->io ? &R->ready : &R->jobs, it)) {
+        mv_item_free(it);
+        return -1;
+    }
+    return 0;
 }
 
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
@@ -196,10 +217,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 mv_item_fail(it, msg);
             }
         }
-        if (mv_queue_push(&R->jobs, it)) {
-            mv_item_free(it);
+        if (queue_item(R, it, &wi))
             break;
-        }
     }
     if (r < 0 && !st && !pl_interrupted(R))
         st = MV_ERR_IO; /* e was set by mv_walk_next */
@@ -207,7 +226,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
-    mv_walk_skipped(w, R->walk_skipped), mv_walk_close(w);
+    mv_walk_skipped(w, R->walk_skipped);
+    mv_walk_close(w);
     mv_hashset_free(&rels);
     free(out_real);
     return st;

@@ -38,15 +38,7 @@ static void *decode_main(void *arg)
             mv_item_free(it);
             continue;
         }
-        if (!atomic_load(&R->fatal) && !it->error) {
-            mv_err e;
-            if (mv_item_prepare(&R->ictx, it, &e))
-                pl_set_fatal(R, &e);
-            atomic_fetch_add(&R->t_ns[T_DECODE], (long long)(it->t_decode * 1e9));
-            atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
-            if (!it->error)
-                atomic_fetch_add(&R->n_decoded, 1);
-        }
+        pl_decode(R, it);
         if (mv_queue_push(&R->ready, it))
             mv_item_free(it);
     }

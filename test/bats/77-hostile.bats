@@ -326,3 +326,63 @@ assert not bad, bad
 assert rotated >= 10, rotated  # the crafted tags do rotate (PIL says so), not only flip
 PYEOF
 }
+
+# run_limited FSIZE AS ARGS...: runs mvembed with RLIMIT_FSIZE (which bounds what a memfd may
+# hold) and, unless it is an ASan build (whose shadow memory needs the address space),
+# RLIMIT_AS; prints "STATUS PEAK_RSS_KB" of the child (Python's resource module)
+run_limited() {
+    local fsize=$1 as=$2
+    shift 2
+    if ldd "$MVEMBED" | grep -q libasan; then as=0; fi
+    "$PY" - "$fsize" "$as" "$MVEMBED" "$@" <<'PYEOF'
+import resource, subprocess, sys
+fsize, as_ = int(sys.argv[1]), int(sys.argv[2])
+def limits():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    if as_:
+        resource.setrlimit(resource.RLIMIT_AS, (as_, as_))
+r = subprocess.run(sys.argv[3:], preexec_fn=limits, stderr=subprocess.DEVNULL, timeout=300)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PYEOF
+}
+
+@test "sparse tar members: over --max-member-bytes each fails alone, large images stream, memory stays flat" {
+    cd "$T"
+    mkdir m
+    cp "$IMG/png_gray_128x72.png" m/ok.png
+    for i in 1 2 3 4 5 6; do # a PNG followed by 4 GiB - 1 of holes, as in the issue
+        cp "$IMG/png_gray_128x72.png" "m/big$i.png"
+        truncate -s $((4 * 1024 * 1024 * 1024 - 1)) "m/big$i.png"
+    done
+    cp "$IMG/png_gray_128x72.png" m/mid.png
+    truncate -s 200M m/mid.png # under the default bound, over what a memfd may hold here
+    (cd m && tar -S -cf ../s.tar ok.png big1.png big2.png big3.png big4.png big5.png big6.png mid.png)
+    rm -r m
+    [ "$(stat -c %s s.tar)" -lt 1000000 ]
+    "$PY" -c 'import tarfile,sys; m=tarfile.open(sys.argv[1]).getmembers(); assert sum(x.size==4*2**30-1 for x in m)==6 and [x for x in m if x.name=="mid.png"][0].size==200*2**20, m' s.tar
+    # 100 MiB for any file or memfd, 3 GiB of address space
+    run run_limited $((100 << 20)) $((3 << 30)) -q -j 1 --device cpu --model "$MODEL" --out o s.tar
+    echo "$output"
+    local st rss
+    read -r st rss <<<"$output"
+    [ "$st" -eq 2 ]
+    [ "$rss" -lt $((150 * 1024)) ] # KiB: the 200 MiB member was never held
+    "$PY" - o/manifest.jsonl <<'PYEOF'
+import json, sys
+rows = {json.loads(l)["input"]: json.loads(l) for l in open(sys.argv[1], "rb")}
+assert len(rows) == 8, rows
+for i in range(1, 7):
+    r = rows["s.tar/big%d.png" % i]
+    assert r["status"] == "error" and "tar member of 4294967295 bytes is over the" in r["error"] \
+        and "--max-member-bytes" in r["error"], r
+for k in ("s.tar/ok.png", "s.tar/mid.png"):
+    assert rows[k]["status"] == "ok" and rows[k]["width"] == 128, rows[k]
+PYEOF
+    # the bound is the option's: 1M fails the 200 MiB member alone, before reading it
+    run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out o2 --max-member-bytes 1M s.tar
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"s.tar/mid.png: tar member of 209715200 bytes is over the 1048576-byte bound"* ]]
+    [ "$(grep -c '"status":"ok"' o2/manifest.jsonl)" -eq 1 ]
+    run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out o3 --max-member-bytes 0 s.tar
+    [ "$status" -eq 1 ]
+}
