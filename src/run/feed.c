@@ -98,8 +98,12 @@ static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
     if (wi->io) {
         it->io = wi->io;
         it->io_user = wi->io_user;
-        pl_decode(R, it);
+        int stopped = pl_decode(R, it);
         it->io = NULL;
+        if (stopped) { /* by the interrupt: not failed, the next run does it */
+            mv_item_free(it);
+            return 0;
+        }
     }
     if (mv_queue_push(wi->io ? &R->ready : &R->jobs, it)) {
         mv_item_free(it);

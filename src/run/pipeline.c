@@ -12,6 +12,8 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_interrupt.h"
+
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
@@ -38,7 +40,10 @@ static void *decode_main(void *arg)
             mv_item_free(it);
             continue;
         }
-        pl_decode(R, it);
+        if (pl_decode(R, it)) { /* stopped by the interrupt: not failed, the next run does it */
+            mv_item_free(it);
+            continue;
+        }
         if (mv_queue_push(&R->ready, it))
             mv_item_free(it);
     }
@@ -245,6 +250,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     threads th = {0};
     size_threads(R, n_be, &th);
+    mv_interrupt_watch(o->interrupt); /* decodes in flight stop at an interrupt too */
     pl_towers *T = pl_towers_new(R, be, n_be, n_dev);
     mv_err fe;
     st = start_threads(R, T, n_be, &th, &fe);
@@ -253,6 +259,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (st)
         pl_set_fatal(R, &fe);
     drain(R, &th);
+    mv_interrupt_watch(NULL);
     mv_done_free(done);
     pl_progress_end(R);
     if (!(st = finish(R, res, e)))

@@ -92,8 +92,10 @@ void pl_t_add(runner *R, int k, double t0);
 /* mv_queue_pop, its waiting time added to stage k. */
 void *pl_pop_timed(runner *R, mv_queue *q, int k);
 /* Decodes and preprocesses it (mv_item_prepare) unless the run is failing, counting its time;
- * a fatal error is set on R. For the decode pool, and the feed's streamed tar members. */
-void pl_decode(runner *R, mv_item *it);
+ * a fatal error is set on R. For the decode pool, and the feed's streamed tar members. Returns 1
+ * when the interrupt came while it decoded and it failed (stopped by it, mv_interrupt.h): the
+ * caller drops it, with no manifest line (the next run does it); else 0. */
+int pl_decode(runner *R, mv_item *it);
 /* One line on stderr, above the progress line when one is drawn. */
 void pl_say(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends r to the run's manifest (one writer at a time). */

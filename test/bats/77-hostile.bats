@@ -386,3 +386,29 @@ PYEOF
     run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out o3 --max-member-bytes 0 s.tar
     [ "$status" -eq 1 ]
 }
+
+@test "an interrupt stops the decode in flight: exit soon after SIGINT, no line for the clip" {
+    cd "$T"
+    # two seconds of 1080p encoded once, then repeated without re-encoding: 2-minute clips that
+    # take many seconds each to decode
+    ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 2 -c:v libx264 -preset ultrafast \
+        -pix_fmt yuv420p s.mp4
+    mkdir in
+    for k in 1 2 3; do ffmpeg -v error -stream_loop 59 -i s.mp4 -c copy "in/clip$k.mp4"; done
+    [ "$("$PY" -c 'import json,subprocess,sys; print(round(float(json.loads(subprocess.run(["ffprobe","-v","error","-show_entries","format=duration","-of","json",sys.argv[1]],capture_output=True).stdout)["format"]["duration"])))' in/clip1.mp4)" -eq 120 ]
+    "$MVEMBED" -q -j 1 --jobs 1 --device cpu --model "$MODEL" --out o in 2>err & pid=$!
+    sleep 4 # the model is loaded, the first clip is decoding
+    kill -INT "$pid"
+    local t0 st=0
+    t0=$(date +%s.%N)
+    wait "$pid" || st=$?
+    local took
+    took=$("$PY" -c 'import sys,time; print(time.time() - float(sys.argv[1]))' "$t0")
+    echo "exit $st after ${took}s: $(cat err)"
+    [ "$st" -eq 130 ]
+    "$PY" -c 'import sys; assert float(sys.argv[1]) < 4.0, sys.argv[1]' "$took"
+    # the clip stopped in its decode is not failed: no line, so the next run does it
+    [ ! -s o/manifest.jsonl ]
+    [ -z "$(find o -name '.tmp-*')" ]
+    [[ "$(cat err)" == *"interrupted; 0 done and kept"* ]]
+}
