@@ -62,6 +62,8 @@ static mv_status step_fail(const char *root, const char *rel, size_t len, int pa
     else if (link && (err == ELOOP || err == ENOTDIR))
         mv_fail(e, s, "%s/%.*s: a symbolic link (to %s), not followed below the output directory",
                 root, (int)len, rel, to);
+    else if (link) /* one that stays inside but leads to nothing, or nowhere writable */
+        mv_fail(e, s, "%s/%.*s: a symbolic link (to %s): %s", root, (int)len, rel, to, strerror(err));
     else
         mv_fail(e, s, "%s/%.*s: %s", root, (int)len, rel, strerror(err));
     errno = link && err == ENOTDIR ? ELOOP : err;
