@@ -9,6 +9,7 @@
 #ifndef MV_ITEM_H
 #define MV_ITEM_H
 
+#include "mv_input.h"
 #include "mv_backend.h"
 #include "mv_manifest.h"
 #include "mv_model.h"
@@ -37,6 +38,9 @@ typedef struct {
     char *path, *rel;  /* path as the user knows it; output name relative to OUT (without .npy.zst) */
     int fd;            /* >= 0: the bytes are in this file (a tar member in a memfd), not at path;
                         * owned by the item */
+    const mv_input_io *io; /* or non-NULL: the bytes are this stream (a large tar member), read
+                            * with io_user; borrowed, valid while its walk item is */
+    void *io_user;
     double t0;         /* when it entered the pipeline (mv_now) */
     const char *error; /* set (mv_item_fail): the input failed; it goes straight to the writer */
     char *error_copy;  /* error's own copy, freed with the item (NULL: error is a constant) */

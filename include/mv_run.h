@@ -30,6 +30,7 @@ typedef struct {
     char *const *paths;
     int n_paths;
     int null_sep, all_files, hidden;
+    int walk_rules;            /* --walk-rules: listed paths passed over as a walk would (mv_walk.h) */
     mv_device_kind device;
     mv_backend_opts bopts;
     mv_dtype out_dtype;        /* MV_DT_F32 or MV_DT_F16 */
@@ -41,6 +42,8 @@ typedef struct {
     int video_frame_cap;       /* --video-frame-cap: 0 = model's, 1 on, -1 off */
     long long max_video_tokens; /* 0 = model's */
     long long max_decode_pixels;
+    long long max_member_bytes; /* --max-member-bytes: a tar member's bound (0: MV_TAR_MEMBER_MAX_OF
+                                 * max_decode_pixels, mv_tar_in.h) */
     double timeout;            /* per-input decode time limit, seconds (0 = none) */
     const char *dump_dir;
     const char *pixels;        /* tower-only: pixel_values .npy */

@@ -8,22 +8,22 @@
  * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error, 128 + signal
  * when interrupted. */
 #include "mv_gemm_amx.h"
+#include "mv_numparse.h"
 #include "mv_pool.h"
 #include "mv_run.h"
+#include "mv_stdfds.h"
 #include "mv_tar.h"
 #include "options.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 
 /* The first SIGINT/SIGTERM asks the run to stop starting work (mv_run_opts.interrupt); a second
  * one leaves at once (temp files are swept by the next run). */
@@ -76,7 +76,7 @@ static int from_environment(mv_run_opts *o)
     /* a test hook: a test must not run what it did not ask for, so any other value is refused */
     const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
     long long n = 0;
-    if (fake && *fake && (cli_parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
+    if (fake && *fake && (mv_parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
         char esc[256];
         fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset\n",
                 mv_escape(fake, esc, sizeof esc), MV_TEST_CPU_DEVICES_MAX);
@@ -134,6 +134,10 @@ static int run(mv_run_opts *o)
 
 int main(int argc, char **argv)
 {
+    if (mv_stdfds_guard())
+        return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
+    /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
+    signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "manifest"))
         return manifest_command(argc, argv);
     mv_run_opts o;

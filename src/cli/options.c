@@ -10,14 +10,13 @@
 #include "options.h"
 
 #include "mv_gemm_amx.h"
+#include "mv_numparse.h"
 #include "mv_pool.h"
+#include "mv_stdfds.h"
 #include "mv_tar.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -101,6 +100,7 @@ static const opt_name cudnn_graph_names[] = {
     {"auto", MV_CUDNN_GRAPH_AUTO}, {"ragged", MV_CUDNN_GRAPH_RAGGED}, {NULL, 0}};
 
 static int parse_shard_size(const char *s, mv_run_opts *o);
+static int parse_member_bytes(const char *s, mv_run_opts *o);
 static int parse_devices(const char *s, mv_run_opts *o);
 static int parse_shard(const char *s, mv_run_opts *o);
 static int print_help(const char *s, mv_run_opts *o);
@@ -116,6 +116,9 @@ static const opt_def options[] = {
     FLAG("null", '0', null_sep, 1, "paths on standard input are NUL-separated (find -print0)"),
     FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
     FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
+    FLAG("walk-rules", 0, walk_rules, 1,
+         "paths given as files (arguments, -) follow the directory walk's rules:\n"
+         "hidden ones, other extensions, non-files and OUT's are passed over"),
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
     ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
@@ -190,6 +193,9 @@ static const opt_def options[] = {
        "tokens per frame under the cap (default the model's, else 768)"),
     LL("max-decode-pixels", max_decode_pixels, 1, LLONG_MAX, "a positive integer", "N",
        "decode budget: image / video frame pixels (default 178956970)"),
+    CUSTOM("max-member-bytes", 0, parse_member_bytes, "a positive size like 100000000, 512M or 2G", "BYTES",
+           "most bytes of one tar member, suffix K/M/G allowed (default 4 per\n"
+           "pixel of --max-decode-pixels + 16M: about 699M)"),
     REAL("timeout", timeout, 0, 0, 1e9, "a number of seconds (0 to 1e9)", "SECONDS",
          "per-input decode time limit, images and videos (default 600, 0 = none)"),
 
@@ -282,41 +288,8 @@ static int print_version(const char *s, mv_run_opts *o)
 
 /* ---- arguments ------------------------------------------------------------------------------- */
 
-/* Strict numbers: the whole argument, no leading space, within [lo, hi]. 0; -1 when it is not a
- * number or not within [lo, hi]; -2 when it is a number beyond the type (the message says so). */
-int cli_parse_ll(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || isspace((unsigned char)*s) || *end)
-        return -1;
-    if (errno == ERANGE)
-        return -2;
-    if (v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* The same for a finite real number in [lo, hi] ((lo, hi] when open_lo; nan, inf and
- * overflowing values are refused). */
-static int parse_real(const char *s, double lo, int open_lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || isspace((unsigned char)*s) || *end || isnan(v))
-        return -1;
-    if (errno == ERANGE || !isfinite(v))
-        return -2;
-    if (v < lo || v > hi || (open_lo && v == lo))
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_shard_size(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->shard_size); }
+static int parse_member_bytes(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->max_member_bytes); }
 
 /* "0,1,3" or "all" (every visible CUDA device). */
 static int parse_devices(const char *s, mv_run_opts *o)
@@ -359,7 +332,7 @@ static int parse_shard(const char *s, mv_run_opts *o)
         return 0;
     }
     if (!strncmp(s, "auto/", 5)) { /* K from the scheduler's array index (mv_shard.h) */
-        if (cli_parse_ll(s + 5, 1, INT_MAX, &n))
+        if (mv_parse_ll(s + 5, 1, INT_MAX, &n))
             return -1;
         o->shard_k = -1;
         o->shard_n = (int)n;
@@ -369,7 +342,7 @@ static int parse_shard(const char *s, mv_run_opts *o)
         return -1;
     memcpy(ks, s, (size_t)(slash - s));
     ks[slash - s] = 0;
-    if (cli_parse_ll(ks, 0, INT_MAX, &k) || cli_parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
+    if (mv_parse_ll(ks, 0, INT_MAX, &k) || mv_parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
         return -1;
     o->shard_k = (int)k;
     o->shard_n = (int)n;
@@ -402,13 +375,20 @@ static int set_option(const opt_def *d, const char *arg, mv_run_opts *o)
     int rc = 0;
     switch (d->kind) {
     case K_FLAG: *(int *)field = (int)d->lo; return -1;
-    case K_STRING: *(const char **)field = arg; return -1;
+    case K_STRING:
+        if (!*arg) { /* `--out ''`: an empty argument, never read as the current directory */
+            char msg[64];
+            snprintf(msg, sizeof msg, "--%s must not be empty", d->name);
+            return cli_usage_error(msg, NULL);
+        }
+        *(const char **)field = arg;
+        return -1;
     case K_INT:
-        if (!(rc = cli_parse_ll(arg, d->lo, d->hi, &v)))
+        if (!(rc = mv_parse_ll(arg, d->lo, d->hi, &v)))
             *(int *)field = (int)v;
         break;
-    case K_LL: rc = cli_parse_ll(arg, d->lo, d->hi, (long long *)field); break;
-    case K_REAL: rc = parse_real(arg, d->rlo, d->open_lo, d->rhi, (double *)field); break;
+    case K_LL: rc = mv_parse_ll(arg, d->lo, d->hi, (long long *)field); break;
+    case K_REAL: rc = mv_parse_real(arg, d->rlo, d->open_lo, d->rhi, (double *)field); break;
     case K_ENUM:
         rc = -1;
         for (const opt_name *n = d->names; n->name && rc; n++)

@@ -8,9 +8,6 @@
 
 /* "mvembed: MSG[: ARG]" and the hint to --help on stderr; 1. */
 int cli_usage_error(const char *msg, const char *arg);
-/* Strict numbers: the whole of s, no leading space, within [lo, hi]: 0; -1 when it is not a
- * number, -2 when it is one out of range. */
-int cli_parse_ll(const char *s, long long lo, long long hi, long long *out);
 /* Reads every option of argv into o (the operands: o->paths). */
 int cli_parse_args(int argc, char **argv, mv_run_opts *o);
 /* What the options say together. */

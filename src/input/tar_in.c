@@ -21,6 +21,10 @@ struct mv_tar_in {
     int all_files, names_only;
     char name[4096];
     char err[256];
+    long long max_bytes, stream_from; /* mv_tar_in_limits */
+    int streaming;                    /* the current member is handed out as a stream */
+    long long streamed;               /* its bytes read so far */
+    mv_input_io io;
 };
 
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
@@ -35,6 +39,7 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
     }
     t->all_files = all_files;
     t->names_only = names_only;
+    mv_tar_in_limits(t, 0, 0);
     archive_read_support_filter_all(t->a);
     archive_read_support_format_tar(t->a);
     archive_read_support_format_gnutar(t->a);
@@ -45,6 +50,46 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
     }
     *out = t;
     return MV_OK;
+}
+
+void mv_tar_in_limits(mv_tar_in *t, long long max_bytes, long long stream_from)
+{
+    t->max_bytes = max_bytes > 0 ? max_bytes : MV_TAR_MEMBER_MAX_OF(MV_DECODE_MAX_PIXELS_DEFAULT);
+    t->stream_from = stream_from ? stream_from : MV_TAR_STREAM_FROM;
+}
+
+static void over_bound(mv_tar_in *t, const char *what, long long size)
+{
+    snprintf(t->err, sizeof t->err, "tar member %s%lld bytes is over the %lld-byte bound on a member "
+             "(--max-member-bytes)", what, size, t->max_bytes);
+}
+
+/* mv_input_io over the current member's data (archive_read_data), within the bound */
+static ssize_t stream_read(void *user, void *buf, size_t n)
+{
+    mv_tar_in *t = user;
+    la_ssize_t k = archive_read_data(t->a, buf, n);
+    if (k < 0) {
+        snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+        return -1;
+    }
+    if ((t->streamed += k) > t->max_bytes) {
+        over_bound(t, "of more than ", t->max_bytes);
+        return -1;
+    }
+    return k;
+}
+
+static const char *stream_error(void *user) { return ((mv_tar_in *)user)->err; }
+
+int mv_tar_in_stream(mv_tar_in *t, const mv_input_io **io, void **user)
+{
+    if (!t->streaming)
+        return -1;
+    t->io = (mv_input_io){.read = stream_read, .error = stream_error};
+    *io = &t->io;
+    *user = t;
+    return 0;
 }
 
 /* Copies the current member's data into a new memfd; -1 with t->err set on failure. */
@@ -68,6 +113,11 @@ static int member_to_memfd(mv_tar_in *t, int64_t size)
             break;
         if (n < 0) {
             snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+            close(fd);
+            return -1;
+        }
+        if (off + n > t->max_bytes) { /* a member without a size in its header */
+            over_bound(t, "of more than ", t->max_bytes);
             close(fd);
             return -1;
         }
@@ -95,6 +145,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
     struct archive_entry *ent;
     *fd = -1;
     *err = NULL;
+    t->streaming = 0;
     for (;;) {
         int r = archive_read_next_header(t->a, &ent);
         if (r == ARCHIVE_EOF)
@@ -115,16 +166,30 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         base = base ? base + 1 : nm;
         if (!*base || (!t->all_files && !mv_name_is_media(base)))
             continue;
-        snprintf(t->name, sizeof t->name, "%s", nm);
         *name = t->name;
+        size_t nl = strlen(nm);
+        if (nl >= sizeof t->name) { /* a pax name may be any length, a path at most 4095 bytes */
+            size_t cut = 200;
+            while (cut && ((unsigned char)nm[cut] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
+                cut--;
+            snprintf(t->name, sizeof t->name, "%.*s...", (int)cut, nm);
+            snprintf(t->err, sizeof t->err, "tar member name of %zu bytes is over the %zu-byte limit "
+                     "for paths (named here by its first %zu bytes)", nl, sizeof t->name - 1, cut);
+            *err = t->err;
+            return 1;
+        }
+        memcpy(t->name, nm, nl + 1);
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
-        if (size > MV_TAR_MEMBER_MAX) {
-            snprintf(t->err, sizeof t->err, "tar member of %lld bytes is over the %lld-byte limit for members",
-                     (long long)size, (long long)MV_TAR_MEMBER_MAX);
+        if (size > t->max_bytes) { /* told by the header: nothing read, a sparse member's holes included */
+            over_bound(t, "of ", size);
             *err = t->err;
             return 1;
         }
         if (t->names_only)
+            return 1;
+        t->streamed = 0;
+        t->streaming = t->stream_from >= 0 && size > t->stream_from && mv_name_kind_of(base) == MV_NAME_IMAGE;
+        if (t->streaming)
             return 1;
         *fd = member_to_memfd(t, size);
         if (*fd < 0)

@@ -13,12 +13,14 @@
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
+#include "mv_beneath.h"
 #include "mv_hashset.h"
 #include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -161,10 +163,11 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Creates dir/.tmp-<pid>-<6 base-36 chars> with O_EXCL and write-locks it; fd or -1 with errno.
+/* Creates dir/.tmp-<pid>-<6 base-36 chars> (dir open as dfd) with O_EXCL and write-locks it; fd
+ * or -1 with errno.
  * Without lock support on the file system (ENOLCK, EINVAL, ENOSYS, EOPNOTSUPP) it goes on
  * unlocked: the sweep then goes by age only. */
-static int create_temp(const char *dir, char *tmp, size_t cap)
+static int create_temp(int dfd, const char *dir, char *tmp, size_t cap)
 {
     static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
     static unsigned long counter;
@@ -186,7 +189,7 @@ static int create_temp(const char *dir, char *tmp, size_t cap)
             errno = ENAMETOOLONG;
             return -1;
         }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        int fd = openat(dfd, strrchr(tmp, '/') + 1, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST)
             return -1;
         if (fd < 0)
@@ -339,7 +342,7 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
     char *dir = mv_malloc(plen);
     char *tmp = mv_malloc(plen + 32);
     size_t img_len = 0;
-    int fd = -1, tmp_made = 0;
+    int fd = -1, tmp_made = 0, dfd = -1;
     mv_status s = MV_OK;
     if (!fin || !dir || !tmp) {
         s = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", out_dir, rel);
@@ -368,14 +371,23 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
                     "its preprocessing produced non-finite numbers for this input)", fin, bad, count);
         goto done;
     }
-    if ((s = mv_mkdirs(dir, e)) != MV_OK) {
-        s = mv_fail_prefix(e, io_status(errno), "%s: cannot create its directory", fin);
+    if (strlen(fin) >= PATH_MAX) { /* reachable from a descriptor, but by no reader's path */
+        s = mv_fail(e, MV_ERR_OUTPUT, "%.200s...%s: %s (a path of %zu bytes, PATH_MAX is %d)", fin,
+                    fin + strlen(fin) - 80, strerror(ENAMETOOLONG), strlen(fin), PATH_MAX);
+        goto done;
+    }
+    /* the directory beneath OUT (mv_beneath.h): a symlink below OUT never leads an output out */
+    const char *below = fin + strlen(fin) - mv_name_output_file(tmp, plen, rel);
+    char *last = strrchr(tmp, '/');
+    *(last ? last : tmp) = 0;
+    if ((s = mv_beneath_dir(out_dir, tmp, 1, &dfd, e)) != MV_OK) {
+        s = mv_fail_prefix(e, s, "%s: not written", fin);
         goto done;
     }
     if (mark_swept(w->swept, dir))
         mv_output_clean_temps(dir); /* best effort: a failure here is not the write's failure */
 
-    fd = create_temp(dir, tmp, plen + 32);
+    fd = create_temp(dfd, dir, tmp, plen + 32);
     if (fd < 0) {
         s = mv_fail(e, io_status(errno), "%s: cannot create temp file in '%s': %s", fin, dir,
                     strerror(errno));
@@ -389,7 +401,8 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         goto done;
     }
     /* renamed while still open: the lock holds until the temp name is gone */
-    if (rename(tmp, fin) != 0) {
+    const char *base = strrchr(below, '/') ? strrchr(below, '/') + 1 : below;
+    if (renameat(dfd, strrchr(tmp, '/') + 1, dfd, base) != 0) {
         s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
         goto done;
     }
@@ -398,25 +411,16 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
     fd = -1;
     if (cr != 0) {
         s = mv_fail(e, io_status(errno), "%s: close: %s", fin, strerror(errno));
-        unlink(fin);
-        goto done;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        s = mv_fail(e, io_status(errno), "%s: cannot open directory '%s' to fsync: %s", fin, dir,
-                    strerror(errno));
-        unlink(fin);
+        unlinkat(dfd, base, 0);
         goto done;
     }
     /* some file systems cannot fsync a directory (EINVAL): nothing more to do there */
     if (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS) {
         s = mv_fail(e, io_status(errno), "%s: fsync of directory '%s': %s", fin, dir,
                     strerror(errno));
-        close(dfd);
-        unlink(fin);
+        unlinkat(dfd, base, 0);
         goto done;
     }
-    close(dfd);
     if (final_path && cap)
         strcpy(final_path, fin);
     if (bytes)
@@ -425,7 +429,9 @@ done:
     if (fd >= 0)
         close(fd);
     if (tmp_made)
-        unlink(tmp);
+        unlinkat(dfd, strrchr(tmp, '/') + 1, 0);
+    if (dfd >= 0)
+        close(dfd);
     free(fin);
     free(dir);
     free(tmp);

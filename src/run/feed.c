@@ -9,6 +9,7 @@
 #include "mv_hashset.h"
 #include "mv_output.h"
 #include "mv_names.h"
+#include "mv_tar_in.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -30,11 +31,23 @@ static int name_add(mv_hashset *s, const char *out_rel)
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
-/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
- * as the directory never walked into. */
-static mv_walk_opts walk_opts(const mv_run_opts *o)
+/* -v: each entry the walk passes over, named */
+static void say_skip(void *user, const char *path, mv_walk_skip why)
 {
-    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden};
+    char esc[8192];
+    pl_say(user, "mvembed: %s: passed over (%s)\n", mv_escape(path, esc, sizeof esc), mv_walk_skip_str(why));
+}
+
+/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
+ * as the directory never walked into; with -v, entries passed over are told to teller (NULL:
+ * not told). */
+static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
+{
+    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden,
+                       .listed_rules = o->walk_rules,
+                       .tar_member_max = o->max_member_bytes ? o->max_member_bytes
+                                                             : MV_TAR_MEMBER_MAX_OF(o->max_decode_pixels),
+                       .on_skip = teller && o->verbose ? say_skip : NULL, .skip_user = teller};
     struct stat sb;
     if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         wo.has_skip = 1;
@@ -51,7 +64,7 @@ void *pl_count_main(void *arg)
     runner *R = arg;
     const mv_run_opts *o = R->o;
     mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
+    mv_walk_opts wo = walk_opts(o, NULL);
     wo.names_only = 1;
     mv_err e;
     if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
@@ -77,6 +90,28 @@ static int tar_shard_present(const char *out_real, const char *name)
     return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
+ * since its stream lasts only until the walk reads on, and goes to the towers. 0, or -1 when
+ * the queue is closed (it freed). */
+static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
+{
+    if (wi->io) {
+        it->io = wi->io;
+        it->io_user = wi->io_user;
+        int stopped = pl_decode(R, it);
+        it->io = NULL;
+        if (stopped) { /* by the interrupt: not failed, the next run does it */
+            mv_item_free(it);
+            return 0;
+        }
+    }
+    if (mv_queue_push(wi->io ? &R->ready : &R->jobs, it)) {
+        mv_item_free(it);
+        return -1;
+    }
+    return 0;
+}
+
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
  * Resume works on output names (mv_output_name): an input is skipped when OUT's manifest says
  * that this same input (mv_done_same_input) made its output name with this run's fingerprint and
@@ -87,7 +122,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const mv_run_opts *o = R->o;
     int shard_k = R->shard_k, shard_n = R->shard_n;
     mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
+    mv_walk_opts wo = walk_opts(o, R);
     char *out_real = realpath(o->out_dir, NULL);
     if (!out_real)
         return mv_fail(e, MV_ERR_IO, "%s: cannot resolve the output directory: %s", o->out_dir,
@@ -134,7 +169,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         }
         int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {
-            char msg[1200];
+            char msg[8600]; /* a path of up to 4095 bytes and the whole reason */
             snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
             mv_item_fail(it, msg);
         } else if (held && !mv_done_same_input(ow.input, wi.path)) {
@@ -186,10 +221,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 mv_item_fail(it, msg);
             }
         }
-        if (mv_queue_push(&R->jobs, it)) {
-            mv_item_free(it);
+        if (queue_item(R, it, &wi))
             break;
-        }
     }
     if (r < 0 && !st && !pl_interrupted(R))
         st = MV_ERR_IO; /* e was set by mv_walk_next */
@@ -197,6 +230,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
+    mv_walk_skipped(w, R->walk_skipped);
     mv_walk_close(w);
     mv_hashset_free(&rels);
     free(out_real);

@@ -205,8 +205,9 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     mv_input in;
     mv_err e;
     mv_image decoded = {0};
-    /* a tar member's bytes are in it->fd (a memfd), a file's at it->path */
-    mv_status st = it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
+    /* a tar member's bytes are in it->fd (a memfd) or the stream it->io, a file's at it->path */
+    mv_status st = it->io ? mv_input_open_io(&in, it->io, it->io_user, it->path, &e)
+                 : it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
                                : mv_input_open_path(&in, it->path, &e);
     if (st) {
         mv_item_fail(it, e.msg);

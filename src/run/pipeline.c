@@ -12,6 +12,8 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_interrupt.h"
+
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
@@ -38,14 +40,9 @@ static void *decode_main(void *arg)
             mv_item_free(it);
             continue;
         }
-        if (!atomic_load(&R->fatal) && !it->error) {
-            mv_err e;
-            if (mv_item_prepare(&R->ictx, it, &e))
-                pl_set_fatal(R, &e);
-            atomic_fetch_add(&R->t_ns[T_DECODE], (long long)(it->t_decode * 1e9));
-            atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
-            if (!it->error)
-                atomic_fetch_add(&R->n_decoded, 1);
+        if (pl_decode(R, it)) { /* stopped by the interrupt: not failed, the next run does it */
+            mv_item_free(it);
+            continue;
         }
         if (mv_queue_push(&R->ready, it))
             mv_item_free(it);
@@ -211,9 +208,17 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
         fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", res->ok);
         return;
     }
+    char passed[300] = ""; /* "; passed over: not an image or video name: 2, hidden: 1" */
+    for (int k = 0, n = 0; k < MV_WALK_SKIP_N; k++)
+        if (R->walk_skipped[k])
+            n += snprintf(passed + n, sizeof passed - (size_t)n, "%s%s: %ld", n ? ", " : "; passed over: ",
+                          mv_walk_skip_str((mv_walk_skip)k), R->walk_skipped[k]);
     if (!o->quiet)
-        fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", res->ok, res->failed,
-                res->skipped, wall);
+        fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs%s\n", res->ok, res->failed,
+                res->skipped, wall, passed);
+    if (!res->ok && !res->failed && !res->skipped) /* said even with -q: nothing was done */
+        fprintf(stderr, "mvembed: no input found in the given paths%s%s\n", passed,
+                passed[0] ? " (-v names them; --all-files, --hidden take them)" : "");
     if (o->verbose) {
         pl_device_time dev[MV_PIPELINE_MAX_TOWERS];
         for (int d = 0; d < n_dev; d++)
@@ -244,6 +249,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     threads th = {0};
     size_threads(R, n_be, &th);
+    mv_interrupt_watch(o->interrupt); /* decodes in flight stop at an interrupt too */
     pl_towers *T = pl_towers_new(R, be, n_be, n_dev);
     mv_err fe;
     st = start_threads(R, T, n_be, &th, &fe);
@@ -252,6 +258,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (st)
         pl_set_fatal(R, &fe);
     drain(R, &th);
+    mv_interrupt_watch(NULL);
     mv_done_free(done);
     pl_progress_end(R);
     if (!(st = finish(R, res, e)))

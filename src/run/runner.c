@@ -91,6 +91,20 @@ void pl_t_add(runner *R, int k, double t0)
     atomic_fetch_add(&R->t_ns[k], (long long)((mv_now() - t0) * 1e9));
 }
 
+int pl_decode(runner *R, mv_item *it)
+{
+    if (atomic_load(&R->fatal) || it->error)
+        return 0;
+    mv_err e;
+    if (mv_item_prepare(&R->ictx, it, &e))
+        pl_set_fatal(R, &e);
+    atomic_fetch_add(&R->t_ns[T_DECODE], (long long)(it->t_decode * 1e9));
+    atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
+    if (!it->error)
+        atomic_fetch_add(&R->n_decoded, 1);
+    return it->error && pl_interrupted(R);
+}
+
 /* mv_queue_pop, with the time spent waiting added to stage k */
 void *pl_pop_timed(runner *R, mv_queue *q, int k)
 {
