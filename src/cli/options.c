@@ -14,6 +14,7 @@
 #include "mv_pool.h"
 #include "mv_stdfds.h"
 #include "mv_tar.h"
+#include "mv_version.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -24,8 +25,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
-#define MV_VERSION "0.1.0"
 
 int cli_usage_error(const char *msg, const char *arg)
 {
@@ -120,6 +119,7 @@ static const opt_def options[] = {
          "paths given as files (arguments, -) follow the directory walk's rules:\n"
          "hidden ones, other extensions, non-files and OUT's are passed over"),
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
+    FLAG("input-hash", 0, input_hash, 1, "record each input's XXH64; resume redoes inputs whose bytes changed"),
     ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
     ENUM("layout", layout, layout_names,

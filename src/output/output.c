@@ -228,7 +228,15 @@ struct mv_output_writer {
     ZSTD_CCtx *cc;
     uint8_t *zbuf;  /* compressed bytes on their way to the file [ZBUF] */
     uint16_t *half; /* f16 conversion of one input piece [HALF] */
+    mv_output_claim_fn claim; /* before each rename, or NULL */
+    void *claim_ud;
 };
+
+void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud)
+{
+    w->claim = fn;
+    w->claim_ud = ud;
+}
 enum { ZBUF = 1 << 20, HALF = 1 << 16, PIECE = 4 << 20 };
 
 mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e)
@@ -290,7 +298,7 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
     uint8_t hdr[MV_NPY_HEADER_MAX];
     int64_t shape[2] = {rows, cols};
     size_t hl = mv_npy_header(dt, 2, shape, hdr);
-    size_t count = (size_t)rows * (size_t)cols;
+    size_t count = (size_t)rows * (size_t)cols, inf = 0;
     size_t r = ZSTD_CCtx_reset(z->cc, ZSTD_reset_session_and_parameters);
     if (!ZSTD_isError(r))
         r = ZSTD_CCtx_setParameter(z->cc, ZSTD_c_compressionLevel, level);
@@ -310,17 +318,66 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
         for (size_t off = 0; rc == 0 && off < count; off += HALF) {
             size_t m = count - off < HALF ? count - off : HALF;
             mv_f32_to_f16_n(data + off, z->half, m);
+            for (size_t k = 0; k < m; k++) /* what is written: past f16's range is Inf there */
+                inf += (z->half[k] & 0x7c00) == 0x7c00;
             rc = z_feed(z, fd, z->half, m * sizeof *z->half, ZSTD_e_continue, written, &r);
         }
     }
     if (rc == 0)
         rc = z_feed(z, fd, NULL, 0, ZSTD_e_end, written, &r);
+    if (rc == 0 && inf)
+        return mv_fail(e, MV_ERR_MODEL,
+                       "%s: not written: %zu of the embedding's %zu values are past f16's range "
+                       "(+-65504) and would be stored as Inf (--out-dtype f32 keeps them)", fin, inf, count);
     if (rc == -1)
         return mv_fail(e, io_status(errno), "%s: write: %s", fin, strerror(errno));
     if (rc == -2)
         return mv_fail(e, MV_ERR_INTERNAL, "%s: zstd compression (level %d): %s", fin, level,
                        ZSTD_getErrorName(r));
     return MV_OK;
+}
+
+/* Puts the whole temp file tmp at fin (both names in the directory dfd): when fin is free, exclusively (link(2) then unlink of tmp:
+ * atomic on NFS too, and never over a file another process put there meanwhile); over an
+ * existing fin only when may_replace. Where the file system has no hard links, a rename (checked
+ * for an existing fin first when !may_replace). 0, or -1 with errno (EEXIST: fin exists and may
+ * not be replaced). */
+static int take_name(int dfd, const char *tmp, const char *fin, int may_replace)
+{
+    if (linkat(dfd, tmp, dfd, fin, 0) == 0) {
+        unlinkat(dfd, tmp, 0); /* fin is the file now; a failure leaves a name the sweep removes */
+        return 0;
+    }
+    if (errno == EEXIST) {
+        if (!may_replace)
+            return -1;
+        return renameat(dfd, tmp, dfd, fin);
+    }
+    if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK)
+        return -1;
+    struct stat sb; /* no hard links here */
+    if (!may_replace && fstatat(dfd, fin, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return renameat(dfd, tmp, dfd, fin);
+}
+
+/* The output's claim (w->claim, when set) and its temp file tmp put at base in dfd (take_name);
+ * MV_OK, or the reason naming fin. */
+static mv_status place(mv_output_writer *w, const char *rel, int dfd, const char *tmp, const char *base,
+                       const char *fin, mv_err *e)
+{
+    int may_replace = 1;
+    mv_status s;
+    if (w->claim && (s = w->claim(w->claim_ud, rel, &may_replace, e)) != MV_OK)
+        return s; /* another input holds the name: the final name is left alone */
+    if (take_name(dfd, strrchr(tmp, '/') + 1, base, may_replace) == 0)
+        return MV_OK;
+    if (errno == EEXIST)
+        return mv_fail(e, MV_ERR_OUTPUT, "%s: exists, and no manifest line gives it to this input (another "
+                       "run may be writing it; this file system offers no locks to tell): not replaced", fin);
+    return mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
 }
 
 mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,
@@ -400,12 +457,10 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         s = mv_fail(e, io_status(errno), "%s: fsync: %s", fin, strerror(errno));
         goto done;
     }
-    /* renamed while still open: the lock holds until the temp name is gone */
+    /* put in place while still open: the lock holds until the temp name is gone */
     const char *base = strrchr(below, '/') ? strrchr(below, '/') + 1 : below;
-    if (renameat(dfd, strrchr(tmp, '/') + 1, dfd, base) != 0) {
-        s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
+    if ((s = place(w, rel, dfd, tmp, base, fin, e)) != MV_OK)
         goto done;
-    }
     tmp_made = 0;
     int cr = close(fd);
     fd = -1;

@@ -260,7 +260,7 @@ print("ok", len(b))' "$T/single/manifest.jsonl" "$T/o/manifest.jsonl"
     [ "$output" = "ok $(ls "$IN" | wc -l)" ]
     run mvembed --shard nonsense --model "$MODEL" --out "$T/x" "$IN"
     [ "$status" -eq 1 ]
-    [[ "${lines[0]}" == "mvembed: --shard must be K/N with 0 <= K < N, or none: nonsense" ]]
+    [[ "${lines[0]}" == "mvembed: --shard must be K/N with 0 <= K < N, auto/N, or none: nonsense" ]]
 }
 
 @test "scripts/embed-array.sbatch (the job script users copy) runs one array task's shard" {
