@@ -236,8 +236,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (n_be < 1 || n_be > MV_PIPELINE_MAX_TOWERS || n_dev < 1 || n_dev > n_be)
         return mv_fail(e, MV_ERR_USAGE, "pipeline: %d backends on %d devices: 1..%d backends, each device one or more",
                        n_be, n_dev, MV_PIPELINE_MAX_TOWERS);
-    if ((st = mv_mkdirs(o->out_dir, e)))
-        return st;
+    if ((st = mv_mkdirs(o->out_dir, e))) /* "afile: Not a directory" alone does not say what failed */
+        return mv_fail_prefix(e, st, "cannot create the output directory (--out)");
     if (access(o->out_dir, W_OK) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
     runner *R = pl_runner_new(o, m, shard_k, shard_n);

@@ -77,13 +77,19 @@ assert c == {"ok": 21, "error": 200}, c
 PYEOF
 }
 
-@test "--out '' is a usage error that names the empty option" {
+@test "--out '' is a usage error that names the empty option; an OUT that cannot be made is named" {
     cd "$T"
     run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out '' "$IMG/png_rgb_320x256.png"
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"--out must not be empty"* ]]
     [ -z "$(ls -A "$T")" ]
+    # an OUT that cannot be made says which directory could not be made
+    echo x > "$T/afile"
+    run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/afile/o" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: Not a directory" ]]
 }
 
 @test "a FIFO as refs/main in the Hugging Face cache is refused, not waited on" {
