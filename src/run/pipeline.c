@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- decode pool -------------------------------------------------------------------------- */
@@ -72,6 +73,12 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_status st;
     *done = NULL;
+    /* the manifest is a regular file of OUT: never followed out of it, never a FIFO to block on */
+    struct stat sb;
+    if (lstat(mpath, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return mv_fail(e, MV_ERR_IO, "%s: the manifest is %s, not a regular file: refused", mpath,
+                       S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISDIR(sb.st_mode) ? "a directory" : "a device or socket");
     if ((st = pl_load_done(o, shard_k, shard_n, done, e)))
         return st;
     if ((st = mv_manifest_open(mpath, &R->man, e)))

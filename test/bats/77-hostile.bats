@@ -418,3 +418,19 @@ PYEOF
     [ -z "$(find o -name '.tmp-*')" ]
     [[ "$(cat err)" == *"interrupted; 0 done and kept"* ]]
 }
+
+@test "a manifest that is a symlink out of OUT or a FIFO is refused, nothing written through it" {
+    mkdir -p "$T/o" "$T/o2"
+    echo keep > "$T/outside.jsonl"
+    ln -s ../outside.jsonl "$T/o/manifest.jsonl"
+    run timeout 60 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$T/o/manifest.jsonl: the manifest is a symbolic link, not a regular file: refused"* ]]
+    [ "$(cat "$T/outside.jsonl")" = keep ]
+    mkfifo "$T/o2/manifest.jsonl"
+    run timeout 60 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o2" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$T/o2/manifest.jsonl: the manifest is a FIFO, not a regular file: refused"* ]]
+}
