@@ -501,7 +501,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         if (r <= 0)
             return r;
         if (p[0] == 0) {
-            snprintf(w->err, sizeof w->err, "empty path");
+            snprintf(w->err, sizeof w->err, "an empty path (an argument or a line of input)");
             return yield_error(w, it, p, p);
         }
         const char *rel = set_name(w, p, e);

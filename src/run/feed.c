@@ -238,7 +238,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {
             char msg[8600]; /* a path of up to 4095 bytes and the whole reason */
-            snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
+            snprintf(msg, sizeof msg, "%s: %s", wi.path[0] ? wi.path : "\"\"", wi.error);
             mv_item_fail(it, msg);
         } else if (held && !mv_done_same_input(ow.input, wi.path)) {
             char msg[8600];

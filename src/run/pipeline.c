@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- decode pool -------------------------------------------------------------------------- */
@@ -72,6 +73,12 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_status st;
     *done = NULL;
+    /* the manifest is a regular file of OUT: never followed out of it, never a FIFO to block on */
+    struct stat sb;
+    if (lstat(mpath, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return mv_fail(e, MV_ERR_IO, "%s: the manifest is %s, not a regular file: refused", mpath,
+                       S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISDIR(sb.st_mode) ? "a directory" : "a device or socket");
     int no_locks = 0;
     /* claims first: what it notes as read is then read by the resume set too */
     const char *mname = strrchr(mpath, '/') ? strrchr(mpath, '/') + 1 : mpath;
@@ -270,8 +277,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (n_be < 1 || n_be > MV_PIPELINE_MAX_TOWERS || n_dev < 1 || n_dev > n_be)
         return mv_fail(e, MV_ERR_USAGE, "pipeline: %d backends on %d devices: 1..%d backends, each device one or more",
                        n_be, n_dev, MV_PIPELINE_MAX_TOWERS);
-    if ((st = mv_mkdirs(o->out_dir, e)))
-        return st;
+    if ((st = mv_mkdirs(o->out_dir, e))) /* "afile: Not a directory" alone does not say what failed */
+        return mv_fail_prefix(e, st, "cannot create the output directory (--out)");
     if (access(o->out_dir, W_OK) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
     runner *R = pl_runner_new(o, m, shard_k, shard_n);

@@ -77,13 +77,19 @@ assert c == {"ok": 21, "error": 200}, c
 PYEOF
 }
 
-@test "--out '' is a usage error that names the empty option" {
+@test "--out '' is a usage error that names the empty option; an OUT that cannot be made is named" {
     cd "$T"
     run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out '' "$IMG/png_rgb_320x256.png"
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"--out must not be empty"* ]]
     [ -z "$(ls -A "$T")" ]
+    # an OUT that cannot be made says which directory could not be made
+    echo x > "$T/afile"
+    run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/afile/o" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: Not a directory" ]]
 }
 
 @test "a FIFO as refs/main in the Hugging Face cache is refused, not waited on" {
@@ -411,4 +417,20 @@ PYEOF
     [ ! -s o/manifest.jsonl ]
     [ -z "$(find o -name '.tmp-*')" ]
     [[ "$(cat err)" == *"interrupted; 0 done and kept"* ]]
+}
+
+@test "a manifest that is a symlink out of OUT or a FIFO is refused, nothing written through it" {
+    mkdir -p "$T/o" "$T/o2"
+    echo keep > "$T/outside.jsonl"
+    ln -s ../outside.jsonl "$T/o/manifest.jsonl"
+    run timeout 60 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$T/o/manifest.jsonl: the manifest is a symbolic link, not a regular file: refused"* ]]
+    [ "$(cat "$T/outside.jsonl")" = keep ]
+    mkfifo "$T/o2/manifest.jsonl"
+    run timeout 60 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o2" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$T/o2/manifest.jsonl: the manifest is a FIFO, not a regular file: refused"* ]]
 }
