@@ -350,10 +350,16 @@ mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset
         *n_lines = 0;
     if (n_bad)
         *n_bad = 0;
-    FILE *f = fopen(path, "rb");
+    int fd;
+    mv_err oe;
+    struct stat lsb;
+    if (lstat(path, &lsb) != 0 && errno == ENOENT)
+        return MV_OK;
+    if (mv_open_regular(path, &fd, &oe) != MV_OK) /* a FIFO would block the run for ever */
+        return mv_fail(e, MV_ERR_IO, "cannot read manifest: %s", oe.msg);
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
-        if (errno == ENOENT)
-            return MV_OK;
+        close(fd);
         return mv_fail(e, MV_ERR_IO, "%s: cannot read manifest: %s", path, strerror(errno));
     }
     if (*offset > 0 && fseeko(f, (off_t)*offset, SEEK_SET) != 0) {

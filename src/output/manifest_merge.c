@@ -85,9 +85,15 @@ static int table_put(table *t, const char *key, size_t keylen, char *line, const
  * *lines (may be NULL) counts every line read. */
 static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *lines, mv_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd;
+    mv_status st = mv_open_regular(path, &fd, e); /* a FIFO would block the merge for ever */
+    if (st)
+        return st;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    }
     t->n_files++;
     char *buf = NULL;
     size_t cap = 0;

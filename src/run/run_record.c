@@ -58,9 +58,15 @@ static void tally(const mv_run_info *ri, json_t *failures, json_int_t *bytes)
 {
     char path[4200];
     mv_name_manifest(path, sizeof path, ri->o->out_dir, ri->shard_k, ri->shard_n);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd;
+    mv_err oe;
+    if (mv_open_regular(path, &fd, &oe) != MV_OK) /* gone, or not a file (a FIFO would block) */
         return;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return;
+    }
     if (ri->manifest_start > 0 && fseeko(f, (off_t)ri->manifest_start, SEEK_SET) != 0) {
         fclose(f);
         return;

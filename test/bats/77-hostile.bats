@@ -434,3 +434,16 @@ PYEOF
     [ "$status" -eq 1 ]
     [[ "$output" == *"$T/o2/manifest.jsonl: the manifest is a FIFO, not a regular file: refused"* ]]
 }
+
+@test "a FIFO among the shard manifests is refused by runs and by merge, never waited on" {
+    mkdir -p "$T/o3"
+    mkfifo "$T/o3/manifest-00000-of-00002.jsonl"
+    run timeout 60 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o3" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"manifest-00000-of-00002.jsonl: not a regular file (a fifo)"* ]]
+    run timeout 60 "$MVEMBED" manifest merge "$T/o3"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"not a regular file (a fifo)"* ]]
+}
