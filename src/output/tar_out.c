@@ -315,7 +315,10 @@ mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype d
     /* complete a shard that this sample would take past the target (its .json counted as the
      * record's line before the shard, key and offset are in it, plus room for them, and a header;
      * the end-of-archive is 1024 bytes) */
-    if ((st = mv_manifest_format(r, &line, &line_len, e)))
+    mv_record probe = *r; /* the line without the fields this shard sets (r may hold a closed one's) */
+    probe.output = probe.shard = probe.key = NULL;
+    probe.has_offset = 0;
+    if ((st = mv_manifest_format(&probe, &line, &line_len, e)))
         goto out;
     free(line);
     line = NULL;
