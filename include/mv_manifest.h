@@ -11,11 +11,18 @@
 
 #include "mv_common.h"
 
-/* One manifest line. Zero-initialise, then set what applies; absent fields are omitted.
- * Field order in the line: input, input_b64, output, output_b64, status, error, kind, width,
- * height, resized, grid_thw, shape, dtype, bytes, model, frame_indices, timestamps, fps, duration,
- * rotation, seconds, shard, key, offset. Paths are raw bytes: a path that is not valid UTF-8 is written with each
- * invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the exact bytes. */
+/* The version of the record's schema, written as "schema" in every line (and in the tar layout's
+ * .json members). The schema is defined once, in the MANIFEST section of man/mvembed.1; a field
+ * added or changed there bumps it. Lines without "schema" are version 1 (before it existed). */
+#define MV_MANIFEST_SCHEMA 2
+
+/* One manifest line (and a tar sample's .json). Zero-initialise, then set what applies; absent
+ * fields are omitted. Field order in the line: input, input_b64, output, output_b64, status,
+ * error, kind, width, height, resized, grid_thw, shape, dtype, bytes, model, frame_indices,
+ * timestamps, fps, duration, rotation, seconds, shard, key, offset, input_bytes, input_mtime_ns,
+ * input_xxh64, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
+ * written with each invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the
+ * exact bytes. */
 typedef struct {
     const char *input;   /* required: the path as given / walked */
     const char *output;  /* relative to OUT; NULL = omitted */
@@ -51,7 +58,42 @@ typedef struct {
     const char *key;     /* sample key in it; NULL = omitted */
     int has_offset;
     int64_t offset;      /* byte offset of the array data (after the NPY header) in the tar */
+    /* the input file as it was read (resume redoes an input whose file changed since) */
+    int has_input_stat;
+    int64_t input_bytes;    /* its size */
+    int64_t input_mtime_ns; /* its modification time, nanoseconds since the epoch */
+    const char *input_xxh64; /* --input-hash: 16 hex digits of XXH64 (seed 0) of its bytes */
+    /* order and provenance (mv_record_stamp); schema 0 omits the four */
+    int schema;          /* MV_MANIFEST_SCHEMA */
+    const char *run;     /* the run id (mv_manifest_run_id) */
+    int64_t seq;         /* the record's number within its run, from 1 */
+    double time;         /* when the record was made: seconds since the epoch (microseconds) */
 } mv_record;
+
+/* This process's run id: 16 hex digits drawn at random once (thread-safe), the same in every
+ * record and in the run record (mv_run.h). */
+const char *mv_manifest_run_id(void);
+
+/* Sets r's schema, run, seq (the next number of this process, thread-safe) and time (now). */
+void mv_record_stamp(mv_record *r);
+
+/* The order of records: the newest record of an input wins wherever several manifests (shards,
+ * a merged one, reruns) hold lines of it. Two records of one run go by seq; of different runs by
+ * time, then by pos; a line without an order (schema 1) is older than any with one, and two such
+ * go by pos: the order they were read in (files in the order given, lines in file order). */
+typedef struct {
+    double time;  /* 0 = no order recorded */
+    int64_t seq;
+    char run[17];
+    uint64_t pos; /* read order */
+} mv_line_order;
+
+/* <0, 0, >0 as a is older than, as old as, newer than b. */
+int mv_line_order_cmp(const mv_line_order *a, const mv_line_order *b);
+
+/* The order of a parsed line (a jansson object: "time", "run", "seq"), read pos-th. */
+struct json_t;
+void mv_line_order_of(struct json_t *line, uint64_t pos, mv_line_order *ord);
 
 typedef struct mv_manifest mv_manifest;
 
@@ -84,12 +126,11 @@ mv_status mv_done_create(mv_done **d, mv_err *e);
 void mv_done_free(mv_done *d);
 
 /* Reads the manifest at path into d (several manifests, e.g. shards, may be loaded into one d;
- * later lines win). A missing file is not an error. Lines that are not JSON objects with a string
+ * the newest line of an input wins, mv_line_order_cmp, in whatever order they are loaded). A missing file is not an error. Lines that are not JSON objects with a string
  * "input" (a torn last line, garbage) are skipped and counted in *n_bad (may be NULL); *n_lines
  * (may be NULL) counts lines read. input_b64 / output_b64, when present, give the exact bytes.
  * An input whose latest status is not "ok" is not done, but still holds the output name its last
- * ok line gave it (mv_done_owner_of). Memory is proportional to the inputs that ever had an ok
- * line, not to the file. */
+ * ok line gave it (mv_done_owner_of). Memory is proportional to the inputs, not to the files. */
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e);
 
@@ -102,11 +143,18 @@ size_t mv_done_count(const mv_done *d);
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a
  * trailing '/'; mv_name_flaw, mv_names.h) is never entered, so resume never follows a path that
  * leaves OUT. */
+/* The input file as an ok line recorded it: -1 / "" where the line has no such field. */
+typedef struct {
+    int64_t bytes, mtime_ns;
+    char xxh64[17];
+} mv_done_input_stat;
+
 typedef struct {
     const char *input; /* the input that made it (raw bytes) */
     const char *model; /* that line's "model" fingerprint, "" when absent */
     int64_t bytes;     /* that line's "bytes", -1 when absent */
     int ok;            /* 1 when that input's latest line is still ok (0: a later error line) */
+    mv_done_input_stat src; /* the input file when that line was written */
 } mv_done_owner;
 
 /* 1 with *w filled when some input holds output (a name relative to OUT, with ".npy.zst"), else

@@ -23,21 +23,27 @@
 
 /* --- resume set --------------------------------------------------------------------------- */
 
-/* One entry per input that had an ok line; two sets index the entries (their values are entry
- * indexes + 1): by input, and by output name. The sets own the strings; an entry's input and
- * output point at their keys, so "does this input still hold that name" is a pointer comparison. */
+/* One entry per input met; two sets index the entries (their values are entry indexes + 1): by
+ * input, and by output name. The sets own the strings; an entry's input and output point at their
+ * keys, so "does this input still hold that name" is a pointer comparison. An entry's status is
+ * its newest line's (ord); the name it holds, with its model and bytes, is its newest ok line's
+ * (ok_ord), whatever order the lines were read in (mv_line_order_cmp). */
 typedef struct {
     const char *input;  /* a key of the input set */
     const char *output; /* a key of the output set; NULL = ok without a usable output */
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
-    int ok;             /* latest line ok */
+    mv_done_input_stat src; /* the input file as its newest ok line recorded it */
+    int ok;             /* newest line ok */
+    int had_ok;         /* some line ok: output, model, bytes and src are set */
+    mv_line_order ord, ok_ord;
 } done_ent;
 
 struct mv_done {
     done_ent *ents;
     size_t n_ents, ents_cap, n_ok;
+    uint64_t pos; /* lines read so far, over every manifest loaded */
     mv_hashset in, out;
 };
 
@@ -59,52 +65,68 @@ void mv_done_free(mv_done *d)
     free(d);
 }
 
-/* Records one line: input's latest status is ok (with output, which may be NULL, model and
- * bytes) or not. Returns 0, or -1 when out of memory. */
-static int done_set(mv_done *d, const char *input, int ok, const char *output, const char *model,
-                    int64_t bytes)
+/* The entry of input, made when new; NULL when out of memory. */
+static done_ent *done_entry(mv_done *d, const char *input)
 {
     mv_hashset_entry *is = mv_hashset_find(&d->in, input, strlen(input));
-    done_ent *en;
-    if (is) {
-        en = &d->ents[is->value - 1];
-    } else {
-        if (!ok)
-            return 0; /* never ok: nothing to remember */
-        if (d->n_ents == d->ents_cap) {
-            size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
-            done_ent *ne = realloc(d->ents, nc * sizeof *ne);
-            if (!ne)
-                return -1;
-            d->ents = ne;
-            d->ents_cap = nc;
-        }
-        if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
-            return -1;
-        en = &d->ents[d->n_ents];
-        memset(en, 0, sizeof *en);
-        en->input = is->key;
-        is->value = ++d->n_ents;
+    if (is)
+        return &d->ents[is->value - 1];
+    if (d->n_ents == d->ents_cap) {
+        size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
+        done_ent *ne = realloc(d->ents, nc * sizeof *ne);
+        if (!ne)
+            return NULL;
+        d->ents = ne;
+        d->ents_cap = nc;
     }
-    if (!ok) { /* a later error: the name stays held (its file is still that input's) */
-        if (en->ok)
+    if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
+        return NULL;
+    done_ent *en = &d->ents[d->n_ents];
+    memset(en, 0, sizeof *en);
+    en->input = is->key;
+    is->value = ++d->n_ents;
+    return en;
+}
+
+/* One line read back: its input, status, order, and for an ok line what it made. */
+typedef struct {
+    const char *input, *output, *model;
+    int ok;
+    int64_t bytes;
+    mv_done_input_stat src;
+    mv_line_order ord;
+} done_line;
+
+/* Records one line. Returns 0, or -1 when out of memory. */
+static int done_set(mv_done *d, const done_line *l)
+{
+    done_ent *en = done_entry(d, l->input);
+    if (!en)
+        return -1;
+    if (!en->ord.pos || mv_line_order_cmp(&l->ord, &en->ord) > 0) { /* the newest line: status */
+        if (en->ok && !l->ok)
             d->n_ok--;
-        en->ok = 0;
-        return 0;
+        if (!en->ok && l->ok)
+            d->n_ok++;
+        en->ok = l->ok;
+        en->ord = l->ord;
     }
-    if (!en->ok)
-        d->n_ok++;
-    en->ok = 1;
-    snprintf(en->model, sizeof en->model, "%s", model);
-    en->bytes = bytes;
+    /* an error line keeps the name held: its file is still that input's */
+    if (!l->ok || (en->had_ok && mv_line_order_cmp(&l->ord, &en->ok_ord) < 0))
+        return 0;
+    en->had_ok = 1;
+    en->ok_ord = l->ord;
+    snprintf(en->model, sizeof en->model, "%s", l->model);
+    en->bytes = l->bytes;
+    en->src = l->src;
     en->output = NULL;
     free(en->odd_output);
     en->odd_output = NULL;
-    if (!output)
+    if (!l->output)
         return 0;
-    if (mv_name_flaw(output)) /* kept for mv_done_lookup, never held nor followed */
-        return (en->odd_output = strdup(output)) ? 0 : -1;
-    mv_hashset_entry *os = mv_hashset_add(&d->out, output, strlen(output), NULL);
+    if (mv_name_flaw(l->output)) /* kept for mv_done_lookup, never held nor followed */
+        return (en->odd_output = strdup(l->output)) ? 0 : -1;
+    mv_hashset_entry *os = mv_hashset_add(&d->out, l->output, strlen(l->output), NULL);
     if (!os)
         return -1;
     os->value = (size_t)(en - d->ents) + 1;
@@ -135,6 +157,7 @@ int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
     w->model = en->model;
     w->bytes = en->bytes;
     w->ok = en->ok;
+    w->src = en->src;
     return 1;
 }
 
@@ -268,6 +291,16 @@ static char *record_path(json_t *o, const char *field)
     return strdup(json_string_value(s));
 }
 
+/* The input file's size, mtime and hash as an ok line recorded them (absent: -1, "") */
+static void read_input_stat(json_t *o, mv_done_input_stat *src)
+{
+    json_t *b = json_object_get(o, "input_bytes"), *t = json_object_get(o, "input_mtime_ns");
+    json_t *h = json_object_get(o, "input_xxh64");
+    src->bytes = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
+    src->mtime_ns = json_is_integer(t) ? (int64_t)json_integer_value(t) : -1;
+    snprintf(src->xxh64, sizeof src->xxh64, "%s", json_is_string(h) ? json_string_value(h) : "");
+}
+
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e)
 {
@@ -306,13 +339,15 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
             json_decref(o);
             continue;
         }
-        int ok = strcmp(json_string_value(st), "ok") == 0;
-        char *output = ok ? record_path(o, "output") : NULL;
+        done_line l = {.input = input, .ok = strcmp(json_string_value(st), "ok") == 0};
+        mv_line_order_of(o, ++d->pos, &l.ord);
+        char *output = l.ok ? record_path(o, "output") : NULL;
+        l.output = output;
         json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
-        const char *model = json_is_string(jm) ? json_string_value(jm) : "";
-        int64_t bytes = json_is_integer(jb) && json_integer_value(jb) >= 0
-                            ? (int64_t)json_integer_value(jb) : -1;
-        int r = done_set(d, input, ok, output, model, bytes);
+        l.model = json_is_string(jm) ? json_string_value(jm) : "";
+        l.bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
+        read_input_stat(o, &l.src);
+        int r = done_set(d, &l);
         free(output);
         free(input);
         json_decref(o);

@@ -312,10 +312,19 @@ mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype d
     size_t npy_hdr = npy_len - (size_t)rows * (size_t)cols * mv_dtype_size(dt);
     char *line = NULL;
     size_t line_len = 0;
-    /* complete a shard that this sample would take past the target (its .json counted as one
-     * block plus a header; the end-of-archive is 1024 bytes) */
+    /* complete a shard that this sample would take past the target (its .json counted as the
+     * record's line before the shard, key and offset are in it, plus room for them, and a header;
+     * the end-of-archive is 1024 bytes) */
+    mv_record probe = *r; /* the line without the fields this shard sets (r may hold a closed one's) */
+    probe.output = probe.shard = probe.key = NULL;
+    probe.has_offset = 0;
+    if ((st = mv_manifest_format(&probe, &line, &line_len, e)))
+        goto out;
+    free(line);
+    line = NULL;
+    int64_t json_blocks = 512 + pad512((int64_t)line_len + 256);
     mv_tar_shard *sh = *shp;
-    if (sh && sh->n > 0 && sh->pos + 512 + pad512((int64_t)npy_len) + 1024 + 1024 > s->target) {
+    if (sh && sh->n > 0 && sh->pos + 512 + pad512((int64_t)npy_len) + json_blocks + 1024 > s->target) {
         *shp = NULL;
         if ((st = mv_tar_close(s, sh, e)))
             goto out;

