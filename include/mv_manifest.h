@@ -134,6 +134,13 @@ void mv_done_free(mv_done *d);
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e);
 
+/* The sorted file names (no directory) of out_dir's shard manifests, manifest-K-of-N.jsonl for
+ * any K and N (mv_name_manifest_parse: the one lister; manifest.jsonl is not among them), into
+ * *names (NULL when none), to free with mv_manifest_list_free. A run loads them all, with
+ * manifest.jsonl, for its claims and for resume; merge folds them. */
+mv_status mv_manifest_list(const char *out_dir, char ***names, size_t *n, mv_err *e);
+void mv_manifest_list_free(char **names, size_t n);
+
 /* The output (relative to OUT) recorded for input when its latest status is "ok", else NULL.
  * O(1) expected. The string stays valid until d changes or is freed. */
 const char *mv_done_lookup(const mv_done *d, const char *input);

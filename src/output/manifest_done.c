@@ -9,6 +9,7 @@
 #include "mv_hashset.h"
 #include "mv_names.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -363,4 +364,62 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
     if (n_bad)
         *n_bad = bad;
     return s;
+}
+
+/* --- the manifests of OUT ------------------------------------------------------------------ */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void mv_manifest_list_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+mv_status mv_manifest_list(const char *out_dir, char ***names, size_t *nn, mv_err *e)
+{
+    *names = NULL;
+    *nn = 0;
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    size_t cap = 0;
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d))) {
+        int k, n;
+        if (!mv_name_manifest_parse(de->d_name, &k, &n))
+            continue;
+        if (*nn == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(*names, cap * sizeof **names);
+            if (!nv)
+                goto nomem;
+            *names = nv;
+        }
+        if (!((*names)[*nn] = strdup(de->d_name)))
+            goto nomem;
+        (*nn)++;
+    }
+    if (errno) {
+        int err = errno;
+        closedir(d);
+        mv_manifest_list_free(*names, *nn);
+        *names = NULL;
+        *nn = 0;
+        return mv_fail(e, MV_ERR_IO, "%s: listing manifests: %s", out_dir, strerror(err));
+    }
+    closedir(d);
+    if (*nn)
+        qsort(*names, *nn, sizeof **names, cmp_str);
+    return MV_OK;
+nomem:
+    closedir(d);
+    mv_manifest_list_free(*names, *nn);
+    *names = NULL;
+    *nn = 0;
+    return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory listing manifests", out_dir);
 }

@@ -13,7 +13,6 @@
 #include "mv_manifest.h"
 #include "mv_names.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -35,11 +34,6 @@ typedef struct {
     int n_files;
     mv_hashset keys;
 } table;
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 /* line becomes key's line when it is newer than the one kept (t owns it from here: 0, and frees
  * it when older), or -1 when out of memory (line is the caller's still). */
@@ -209,48 +203,6 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
     return MV_OK;
 }
 
-/* The sorted names of OUT's shard manifests, manifest-K-of-N.jsonl (mv_name_manifest_parse;
- * *names NULL when none). */
-static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t *nn, mv_err *e)
-{
-    *names = NULL;
-    *nn = 0;
-    DIR *d = opendir(out_dir);
-    if (!d)
-        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
-    size_t cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int k, n;
-        if (!mv_name_manifest_parse(de->d_name, &k, &n))
-            continue;
-        if (*nn == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **nv = realloc(*names, cap * sizeof **names);
-            if (!nv)
-                goto nomem;
-            *names = nv;
-        }
-        if (!((*names)[*nn] = strdup(de->d_name)))
-            goto nomem;
-        (*nn)++;
-    }
-    closedir(d);
-    if (*nn)
-        qsort(*names, *nn, sizeof **names, cmp_str);
-    return MV_OK;
-nomem:
-    closedir(d);
-    return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory listing manifests", out_dir);
-}
-
-static void free_names(char **names, size_t nn)
-{
-    for (size_t i = 0; i < nn; i++)
-        free(names[i]);
-    free(names);
-}
-
 /* Says on stderr when the kept ok lines were made with more than one fingerprint: those inputs
  * were embedded with other weights or settings (files[i]: the i-th file read). */
 static void warn_fingerprints(const folded *fd, const char *const *files, const char *out_dir)
@@ -290,7 +242,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
 {
     char **names;
     size_t nn;
-    if (list_shard_manifests(out_dir, &names, &nn, e))
+    if (mv_manifest_list(out_dir, &names, &nn, e))
         return 1;
     folded fd = {0};
     int rc = 1;
@@ -327,7 +279,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
     rc = 0;
 out:
     free(files);
-    free_names(names, nn);
+    mv_manifest_list_free(names, nn);
     folded_free(&fd);
     return rc;
 }
@@ -354,7 +306,7 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;
-    if (all && list_shard_manifests(out_dir, &names, &nn, e))
+    if (all && mv_manifest_list(out_dir, &names, &nn, e))
         return 1;
     int rc = 1;
     if (!have_main && !nn) {
@@ -373,6 +325,6 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
     }
     rc = 0;
 out:
-    free_names(names, nn);
+    mv_manifest_list_free(names, nn);
     return rc;
 }

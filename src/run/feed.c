@@ -203,15 +203,22 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     return st;
 }
 
-/* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
-mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
+/* Loads the resume state: every manifest in OUT (manifest.jsonl and each shard's, whatever its
+ * shard count), so that no run takes a name another run's input holds; an input's newest line
+ * wins (mv_line_order_cmp). */
+mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
 {
-    char mpath[4200], merged[4200];
-    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
-    mv_name_manifest(merged, sizeof merged, o->out_dir, 0, 1);
+    char **names = NULL;
+    size_t nn = 0;
     mv_status st = mv_done_create(done, e);
-    for (int i = 0; !st && i < (shard_n > 1 ? 2 : 1); i++) {
-        const char *p = i ? merged : mpath;
+    if (!st)
+        st = mv_manifest_list(o->out_dir, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        char p[4200];
+        if (i == nn)
+            mv_name_manifest(p, sizeof p, o->out_dir, 0, 1);
+        else
+            snprintf(p, sizeof p, "%s/%s", o->out_dir, names[i]);
         if (access(p, F_OK) != 0)
             continue;
         size_t nl, nb;
@@ -223,10 +230,10 @@ mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done *
                     mv_done_count(*done), nb ? " (unreadable lines ignored)" : "");
         }
     }
+    mv_manifest_list_free(names, nn);
     if (st) {
         mv_done_free(*done);
         *done = NULL;
     }
     return st;
 }
-

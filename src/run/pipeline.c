@@ -75,7 +75,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_status st;
     *done = NULL;
-    if ((st = pl_load_done(o, shard_k, shard_n, done, e)))
+    if ((st = pl_load_done(o, done, e)))
         return st;
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;

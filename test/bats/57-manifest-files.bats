@@ -74,3 +74,33 @@ print("ok")' "$T/o/manifest.jsonl"
     [ "$status" -eq 0 ]
     [[ ! "$output" =~ "fingerprints" ]]
 }
+
+# cams: camA/ and camB/ holding the same relative names, other pictures
+cams() {
+    mkdir -p "$T/camA" "$T/camB"
+    local a=(jpeg_gray_200x149.jpg png_rgb_320x256.png webp_lossy_192x128.webp png_gray_128x72.png)
+    local b=(jpeg_exif6_168x104.jpg png_rgba_160x120.png png_interlaced_131x87.png jpeg_exif3_117x199.jpg)
+    for i in 0 1 2 3; do
+        cp "$IMG/${a[$i]}" "$T/camA/img$i.png"
+        cp "$IMG/${b[$i]}" "$T/camB/img$i.png"
+    done
+}
+
+@test "a run of another shard count sees the shard manifests: names held there are not replaced" {
+    cams
+    for k in 0 1; do emb --out "$T/o" --shard "$k/2" "$T/camA"; done
+    cp -r "$T/o" "$T/before"
+    for sh in none 0/3 1/3 2/3; do
+        run mvembed --device cpu --model "$MODEL" --out "$T/o" --shard "$sh" "$T/camB"
+        echo "--shard $sh: $output"
+        [ "$status" -eq 2 ] # each of these shards takes one input at least here
+        [[ "$output" =~ " 0 ok, " ]]
+    done
+    # each camB input failed twice: under --shard none, and under its shard of 3
+    [ "$(cat "$T"/o/manifest*.jsonl | grep -c 'already holds the embedding of .*camA/img')" -eq 8 ]
+    for i in 0 1 2 3; do cmp "$T/before/img$i.png.npy.zst" "$T/o/img$i.png.npy.zst"; done
+    # and resume reads them all: camA again under --shard none redoes nothing
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" --shard none "$T/camA"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ " 0 ok, 0 failed, 4 skipped" ]]
+}
