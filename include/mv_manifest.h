@@ -134,6 +134,12 @@ void mv_done_free(mv_done *d);
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e);
 
+/* mv_manifest_load_done from byte *offset of path on, *offset moved past the lines read. whole:
+ * a last line without its '\n' is read too (else it is left for a later call: it may still be
+ * being written). */
+mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset, int whole,
+                                   size_t *n_lines, size_t *n_bad, mv_err *e);
+
 /* The sorted file names (no directory) of out_dir's shard manifests, manifest-K-of-N.jsonl for
  * any K and N (mv_name_manifest_parse: the one lister; manifest.jsonl is not among them), into
  * *names (NULL when none), to free with mv_manifest_list_free. A run loads them all, with

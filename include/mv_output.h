@@ -42,6 +42,13 @@ typedef struct mv_output_writer mv_output_writer;
 mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e);
 void mv_output_writer_free(mv_output_writer *w);
 
+/* A claim on the output name rel, asked by mv_output_write once the temp file is whole and
+ * synced, just before the rename over the final name: a status other than MV_OK leaves the final
+ * name as it is (the temp file is removed) and is returned by mv_output_write. What the claim
+ * holds (a lock: mv_claims.h) is the caller's to release once it has recorded the output. */
+typedef mv_status (*mv_output_claim_fn)(void *ud, const char *rel, mv_err *e);
+void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud);
+
 /* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst through writer w, stored as
  * dt (MV_DT_F32, or MV_DT_F16 converted with round-to-nearest-even), compressed at zstd_level.
  * Creates missing parent directories (mode 0777 & ~umask). The first time w's run writes into a

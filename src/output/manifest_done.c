@@ -302,8 +302,35 @@ static void read_input_stat(json_t *o, mv_done_input_stat *src)
     snprintf(src->xxh64, sizeof src->xxh64, "%s", json_is_string(h) ? json_string_value(h) : "");
 }
 
-mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
-                                mv_err *e)
+/* One line read back into d: 0, 1 when it is not a record (counted bad), -1 out of memory. */
+static int load_line(mv_done *d, const char *line, size_t n)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(line, n, 0, &jerr);
+    char *input = json_is_object(o) ? record_path(o, "input") : NULL;
+    json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
+    if (!input || !json_is_string(st)) {
+        free(input);
+        json_decref(o);
+        return 1;
+    }
+    done_line l = {.input = input, .ok = strcmp(json_string_value(st), "ok") == 0};
+    mv_line_order_of(o, ++d->pos, &l.ord);
+    char *output = l.ok ? record_path(o, "output") : NULL;
+    l.output = output;
+    json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
+    l.model = json_is_string(jm) ? json_string_value(jm) : "";
+    l.bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
+    read_input_stat(o, &l.src);
+    int r = done_set(d, &l);
+    free(output);
+    free(input);
+    json_decref(o);
+    return r;
+}
+
+mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset, int whole,
+                                   size_t *n_lines, size_t *n_bad, mv_err *e)
 {
     size_t lines = 0, bad = 0;
     if (n_lines)
@@ -316,6 +343,11 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
             return MV_OK;
         return mv_fail(e, MV_ERR_IO, "%s: cannot read manifest: %s", path, strerror(errno));
     }
+    if (*offset > 0 && fseeko(f, (off_t)*offset, SEEK_SET) != 0) {
+        int err = errno;
+        fclose(f);
+        return mv_fail(e, MV_ERR_IO, "%s: seek: %s", path, strerror(err));
+    }
     char *line = NULL;
     size_t cap = 0;
     mv_status s = MV_OK;
@@ -327,35 +359,18 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
                 s = mv_fail(e, MV_ERR_IO, "%s: read: %s", path, strerror(errno ? errno : EIO));
             break;
         }
+        if (line[n - 1] != '\n' && !whole)
+            break; /* a line still being written: read again next time */
+        *offset += n;
         if (n == 1 && line[0] == '\n')
             continue; /* the empty line that ends a torn one */
         lines++;
-        json_error_t jerr;
-        json_t *o = json_loadb(line, (size_t)n, 0, &jerr);
-        char *input = json_is_object(o) ? record_path(o, "input") : NULL;
-        json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
-        if (!input || !json_is_string(st)) {
-            bad++;
-            free(input);
-            json_decref(o);
-            continue;
-        }
-        done_line l = {.input = input, .ok = strcmp(json_string_value(st), "ok") == 0};
-        mv_line_order_of(o, ++d->pos, &l.ord);
-        char *output = l.ok ? record_path(o, "output") : NULL;
-        l.output = output;
-        json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
-        l.model = json_is_string(jm) ? json_string_value(jm) : "";
-        l.bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
-        read_input_stat(o, &l.src);
-        int r = done_set(d, &l);
-        free(output);
-        free(input);
-        json_decref(o);
-        if (r) {
+        int r = load_line(d, line, (size_t)n);
+        if (r < 0) {
             s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for the resume set", path);
             break;
         }
+        bad += (size_t)r;
     }
     free(line);
     fclose(f);
@@ -364,6 +379,13 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
     if (n_bad)
         *n_bad = bad;
     return s;
+}
+
+mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
+                                mv_err *e)
+{
+    int64_t off = 0;
+    return mv_manifest_load_done_at(path, d, &off, 1, n_lines, n_bad, e);
 }
 
 /* --- the manifests of OUT ------------------------------------------------------------------ */

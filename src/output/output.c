@@ -225,7 +225,15 @@ struct mv_output_writer {
     ZSTD_CCtx *cc;
     uint8_t *zbuf;  /* compressed bytes on their way to the file [ZBUF] */
     uint16_t *half; /* f16 conversion of one input piece [HALF] */
+    mv_output_claim_fn claim; /* before each rename, or NULL */
+    void *claim_ud;
 };
+
+void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud)
+{
+    w->claim = fn;
+    w->claim_ud = ud;
+}
 enum { ZBUF = 1 << 20, HALF = 1 << 16, PIECE = 4 << 20 };
 
 mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e)
@@ -388,6 +396,8 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         s = mv_fail(e, io_status(errno), "%s: fsync: %s", fin, strerror(errno));
         goto done;
     }
+    if (w->claim && (s = w->claim(w->claim_ud, rel, e)) != MV_OK)
+        goto done; /* another input holds the name: the final name is left alone */
     /* renamed while still open: the lock holds until the temp name is gone */
     if (rename(tmp, fin) != 0) {
         s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));

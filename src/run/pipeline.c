@@ -12,6 +12,7 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_claims.h"
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
@@ -75,8 +76,15 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_status st;
     *done = NULL;
-    if ((st = pl_load_done(o, done, e)))
+    int no_locks = 0;
+    /* claims first: what it notes as read is then read by the resume set too */
+    if (o->layout == MV_LAYOUT_FILES && (st = mv_claims_open(o->out_dir, &R->claims, &no_locks, e)))
         return st;
+    if (no_locks && !o->quiet)
+        fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: runs sharing this OUT at "
+                "the same time are not kept apart (run them one after the other)\n", o->out_dir);
+    if ((st = pl_load_done(o, done, e)))
+        goto fail_claims;
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
     if (o->layout == MV_LAYOUT_TAR &&
@@ -93,6 +101,9 @@ fail_man:
 fail_done:
     mv_done_free(*done);
     *done = NULL;
+fail_claims:
+    mv_claims_close(R->claims);
+    R->claims = NULL;
     return st;
 }
 
@@ -181,6 +192,8 @@ static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
     const mv_run_opts *o = R->o;
     mv_status cst = mv_manifest_close(R->man, e);
     R->man = NULL;
+    mv_claims_close(R->claims);
+    R->claims = NULL;
     res->ok = atomic_load(&R->n_ok);
     res->failed = atomic_load(&R->n_err);
     res->skipped = atomic_load(&R->n_skip);

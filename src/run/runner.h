@@ -64,6 +64,7 @@ struct runner {
     pthread_mutex_t prog_mu;
     mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
     mv_output_swept swept; /* files layout: the directories the writers have swept of temp files */
+    struct mv_claims *claims; /* files layout: output names claimed across processes (mv_claims.h) */
     mv_pool_list *pooled;  /* --pool mean, files layout: inputs ok so far, for pooled.npy */
 };
 

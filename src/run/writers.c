@@ -6,6 +6,7 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_claims.h"
 #include "mv_output.h"
 #include "mv_names.h"
 
@@ -18,16 +19,37 @@
 
 /* ---- writers ------------------------------------------------------------------------------ */
 
-static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
+/* The claim on an output name (mv_output_claim_fn): taken under OUT's lock file just before the
+ * rename, held until the output's manifest line is written (write_item), so that two processes
+ * never both take one name. */
+typedef struct {
+    mv_claims *claims;
+    const char *input;
+    int taken;
+} claim_ctx;
+
+static mv_status claim_name(void *ud, const char *rel, mv_err *e)
+{
+    claim_ctx *cc = ud;
+    char out_rel[4200];
+    mv_name_output_file(out_rel, sizeof out_rel, rel);
+    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, e);
+    cc->taken = st == MV_OK;
+    return st;
+}
+
+/* Writes the item's output and its manifest line (*cc's claim held from just before the rename
+ * until the line is written); 0, or -1 after a fatal error. */
+static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *cc, mv_record *r)
 {
     const mv_run_opts *o = R->o;
     const mv_vision_config *c = &R->m->cfg;
     mv_err e;
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, it->rel);
-    if (!it->error && !it->out)
-        return; /* discarded after a fatal error */
     size_t bytes = 0;
+    cc->input = it->path;
+    cc->taken = 0;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
@@ -37,22 +59,40 @@ static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
         if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
+            if (cc->taken)
+                mv_claims_release(cc->claims);
             pl_set_fatal(R, &e);
-            return;
+            return -1;
         }
         if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
     }
-    mv_record r;
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, &r);
+    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, r);
     if (!it->error) {
-        r.has_bytes = 1;
-        r.bytes = (int64_t)bytes;
+        r->has_bytes = 1;
+        r->bytes = (int64_t)bytes;
     }
-    if (pl_append_record(R, &r, &e)) {
+    mv_status st = pl_append_record(R, r, &e);
+    if (cc->taken)
+        mv_claims_release(cc->claims);
+    if (st) {
         pl_set_fatal(R, &e);
-        return;
+        return -1;
     }
+    return 0;
+}
+
+static void write_item(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *cc)
+{
+    const mv_run_opts *o = R->o;
+    const mv_vision_config *c = &R->m->cfg;
+    char out_rel[4200];
+    mv_name_output_file(out_rel, sizeof out_rel, it->rel);
+    if (!it->error && !it->out)
+        return; /* discarded after a fatal error */
+    mv_record r;
+    if (write_output(R, it, ow, cc, &r))
+        return;
     /* paths are escaped: a file name cannot forge a line or send terminal escapes */
     char esc[8192];
     if (it->error) {
@@ -141,9 +181,12 @@ void *pl_writer_main(void *arg)
     runner *R = arg;
     mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
     mv_output_writer *ow = NULL; /* files layout: this thread's compression context and buffers */
+    claim_ctx cc = {R->claims, NULL, 0};
     mv_err e;
     if (!R->tars && mv_output_writer_new(&R->swept, &ow, &e))
         pl_set_fatal(R, &e); /* the loop below then only drains */
+    else if (ow && R->claims)
+        mv_output_writer_set_claim(ow, claim_name, &cc);
     mv_item *it;
     while ((it = pl_pop_timed(R, &R->done, T_WRITE_WAIT))) {
         if (!atomic_load(&R->fatal)) {
@@ -152,7 +195,7 @@ void *pl_writer_main(void *arg)
             if (R->tars) {
                 write_item_tar(R, it, &tar);
             } else {
-                write_item(R, it, ow);
+                write_item(R, it, ow, &cc);
                 char out_rel[4200];
                 mv_name_output_file(out_rel, sizeof out_rel, it->rel);
                 if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&

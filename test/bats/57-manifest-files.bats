@@ -104,3 +104,53 @@ cams() {
     [ "$status" -eq 0 ]
     [[ "$output" =~ " 0 ok, 0 failed, 4 skipped" ]]
 }
+
+# many_cams N: camA/ and camB/ with N images each under the same names, other pictures
+many_cams() {
+    mkdir -p "$T/camA" "$T/camB"
+    local imgs=("$IMG"/*.png "$IMG"/*.jpg) m i
+    m=${#imgs[@]}
+    for ((i = 0; i < $1; i++)); do
+        cp "${imgs[$((i % m))]}" "$T/camA/img$i.png"
+        cp "${imgs[$(((i + 1) % m))]}" "$T/camB/img$i.png"
+    done
+}
+
+# one_owner OUT REF_A REF_B: each output name has exactly one ok line over all of OUT's
+# manifests, and its file holds the bytes of that input's own embedding (refA or refB)
+one_owner() {
+    "$PY" - "$@" <<'PYEOF'
+import filecmp, glob, json, os, sys
+out, ref = sys.argv[1], {"camA": sys.argv[2], "camB": sys.argv[3]}
+owners = {}
+for m in glob.glob(os.path.join(out, "manifest*.jsonl")):
+    for l in open(m):
+        r = json.loads(l)
+        if r["status"] == "ok":
+            owners.setdefault(r["output"], []).append(r["input"])
+files = sorted(os.path.relpath(p, out) for p in glob.glob(os.path.join(out, "*.npy.zst")))
+assert sorted(owners) == files, (sorted(owners), files)
+for name, ins in owners.items():
+    assert len(ins) == 1, (name, ins)
+    cam = os.path.basename(os.path.dirname(ins[0]))
+    assert filecmp.cmp(os.path.join(out, name), os.path.join(ref[cam], name), shallow=False), (name, ins)
+print("ok", len(files))
+PYEOF
+}
+
+@test "two concurrent runs over camA/ and camB/ with the same names: each name has one owner, the later input fails" {
+    many_cams 40
+    emb --out "$T/refA" "$T/camA"
+    emb --out "$T/refB" "$T/camB"
+    mvembed --device cpu --model "$MODEL" --out "$T/o" "$T/camA" 2>"$T/errA" & a=$!
+    mvembed --device cpu --model "$MODEL" --out "$T/o" "$T/camB" 2>"$T/errB" & b=$!
+    ra=0 rb=0
+    wait $a || ra=$?
+    wait $b || rb=$?
+    echo "exit $ra $rb"; tail -n 1 "$T/errA" "$T/errB"
+    [ $((ra + rb)) -ge 2 ] && [ "$ra" -ne 1 ] && [ "$rb" -ne 1 ]
+    run one_owner "$T/o" "$T/refA" "$T/refB"
+    echo "$output"
+    [ "$output" = "ok 40" ]
+    [ "$(cat "$T/errA" "$T/errB" | grep -c 'already holds the embedding of')" -eq 40 ]
+}

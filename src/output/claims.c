@@ -1,0 +1,215 @@
+/* claims.c - output names claimed across processes under OUT's lock file (see mv_claims.h).
+ *
+ * The claimer's view of other processes' claims is an mv_done set of the manifest lines appended
+ * since the run opened its claims (each manifest read on from where the last look stopped; a
+ * manifest replaced since, by inode, is read again from its start), so it stays as small as the
+ * lines written during the run. Not here: the resume set loaded at the start (manifest_done.c),
+ * writing outputs (output.c) or lines (manifest.c).
+ */
+#define _GNU_SOURCE /* F_OFD_SETLKW */
+#include "mv_claims.h"
+
+#include "mv_manifest.h"
+#include "mv_names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    char *name; /* file name in OUT */
+    ino_t ino;
+    int64_t off; /* read up to here */
+} seen_file;
+
+struct mv_claims {
+    char *out_dir;
+    int fd;
+    int no_locks;
+    pthread_mutex_t mu; /* this process's threads: one OFD serves them all */
+    mv_done *seen;      /* the lines read since open */
+    seen_file *files;
+    size_t n_files;
+};
+
+/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on byte `byte` of fd: 0, or -1 with errno. */
+static int ofd_lock(int fd, short type, off_t byte, int wait)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    int r;
+    do
+        r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+    while (r != 0 && errno == EINTR);
+    return r;
+}
+
+static int no_lock_errno(int err) { return err == ENOLCK || err == EINVAL || err == EOPNOTSUPP; }
+
+static mv_status open_lock(const char *out_dir, mv_claims **out, mv_err *e)
+{
+    *out = NULL;
+    mv_claims *c = mv_calloc(1, sizeof *c);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", out_dir, MV_CLAIMS_LOCK);
+    if (!c || !(c->out_dir = strdup(out_dir))) {
+        free(c);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    c->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (c->fd < 0) {
+        int err = errno;
+        free(c->out_dir);
+        free(c);
+        return mv_fail(e, MV_ERR_IO, "%s: cannot open OUT's lock file: %s", path, strerror(err));
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return MV_OK;
+}
+
+/* Notes where OUT's manifests end now, or reads on from there (what other processes appended);
+ * under the claim lock. */
+static mv_status look(mv_claims *c, int note_only, mv_err *e)
+{
+    char **names;
+    size_t nn;
+    mv_status st = mv_manifest_list(c->out_dir, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        const char *name = i < nn ? names[i] : "manifest.jsonl";
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", c->out_dir, name);
+        struct stat sb;
+        if (stat(p, &sb) != 0)
+            continue;
+        seen_file *f = NULL;
+        for (size_t k = 0; k < c->n_files && !f; k++)
+            if (!strcmp(c->files[k].name, name))
+                f = &c->files[k];
+        if (!f) {
+            seen_file *nf = realloc(c->files, (c->n_files + 1) * sizeof *nf);
+            char *dup = strdup(name);
+            if (!nf || !dup) {
+                if (nf)
+                    c->files = nf;
+                free(dup);
+                st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+                break;
+            }
+            c->files = nf;
+            f = &c->files[c->n_files++];
+            *f = (seen_file){.name = dup, .ino = sb.st_ino, .off = note_only ? (int64_t)sb.st_size : 0};
+        }
+        if (f->ino != sb.st_ino || (int64_t)sb.st_size < f->off) { /* replaced (compact, merge) */
+            f->ino = sb.st_ino;
+            f->off = 0;
+        }
+        if (!note_only)
+            st = mv_manifest_load_done_at(p, c->seen, &f->off, 0, NULL, NULL, e);
+    }
+    mv_manifest_list_free(names, nn);
+    return st;
+}
+
+mv_status mv_claims_open(const char *out_dir, mv_claims **out, int *no_locks, mv_err *e)
+{
+    *no_locks = 0;
+    mv_claims *c;
+    mv_status st = open_lock(out_dir, &c, e);
+    if (st)
+        return st;
+    if ((st = mv_done_create(&c->seen, e))) {
+        mv_claims_close(c);
+        return st;
+    }
+    if (ofd_lock(c->fd, F_RDLCK, 0, 1) != 0) {
+        int err = errno;
+        if (!no_lock_errno(err)) {
+            mv_claims_close(c);
+            return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
+        }
+        c->no_locks = *no_locks = 1;
+    }
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
+        int err = errno;
+        mv_claims_close(c);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
+    }
+    st = look(c, 1, e);
+    if (!c->no_locks)
+        ofd_lock(c->fd, F_UNLCK, 1, 0);
+    if (st) {
+        mv_claims_close(c);
+        return st;
+    }
+    *out = c;
+    return MV_OK;
+}
+
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, mv_err *e)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
+        int err = errno;
+        pthread_mutex_unlock(&c->mu);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
+    }
+    mv_status st = look(c, 0, e);
+    mv_done_owner w;
+    if (!st && mv_done_owner_of(c->seen, out_rel, &w) && !mv_done_same_input(w.input, input))
+        st = mv_fail(e, MV_ERR_OUTPUT,
+                     "%s: output name %s already holds the embedding of %s (written by another run "
+                     "into this OUT meanwhile); not overwritten: use another --out, or remove that "
+                     "output and its manifest lines", input, out_rel, w.input);
+    if (st)
+        mv_claims_release(c);
+    return st;
+}
+
+void mv_claims_release(mv_claims *c)
+{
+    if (!c->no_locks)
+        ofd_lock(c->fd, F_UNLCK, 1, 0);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void mv_claims_close(mv_claims *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd); /* drops the OFD locks */
+    for (size_t i = 0; i < c->n_files; i++)
+        free(c->files[i].name);
+    free(c->files);
+    mv_done_free(c->seen);
+    pthread_mutex_destroy(&c->mu);
+    free(c->out_dir);
+    free(c);
+}
+
+mv_status mv_claims_exclusive(const char *out_dir, mv_claims **out, mv_err *e)
+{
+    mv_claims *c;
+    mv_status st = open_lock(out_dir, &c, e);
+    if (st)
+        return st;
+    if (ofd_lock(c->fd, F_WRLCK, 0, 0) != 0) {
+        int err = errno;
+        if (!no_lock_errno(err)) {
+            mv_claims_close(c);
+            if (err == EAGAIN || err == EACCES)
+                return mv_fail(e, MV_ERR_USAGE, "%s: an mvembed run is writing into it (it holds %s/%s): "
+                               "rewriting its manifests now would lose that run's lines; try again "
+                               "once it has finished", out_dir, out_dir, MV_CLAIMS_LOCK);
+            return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
+        }
+        c->no_locks = 1;
+    }
+    *out = c;
+    return MV_OK;
+}
