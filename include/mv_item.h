@@ -50,6 +50,11 @@ typedef struct {
     void (*out_release)(void *out_owner);
     void *out_owner;
     double t_decode, t_preprocess; /* seconds spent in each (for -v's timeline) */
+    /* the input file as it was opened (not a tar member): for its record and resume */
+    int has_stat;
+    int64_t in_bytes, in_mtime_ns;
+    int has_xxh64;     /* mv_item_ctx.input_hash */
+    uint64_t in_xxh64;
 } mv_item;
 
 /* Settings one item's preparation needs (a view of the run's options). */
@@ -61,6 +66,7 @@ typedef struct {
     int video_threads;   /* videos: decoder threads (mv_video_limits.threads; 0 = FFmpeg's choice) */
     const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png (and an image's
                            * decoded.png) under DIR/<rel>/ */
+    int input_hash;       /* --input-hash: XXH64 of each input file's bytes (mv_filehash.h) */
 } mv_item_ctx;
 
 /* A new item for path with output name rel (both copied), fd = -1; NULL when out of memory. */

@@ -62,7 +62,8 @@ typedef struct {
     int has_input_stat;
     int64_t input_bytes;    /* its size */
     int64_t input_mtime_ns; /* its modification time, nanoseconds since the epoch */
-    const char *input_xxh64; /* --input-hash: 16 hex digits of XXH64 (seed 0) of its bytes */
+    int has_input_xxh64;     /* --input-hash: XXH64 (seed 0) of its bytes (mv_filehash.h), */
+    uint64_t input_xxh64;    /* 16 lowercase hex digits in the line */
     /* order and provenance (mv_record_stamp); schema 0 omits the four */
     int schema;          /* MV_MANIFEST_SCHEMA */
     const char *run;     /* the run id (mv_manifest_run_id) */
@@ -159,7 +160,8 @@ size_t mv_done_count(const mv_done *d);
 /* The input file as an ok line recorded it: -1 / "" where the line has no such field. */
 typedef struct {
     int64_t bytes, mtime_ns;
-    char xxh64[17];
+    int has_xxh64;
+    uint64_t xxh64;
 } mv_done_input_stat;
 
 typedef struct {

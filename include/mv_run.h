@@ -46,6 +46,7 @@ typedef struct {
     const char *pixels;        /* tower-only: pixel_values .npy */
     const char *grid;          /* tower-only: "t,h,w[;t,h,w...]" */
     int force, quiet, verbose;
+    int input_hash;            /* --input-hash: record each input's XXH64; resume compares it */
     int jobs;                  /* decode threads (0 = cores) */
     int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from slurm) */
     mv_slurm_array slurm;      /* the array task's variables (main.c reads them) */

@@ -132,6 +132,7 @@ static const opt_def options[] = {
     FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
     FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
+    FLAG("input-hash", 0, input_hash, 1, "record each input's XXH64; resume redoes inputs whose bytes changed"),
     ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
     ENUM("layout", layout, layout_names,

@@ -316,9 +316,11 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_key(b, "input_mtime_ns");
         sb_i64(b, r->input_mtime_ns);
     }
-    if (r->input_xxh64) {
+    if (r->has_input_xxh64) {
+        char t[24];
+        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->input_xxh64);
         sb_key(b, "input_xxh64");
-        sb_json_string(b, r->input_xxh64);
+        sb_str(b, t);
     }
     if (r->schema) {
         sb_key(b, "schema");

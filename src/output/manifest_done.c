@@ -299,7 +299,10 @@ static void read_input_stat(json_t *o, mv_done_input_stat *src)
     json_t *h = json_object_get(o, "input_xxh64");
     src->bytes = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
     src->mtime_ns = json_is_integer(t) ? (int64_t)json_integer_value(t) : -1;
-    snprintf(src->xxh64, sizeof src->xxh64, "%s", json_is_string(h) ? json_string_value(h) : "");
+    const char *hs = json_is_string(h) ? json_string_value(h) : "";
+    char *end;
+    src->xxh64 = strtoull(hs, &end, 16);
+    src->has_xxh64 = strlen(hs) == 16 && *end == 0;
 }
 
 /* One line read back into d: 0, 1 when it is not a record (counted bad), -1 out of memory. */

@@ -6,6 +6,7 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_filehash.h"
 #include "mv_hashset.h"
 #include "mv_output.h"
 #include "mv_names.h"
@@ -77,6 +78,73 @@ static int tar_shard_present(const char *out_real, const char *name)
     return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* 1 with the reason in why when the file at path is not what its ok line recorded: another size
+ * or mtime, or (--input-hash, when the line has one) other bytes. Lines without these fields
+ * (older builds) are trusted. */
+static int input_changed(const mv_run_opts *o, const char *path, const mv_done_input_stat *src, char *why,
+                         size_t cap)
+{
+    struct stat sb;
+    if (src->bytes < 0 || stat(path, &sb) != 0)
+        return 0; /* not recorded; a file gone fails when it is read */
+    int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    if ((int64_t)sb.st_size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
+        snprintf(why, cap, "%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
+                 (long long)sb.st_size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
+                 (long long)src->bytes, (long long)(src->mtime_ns / 1000000000),
+                 (long long)(src->mtime_ns % 1000000000));
+        return 1;
+    }
+    uint64_t h;
+    if (o->input_hash && src->has_xxh64 && mv_filehash_path(path, &h) == 0 && h != src->xxh64) {
+        snprintf(why, cap, "its XXH64 is %016llx, the manifest says %016llx", (unsigned long long)h,
+                 (unsigned long long)src->xxh64);
+        return 1;
+    }
+    return 0;
+}
+
+/* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
+ * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
+ * are counted in *n_stale, the first fingerprint kept in stale_fp). */
+static int resume_files(runner *R, const mv_walk_item *wi, const char *out_real, const char *out_rel,
+                        const mv_done_owner *ow, long *n_stale, char *stale_fp, size_t fp_cap)
+{
+    const mv_run_opts *o = R->o;
+    const char *fp = R->m->fingerprint;
+    char why[1100];
+    if (strcmp(ow->model, fp) != 0) { /* other settings: redone */
+        if (!(*n_stale)++)
+            snprintf(stale_fp, fp_cap, "%s", ow->model[0] ? ow->model : "none");
+        if (o->verbose) {
+            char esc[8192];
+            pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                   mv_escape(wi->path, esc, sizeof esc), ow->model[0] ? ow->model : "(none)", fp);
+        }
+    } else if (wi->fd < 0 && input_changed(o, wi->path, &ow->src, why, sizeof why)) {
+        if (!o->quiet) {
+            char esc[8192];
+            pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
+                   mv_escape(wi->path, esc, sizeof esc), why);
+        }
+    } else if (mv_done_output_intact(out_real, out_rel, ow->bytes, why, sizeof why)) {
+        atomic_fetch_add(&R->n_skip, 1);
+        if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
+            mv_pool_list_add(R->pooled, wi->path, out_rel);
+        if (o->verbose) {
+            char esc[8192];
+            pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
+                   mv_escape(wi->path, esc, sizeof esc));
+        }
+        return 1;
+    } else if (!o->quiet) {
+        char esc[8192], esc2[8192];
+        pl_say(R, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
+               mv_escape(wi->path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
+    }
+    return 0;
+}
+
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
  * Resume works on output names (mv_output_name): an input is skipped when OUT's manifest says
  * that this same input (mv_done_same_input) made its output name with this run's fingerprint and
@@ -146,31 +214,11 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             mv_item_fail(it, msg);
         } else {
             if (held && ow.ok && !o->force) {
-                char why[1100];
-                if (strcmp(ow.model, fp) != 0) { /* other settings: redone */
-                    if (!n_stale++)
-                        snprintf(stale_fp, sizeof stale_fp, "%s", ow.model[0] ? ow.model : "none");
-                    if (o->verbose) {
-                        char esc[8192];
-                        pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
-                               mv_escape(wi.path, esc, sizeof esc), ow.model[0] ? ow.model : "(none)", fp);
-                    }
-                } else if (mv_done_output_intact(out_real, out_rel, ow.bytes, why, sizeof why)) {
-                    atomic_fetch_add(&R->n_skip, 1);
-                    if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
-                        mv_pool_list_add(R->pooled, wi.path, out_rel);
+                int sk = resume_files(R, &wi, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
+                if (sk) {
                     name_add(&rels, out_rel);
-                    if (o->verbose) {
-                        char esc[8192];
-                        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
-                            mv_escape(wi.path, esc, sizeof esc));
-                    }
                     mv_item_free(it);
                     continue;
-                } else if (!o->quiet) {
-                    char esc[8192], esc2[8192];
-                    pl_say(R, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
-                           mv_escape(wi.path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
                 }
             }
             int added = name_add(&rels, out_rel);

@@ -31,7 +31,8 @@ runner *pl_runner_new(const mv_run_opts *o, mv_model *m, int shard_k, int shard_
     R->o = o;
     R->m = m;
     R->ictx = (mv_item_ctx){.m = m, .max_decode_pixels = o->max_decode_pixels, .timeout = o->timeout,
-                            .num_frames = o->num_frames, .dump_dir = o->dump_dir};
+                            .num_frames = o->num_frames, .dump_dir = o->dump_dir,
+                            .input_hash = o->input_hash};
     R->shard_k = shard_k;
     R->shard_n = shard_n;
     R->t0 = mv_now();

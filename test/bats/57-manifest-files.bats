@@ -154,3 +154,57 @@ PYEOF
     [ "$output" = "ok 40" ]
     [ "$(cat "$T/errA" "$T/errB" | grep -c 'already holds the embedding of')" -eq 40 ]
 }
+
+@test "an input changed in place is redone: ok lines record its size and mtime, resume compares them" {
+    rm "$T/in/fixme.jpg"
+    emb --out "$T/o" "$T/in"
+    run "$PY" -c '
+import json, os, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    st = os.stat(r["input"])
+    assert r["input_bytes"] == st.st_size and r["input_mtime_ns"] == st.st_mtime_ns, r
+print("ok")' "$T/o/manifest.jsonl"
+    [ "$output" = ok ]
+    cp "$IMG/png_rgb_wide_400x60.png" "$T/in/png_gray_128x72.png" # another picture, another size
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" "$T/in"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "png_gray_128x72.png: changed since it was embedded" ]]
+    [[ "$output" =~ " 1 ok, 0 failed, 4 skipped" ]]
+    run "$PY" -c '
+import json, sys
+from PIL import Image
+ls = [json.loads(l) for l in open(sys.argv[1]) if "png_gray_128x72" in l]
+new = Image.open(sys.argv[2]).size
+assert len(ls) == 2 and [ls[-1]["width"], ls[-1]["height"]] == list(new), (ls[-1], new)
+print("ok")' "$T/o/manifest.jsonl" "$T/in/png_gray_128x72.png"
+    [ "$output" = ok ]
+}
+
+@test "--input-hash records each input's XXH64 and redoes an input whose bytes changed under the same size and mtime" {
+    mkdir -p "$T/h"
+    "$PY" -c '
+import sys
+from PIL import Image
+Image.new("RGB", (64, 48), (200, 30, 30)).save(sys.argv[1])
+Image.new("RGB", (64, 48), (30, 30, 200)).save(sys.argv[2])' "$T/h/a.bmp" "$T/b.bmp"
+    run cmp -s "$T/h/a.bmp" "$T/b.bmp"
+    [ "$status" -eq 1 ]
+    [ "$(stat -c %s "$T/h/a.bmp")" -eq "$(stat -c %s "$T/b.bmp")" ]
+    emb --out "$T/o" --input-hash "$T/h"
+    run "$PY" -c '
+import json, sys, xxhash
+r = json.loads(open(sys.argv[1]).readline())
+assert r["input_xxh64"] == xxhash.xxh64(open(sys.argv[2], "rb").read()).hexdigest(), r
+print("ok")' "$T/o/manifest.jsonl" "$T/h/a.bmp"
+    [ "$output" = ok ]
+    touch -r "$T/h/a.bmp" "$T/stamp"
+    cp "$T/b.bmp" "$T/h/a.bmp"
+    touch -r "$T/stamp" "$T/h/a.bmp" # same size, same mtime, other bytes
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" "$T/h"
+    [[ "$output" =~ " 0 ok, 0 failed, 1 skipped" ]] # without the option: size and mtime only
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" --input-hash "$T/h"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "a.bmp: changed since it was embedded (its XXH64 is" ]]
+    [[ "$output" =~ " 1 ok, 0 failed, 0 skipped" ]]
+}
