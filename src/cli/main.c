@@ -17,6 +17,7 @@
 #include "mv_pool.h"
 #include "mv_run.h"
 #include "mv_tar.h"
+#include "mv_version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -29,8 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define MV_VERSION "0.1.0"
 
 /* The first SIGINT/SIGTERM asks the run to stop starting work (mv_run_opts.interrupt); a second
  * one leaves at once (temp files are swept by the next run). */

@@ -1,20 +1,27 @@
 /* run.c - one mvembed run: load the model, apply the command line's preprocessing overrides,
  * make the backends (one per GPU, or the CPU), choose the shard, then hand over to the pipeline
- * (pipeline.c) or, for parity work, run the tower alone on given pixel_values (--pixels/--grid).
+ * (pipeline.c) and write the run record (run_record.c), or, for parity work, run the tower alone
+ * on given pixel_values (--pixels/--grid).
  * Decides nothing about the process: returns a status and counts (mv_run.h); main.c picks the
  * exit status.
  */
 #include "mv_run.h"
 
 #include "mv_item.h"
+#include "mv_manifest.h"
+#include "mv_names.h"
 #include "mv_output.h"
 #include "mv_pipeline.h"
 #include "mv_plan.h"
 #include "mv_preprocess.h"
+#include "mv_run_record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The manifest's model fingerprint: weights, preprocessing and the settings that change an
  * output's bytes, with the backend that computes it. */
@@ -278,6 +285,38 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
 }
 
 
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) * 1e-6;
+}
+
+/* Writes the run record once the pipeline ran (st: its status, e its error): after a fatal
+ * error too, when OUT takes it (that error stays the run's). */
+static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
+{
+    const mv_run_opts *o = ri->o;
+    if (access(o->out_dir, W_OK) != 0)
+        return st;
+    ri->t_end = mv_now();
+    ri->fatal = st ? e->msg : NULL;
+    mv_err re;
+    char path[4200];
+    mv_status rs = mv_run_record_write(ri, path, sizeof path, &re);
+    if (rs && st) {
+        fprintf(stderr, "mvembed: %s\n", re.msg); /* the run's own error is the one returned */
+        return st;
+    }
+    if (rs) {
+        *e = re;
+        return rs;
+    }
+    if (o->verbose)
+        fprintf(stderr, "mvembed: run record %s\n", path);
+    return st;
+}
+
 mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
 {
     memset(res, 0, sizeof *res);
@@ -312,7 +351,15 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
         goto out;
     /* make_backends puts one backend per device first, then the next forward in flight of each
      * (n_dev <= n_be: every device has all its forwards in flight) */
+    mv_run_info ri = {.o = o, .model_dir = dir, .fingerprint = m->fingerprint,
+                      .settings = mv_backend_settings(be[0]), .shard_k = shard_k, .shard_n = shard_n,
+                      .t_start = mv_now(), .started_at = wall_now(), .res = res};
+    char mpath[4200];
+    struct stat sb;
+    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    ri.manifest_start = stat(mpath, &sb) == 0 ? (int64_t)sb.st_size : 0;
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
+    st = write_run_record(&ri, st, e);
 out:
     for (int i = 0; i < n_be; i++)
         be[i]->destroy(be[i]);
