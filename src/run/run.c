@@ -24,11 +24,12 @@
 #include <unistd.h>
 
 /* The manifest's model fingerprint: weights, preprocessing and the settings that change an
- * output's bytes, with the backend that computes it. */
-static void fingerprint(const mv_run_opts *o, mv_model *m, const char *backend)
+ * output's bytes, with the backend that computes it and what its settings resolved to here. */
+static void fingerprint(const mv_run_opts *o, mv_model *m, const mv_backend *be)
 {
     mv_run_settings rs = {.num_frames = o->num_frames, .out_dtype = (int)o->out_dtype,
-                          .backend = backend, .precision = (int)o->bopts.precision, .pool = o->pool};
+                          .backend = be->name, .precision = (int)o->bopts.precision, .pool = o->pool,
+                          .settings = mv_backend_settings(be)};
     mv_model_update_fingerprint(m, &rs);
 }
 
@@ -332,7 +333,7 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int n_dev = 1;
     if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, &n_dev, e)))
         goto out;
-    fingerprint(o, m, be[0]->name); /* the backend that really runs (AUTO may fall back to the CPU) */
+    fingerprint(o, m, be[0]); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->verbose) {
         char rule[512];
         mv_video_rule_describe(&m->pp, rule, sizeof rule);
