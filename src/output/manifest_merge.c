@@ -5,10 +5,12 @@
  * lines per input). Both keep one line per input (keyed by its raw path bytes), its newest line
  * winning (mv_line_order_cmp: the order survives merging), in first-seen order; lines that are not JSON objects with a string "input" (a torn last
  * line) are dropped and counted. Written atomically: temp file in OUT, fsync, rename, fsync of OUT,
- * so a crash leaves the old manifest or the new one, never half of one. Not for use while a run is
- * appending to the same manifest (its lines written after the read would be lost). */
+ * so a crash leaves the old manifest or the new one, never half of one. Both take OUT's run lock
+ * exclusively first (mv_claims_exclusive) and refuse while a run holds it: a run's lines are never
+ * lost to a rewrite; a run starting meanwhile waits. */
 #include "mv_run.h"
 
+#include "mv_claims.h"
 #include "mv_hashset.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
@@ -242,8 +244,13 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
 {
     char **names;
     size_t nn;
-    if (mv_manifest_list(out_dir, &names, &nn, e))
+    mv_claims *lock; /* no run appends while manifests are rewritten */
+    if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    if (mv_manifest_list(out_dir, &names, &nn, e)) {
+        mv_claims_close(lock);
+        return 1;
+    }
     folded fd = {0};
     int rc = 1;
     char path[4200];
@@ -281,6 +288,7 @@ out:
     free(files);
     mv_manifest_list_free(names, nn);
     folded_free(&fd);
+    mv_claims_close(lock);
     return rc;
 }
 
@@ -306,8 +314,13 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;
-    if (all && mv_manifest_list(out_dir, &names, &nn, e))
+    mv_claims *lock = NULL; /* no run appends while manifests are rewritten */
+    if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    if (all && mv_manifest_list(out_dir, &names, &nn, e)) {
+        mv_claims_close(lock);
+        return 1;
+    }
     int rc = 1;
     if (!have_main && !nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest.jsonl to compact%s", out_dir,
@@ -326,5 +339,6 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
     rc = 0;
 out:
     mv_manifest_list_free(names, nn);
+    mv_claims_close(lock);
     return rc;
 }

@@ -78,7 +78,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     *done = NULL;
     int no_locks = 0;
     /* claims first: what it notes as read is then read by the resume set too */
-    if (o->layout == MV_LAYOUT_FILES && (st = mv_claims_open(o->out_dir, &R->claims, &no_locks, e)))
+    if ((st = mv_claims_open(o->out_dir, &R->claims, &no_locks, e))) /* the run lock, both layouts */
         return st;
     if (no_locks && !o->quiet)
         fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: runs sharing this OUT at "

@@ -185,7 +185,7 @@ void *pl_writer_main(void *arg)
     mv_err e;
     if (!R->tars && mv_output_writer_new(&R->swept, &ow, &e))
         pl_set_fatal(R, &e); /* the loop below then only drains */
-    else if (ow && R->claims)
+    else if (ow && R->claims) /* files layout: names claimed across processes */
         mv_output_writer_set_claim(ow, claim_name, &cc);
     mv_item *it;
     while ((it = pl_pop_timed(R, &R->done, T_WRITE_WAIT))) {

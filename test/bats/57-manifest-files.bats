@@ -208,3 +208,39 @@ print("ok")' "$T/o/manifest.jsonl" "$T/h/a.bmp"
     [[ "$output" =~ "a.bmp: changed since it was embedded (its XXH64 is" ]]
     [[ "$output" =~ " 1 ok, 0 failed, 0 skipped" ]]
 }
+
+@test "manifest compact while a run writes into OUT is refused, and no line is lost" {
+    many_cams 30
+    for layout in files tar; do
+        rm -f "$T/fifo"
+        mkfifo "$T/fifo"
+        mvembed --device cpu --model "$MODEL" --out "$T/o-$layout" --layout "$layout" - <"$T/fifo" 2>"$T/err" & pid=$!
+        exec 7>"$T/fifo"
+        # the first 10 paths; the run then waits for more on its standard input: it is running
+        ls "$T"/camA/img?.png >&7
+        if [ "$layout" = files ]; then
+            for _ in $(seq 500); do
+                [ "$(cat "$T/o-$layout/manifest.jsonl" 2>/dev/null | wc -l)" -ge 10 ] && break
+                sleep 0.02
+            done
+            [ "$(wc -l <"$T/o-$layout/manifest.jsonl")" -eq 10 ]
+        else
+            sleep 1
+        fi
+        run mvembed manifest compact "$T/o-$layout"
+        echo "$layout: $output"
+        [ "$status" -eq 1 ]
+        [[ "$output" =~ "an mvembed run is writing into it" ]]
+        ls "$T"/camA/img??.png >&7
+        exec 7>&-
+        wait "$pid"
+        run "$PY" -c '
+import json, sys
+ins = [json.loads(l)["input"] for l in open(sys.argv[1])]
+assert len(ins) == 30 and len(set(ins)) == 30, len(ins)
+print("ok")' "$T/o-$layout/manifest.jsonl"
+        [ "$output" = ok ]
+        run mvembed manifest compact "$T/o-$layout" # once the run is over
+        [ "$status" -eq 0 ]
+    done
+}
