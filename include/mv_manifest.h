@@ -152,6 +152,9 @@ void mv_manifest_list_free(char **names, size_t n);
  * O(1) expected. The string stays valid until d changes or is freed. */
 const char *mv_done_lookup(const mv_done *d, const char *input);
 size_t mv_done_count(const mv_done *d);
+/* Its newest ok line's "offset" (tar layout: the array data's byte offset in its shard), or -1
+ * when its newest line is not ok or has none. */
+int64_t mv_done_offset(const mv_done *d, const char *input);
 
 /* Who holds an output name: the input of the latest "ok" line that named it. An output field
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a

@@ -35,6 +35,7 @@ typedef struct {
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
+    int64_t offset;     /* tar layout: the array data's offset in the shard; -1 = not recorded */
     mv_done_input_stat src; /* the input file as its newest ok line recorded it */
     int ok;             /* newest line ok */
     int had_ok;         /* some line ok: output, model, bytes and src are set */
@@ -93,7 +94,7 @@ static done_ent *done_entry(mv_done *d, const char *input)
 typedef struct {
     const char *input, *output, *model;
     int ok;
-    int64_t bytes;
+    int64_t bytes, offset;
     mv_done_input_stat src;
     mv_line_order ord;
 } done_line;
@@ -119,6 +120,7 @@ static int done_set(mv_done *d, const done_line *l)
     en->ok_ord = l->ord;
     snprintf(en->model, sizeof en->model, "%s", l->model);
     en->bytes = l->bytes;
+    en->offset = l->offset;
     en->src = l->src;
     en->output = NULL;
     free(en->odd_output);
@@ -145,6 +147,12 @@ const char *mv_done_lookup(const mv_done *d, const char *input)
 }
 
 size_t mv_done_count(const mv_done *d) { return d->n_ok; }
+
+int64_t mv_done_offset(const mv_done *d, const char *input)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    return s && d->ents[s->value - 1].ok ? d->ents[s->value - 1].offset : -1;
+}
 
 int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
 {
@@ -324,6 +332,8 @@ static int load_line(mv_done *d, const char *line, size_t n)
     json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
     l.model = json_is_string(jm) ? json_string_value(jm) : "";
     l.bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
+    json_t *jo = json_object_get(o, "offset");
+    l.offset = json_is_integer(jo) && json_integer_value(jo) >= 0 ? (int64_t)json_integer_value(jo) : -1;
     read_input_stat(o, &l.src);
     int r = done_set(d, &l);
     free(output);

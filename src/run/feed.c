@@ -129,8 +129,8 @@ static int resume_files(runner *R, const mv_walk_item *wi, const char *out_real,
         }
     } else if (mv_done_output_intact(out_real, out_rel, ow->bytes, why, sizeof why)) {
         atomic_fetch_add(&R->n_skip, 1);
-        if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
-            mv_pool_list_add(R->pooled, wi->path, out_rel);
+        if (R->pooled) /* --pool mean: the pooled directory has every input of the run */
+            mv_pool_list_add(R->pooled, wi->path, out_rel, -1);
         if (o->verbose) {
             char esc[8192];
             pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
@@ -195,7 +195,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             if (tar_shard_present(out_real, shard)) {
                 atomic_fetch_add(&R->n_skip, 1);
                 if (R->pooled)
-                    mv_pool_list_add(R->pooled, wi.path, shard);
+                    mv_pool_list_add(R->pooled, wi.path, shard, mv_done_offset(done, wi.path));
                 mv_item_free(it);
                 continue;
             }

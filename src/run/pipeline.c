@@ -90,7 +90,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if (o->layout == MV_LAYOUT_TAR &&
         (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, pl_tar_commit, R, &R->tars, e)))
         goto fail_man;
-    if (o->layout == MV_LAYOUT_FILES && o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
+    if (o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
         st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
         goto fail_man;
     }
@@ -185,8 +185,35 @@ static void drain(runner *R, threads *th)
     mv_queue_destroy(&R->done);
 }
 
-/* Closes the manifest and fills res; then, for --pool mean in the files layout, writes
- * OUT/pooled.npy once every input of the run's share is ok. The run's first fatal error wins. */
+/* --pool mean: a run that went through its inputs writes OUT/pooled/ over its ok inputs, listing
+ * the failed ones; one that ended early (an interrupt, a fatal error) removes the one it made
+ * stale, if it wrote anything. Says on stderr what it did. */
+static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    char stem[64];
+    if (R->shard_n > 1)
+        snprintf(stem, sizeof stem, "pooled-%05d-of-%05d", R->shard_k, R->shard_n);
+    else
+        snprintf(stem, sizeof stem, "pooled");
+    if (early) {
+        if (res->ok > 0 && mv_pool_remove(o->out_dir, stem) > 0 && !o->quiet)
+            fprintf(stderr, "mvembed: %s/%s/ removed: this run ended early and changed outputs it was "
+                    "made from (the next complete run writes it again)\n", o->out_dir, stem);
+        return MV_OK;
+    }
+    size_t rows = 0, left = 0;
+    mv_status st = mv_pool_stack(R->pooled, o->out_dir, stem, R->m->cfg.out_hidden, o->out_dtype, &rows,
+                                 &left, e);
+    if (!st && !o->quiet)
+        fprintf(stderr, "mvembed: %s/%s/: pooled.npy holds %zu rows, one per ok input; pooled.jsonl "
+                "indexes them%s%zu input%s left out\n", o->out_dir, stem, rows, left ? " and lists the " : ", ",
+                left, left == 1 ? "" : "s");
+    return st;
+}
+
+/* Closes the manifest and fills res; then, for --pool mean, writes OUT/pooled/ (finish_pooled).
+ * The run's first fatal error wins. */
 static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
 {
     const mv_run_opts *o = R->o;
@@ -198,22 +225,16 @@ static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
     res->failed = atomic_load(&R->n_err);
     res->skipped = atomic_load(&R->n_skip);
     res->signal = o->interrupt ? *o->interrupt : 0;
-    if (atomic_load(&R->fatal)) {
+    int fatal = atomic_load(&R->fatal);
+    if (R->pooled && (fatal || cst || res->signal)) /* ended early: the pooled directory is stale */
+        finish_pooled(R, res, 1, NULL);
+    if (fatal) {
         *e = R->err;
         return MV_ERR_IO;
     }
-    if (cst || !R->pooled || res->signal || res->failed)
+    if (cst || !R->pooled || res->signal)
         return cst;
-    char stem[64];
-    if (R->shard_n > 1)
-        snprintf(stem, sizeof stem, "pooled-%05d-of-%05d", R->shard_k, R->shard_n);
-    else
-        snprintf(stem, sizeof stem, "pooled");
-    mv_status st = mv_pool_stack(R->pooled, o->out_dir, stem, R->m->cfg.out_hidden, e);
-    if (!st && o->verbose)
-        fprintf(stderr, "mvembed: %s/%s.npy and %s.jsonl: %ld pooled inputs\n", o->out_dir, stem, stem,
-                res->ok + res->skipped);
-    return st;
+    return finish_pooled(R, res, 0, e);
 }
 
 /* The closing lines: counts and time, or the interrupt; with -v the timeline. */
