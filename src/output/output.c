@@ -295,7 +295,7 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
     uint8_t hdr[MV_NPY_HEADER_MAX];
     int64_t shape[2] = {rows, cols};
     size_t hl = mv_npy_header(dt, 2, shape, hdr);
-    size_t count = (size_t)rows * (size_t)cols;
+    size_t count = (size_t)rows * (size_t)cols, inf = 0;
     size_t r = ZSTD_CCtx_reset(z->cc, ZSTD_reset_session_and_parameters);
     if (!ZSTD_isError(r))
         r = ZSTD_CCtx_setParameter(z->cc, ZSTD_c_compressionLevel, level);
@@ -315,11 +315,17 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
         for (size_t off = 0; rc == 0 && off < count; off += HALF) {
             size_t m = count - off < HALF ? count - off : HALF;
             mv_f32_to_f16_n(data + off, z->half, m);
+            for (size_t k = 0; k < m; k++) /* what is written: past f16's range is Inf there */
+                inf += (z->half[k] & 0x7c00) == 0x7c00;
             rc = z_feed(z, fd, z->half, m * sizeof *z->half, ZSTD_e_continue, written, &r);
         }
     }
     if (rc == 0)
         rc = z_feed(z, fd, NULL, 0, ZSTD_e_end, written, &r);
+    if (rc == 0 && inf)
+        return mv_fail(e, MV_ERR_MODEL,
+                       "%s: not written: %zu of the embedding's %zu values are past f16's range "
+                       "(+-65504) and would be stored as Inf (--out-dtype f32 keeps them)", fin, inf, count);
     if (rc == -1)
         return mv_fail(e, io_status(errno), "%s: write: %s", fin, strerror(errno));
     if (rc == -2)
