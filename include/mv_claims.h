@@ -29,10 +29,13 @@ mv_status mv_claims_open(const char *out_dir, mv_claims **c, int *no_locks, mv_e
 
 /* Takes the claim lock (this process's threads and other processes wait), reads the new manifest
  * lines and checks that no other input than `input` (mv_done_same_input) holds out_rel (an
- * output name with its suffix). MV_OK: the lock is held until mv_claims_release. MV_ERR_OUTPUT
- * with e naming both inputs: held by another (the lock is released); MV_ERR_IO / MV_ERR_NOMEM:
- * the lock or reading failed (released). */
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, mv_err *e);
+ * output name with its suffix). MV_OK: the lock is held until mv_claims_release, and
+ * *may_replace says whether an existing file at out_rel may be replaced: 1 under a working lock
+ * (a file nobody's lines hold is a crashed run's), or where this input's own line holds it; 0
+ * without locks otherwise (another run may be writing it: the caller only takes a free name).
+ * MV_ERR_OUTPUT with e naming both inputs: held by another (the lock is released); MV_ERR_IO /
+ * MV_ERR_NOMEM: the lock or reading failed (released). */
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, mv_err *e);
 void mv_claims_release(mv_claims *c);
 
 /* Drops the run's lock and frees c (NULL is fine). */

@@ -43,10 +43,12 @@ mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, m
 void mv_output_writer_free(mv_output_writer *w);
 
 /* A claim on the output name rel, asked by mv_output_write once the temp file is whole and
- * synced, just before the rename over the final name: a status other than MV_OK leaves the final
- * name as it is (the temp file is removed) and is returned by mv_output_write. What the claim
- * holds (a lock: mv_claims.h) is the caller's to release once it has recorded the output. */
-typedef mv_status (*mv_output_claim_fn)(void *ud, const char *rel, mv_err *e);
+ * synced, just before it takes the final name: a status other than MV_OK leaves the final name as
+ * it is (the temp file is removed) and is returned by mv_output_write. *may_replace (preset to 1)
+ * says whether an existing file there may be replaced (it is this input's, or nobody's as far as
+ * a locked look can tell); 0: the name is only taken when free. What the claim holds (a lock:
+ * mv_claims.h) is the caller's to release once it has recorded the output. */
+typedef mv_status (*mv_output_claim_fn)(void *ud, const char *rel, int *may_replace, mv_err *e);
 void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud);
 
 /* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst through writer w, stored as

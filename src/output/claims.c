@@ -1,7 +1,7 @@
 /* claims.c - output names claimed across processes under OUT's lock file (see mv_claims.h).
  *
  * The claimer's view of other processes' claims is an mv_done set of the manifest lines appended
- * since the run opened its claims (each manifest read on from where the last look stopped; a
+ * since the run opened its claims (without locks: every line, so that its own outputs are known) (each manifest read on from where the last look stopped; a
  * manifest replaced since, by inode, is read again from its start), so it stays as small as the
  * lines written during the run. Not here: the resume set loaded at the start (manifest_done.c),
  * writing outputs (output.c) or lines (manifest.c).
@@ -139,7 +139,8 @@ mv_status mv_claims_open(const char *out_dir, mv_claims **out, int *no_locks, mv
         mv_claims_close(c);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
     }
-    st = look(c, 1, e);
+    /* without locks, whether a file there is this input's own needs every line, old ones too */
+    st = look(c, !c->no_locks, e);
     if (!c->no_locks)
         ofd_lock(c->fd, F_UNLCK, 1, 0);
     if (st) {
@@ -150,7 +151,7 @@ mv_status mv_claims_open(const char *out_dir, mv_claims **out, int *no_locks, mv
     return MV_OK;
 }
 
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, mv_err *e)
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, mv_err *e)
 {
     pthread_mutex_lock(&c->mu);
     if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
@@ -160,7 +161,9 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, m
     }
     mv_status st = look(c, 0, e);
     mv_done_owner w;
-    if (!st && mv_done_owner_of(c->seen, out_rel, &w) && !mv_done_same_input(w.input, input))
+    int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
+    *may_replace = !c->no_locks || mine;
+    if (held && !mine)
         st = mv_fail(e, MV_ERR_OUTPUT,
                      "%s: output name %s already holds the embedding of %s (written by another run "
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "

@@ -334,6 +334,32 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
     return MV_OK;
 }
 
+/* Puts the whole temp file tmp at fin: when fin is free, exclusively (link(2) then unlink of tmp:
+ * atomic on NFS too, and never over a file another process put there meanwhile); over an
+ * existing fin only when may_replace. Where the file system has no hard links, a rename (checked
+ * for an existing fin first when !may_replace). 0, or -1 with errno (EEXIST: fin exists and may
+ * not be replaced). */
+static int take_name(const char *tmp, const char *fin, int may_replace)
+{
+    if (link(tmp, fin) == 0) {
+        unlink(tmp); /* fin is the file now; a failure leaves a name the sweep removes */
+        return 0;
+    }
+    if (errno == EEXIST) {
+        if (!may_replace)
+            return -1;
+        return rename(tmp, fin);
+    }
+    if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK)
+        return -1;
+    struct stat sb; /* no hard links here */
+    if (!may_replace && lstat(fin, &sb) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(tmp, fin);
+}
+
 mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,
                           int64_t rows, int64_t cols, const float *data, int zstd_level,
                           char *final_path, size_t cap, size_t *bytes, mv_err *e)
@@ -402,11 +428,16 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         s = mv_fail(e, io_status(errno), "%s: fsync: %s", fin, strerror(errno));
         goto done;
     }
-    if (w->claim && (s = w->claim(w->claim_ud, rel, e)) != MV_OK)
+    int may_replace = 1;
+    if (w->claim && (s = w->claim(w->claim_ud, rel, &may_replace, e)) != MV_OK)
         goto done; /* another input holds the name: the final name is left alone */
-    /* renamed while still open: the lock holds until the temp name is gone */
-    if (rename(tmp, fin) != 0) {
-        s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
+    /* put in place while still open: the lock holds until the temp name is gone */
+    if (take_name(tmp, fin, may_replace) != 0) {
+        if (errno == EEXIST)
+            s = mv_fail(e, MV_ERR_OUTPUT, "%s: exists, and no manifest line gives it to this input (another "
+                        "run may be writing it; this file system offers no locks to tell): not replaced", fin);
+        else
+            s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
         goto done;
     }
     tmp_made = 0;

@@ -81,8 +81,9 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if ((st = mv_claims_open(o->out_dir, &R->claims, &no_locks, e))) /* the run lock, both layouts */
         return st;
     if (no_locks && !o->quiet)
-        fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: runs sharing this OUT at "
-                "the same time are not kept apart (run them one after the other)\n", o->out_dir);
+        fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: an output name is only "
+                "taken when free or this input's own, and manifest merge/compact cannot tell that a run "
+                "writes here\n", o->out_dir);
     if ((st = pl_load_done(o, done, e)))
         goto fail_claims;
     if ((st = mv_manifest_open(mpath, &R->man, e)))

@@ -28,12 +28,12 @@ typedef struct {
     int taken;
 } claim_ctx;
 
-static mv_status claim_name(void *ud, const char *rel, mv_err *e)
+static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err *e)
 {
     claim_ctx *cc = ud;
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, rel);
-    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, e);
+    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, may_replace, e);
     cc->taken = st == MV_OK;
     return st;
 }

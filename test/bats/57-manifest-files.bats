@@ -116,7 +116,7 @@ many_cams() {
     done
 }
 
-# one_owner OUT REF_A REF_B: each output name has exactly one ok line over all of OUT's
+# one_owner OUT REF_A REF_B: each output name has ok lines of exactly one input over all of OUT's
 # manifests, and its file holds the bytes of that input's own embedding (refA or refB)
 one_owner() {
     "$PY" - "$@" <<'PYEOF'
@@ -127,12 +127,12 @@ for m in glob.glob(os.path.join(out, "manifest*.jsonl")):
     for l in open(m):
         r = json.loads(l)
         if r["status"] == "ok":
-            owners.setdefault(r["output"], []).append(r["input"])
+            owners.setdefault(r["output"], set()).add(r["input"])
 files = sorted(os.path.relpath(p, out) for p in glob.glob(os.path.join(out, "*.npy.zst")))
 assert sorted(owners) == files, (sorted(owners), files)
 for name, ins in owners.items():
     assert len(ins) == 1, (name, ins)
-    cam = os.path.basename(os.path.dirname(ins[0]))
+    cam = os.path.basename(os.path.dirname(next(iter(ins))))
     assert filecmp.cmp(os.path.join(out, name), os.path.join(ref[cam], name), shallow=False), (name, ins)
 print("ok", len(files))
 PYEOF
@@ -243,4 +243,29 @@ print("ok")' "$T/o-$layout/manifest.jsonl"
         run mvembed manifest compact "$T/o-$layout" # once the run is over
         [ "$status" -eq 0 ]
     done
+}
+
+@test "without locks or RENAME_NOREPLACE (NFS nolock): concurrent runs never replace an output another input holds; an input redoes its own" {
+    cc -shared -fPIC -o "$T/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+    many_cams 40
+    emb --out "$T/refA" "$T/camA"
+    emb --out "$T/refB" "$T/camB"
+    LD_PRELOAD="$T/nolock.so" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" "$T/camA" 2>"$T/errA" & a=$!
+    LD_PRELOAD="$T/nolock.so" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" "$T/camB" 2>"$T/errB" & b=$!
+    ra=0 rb=0
+    wait $a || ra=$?
+    wait $b || rb=$?
+    echo "exit $ra $rb"; tail -n 1 "$T/errA" "$T/errB"
+    grep -q "the file system offers no locks" "$T/errA"
+    [ "$ra" -ne 1 ] && [ "$rb" -ne 1 ]
+    run one_owner "$T/o" "$T/refA" "$T/refB"
+    echo "$output"
+    [ "$output" = "ok 40" ]
+    # camA again with --force: its own outputs are redone (replaced), camB's are refused
+    nA=$(cat "$T"/o/manifest.jsonl | grep '"status":"ok"' | grep -c '/camA/' || true)
+    run env LD_PRELOAD="$T/nolock.so" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --force "$T/camA"
+    echo "$output" | tail -n 1
+    [[ "$output" =~ " $nA ok, $((40 - nA)) failed, 0 skipped" ]]
+    run one_owner "$T/o" "$T/refA" "$T/refB"
+    [ "$output" = "ok 40" ]
 }

@@ -97,3 +97,14 @@ PYEOF
     [ ! -e "$T/o/pooled" ]
     [[ "$(cat "$T/err")" =~ "pooled/ removed: this run ended early" ]]
 }
+
+@test "without RENAME_EXCHANGE (NFS) the pooled directory is still replaced whole" {
+    cc -shared -fPIC -o "$T/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
+    run env LD_PRELOAD="$T/nolock.so" "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --pool mean \
+        --max-pixels 40000 "$T/in"
+    [ "$status" -eq 0 ]
+    run rows_match "$T/o" files
+    [ "$output" = "ok 3 0" ]
+    [ -z "$(ls -A "$T/o" | grep -i pool | grep -v '^pooled$')" ]
+}
