@@ -14,6 +14,7 @@
 #include "mv_hashset.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
+#include "mv_output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -172,6 +173,7 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    mv_output_lock_temp(fileno(f)); /* a sweep, here or in another PID namespace, leaves it alone */
     *ok = 0;
     for (size_t i = 0; i < fd->t.n; i++) {
         fputs(fd->t.lines[i], f);
