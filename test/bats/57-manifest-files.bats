@@ -8,10 +8,7 @@ load test_helper
 setup() {
     T="$BATS_TEST_TMPDIR"
     IMG="$ROOT/fixtures/media/images"
-    mkdir -p "$T/in"
-    cp "$IMG"/jpeg_gray_200x149.jpg "$IMG"/png_rgb_320x256.png "$IMG"/webp_lossy_192x128.webp \
-        "$IMG"/png_gray_128x72.png "$IMG"/jpeg_exif6_168x104.jpg "$T/in/"
-    cp "$ROOT/fixtures/bad/empty.jpg" "$T/in/fixme.jpg"
+    small_set "$T/in" fixme.jpg
 }
 
 emb() { mvembed -q --device cpu --model "$MODEL" "$@"; }

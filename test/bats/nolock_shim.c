@@ -15,37 +15,28 @@ static int is_lock(int cmd)
            cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
 }
 
-static int pass(const char *name, int fd, int cmd, void *arg)
+/* fcntl or fcntl64 (name): locks fail with ENOLCK, the rest goes to the real one */
+static int shim(const char *name, int fd, int cmd, void *arg)
 {
+    if (is_lock(cmd)) {
+        errno = ENOLCK;
+        return -1;
+    }
     int (*real)(int, int, ...) = (int (*)(int, int, ...))dlsym(RTLD_NEXT, name);
     return real(fd, cmd, arg);
 }
 
-int fcntl(int fd, int cmd, ...)
-{
-    va_list ap;
-    va_start(ap, cmd);
-    void *arg = va_arg(ap, void *);
-    va_end(ap);
-    if (is_lock(cmd)) {
-        errno = ENOLCK;
-        return -1;
+#define SHIM(name)                                                                                  \
+    int name(int fd, int cmd, ...)                                                                  \
+    {                                                                                               \
+        va_list ap;                                                                                 \
+        va_start(ap, cmd);                                                                          \
+        void *arg = va_arg(ap, void *);                                                             \
+        va_end(ap);                                                                                 \
+        return shim(#name, fd, cmd, arg);                                                           \
     }
-    return pass("fcntl", fd, cmd, arg);
-}
-
-int fcntl64(int fd, int cmd, ...)
-{
-    va_list ap;
-    va_start(ap, cmd);
-    void *arg = va_arg(ap, void *);
-    va_end(ap);
-    if (is_lock(cmd)) {
-        errno = ENOLCK;
-        return -1;
-    }
-    return pass("fcntl64", fd, cmd, arg);
-}
+SHIM(fcntl)
+SHIM(fcntl64)
 
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)
 {

@@ -54,3 +54,13 @@ match_hf() {
     echo "$3: $output (budget $b)"
     [ "$status" -eq 0 ]
 }
+
+# small_set DIR: five images of fixtures/media/images in DIR, plus an empty file (DIR/empty.jpg,
+# an input that fails) when a second argument is given
+small_set() {
+    local img="$ROOT/fixtures/media/images"
+    mkdir -p "$1"
+    cp "$img"/jpeg_gray_200x149.jpg "$img"/png_rgb_320x256.png "$img"/webp_lossy_192x128.webp \
+        "$img"/png_gray_128x72.png "$img"/jpeg_exif6_168x104.jpg "$1/"
+    [ -z "${2:-}" ] || cp "$ROOT/fixtures/bad/empty.jpg" "$1/$2"
+}
