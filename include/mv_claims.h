@@ -1,8 +1,8 @@
 /* mv_claims.h - output names claimed across processes sharing one OUT (files layout), and the
  * lock that tells `manifest compact`/`merge` a run is writing there.
  *
- * OUT/.mvembed.lock is locked with OFD locks (fcntl(2): per open file, shared by NFSv4 and local
- * file systems): byte 0 shared by every run for its whole life ,
+ * OUT/.mvembed.lock holds the names of the manifests runs append to, one a line, and is locked
+ * with OFD locks (fcntl(2): per open file, shared by NFSv4 and local file systems): byte 0 shared by every run for its whole life ,
  * byte 1 exclusive while one output is claimed, renamed into place and its manifest line appended
  * (mv_claims_take ... mv_claims_release); compact and merge take byte 0 exclusively
  * (mv_claims_exclusive), so they never rewrite a manifest a run appends to. Under byte 1 the claimer first reads the manifest lines
@@ -22,10 +22,12 @@ typedef struct mv_claims mv_claims;
 #define MV_CLAIMS_LOCK ".mvembed.lock"
 
 /* Opens (creating) OUT's lock file and takes the run's shared lock (waiting while a compact or
- * merge holds it exclusively), then notes where each manifest of OUT ends now: later lines are
- * what mv_claims_take reads. *no_locks = 1 when the file system offers no locks (then claims are
- * kept apart within this process only). MV_ERR_IO when the file cannot be made. */
-mv_status mv_claims_open(const char *out_dir, mv_claims **c, int *no_locks, mv_err *e);
+ * merge holds it exclusively), adds manifest (the file name in OUT the run appends to) to the
+ * lock file's list of manifests, then notes where each manifest of OUT ends now: later lines of
+ * the listed ones are what mv_claims_take reads. *no_locks = 1 when the file system offers no
+ * locks (then claims are kept apart as far as lines already written and exclusive creation can
+ * tell: mv_claims_take's *may_replace). MV_ERR_IO when the file cannot be made. */
+mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **c, int *no_locks, mv_err *e);
 
 /* Takes the claim lock (this process's threads and other processes wait), reads the new manifest
  * lines and checks that no other input than `input` (mv_done_same_input) holds out_rel (an

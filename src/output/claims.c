@@ -1,10 +1,12 @@
 /* claims.c - output names claimed across processes under OUT's lock file (see mv_claims.h).
  *
  * The claimer's view of other processes' claims is an mv_done set of the manifest lines appended
- * since the run opened its claims (without locks: every line, so that its own outputs are known) (each manifest read on from where the last look stopped; a
- * manifest replaced since, by inode, is read again from its start), so it stays as small as the
- * lines written during the run. Not here: the resume set loaded at the start (manifest_done.c),
- * writing outputs (output.c) or lines (manifest.c).
+ * since the run opened its claims (without locks: every line, so that its own outputs are known),
+ * each manifest read on from where the last look stopped (one replaced since, by inode, again
+ * from its start), so it stays as small as the lines written during the run. Which manifests to
+ * look at is the lock file's content: each run adds its manifest's name there when it starts, so
+ * a claim never lists OUT (which holds the outputs). Not here: the resume set loaded at the start
+ * (manifest_done.c), writing outputs (output.c) or lines (manifest.c).
  */
 #define _GNU_SOURCE /* F_OFD_SETLKW */
 #include "mv_claims.h"
@@ -72,14 +74,81 @@ static mv_status open_lock(const char *out_dir, mv_claims **out, mv_err *e)
     return MV_OK;
 }
 
-/* Notes where OUT's manifests end now, or reads on from there (what other processes appended);
- * under the claim lock. */
-static mv_status look(mv_claims *c, int note_only, mv_err *e)
+/* The manifest names registered in the lock file (one a line, each a manifest's name as
+ * mv_name_manifest makes it; others are ignored), into *names / *nn (free with
+ * mv_manifest_list_free). */
+static mv_status registered(mv_claims *c, char ***names, size_t *nn, mv_err *e)
+{
+    *names = NULL;
+    *nn = 0;
+    struct stat sb;
+    if (fstat(c->fd, &sb) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    size_t len = (size_t)sb.st_size;
+    char *text = mv_malloc(len + 1);
+    if (!text)
+        return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+    ssize_t got = len ? pread(c->fd, text, len, 0) : 0;
+    if (got < 0) {
+        free(text);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: read: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    }
+    text[got] = 0;
+    size_t cap = 0;
+    mv_status st = MV_OK;
+    for (char *line = strtok(text, "\n"); line && !st; line = strtok(NULL, "\n")) {
+        int k, n;
+        if (strcmp(line, "manifest.jsonl") != 0 && !mv_name_manifest_parse(line, &k, &n))
+            continue;
+        if (*nn == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **nv = realloc(*names, cap * sizeof *nv);
+            if (!nv) {
+                st = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+                break;
+            }
+            *names = nv;
+        }
+        if (!((*names)[*nn] = strdup(line)))
+            st = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+        else
+            (*nn)++;
+    }
+    free(text);
+    return st;
+}
+
+/* Adds manifest (a file name in OUT) to the lock file's list when it is not there yet; under
+ * the claim lock. */
+static mv_status enlist(mv_claims *c, const char *manifest, mv_err *e)
 {
     char **names;
     size_t nn;
-    mv_status st = mv_manifest_list(c->out_dir, &names, &nn, e);
+    mv_status st = registered(c, &names, &nn, e);
+    int there = 0;
+    for (size_t i = 0; !st && i < nn; i++)
+        there |= !strcmp(names[i], manifest);
+    mv_manifest_list_free(names, nn);
+    if (st || there)
+        return st;
+    char line[300];
+    int n = snprintf(line, sizeof line, "%s\n", manifest);
+    struct stat sb;
+    if (fstat(c->fd, &sb) != 0 || pwrite(c->fd, line, (size_t)n, sb.st_size) != n)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: write: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    return MV_OK;
+}
+
+/* Notes where OUT's manifests end now (at open: every manifest in OUT), or reads on from there
+ * what the registered manifests gained since (other processes' lines); under the claim lock. */
+static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
+{
+    char **names;
+    size_t nn;
+    mv_status st = at_open ? mv_manifest_list(c->out_dir, &names, &nn, e) : registered(c, &names, &nn, e);
     for (size_t i = 0; !st && i <= nn; i++) {
+        if (i == nn && !at_open)
+            break; /* manifest.jsonl is registered like the others */
         const char *name = i < nn ? names[i] : "manifest.jsonl";
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", c->out_dir, name);
@@ -115,7 +184,8 @@ static mv_status look(mv_claims *c, int note_only, mv_err *e)
     return st;
 }
 
-mv_status mv_claims_open(const char *out_dir, mv_claims **out, int *no_locks, mv_err *e)
+mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **out, int *no_locks,
+                         mv_err *e)
 {
     *no_locks = 0;
     mv_claims *c;
@@ -140,7 +210,9 @@ mv_status mv_claims_open(const char *out_dir, mv_claims **out, int *no_locks, mv
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
     }
     /* without locks, whether a file there is this input's own needs every line, old ones too */
-    st = look(c, !c->no_locks, e);
+    st = enlist(c, manifest, e);
+    if (!st)
+        st = look(c, 1, !c->no_locks, e);
     if (!c->no_locks)
         ofd_lock(c->fd, F_UNLCK, 1, 0);
     if (st) {
@@ -159,7 +231,7 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, i
         pthread_mutex_unlock(&c->mu);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
     }
-    mv_status st = look(c, 0, e);
+    mv_status st = look(c, 0, 0, e);
     mv_done_owner w;
     int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
     *may_replace = !c->no_locks || mine;

@@ -78,7 +78,8 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     *done = NULL;
     int no_locks = 0;
     /* claims first: what it notes as read is then read by the resume set too */
-    if ((st = mv_claims_open(o->out_dir, &R->claims, &no_locks, e))) /* the run lock, both layouts */
+    const char *mname = strrchr(mpath, '/') ? strrchr(mpath, '/') + 1 : mpath;
+    if ((st = mv_claims_open(o->out_dir, mname, &R->claims, &no_locks, e))) /* the run lock, both layouts */
         return st;
     if (no_locks && !o->quiet)
         fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: an output name is only "
