@@ -221,8 +221,11 @@ print("ok")' "$T/o/manifest.jsonl" "$T/h/a.bmp"
                 sleep 0.02
             done
             [ "$(wc -l <"$T/o-$layout/manifest.jsonl")" -eq 10 ]
-        else
-            sleep 1
+        else # its lines come when its shard is complete; it has taken OUT once it lists its manifest
+            for _ in $(seq 500); do
+                grep -qs '^manifest.jsonl$' "$T/o-$layout/.mvembed.lock" && break
+                sleep 0.02
+            done
         fi
         run mvembed manifest compact "$T/o-$layout"
         echo "$layout: $output"
