@@ -246,12 +246,12 @@ print("ok")' "$T/o-$layout/manifest.jsonl"
 }
 
 @test "without locks or RENAME_NOREPLACE (NFS nolock): concurrent runs never replace an output another input holds; an input redoes its own" {
-    cc -shared -fPIC -o "$T/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+    preload=$(nolock_preload "$T")
     many_cams 40
     emb --out "$T/refA" "$T/camA"
     emb --out "$T/refB" "$T/camB"
-    LD_PRELOAD="$T/nolock.so" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" "$T/camA" 2>"$T/errA" & a=$!
-    LD_PRELOAD="$T/nolock.so" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" "$T/camB" 2>"$T/errB" & b=$!
+    LD_PRELOAD="$preload" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" "$T/camA" 2>"$T/errA" & a=$!
+    LD_PRELOAD="$preload" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" "$T/camB" 2>"$T/errB" & b=$!
     ra=0 rb=0
     wait $a || ra=$?
     wait $b || rb=$?
@@ -263,7 +263,7 @@ print("ok")' "$T/o-$layout/manifest.jsonl"
     [ "$output" = "ok 40" ]
     # camA again with --force: its own outputs are redone (replaced), camB's are refused
     nA=$(cat "$T"/o/manifest.jsonl | grep '"status":"ok"' | grep -c '/camA/' || true)
-    run env LD_PRELOAD="$T/nolock.so" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --force "$T/camA"
+    run env LD_PRELOAD="$preload" "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --force "$T/camA"
     echo "$output" | tail -n 1
     [[ "$output" =~ " $nA ok, $((40 - nA)) failed, 0 skipped" ]]
     run one_owner "$T/o" "$T/refA" "$T/refB"

@@ -99,9 +99,9 @@ PYEOF
 }
 
 @test "without RENAME_EXCHANGE (NFS) the pooled directory is still replaced whole" {
-    cc -shared -fPIC -o "$T/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+    preload=$(nolock_preload "$T")
     mvembed -q --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
-    run env LD_PRELOAD="$T/nolock.so" "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --pool mean \
+    run env LD_PRELOAD="$preload" "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --pool mean \
         --max-pixels 40000 "$T/in"
     [ "$status" -eq 0 ]
     run rows_match "$T/o" files

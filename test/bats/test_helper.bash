@@ -64,3 +64,12 @@ small_set() {
         "$img"/png_gray_128x72.png "$img"/jpeg_exif6_168x104.jpg "$1/"
     [ -z "${2:-}" ] || cp "$ROOT/fixtures/bad/empty.jpg" "$1/$2"
 }
+
+# nolock_preload DIR: builds test/bats/nolock_shim.c into DIR/nolock.so and prints what LD_PRELOAD
+# must hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires)
+nolock_preload() {
+    cc -shared -fPIC -o "$1/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+    local asan
+    asan=$(ldd "$MVEMBED" 2>/dev/null | awk '/libasan/ {print $3}')
+    echo "${asan:+$asan }$1/nolock.so"
+}
