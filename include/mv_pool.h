@@ -52,4 +52,8 @@ mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, 
  * there was none, -1 it could not be removed. */
 int mv_pool_remove(const char *out_dir, const char *stem);
 
+/* Removes out_dir/<stem>.npy and out_dir/<stem>.jsonl, where earlier builds wrote them, when both
+ * are regular files (stale beside out_dir/<stem>/): 1 removed, 0 none there, -1 a removal failed. */
+int mv_pool_remove_old(const char *out_dir, const char *stem);
+
 #endif

@@ -354,3 +354,14 @@ int mv_pool_remove(const char *out_dir, const char *stem)
         return 0;
     return remove_dir(fin) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
 }
+
+int mv_pool_remove_old(const char *out_dir, const char *stem)
+{
+    char npy[4400], idx[4400];
+    snprintf(npy, sizeof npy, "%s/%s.npy", out_dir, stem);
+    snprintf(idx, sizeof idx, "%s/%s.jsonl", out_dir, stem);
+    struct stat a, b;
+    if (lstat(npy, &a) != 0 || lstat(idx, &b) != 0 || !S_ISREG(a.st_mode) || !S_ISREG(b.st_mode))
+        return 0;
+    return unlink(idx) == 0 && unlink(npy) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+}

@@ -207,6 +207,10 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
     size_t rows = 0, left = 0;
     mv_status st = mv_pool_stack(R->pooled, o->out_dir, stem, R->m->cfg.out_hidden, o->out_dtype, &rows,
                                  &left, e);
+    int old = st ? 0 : mv_pool_remove_old(o->out_dir, stem);
+    if (old > 0 && !o->quiet)
+        fprintf(stderr, "mvembed: %s/%s.npy and %s.jsonl of an earlier build removed: they are in %s/ now\n",
+                o->out_dir, stem, stem, stem);
     if (!st && !o->quiet)
         fprintf(stderr, "mvembed: %s/%s/: pooled.npy holds %zu rows, one per ok input; pooled.jsonl "
                 "indexes them%s%zu input%s left out\n", o->out_dir, stem, rows, left ? " and lists the " : ", ",

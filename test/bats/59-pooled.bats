@@ -108,3 +108,15 @@ PYEOF
     [ "$output" = "ok 3 0" ]
     [ -z "$(ls -A "$T/o" | grep -i pool | grep -v '^pooled$')" ]
 }
+
+@test "pooled.npy and pooled.jsonl left in OUT by an earlier build are removed once OUT/pooled/ is written" {
+    mkdir -p "$T/o"
+    "$PY" -c 'import numpy as np, sys; np.save(sys.argv[1], np.zeros((5, 64), np.float32))' "$T/o/pooled.npy"
+    printf '{"row":0,"input":"gone.jpg","output":"gone.jpg.npy.zst","status":"ok"}\n' > "$T/o/pooled.jsonl"
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "pooled.npy and pooled.jsonl of an earlier build removed: they are in pooled/ now" ]]
+    [ ! -e "$T/o/pooled.npy" ] && [ ! -e "$T/o/pooled.jsonl" ]
+    run rows_match "$T/o" files
+    [ "$output" = "ok 3 0" ]
+}
