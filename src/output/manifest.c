@@ -357,6 +357,12 @@ mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_er
         sb_key(&b, "offset");
         sb_i64(&b, r->offset);
     }
+    if (r->has_xxh64) {
+        char t[24];
+        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->xxh64);
+        sb_key(&b, "xxh64");
+        sb_str(&b, t);
+    }
     sb_add(&b, "}", 1);
     if (b.oom) {
         free(b.p);

@@ -32,8 +32,18 @@ typedef struct {
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
+    int64_t offset, data_len; /* tar samples (mv_done_sample): -1 = not recorded */
+    uint64_t xxh64;
+    int has_xxh64, tar;
     int ok;             /* latest line ok */
 } done_ent;
+
+/* The parts of an ok line that the tar layout's resume checks (mv_done_sample). */
+typedef struct {
+    int64_t offset, data_len;
+    uint64_t xxh64;
+    int has_xxh64, tar;
+} tar_part;
 
 struct mv_done {
     done_ent *ents;
@@ -62,7 +72,7 @@ void mv_done_free(mv_done *d)
 /* Records one line: input's latest status is ok (with output, which may be NULL, model and
  * bytes) or not. Returns 0, or -1 when out of memory. */
 static int done_set(mv_done *d, const char *input, int ok, const char *output, const char *model,
-                    int64_t bytes)
+                    int64_t bytes, const tar_part *tp)
 {
     mv_hashset_entry *is = mv_hashset_find(&d->in, input, strlen(input));
     done_ent *en;
@@ -97,6 +107,11 @@ static int done_set(mv_done *d, const char *input, int ok, const char *output, c
     en->ok = 1;
     snprintf(en->model, sizeof en->model, "%s", model);
     en->bytes = bytes;
+    en->offset = tp->offset;
+    en->data_len = tp->data_len;
+    en->xxh64 = tp->xxh64;
+    en->has_xxh64 = tp->has_xxh64;
+    en->tar = tp->tar;
     en->output = NULL;
     free(en->odd_output);
     en->odd_output = NULL;
@@ -122,6 +137,42 @@ const char *mv_done_lookup(const mv_done *d, const char *input)
 }
 
 size_t mv_done_count(const mv_done *d) { return d->n_ok; }
+
+int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    if (!s || !d->ents[s->value - 1].ok)
+        return 0;
+    const done_ent *en = &d->ents[s->value - 1];
+    smp->output = en->output ? en->output : en->odd_output;
+    smp->model = en->model;
+    smp->bytes = en->bytes;
+    smp->offset = en->offset;
+    smp->data_len = en->data_len;
+    smp->has_xxh64 = en->has_xxh64;
+    smp->xxh64 = en->xxh64;
+    smp->tar = en->tar;
+    return 1;
+}
+
+void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,
+                     const char **ex_tar)
+{
+    *n_files = *n_tar = 0;
+    if (ex_files)
+        *ex_files = NULL;
+    if (ex_tar)
+        *ex_tar = NULL;
+    for (size_t i = 0; i < d->n_ents; i++) {
+        const done_ent *en = &d->ents[i];
+        if (!en->ok)
+            continue;
+        const char **ex = en->tar ? ex_tar : ex_files;
+        if (ex && !*ex)
+            *ex = en->input;
+        (*(en->tar ? n_tar : n_files))++;
+    }
+}
 
 int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
 {
@@ -268,6 +319,32 @@ static char *record_path(json_t *o, const char *field)
     return strdup(json_string_value(s));
 }
 
+/* The tar layout's parts of an ok line o into *tp (left as they are when absent or malformed). */
+static void read_tar_part(json_t *o, tar_part *tp)
+{
+    json_t *jo = json_object_get(o, "offset"), *jx = json_object_get(o, "xxh64");
+    json_t *sh = json_object_get(o, "shape"), *dt = json_object_get(o, "dtype");
+    tp->tar = json_is_string(json_object_get(o, "shard")) && json_is_string(json_object_get(o, "key"));
+    if (json_is_integer(jo) && json_integer_value(jo) >= 0)
+        tp->offset = (int64_t)json_integer_value(jo);
+    if (json_is_string(jx) && strlen(json_string_value(jx)) == 16) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(json_string_value(jx), &end, 16);
+        if (!errno && !*end) {
+            tp->xxh64 = (uint64_t)v;
+            tp->has_xxh64 = 1;
+        }
+    }
+    int64_t dsize = !json_is_string(dt) ? 0 : !strcmp(json_string_value(dt), "f32") ? 4
+                    : !strcmp(json_string_value(dt), "f16") || !strcmp(json_string_value(dt), "bf16") ? 2 : 0;
+    json_t *r0 = json_array_get(sh, 0), *r1 = json_array_get(sh, 1);
+    if (dsize && json_array_size(sh) == 2 && json_is_integer(r0) && json_is_integer(r1) &&
+        json_integer_value(r0) >= 0 && json_integer_value(r1) >= 0 &&
+        json_integer_value(r0) < (1LL << 31) && json_integer_value(r1) < (1LL << 24))
+        tp->data_len = (int64_t)json_integer_value(r0) * (int64_t)json_integer_value(r1) * dsize;
+}
+
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e)
 {
@@ -312,7 +389,10 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
         const char *model = json_is_string(jm) ? json_string_value(jm) : "";
         int64_t bytes = json_is_integer(jb) && json_integer_value(jb) >= 0
                             ? (int64_t)json_integer_value(jb) : -1;
-        int r = done_set(d, input, ok, output, model, bytes);
+        tar_part tp = {-1, -1, 0, 0, 0};
+        if (ok)
+            read_tar_part(o, &tp);
+        int r = done_set(d, input, ok, output, model, bytes, &tp);
         free(output);
         free(input);
         json_decref(o);
