@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_tar.h"
 #include "mv_names.h"
+#include "mv_tar_resume.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -299,6 +300,18 @@ static mv_status add_member(mv_tar_shard *sh, const char *name, const void *data
 
 static int64_t pad512(int64_t n) { return (n + 511) / 512 * 512; }
 
+/* NaN/Inf among the n values as written (f32, or f16 little-endian halves: f32 values past
+ * 65504 become Inf there). */
+static size_t nonfinite_written(mv_dtype dt, const uint8_t *p, const float *data, size_t n)
+{
+    if (dt == MV_DT_F32)
+        return mv_count_nonfinite(data, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += ((p[2 * i] | p[2 * i + 1] << 8) & 0x7c00) == 0x7c00;
+    return bad;
+}
+
 mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype dt, int64_t rows,
                      int64_t cols, const float *data, mv_err *e)
 {
@@ -309,7 +322,19 @@ mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype d
     mv_status st = mv_npy_encode_f32_as(dt, rows, cols, data, &npy, &npy_len, e);
     if (st)
         return mv_fail_prefix(e, st, "%s", r->input);
-    size_t npy_hdr = npy_len - (size_t)rows * (size_t)cols * mv_dtype_size(dt);
+    size_t count = (size_t)rows * (size_t)cols, npy_hdr = npy_len - count * mv_dtype_size(dt);
+    size_t bad = nonfinite_written(dt, npy + npy_hdr, data, count);
+    if (bad) { /* refused before the shard is touched: only this input fails */
+        free(npy);
+        return mv_fail(e, MV_ERR_MODEL, "%s: not written: the embedding holds %zu NaN/Inf values of %zu "
+                       "as %s (the model or its preprocessing produced non-finite numbers for this "
+                       "input%s)", r->input, bad, count, dt == MV_DT_F16 ? "f16" : "f32",
+                       dt == MV_DT_F16 ? ", or values past f16's 65504" : "");
+    }
+    r->has_bytes = 1;
+    r->bytes = (int64_t)npy_len;
+    r->has_xxh64 = 1;
+    r->xxh64 = mv_tar_checksum(npy, npy_len);
     char *line = NULL;
     size_t line_len = 0;
     /* complete a shard that this sample would take past the target (its .json counted as one

@@ -9,6 +9,7 @@
 #include "mv_hashset.h"
 #include "mv_output.h"
 #include "mv_names.h"
+#include "mv_tar_resume.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -66,15 +67,37 @@ void *pl_count_main(void *arg)
     return NULL;
 }
 
-/* 1 when OUT/name (a shard name from the manifest) is a regular file inside OUT. */
-static int tar_shard_present(const char *out_real, const char *name)
+/* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
+ * the input's latest ok record is a sample made with this run's fingerprint that still verifies
+ * (mv_tar_sample_intact): skip it. 0: embed it (no record, other settings, a sample missing or
+ * damaged; said as the files layout says it). */
+static int tar_done(runner *R, mv_done *done, const char *path, const char *out_real, long *n_stale,
+                    char stale_fp[17])
 {
-    if (!name[0] || name[0] == '/' || strstr(name, "..") || strchr(name, '/'))
+    const mv_run_opts *o = R->o;
+    const char *fp = R->m->fingerprint;
+    mv_done_sample smp;
+    if (!mv_done_sample_of(done, path, &smp))
         return 0;
-    char p[8400];
-    struct stat sb;
-    snprintf(p, sizeof p, "%s/%s", out_real, name);
-    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    char esc[8192], why[1100];
+    if (strcmp(smp.model, fp) != 0) { /* other settings: redone */
+        if (!(*n_stale)++)
+            snprintf(stale_fp, 17, "%s", smp.model[0] ? smp.model : "none");
+        if (o->verbose)
+            pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                   mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
+        return 0;
+    }
+    if (!mv_tar_sample_intact(out_real, &smp, why, sizeof why)) {
+        if (!o->quiet)
+            pl_say(R, "mvembed: %s: its sample is missing or damaged (%s); redoing it\n",
+                   mv_escape(path, esc, sizeof esc), why);
+        return 0;
+    }
+    atomic_fetch_add(&R->n_skip, 1);
+    if (o->verbose)
+        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, sizeof esc));
+    return 1;
 }
 
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
@@ -119,18 +142,10 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
-        /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
-         * an input whose latest line is ok is done while its complete shard is there (only
-         * complete shards get manifest lines) */
-        const char *shard = R->tars && !wi.error && done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
-        if (shard) {
-            if (tar_shard_present(out_real, shard)) {
-                atomic_fetch_add(&R->n_skip, 1);
-                if (R->pooled)
-                    mv_pool_list_add(R->pooled, wi.path, shard);
-                mv_item_free(it);
-                continue;
-            }
+        if (R->tars && !wi.error && done && !o->force &&
+            tar_done(R, done, wi.path, out_real, &n_stale, stale_fp)) {
+            mv_item_free(it);
+            continue;
         }
         int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {

@@ -10,6 +10,12 @@ setup() {
     IN="$ROOT/fixtures/media"
 }
 
+# readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
+readme_recipe() {
+    awk -v t="**$1**" 'index($0, t) == 1 { f = 1 } f && /^```python$/ { p = 1; next } p && /^```$/ { exit } p' \
+        "$ROOT/README.md"
+}
+
 # files OUT [ARGS...]: a files-layout run of the fixtures into OUT
 files_run() {
     local out=$1
@@ -274,19 +280,9 @@ print("ok")' "$T/o"
     files_run "$T/files"
     mkdir "$T/r"
     mvembed -q --device cpu --model "$MODEL" --out "$T/r/emb" --layout tar --shard-size 64K "$IN"
-    # what a user runs (README "Reading the embeddings", tar shards without copying)
-    cat > "$T/reader.py" <<'EOF'
-import json
-import numpy as np
-
-out = "emb"
-for line in open(f"{out}/manifest.jsonl"):
-    rec = json.loads(line)
-    if rec["status"] == "ok":
-        emb = np.memmap(f"{out}/{rec['shard']}", mode="r", offset=rec["offset"],
-                        dtype={"f32": "<f4", "f16": "<f2"}[rec["dtype"]], shape=tuple(rec["shape"]))
-        print(rec["input"], rec["key"], emb.shape)
-EOF
+    # what a user runs: the README's recipe ("Tar shards without copying"), taken from the README
+    readme_recipe "Tar shards without copying" > "$T/reader.py"
+    grep -q np.memmap "$T/reader.py"
     run bash -c "cd '$T/r' && '$PY' '$T/reader.py'"
     [ "$status" -eq 0 ]
     echo "$output" > "$T/printed"

@@ -1,0 +1,25 @@
+/* mv_tar_resume.h - the tar layout's resume checks: is an input's recorded sample still in OUT,
+ * whole and the bytes that were written?
+ *
+ * What it is: given an input's latest ok record (mv_done_sample, mv_manifest.h) it checks that
+ * the record names a tar sample (shard, key, offset, size and XXH64 of its <key>.npy member),
+ * that the shard is a regular file directly inside OUT, long enough to hold the member, and that
+ * the member's bytes hash to the recorded XXH64 (xxHash's library). A shard overwritten, cut short,
+ * removed, or a record without a checksum (older manifests) does not verify: the input is redone.
+ * What it is not: it does not decide what the run does with the input (feed.c) and does not
+ * compare settings (the fingerprint is the caller's).
+ */
+#ifndef MV_TAR_RESUME_H
+#define MV_TAR_RESUME_H
+
+#include "mv_common.h"
+#include "mv_manifest.h"
+
+/* 1 when the sample s points at is whole in OUT (out_real: realpath of OUT), else 0 with the
+ * reason in why[cap] ("shard-00003.tar: 2048 bytes, the sample ends at byte 9728", ...). */
+int mv_tar_sample_intact(const char *out_real, const mv_done_sample *s, char *why, size_t cap);
+
+/* XXH64 (seed 0) of p[0..n): the checksum a sample's record carries. */
+uint64_t mv_tar_checksum(const void *p, size_t n);
+
+#endif
