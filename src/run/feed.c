@@ -218,6 +218,26 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     return st;
 }
 
+/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record is
+ * refused before anything is written (mixing them would leave files beside shards, and readers
+ * of either layout would meet lines of the other). */
+static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e)
+{
+    size_t n_files, n_tar;
+    const char *ex_files, *ex_tar;
+    mv_done_layouts(done, &n_files, &n_tar, &ex_files, &ex_tar);
+    int tar = o->layout == MV_LAYOUT_TAR;
+    size_t n = tar ? n_files : n_tar;
+    if (!n)
+        return MV_OK;
+    char esc[4096];
+    return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (%zu input%s, such as %s, in its manifest): "
+                   "--layout %s would mix two layouts in one output directory; use another --out, or "
+                   "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
+                   mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
+                   tar ? "files" : "tar");
+}
+
 /* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
 mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
 {
@@ -238,6 +258,8 @@ mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done *
                     mv_done_count(*done), nb ? " (unreadable lines ignored)" : "");
         }
     }
+    if (!st)
+        st = one_layout(o, *done, e);
     if (st) {
         mv_done_free(*done);
         *done = NULL;

@@ -126,3 +126,25 @@ PYEOF
     [ "$status" -eq 0 ]
     check "$T/o" --ok 1
 }
+
+@test "layout switch: --layout tar into a files-layout OUT (and back) is refused naming the layout OUT holds" {
+    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" "$IMG"
+    [ "$status" -eq 0 ]
+    cp "$T/o/manifest.jsonl" "$T/before"
+    ls -A "$T/o" | sort > "$T/ls-before"
+    tar_run "$T/o" -q
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "$T/o holds the files layout (21 inputs, such as " ]]
+    [[ "$output" =~ "--layout tar would mix two layouts in one output directory" ]]
+    cmp "$T/before" "$T/o/manifest.jsonl"   # nothing written
+    ls -A "$T/o" | sort | cmp - "$T/ls-before"
+    # the other way round: a tar-layout OUT refuses the files layout
+    tar_run "$T/t" -q
+    [ "$status" -eq 0 ]
+    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/t" "$IMG"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "$T/t holds the tar layout (21 inputs" ]]
+    [ -z "$(find "$T/t" -name '*.npy.zst')" ]
+    check "$T/t" --ok 21 --one-sample
+}
