@@ -17,8 +17,10 @@
  * an existing file), directory fsync'd, and only then are the manifest lines of its samples handed
  * to the commit callback, all at once. A crash therefore loses only open shards (their inputs
  * have no manifest line and are redone by the next run); a manifest line never points into a
- * shard that does not exist. Shard numbers come from one atomic counter per run, starting above
- * every number already used in OUT under the same naming (final or temporary files).
+ * shard that does not exist. A shard's number is chosen and its temporary file created in one
+ * step under an flock of the manifest that the same naming writes (so runs sharing one OUT, with
+ * the same --shard, exclude each other there) and the run's mutex: above every number used in OUT
+ * under that naming at that moment (final shards, and temporary shards of any process).
  *
  * What it is not: it does not decide which inputs to embed, does not append to the manifest
  * itself (the caller's commit callback does), and does not read tars back. Writing is done with
@@ -49,6 +51,11 @@ typedef struct mv_tar_shard mv_tar_shard; /* one open shard, used by one thread 
 mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes,
                           mv_tar_commit_fn commit, void *ud, mv_tar_set **s, mv_err *e);
 void mv_tar_set_free(mv_tar_set *s);
+
+/* Test hook (mv_run_opts.test_pause_tar_open_ms): every temporary shard, once created, waits ms
+ * milliseconds before its first sample, so that a test can make two runs choose their shard
+ * numbers while the other's shard is open. 0: no pause. */
+void mv_tar_set_test_pause(mv_tar_set *s, int ms);
 
 /* Adds one sample: data [rows, cols] float32 stored as dt (MV_DT_F32, or MV_DT_F16 rounded to
  * nearest even). r is the input's manifest record; this fills r->output and r->shard with the

@@ -19,11 +19,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +35,11 @@ struct mv_tar_set {
     int k, n;
     long long target;
     atomic_llong next;    /* next shard number to try */
+    /* choosing a shard number and creating its temporary file is one step under this mutex (the
+     * run's writers) and an flock of the manifest this naming shares (other runs into OUT) */
+    pthread_mutex_t mu;
+    int lock_fd;
+    int pause_ms;         /* test hook: a pause after creating a temporary shard */
     mv_tar_commit_fn commit;
     void *ud;
     char host[17];        /* hash of this host's name, 16 hex digits */
@@ -108,6 +115,38 @@ int mv_tar_parse_size(const char *s, long long *bytes)
 
 /* ---- the set ------------------------------------------------------------------------------ */
 
+/* The highest shard number used in OUT under s's naming (-1 when none): final shards, and
+ * temporary shards of any process (a live one's number is taken). With sweep, temporary shards
+ * of dead processes of this host are removed first (their inputs have no manifest line). */
+static mv_status max_used(mv_tar_set *s, int sweep, long long *maxp, mv_err *e)
+{
+    DIR *d = opendir(s->dir);
+    if (!d)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot list the output directory: %s", s->dir, strerror(errno));
+    long long max = -1;
+    long self = (long)getpid();
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        long long num = mv_name_tar_shard_parse(de->d_name, s->k, s->n);
+        long pid;
+        char host[17];
+        const char *fin = parse_temp(de->d_name, &pid, host);
+        if (fin) {
+            if (sweep && !strcmp(host, s->host) && pid != self && kill((pid_t)pid, 0) != 0 &&
+                errno == ESRCH) {
+                unlinkat(dirfd(d), de->d_name, 0); /* best effort: a leftover is only space */
+                continue;
+            }
+            num = mv_name_tar_shard_parse(fin, s->k, s->n);
+        }
+        if (num > max)
+            max = num;
+    }
+    closedir(d);
+    *maxp = max;
+    return MV_OK;
+}
+
 mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes,
                           mv_tar_commit_fn commit, void *ud, mv_tar_set **out, mv_err *e)
 {
@@ -126,42 +165,34 @@ mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_by
     if (gethostname(hn, sizeof hn - 1) != 0)
         strcpy(hn, "localhost");
     snprintf(s->host, sizeof s->host, "%016llx", (unsigned long long)mv_hash64(hn, strlen(hn)));
-    DIR *d = opendir(out_dir);
-    if (!d) {
+    pthread_mutex_init(&s->mu, NULL);
+    s->lock_fd = -1;
+    char mpath[4200];
+    mv_name_manifest(mpath, sizeof mpath, out_dir, k, n);
+    if ((s->lock_fd = open(mpath, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
+        mv_fail(e, MV_ERR_IO, "%s: cannot open the manifest: %s", mpath, strerror(errno));
         mv_tar_set_free(s);
-        return mv_fail(e, MV_ERR_IO, "%s: cannot list the output directory: %s", out_dir,
-                       strerror(errno));
+        return MV_ERR_IO;
     }
-    long long max = -1;
-    long self = (long)getpid();
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        long long num = mv_name_tar_shard_parse(de->d_name, k, n);
-        long pid;
-        char host[17];
-        const char *fin = parse_temp(de->d_name, &pid, host);
-        if (fin) {
-            /* a temporary shard of a process of this host that no longer exists: its inputs have
-             * no manifest line, so they are redone; the file goes */
-            if (!strcmp(host, s->host) && pid != self && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-                unlinkat(dirfd(d), de->d_name, 0); /* best effort: a leftover is only space */
-                continue;
-            }
-            num = mv_name_tar_shard_parse(fin, k, n); /* alive (or another host's): its number is taken */
-        }
-        if (num > max)
-            max = num;
+    long long max;
+    if (max_used(s, 1, &max, e)) {
+        mv_tar_set_free(s);
+        return MV_ERR_IO;
     }
-    closedir(d);
     atomic_store(&s->next, max + 1);
     *out = s;
     return MV_OK;
 }
 
+void mv_tar_set_test_pause(mv_tar_set *s, int ms) { s->pause_ms = ms; }
+
 void mv_tar_set_free(mv_tar_set *s)
 {
     if (!s)
         return;
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    pthread_mutex_destroy(&s->mu);
     free(s->dir);
     free(s);
 }
@@ -223,10 +254,22 @@ static mv_status shard_open(mv_tar_set *s, mv_tar_shard **out, mv_err *e)
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a shard", s->dir);
     }
     sh->fd = -1;
-    /* a number whose final name exists already (another process under the same naming) is
-     * skipped; the temporary name carries our pid, so it cannot collide */
-    for (int tries = 0; tries < 1000; tries++) {
-        long long num = atomic_fetch_add(&s->next, 1);
+    /* under the lock, above every number used in OUT now (other runs' temporary shards too),
+     * then created exclusively: two runs sharing one OUT never pick the same number */
+    pthread_mutex_lock(&s->mu);
+    int lr;
+    while ((lr = flock(s->lock_fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    long long max = -1;
+    mv_status st = lr != 0 ? mv_fail(e, MV_ERR_IO, "%s: cannot lock the manifest to choose a shard number: "
+                                     "%s", s->dir, strerror(errno))
+                           : max_used(s, 0, &max, e);
+    errno = 0;
+    for (int tries = 0; !st && tries < 1000; tries++) {
+        long long num = atomic_load(&s->next);
+        if (num <= max)
+            num = max + 1;
+        atomic_store(&s->next, num + 1);
         mv_name_tar_shard(sh->name, sizeof sh->name, s->k, s->n, num);
         snprintf(sh->stem, sizeof sh->stem, "%.*s", (int)(strlen(sh->name) - 10), sh->name + 6);
         snprintf(sh->fin, plen, "%s/%s", s->dir, sh->name);
@@ -237,6 +280,17 @@ static mv_status shard_open(mv_tar_set *s, mv_tar_shard **out, mv_err *e)
         if (sh->fd >= 0 || errno != EEXIST)
             break;
     }
+    int oerr = errno;
+    if (lr == 0)
+        flock(s->lock_fd, LOCK_UN);
+    pthread_mutex_unlock(&s->mu);
+    if (st) {
+        free(sh->tmp);
+        sh->tmp = NULL;
+        shard_free(sh);
+        return st;
+    }
+    errno = oerr;
     if (sh->fd < 0) {
         mv_fail(e, MV_ERR_IO, "%s: cannot create temporary shard %s: %s", sh->fin, sh->tmp,
                 strerror(errno));
@@ -245,6 +299,8 @@ static mv_status shard_open(mv_tar_set *s, mv_tar_shard **out, mv_err *e)
         shard_free(sh);
         return MV_ERR_IO;
     }
+    if (s->pause_ms > 0) /* test hook: another run chooses its number meanwhile */
+        nanosleep(&(struct timespec){s->pause_ms / 1000, (long)(s->pause_ms % 1000) * 1000000}, NULL);
     sh->a = archive_write_new();
     if (!sh->a) {
         mv_tar_abandon(sh);
