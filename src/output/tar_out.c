@@ -8,9 +8,10 @@
  * otherwise, so a different libarchive behaviour cannot record wrong offsets silently).
  * This file does not append to the manifest (the commit callback does) nor pick inputs.
  */
-#define _GNU_SOURCE /* renameat2 */
 #include "mv_tar.h"
 #include "mv_names.h"
+#include "mv_output.h"
+#include "mv_place.h"
 #include "mv_tar_resume.h"
 
 #include <archive.h>
@@ -115,9 +116,25 @@ int mv_tar_parse_size(const char *s, long long *bytes)
 
 /* ---- the set ------------------------------------------------------------------------------ */
 
+/* 1 when the temporary shard name (in directory d; its writer pid of host) is abandoned: by
+ * output.c's lock rule (its writer holds an OFD write lock from creation until the rename, seen
+ * from any process, PID namespace or machine sharing the locks; unlocked and its pid not running
+ * here, or old), and of this host or old (a shard of another host's run is left to age). */
+static int temp_abandoned(DIR *d, const char *name, long pid, int same_host, struct stat *st)
+{
+    int fd = openat(dirfd(d), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int r = fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_nlink > 0 &&
+            mv_output_temp_abandoned(fd, st, pid) &&
+            (same_host || time(NULL) - st->st_mtime > MV_OUTPUT_TEMP_MAX_AGE);
+    close(fd); /* drops the read lock the rule took */
+    return r;
+}
+
 /* The highest shard number used in OUT under s's naming (-1 when none): final shards, and
- * temporary shards of any process (a live one's number is taken). With sweep, temporary shards
- * of dead processes of this host are removed first (their inputs have no manifest line). */
+ * temporary shards of any process (a live one's number is taken). With sweep, abandoned
+ * temporary shards (temp_abandoned) are removed first (their inputs have no manifest line). */
 static mv_status max_used(mv_tar_set *s, int sweep, long long *maxp, mv_err *e)
 {
     DIR *d = opendir(s->dir);
@@ -131,12 +148,14 @@ static mv_status max_used(mv_tar_set *s, int sweep, long long *maxp, mv_err *e)
         long pid;
         char host[17];
         const char *fin = parse_temp(de->d_name, &pid, host);
+        struct stat st, now;
         if (fin) {
-            if (sweep && !strcmp(host, s->host) && pid != self && kill((pid_t)pid, 0) != 0 &&
-                errno == ESRCH) {
-                unlinkat(dirfd(d), de->d_name, 0); /* best effort: a leftover is only space */
-                continue;
-            }
+            if (sweep && pid != self && temp_abandoned(d, de->d_name, pid, !strcmp(host, s->host), &st) &&
+                /* still the file judged (not renamed away and replaced meanwhile) */
+                fstatat(dirfd(d), de->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+                unlinkat(dirfd(d), de->d_name, 0) == 0)
+                continue; /* best effort: a leftover is only space */
             num = mv_name_tar_shard_parse(fin, s->k, s->n);
         }
         if (num > max)
@@ -174,10 +193,20 @@ mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_by
         mv_tar_set_free(s);
         return MV_ERR_IO;
     }
-    long long max;
-    if (max_used(s, 1, &max, e)) {
+    /* the sweep, under the lock that shard_open creates temporary shards under; the temporary
+     * files of other writers in OUT's top folder (manifest merge and compact) by output.c */
+    mv_output_clean_temps(out_dir);
+    long long max = -1;
+    int lr;
+    while ((lr = flock(s->lock_fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    mv_status st = lr ? mv_fail(e, MV_ERR_IO, "%s: cannot lock the manifest: %s", mpath, strerror(errno))
+                      : max_used(s, 1, &max, e);
+    if (!lr)
+        flock(s->lock_fd, LOCK_UN);
+    if (st) {
         mv_tar_set_free(s);
-        return MV_ERR_IO;
+        return st;
     }
     atomic_store(&s->next, max + 1);
     *out = s;
@@ -277,6 +306,11 @@ static mv_status shard_open(mv_tar_set *s, mv_tar_shard **out, mv_err *e)
         if (access(sh->fin, F_OK) == 0)
             continue;
         sh->fd = open(sh->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        /* write-locked until it is renamed or removed, so that no sweep takes it (output.c's
+         * rule; created and locked under the manifest's lock, which sweeps take too). Without
+         * locks on the file system it goes on unlocked: the sweep then goes by age. */
+        if (sh->fd >= 0)
+            mv_output_lock_temp(sh->fd);
         if (sh->fd >= 0 || errno != EEXIST)
             break;
     }
@@ -450,6 +484,16 @@ out:
     return st;
 }
 
+/* Drops a shard that has its final name but failed before its lines were committed: no line
+ * points into it, so it goes and its inputs are redone. */
+static void drop_named(mv_tar_shard *sh)
+{
+    unlink(sh->fin);
+    free(sh->tmp);
+    sh->tmp = NULL;
+    shard_free(sh);
+}
+
 mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
 {
     if (!sh)
@@ -467,20 +511,9 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
         mv_tar_abandon(sh);
         return st;
     }
-    int cr = close(sh->fd);
-    sh->fd = -1;
-    if (cr != 0) {
-        st = mv_fail(e, MV_ERR_IO, "%s: close: %s", sh->fin, strerror(errno));
-        mv_tar_abandon(sh);
-        return st;
-    }
-    /* never over an existing shard; file systems without RENAME_NOREPLACE get a plain rename
-     * (the name was free when the shard was opened) */
-    int rr = renameat2(AT_FDCWD, sh->tmp, AT_FDCWD, sh->fin, RENAME_NOREPLACE);
-    if (rr != 0 && (errno == EINVAL || errno == ENOSYS))
-        rr = rename(sh->tmp, sh->fin);
-    if (rr != 0) {
-        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", sh->fin, sh->tmp, strerror(errno));
+    /* never over an existing file (mv_place.h); the descriptor, and with it the temporary
+     * shard's lock, stays open until the shard has its name */
+    if ((st = mv_place_exclusive(sh->tmp, sh->fin, e))) {
         mv_tar_abandon(sh);
         return st;
     }
@@ -489,13 +522,17 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
         st = mv_fail(e, MV_ERR_IO, "%s: fsync of directory %s: %s", sh->fin, s->dir, strerror(errno));
         if (dfd >= 0)
             close(dfd);
-        unlink(sh->fin); /* not durable: its inputs are redone, no line points into it */
-        free(sh->tmp);
-        sh->tmp = NULL;
-        shard_free(sh);
+        drop_named(sh); /* not durable */
         return st;
     }
     close(dfd);
+    int cr = close(sh->fd);
+    sh->fd = -1;
+    if (cr != 0) {
+        st = mv_fail(e, MV_ERR_IO, "%s: close: %s", sh->fin, strerror(errno));
+        drop_named(sh);
+        return st;
+    }
     /* the shard is complete and durable: now its lines may name it */
     st = s->commit(s->ud, sh->lines, sh->nlines, e);
     free(sh->tmp);
