@@ -115,6 +115,11 @@ typedef struct {
 /* 1 with *s filled when input's latest line is ok, else 0. Strings as for mv_done_lookup. */
 int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *s);
 
+/* The inputs that ever had an ok line, by index 0..mv_done_inputs(d)-1: entry i's input (raw
+ * bytes), and 1 with *s filled when its latest line is ok (0: a later error line). */
+size_t mv_done_inputs(const mv_done *d);
+int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *s);
+
 /* Counts the inputs whose latest line is ok by layout: *n_tar with a "shard" and "key", *n_files
  * without; *ex_files / *ex_tar (may be NULL) receive one input of each (NULL when none). */
 void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,

@@ -138,6 +138,14 @@ const char *mv_done_lookup(const mv_done *d, const char *input)
 
 size_t mv_done_count(const mv_done *d) { return d->n_ok; }
 
+size_t mv_done_inputs(const mv_done *d) { return d->n_ents; }
+
+int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *smp)
+{
+    *input = d->ents[i].input;
+    return mv_done_sample_of(d, d->ents[i].input, smp);
+}
+
 int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
 {
     const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));

@@ -484,16 +484,6 @@ out:
     return st;
 }
 
-/* Drops a shard that has its final name but failed before its lines were committed: no line
- * points into it, so it goes and its inputs are redone. */
-static void drop_named(mv_tar_shard *sh)
-{
-    unlink(sh->fin);
-    free(sh->tmp);
-    sh->tmp = NULL;
-    shard_free(sh);
-}
-
 mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
 {
     if (!sh)
@@ -522,18 +512,17 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
         st = mv_fail(e, MV_ERR_IO, "%s: fsync of directory %s: %s", sh->fin, s->dir, strerror(errno));
         if (dfd >= 0)
             close(dfd);
-        drop_named(sh); /* not durable */
+        unlink(sh->fin); /* not durable: its inputs are redone, no line points into it */
+        free(sh->tmp);
+        sh->tmp = NULL;
+        shard_free(sh);
         return st;
     }
     close(dfd);
-    int cr = close(sh->fd);
-    sh->fd = -1;
-    if (cr != 0) {
-        st = mv_fail(e, MV_ERR_IO, "%s: close: %s", sh->fin, strerror(errno));
-        drop_named(sh);
-        return st;
-    }
-    /* the shard is complete and durable: now its lines may name it */
+    /* the shard is complete and durable: now its lines may name it. Its lock is held until they
+     * are appended (shard_free closes it), so a shard no line names and nobody locks is an
+     * orphan of a run killed in between (mv_tar_adopt); its data was synced, so the close
+     * cannot lose it */
     st = s->commit(s->ud, sh->lines, sh->nlines, e);
     free(sh->tmp);
     sh->tmp = NULL;

@@ -67,18 +67,56 @@ void *pl_count_main(void *arg)
     return NULL;
 }
 
+/* --layout tar: the recorded inputs by the file they reach now (device, inode), made at the first
+ * input the manifest does not name as given, so that "in", "./in" and "/abs/in" resume each
+ * other (mv_done_same_input's rule; the files layout finds them by output name). */
+typedef struct {
+    int built;
+    mv_hashset by_file; /* (st_dev, st_ino) -> entry index + 1 */
+} tar_aliases;
+
+static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *path)
+{
+    struct stat sb;
+    mv_done_sample smp;
+    const char *in;
+    if (stat(path, &sb) != 0)
+        return NULL; /* a tar member, or gone: only its own path names it */
+    if (!ta->built) {
+        ta->built = 1;
+        for (size_t i = 0; i < mv_done_inputs(done); i++) {
+            struct stat rb;
+            if (mv_done_entry(done, i, &in, &smp) && smp.tar && stat(in, &rb) == 0) {
+                dev_t key[2] = {rb.st_dev, rb.st_ino};
+                mv_hashset_entry *en = mv_hashset_add(&ta->by_file, key, sizeof key, NULL);
+                if (en)
+                    en->value = i + 1; /* out of memory: that input is not found by alias */
+            }
+        }
+    }
+    dev_t key[2] = {sb.st_dev, sb.st_ino};
+    const mv_hashset_entry *en = mv_hashset_find(&ta->by_file, key, sizeof key);
+    if (!en)
+        return NULL;
+    mv_done_entry(done, en->value - 1, &in, &smp);
+    return mv_done_same_input(in, path) ? in : NULL;
+}
+
 /* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
  * the input's latest ok record is a sample made with this run's fingerprint that still verifies
  * (mv_tar_sample_intact): skip it. 0: embed it (no record, other settings, a sample missing or
  * damaged; said as the files layout says it). */
-static int tar_done(runner *R, mv_done *done, const char *path, const char *out_real, long *n_stale,
-                    char stale_fp[17])
+static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *out_real,
+                    long *n_stale, char stale_fp[17])
 {
     const mv_run_opts *o = R->o;
     const char *fp = R->m->fingerprint;
     mv_done_sample smp;
-    if (!mv_done_sample_of(done, path, &smp))
-        return 0;
+    if (!mv_done_sample_of(done, path, &smp)) {
+        const char *alias = tar_alias(ta, done, path);
+        if (!alias || !mv_done_sample_of(done, alias, &smp))
+            return 0;
+    }
     char esc[8192], why[1100];
     if (strcmp(smp.model, fp) != 0) { /* other settings: redone */
         if (!(*n_stale)++)
@@ -124,6 +162,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     long n_stale = 0;
     char stale_fp[17] = "";
     mv_hashset rels = {0};
+    tar_aliases aliases = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -143,7 +182,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
         if (R->tars && !wi.error && done && !o->force &&
-            tar_done(R, done, wi.path, out_real, &n_stale, stale_fp)) {
+            tar_done(R, done, &aliases, wi.path, out_real, &n_stale, stale_fp)) {
             mv_item_free(it);
             continue;
         }
@@ -214,6 +253,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
     mv_walk_close(w);
     mv_hashset_free(&rels);
+    mv_hashset_free(&aliases.by_file);
     free(out_real);
     return st;
 }
@@ -236,6 +276,23 @@ static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e
                    "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
                    mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
                    tar ? "files" : "tar");
+}
+
+/* --layout tar: adopts the samples of orphan shards (mv_tar_adopt) into the manifest, and when
+ * there were any, loads the resume state again so that they count as done. */
+mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    long n = 0;
+    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, pl_tar_commit, R, &n, e);
+    if (st || !n)
+        return st;
+    if (!o->quiet)
+        fprintf(stderr, "mvembed: %ld sample%s of complete shards had no manifest line (a run stopped "
+                "in between): adopted\n", n, n > 1 ? "s" : "");
+    mv_done_free(*done);
+    *done = NULL;
+    return pl_load_done(o, R->shard_k, R->shard_n, done, e);
 }
 
 /* Loads the resume state: this shard's manifest, and for a shard also the merged one. */

@@ -148,3 +148,32 @@ PYEOF
     [ -z "$(find "$T/t" -name '*.npy.zst')" ]
     check "$T/t" --ok 21 --one-sample
 }
+
+@test "tar resume: the same folder as in, ./in and /abs/in makes no second sample" {
+    cp -r "$IMG" "$T/in"
+    cd "$T"
+    for p in in ./in "$T/in" ./in/; do
+        run "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 40K "$p"
+        echo "$p: $output"
+        [ "$status" -eq 0 ]
+    done
+    [[ "$output" =~ "0 ok, 0 failed, 21 skipped" ]]
+    check "$T/o" --ok 21 --one-sample
+}
+
+@test "tar resume: a complete shard whose manifest lines were never written (killed in between) is adopted, not redone" {
+    n=$(ls "$IMG" | wc -l)
+    tar_run "$T/o" -q --shard-size 40K
+    [ "$status" -eq 0 ]
+    # the state a SIGKILL between a shard's rename and its lines leaves: the shard, no lines
+    orphan=$(basename "$(ls "$T"/o/shard-*.tar | sed -n 2p)")
+    grep -v "\"shard\":\"$orphan\"" "$T/o/manifest.jsonl" > "$T/m" || true
+    m=$(( $(wc -l < "$T/o/manifest.jsonl") - $(wc -l < "$T/m") ))
+    [ "$m" -gt 0 ]
+    cp "$T/m" "$T/o/manifest.jsonl"
+    tar_run "$T/o"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "$m samples of complete shards had no manifest line (a run stopped in between): adopted" ]]
+    [[ "$output" =~ "0 ok, 0 failed, $n skipped" ]]
+    check "$T/o" --ok "$n" --one-sample
+}
