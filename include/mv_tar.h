@@ -66,6 +66,13 @@ void mv_tar_set_test_pause(mv_tar_set *s, int ms);
 mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **sh, mv_record *r, mv_dtype dt, int64_t rows,
                      int64_t cols, const float *data, mv_err *e);
 
+/* Adds a sample written before (manifest compact moves live samples out of shards holding dead
+ * ones): npy[0..npy_len) is its <key>.npy member as it was (npy_hdr bytes of NPY header), rec its
+ * record's line as written then (no '\n'); the copy's "output", "shard", "key" and "offset" are
+ * set in it, and it is written as the new <key>.json and kept for the commit. */
+mv_status mv_tar_add_copy(mv_tar_set *s, mv_tar_shard **sh, const uint8_t *npy, size_t npy_len,
+                          size_t npy_hdr, const char *rec, mv_err *e);
+
 /* Completes sh (end-of-archive, fsync, rename, directory fsync) and commits its lines; frees sh
  * in any case (on failure its temporary file is removed). NULL is fine. */
 mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e);

@@ -28,11 +28,23 @@ int mv_tar_sample_intact(const char *out_real, const mv_done_sample *s, char *wh
 /* XXH64 (seed 0) of p[0..n): the checksum a sample's record carries. */
 uint64_t mv_tar_checksum(const void *p, size_t n);
 
+/* rec (a record's line, as mv_manifest_format writes it) with its field name set to v: a string
+ * field "name":"...", or with number a field "name":digits. The field must be there with a value
+ * free of escapes (shard names, keys, offsets are); malloc'd, NULL when absent or out of memory. */
+char *mv_tar_record_set(const char *rec, const char *name, const char *v, int number);
+
 /* Adopts the orphan samples of the complete shards of naming (k, n) in out_dir (see above): their
  * records go through commit (one call per shard, complete lines). *n_adopted counts them. A shard
  * that cannot be read whole is left as it is (its inputs are done again where they have no line).
  * MV_OK, or the commit's error, or MV_ERR_IO when out_dir cannot be listed. */
 mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, mv_tar_commit_fn commit,
                        void *ud, long *n_adopted, mv_err *e);
+
+/* `mvembed manifest compact`, tar layout (tar_compact.c): rewrites the shards of out_dir that
+ * hold dead samples (their input's latest line, in every manifest of OUT, names another sample)
+ * without them: live samples are copied into new shards, the manifests naming them rewritten,
+ * then the old shards removed. Shards a writer holds or with orphan samples are left. Says what it
+ * did on stderr unless quiet. */
+mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e);
 
 #endif

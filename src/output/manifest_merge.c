@@ -12,6 +12,7 @@
 #include "mv_hashset.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
+#include "mv_tar_resume.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -289,7 +290,7 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
         if (compact_one(out_dir, p, quiet, e))
             goto out;
     }
-    rc = 0;
+    rc = mv_tar_compact_dir(out_dir, quiet, e) ? 1 : 0; /* the tar layout's dead samples */
 out:
     free_names(names, nn);
     return rc;

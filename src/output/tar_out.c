@@ -402,6 +402,95 @@ static size_t nonfinite_written(mv_dtype dt, const uint8_t *p, const float *data
     return bad;
 }
 
+/* The first half of a sample: completes *shp when the sample would take it past the target (its
+ * .json counted as one block plus a header; the end-of-archive is 1024 bytes), opens a shard when
+ * there is none, gives the sample its key and writes npy[0..npy_len) as <key>.npy; *shp and *shp_out
+ * are the shard, *data_off where the array data (after npy_hdr header bytes) starts. */
+static mv_status sample_npy(mv_tar_set *s, mv_tar_shard **shp, const uint8_t *npy, size_t npy_len,
+                            size_t npy_hdr, mv_tar_shard **sh_out, int64_t *data_off, mv_err *e)
+{
+    mv_status st;
+    mv_tar_shard *sh = *shp;
+    if (sh && sh->n > 0 && sh->pos + 512 + pad512((int64_t)npy_len) + 1024 + 1024 > s->target) {
+        *shp = NULL;
+        if ((st = mv_tar_close(s, sh, e)))
+            return st;
+        sh = NULL;
+    }
+    if (!sh) {
+        if ((st = shard_open(s, &sh, e)))
+            return st;
+        *shp = sh;
+    }
+    *sh_out = sh;
+    snprintf(sh->key, sizeof sh->key, "%s-%06ld", sh->stem, sh->n);
+    char member[160];
+    int64_t off;
+    snprintf(member, sizeof member, "%s.npy", sh->key);
+    if ((st = add_member(sh, member, npy, npy_len, &off, e)))
+        return st;
+    *data_off = off + (int64_t)npy_hdr;
+    if (*data_off % 64 != 0)
+        return mv_fail(e, MV_ERR_INTERNAL, "%s: %s: array data at byte %lld is not 64-byte aligned",
+                       sh->fin, member, (long long)*data_off);
+    return MV_OK;
+}
+
+/* The second half: line[0..len) (the record, ending in '\n') as <key>.json, kept for the commit. */
+static mv_status sample_json(mv_tar_shard *sh, const char *line, size_t line_len, mv_err *e)
+{
+    char member[160];
+    int64_t off;
+    snprintf(member, sizeof member, "%s.json", sh->key);
+    mv_status st = add_member(sh, member, line, line_len, &off, e);
+    if (st)
+        return st;
+    if (sh->nlines + line_len > sh->cap) {
+        size_t nc = sh->cap ? sh->cap : 4096;
+        while (nc < sh->nlines + line_len)
+            nc *= 2;
+        char *nl = realloc(sh->lines, nc);
+        if (!nl)
+            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", sh->fin);
+        sh->lines = nl;
+        sh->cap = nc;
+    }
+    memcpy(sh->lines + sh->nlines, line, line_len);
+    sh->nlines += line_len;
+    sh->n++;
+    return MV_OK;
+}
+
+mv_status mv_tar_add_copy(mv_tar_set *s, mv_tar_shard **shp, const uint8_t *npy, size_t npy_len,
+                          size_t npy_hdr, const char *rec, mv_err *e)
+{
+    mv_tar_shard *sh;
+    int64_t off;
+    mv_status st = sample_npy(s, shp, npy, npy_len, npy_hdr, &sh, &off, e);
+    if (st)
+        return st;
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)off);
+    char *a = mv_tar_record_set(rec, "output", sh->name, 0), *b = a ? mv_tar_record_set(a, "shard", sh->name, 0) : NULL;
+    char *c = b ? mv_tar_record_set(b, "key", sh->key, 0) : NULL, *d = c ? mv_tar_record_set(c, "offset", num, 1) : NULL;
+    size_t n = d ? strlen(d) : 0;
+    char *line = d ? realloc(d, n + 2) : NULL;
+    if (line) {
+        line[n] = '\n';
+        line[n + 1] = 0;
+        st = sample_json(sh, line, n + 1, e);
+    } else {
+        st = mv_fail(e, MV_ERR_FORMAT, "%s: a record to copy without output, shard, key or offset "
+                     "(or out of memory)", sh->fin);
+        free(d);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(line);
+    return st;
+}
+
 mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype dt, int64_t rows,
                      int64_t cols, const float *data, mv_err *e)
 {
@@ -427,57 +516,19 @@ mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype d
     r->xxh64 = mv_tar_checksum(npy, npy_len);
     char *line = NULL;
     size_t line_len = 0;
-    /* complete a shard that this sample would take past the target (its .json counted as one
-     * block plus a header; the end-of-archive is 1024 bytes) */
-    mv_tar_shard *sh = *shp;
-    if (sh && sh->n > 0 && sh->pos + 512 + pad512((int64_t)npy_len) + 1024 + 1024 > s->target) {
-        *shp = NULL;
-        if ((st = mv_tar_close(s, sh, e)))
-            goto out;
-        sh = NULL;
-    }
-    if (!sh) {
-        if ((st = shard_open(s, &sh, e)))
-            goto out;
-        *shp = sh;
-    }
-    snprintf(sh->key, sizeof sh->key, "%s-%06ld", sh->stem, sh->n);
-    char member[160];
+    mv_tar_shard *sh;
     int64_t off;
-    snprintf(member, sizeof member, "%s.npy", sh->key);
-    if ((st = add_member(sh, member, npy, npy_len, &off, e)))
+    if ((st = sample_npy(s, shp, npy, npy_len, npy_hdr, &sh, &off, e)))
         goto out;
     r->output = sh->name;
     r->shard = sh->name;
     r->key = sh->key;
     r->has_offset = 1;
-    r->offset = off + (int64_t)npy_hdr;
-    if (r->offset % 64 != 0) {
-        st = mv_fail(e, MV_ERR_INTERNAL, "%s: %s: array data at byte %lld is not 64-byte aligned",
-                     sh->fin, member, (long long)r->offset);
-        goto out;
-    }
+    r->offset = off;
     if ((st = mv_manifest_format(r, &line, &line_len, e)))
         goto out;
     line[line_len++] = '\n'; /* the format's NUL terminator becomes the newline */
-    snprintf(member, sizeof member, "%s.json", sh->key);
-    if ((st = add_member(sh, member, line, line_len, &off, e)))
-        goto out;
-    if (sh->nlines + line_len > sh->cap) {
-        size_t nc = sh->cap ? sh->cap : 4096;
-        while (nc < sh->nlines + line_len)
-            nc *= 2;
-        char *nl = realloc(sh->lines, nc);
-        if (!nl) {
-            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", sh->fin);
-            goto out;
-        }
-        sh->lines = nl;
-        sh->cap = nc;
-    }
-    memcpy(sh->lines + sh->nlines, line, line_len);
-    sh->nlines += line_len;
-    sh->n++;
+    st = sample_json(sh, line, line_len, e);
 out:
     free(npy);
     free(line);

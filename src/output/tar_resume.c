@@ -10,6 +10,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -105,6 +106,23 @@ int mv_tar_sample_intact(const char *out_real, const mv_done_sample *s, char *wh
     if (fd >= 0)
         close(fd);
     return ok;
+}
+
+char *mv_tar_record_set(const char *rec, const char *name, const char *v, int number)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, number ? "\"%s\":" : "\"%s\":\"", name);
+    const char *p = strstr(rec, pat); /* inside a JSON string every '"' is escaped: no false hit */
+    if (!p)
+        return NULL;
+    const char *vs = p + strlen(pat), *ve = vs;
+    while (*ve && (number ? isdigit((unsigned char)*ve) : *ve != '"'))
+        ve++;
+    size_t n = (size_t)(vs - rec) + strlen(v) + strlen(ve) + 1;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%.*s%s%s", (int)(vs - rec), rec, v, ve);
+    return out;
 }
 
 /* ---- orphan shards ------------------------------------------------------------------------ */

@@ -10,12 +10,6 @@ setup() {
     IN="$ROOT/fixtures/media"
 }
 
-# readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
-readme_recipe() {
-    awk -v t="**$1**" 'index($0, t) == 1 { f = 1 } f && /^```python$/ { p = 1; next } p && /^```$/ { exit } p' \
-        "$ROOT/README.md"
-}
-
 # files OUT [ARGS...]: a files-layout run of the fixtures into OUT
 files_run() {
     local out=$1

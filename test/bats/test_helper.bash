@@ -54,3 +54,9 @@ match_hf() {
     echo "$3: $output (budget $b)"
     [ "$status" -eq 0 ]
 }
+
+# readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
+readme_recipe() {
+    awk -v t="**$1**" 'index($0, t) == 1 { f = 1 } f && /^```python$/ { p = 1; next } p && /^```$/ { exit } p' \
+        "$ROOT/README.md"
+}
