@@ -1,5 +1,7 @@
 /* tar_in.c - WebDataset shards as inputs (see mv_tar_in.h): libarchive reads the tar as a stream;
- * each media member is copied into a memfd, which the item reads as an mv_input (mv_input.h). */
+ * each media member is copied into a memfd, which the item reads as an mv_input (mv_input.h). A
+ * hard-link member (what GNU tar writes for a second name of one file) has no data of its own:
+ * the tar is read again from its start up to the member it links to, whose data it gets. */
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 
@@ -20,7 +22,7 @@ struct mv_tar_in {
     char *path;
     int all_files, names_only;
     char name[4096];
-    char err[256];
+    char err[640];
 };
 
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
@@ -47,8 +49,8 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
     return MV_OK;
 }
 
-/* Copies the current member's data into a new memfd; -1 with t->err set on failure. */
-static int member_to_memfd(mv_tar_in *t, int64_t size)
+/* Copies the current member's data of a into a new memfd; -1 with t->err set on failure. */
+static int member_to_memfd(mv_tar_in *t, struct archive *a, int64_t size)
 {
     int fd = memfd_create("mvembed-tar-member", MFD_CLOEXEC);
     if (fd < 0) {
@@ -63,11 +65,11 @@ static int member_to_memfd(mv_tar_in *t, int64_t size)
     char buf[1 << 16];
     int64_t off = 0;
     for (;;) {
-        la_ssize_t n = archive_read_data(t->a, buf, sizeof buf);
+        la_ssize_t n = archive_read_data(a, buf, sizeof buf);
         if (n == 0)
             break;
         if (n < 0) {
-            snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+            snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(a));
             close(fd);
             return -1;
         }
@@ -90,6 +92,52 @@ static int member_to_memfd(mv_tar_in *t, int64_t size)
     return fd;
 }
 
+/* A member name without its leading "./"s. */
+static const char *member_name(const char *nm)
+{
+    while (nm[0] == '.' && nm[1] == '/')
+        nm += 2;
+    return nm;
+}
+
+/* The data of the regular member named target (a hard link's), read from a second pass over
+ * the tar, in a new memfd; -1 with t->err set when it is not found before the link or fails. */
+static int link_to_memfd(mv_tar_in *t, const char *target)
+{
+    char want[4096];
+    snprintf(want, sizeof want, "%s", member_name(target));
+    struct archive *a = archive_read_new();
+    int fd = -1;
+    snprintf(t->err, sizeof t->err, "hard link to %.200s, which is not a regular member before it in the tar", want);
+    if (!a) {
+        snprintf(t->err, sizeof t->err, "out of memory");
+        return -1;
+    }
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    archive_read_support_format_gnutar(a);
+    struct archive_entry *en;
+    if (archive_read_open_filename(a, t->path, 1 << 16) == ARCHIVE_OK)
+        while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
+            const char *nm = archive_entry_pathname(en);
+            if (!nm || strcmp(member_name(nm), want))
+                continue;
+            if (!strcmp(member_name(nm), t->name))
+                break; /* reached the link itself: its target is not before it */
+            if (archive_entry_filetype(en) != AE_IFREG || archive_entry_hardlink(en))
+                continue; /* the same name as a directory or another link: a later one may do */
+            int64_t size = archive_entry_size_is_set(en) ? archive_entry_size(en) : 0;
+            if (size > MV_TAR_MEMBER_MAX)
+                snprintf(t->err, sizeof t->err, "hard link to %.200s, a member of %lld bytes, over the "
+                         "%lld-byte limit for members", want, (long long)size, (long long)MV_TAR_MEMBER_MAX);
+            else
+                fd = member_to_memfd(t, a, size);
+            break;
+        }
+    archive_read_free(a);
+    return fd;
+}
+
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e)
 {
     struct archive_entry *ent;
@@ -104,13 +152,10 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
                     t->name[0] ? t->name : "(none)", archive_error_string(t->a));
             return -1;
         }
-        if (archive_entry_filetype(ent) != AE_IFREG)
+        const char *link = archive_entry_hardlink(ent), *nm = archive_entry_pathname(ent);
+        if ((archive_entry_filetype(ent) != AE_IFREG && !link) || !nm)
             continue;
-        const char *nm = archive_entry_pathname(ent);
-        if (!nm)
-            continue;
-        while (nm[0] == '.' && nm[1] == '/')
-            nm += 2;
+        nm = member_name(nm);
         const char *base = strrchr(nm, '/');
         base = base ? base + 1 : nm;
         if (!*base || (!t->all_files && !mv_name_is_media(base)))
@@ -118,6 +163,12 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         snprintf(t->name, sizeof t->name, "%s", nm);
         *name = t->name;
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
+        if (link && !t->names_only) {
+            *fd = link_to_memfd(t, link);
+            if (*fd < 0)
+                *err = t->err;
+            return 1;
+        }
         if (size > MV_TAR_MEMBER_MAX) {
             snprintf(t->err, sizeof t->err, "tar member of %lld bytes is over the %lld-byte limit for members",
                      (long long)size, (long long)MV_TAR_MEMBER_MAX);
@@ -126,7 +177,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         }
         if (t->names_only)
             return 1;
-        *fd = member_to_memfd(t, size);
+        *fd = member_to_memfd(t, t->a, size);
         if (*fd < 0)
             *err = t->err;
         return 1;

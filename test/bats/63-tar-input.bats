@@ -74,3 +74,22 @@ assert want.startswith("src/cut.mp4: decode failed at frame "), want
 assert err == want.replace("src/cut.mp4", "shards/v.tar/cut.mp4", 1), (err, want)
 PYEOF
 }
+
+@test "hard-link members (GNU tar cf of hard-linked files): each embedded with its target's bytes, as tar -x gives them" {
+    mkdir "$T/h"
+    cp "$IMG/png_rgb_320x256.png" "$IMG/jpeg_gray_200x149.jpg" "$IMG/webp_lossy_192x128.webp" "$T/h/"
+    ln "$T/h/png_rgb_320x256.png" "$T/h/again.png"
+    ln "$T/h/jpeg_gray_200x149.jpg" "$T/h/again.jpg"
+    (cd "$T" && tar -cf "$T/shards/links.tar" h)
+    [ "$(tar -tvf "$T/shards/links.tar" | grep -c '^h')" -eq 2 ]   # GNU tar wrote two link members
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/links.tar
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "5 ok, 0 failed, 0 skipped" ]]
+    mkdir "$T/x"
+    tar -xf "$T/shards/links.tar" -C "$T/x"
+    mvembed -q --device cpu --model "$MODEL" --out "$T/ref" "$T/x/h"
+    for m in png_rgb_320x256.png jpeg_gray_200x149.jpg webp_lossy_192x128.webp again.png again.jpg; do
+        cmp "$T/o/shards/links.tar/h/$m.npy.zst" "$T/ref/$m.npy.zst"
+    done
+}
