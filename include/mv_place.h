@@ -19,4 +19,12 @@
  * ("exists already: not replaced", the errno's text, or the file system that cannot do it). */
 mv_status mv_place_exclusive(const char *tmp, const char *fin, mv_err *e);
 
+/* The window of a temporary file that a single-threaded command makes and renames (manifest
+ * merge and compact): from begin to end, SIGINT, SIGTERM, SIGHUP and SIGQUIT remove tmp (unlink is
+ * async-signal-safe; after the rename it finds nothing) and then end the process as they would
+ * have (the default action, re-raised). One window at a time per process. SIGKILL cannot be
+ * caught: the file is then left, unlocked, for the sweep (mv_output_clean_temps). */
+void mv_place_guard_begin(const char *tmp);
+void mv_place_guard_end(void);
+
 #endif

@@ -12,6 +12,8 @@
 #include "mv_hashset.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
+#include "mv_output.h"
+#include "mv_place.h"
 #include "mv_tar_resume.h"
 
 #include <dirent.h>
@@ -132,15 +134,28 @@ static void folded_free(folded *f)
     memset(f, 0, sizeof *f);
 }
 
+static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
+                                   size_t *ok, mv_err *e);
+
 /* Writes f's lines to path through a temp file in dir (fsync, rename, fsync of dir); *ok counts
  * the lines with "status":"ok". */
 static mv_status write_atomic(const char *dir, const char *path, const folded *fd, size_t *ok, mv_err *e)
 {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", dir, (long)getpid());
+    mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
+    mv_status st = write_atomic_held(dir, tmp, path, fd, ok, e);
+    mv_place_guard_end();
+    return st;
+}
+
+static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
+                                   size_t *ok, mv_err *e)
+{
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    mv_output_lock_temp(fileno(f)); /* the sweep's lock rule: kept while this process writes it */
     *ok = 0;
     for (size_t i = 0; i < fd->t.n; i++) {
         fputs(fd->t.lines[i], f);
@@ -220,6 +235,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
 {
     char **names;
     size_t nn;
+    mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
     if (list_shard_manifests(out_dir, &names, &nn, e))
         return 1;
     folded fd = {0};
@@ -270,6 +286,7 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 {
     char path[4200];
     mv_name_manifest(path, sizeof path, out_dir, 0, 1);
+    mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,4 +65,32 @@ mv_status mv_place_exclusive(const char *tmp, const char *fin, mv_err *e)
         return mv_fail(e, MV_ERR_IO, "%s: linked, but the temporary name %s stays: %s", fin, tmp,
                        strerror(errno));
     return MV_OK;
+}
+
+static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static char g_tmp[4400];
+static struct sigaction g_old[4];
+
+static void on_guarded(int sig)
+{
+    unlink(g_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered once this handler returns: the process ends as it would have */
+}
+
+void mv_place_guard_begin(const char *tmp)
+{
+    snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_guarded;
+    sigfillset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++)
+        sigaction(guarded[i], &sa, &g_old[i]);
+}
+
+void mv_place_guard_end(void)
+{
+    for (int i = 0; i < 4; i++)
+        sigaction(guarded[i], &g_old[i], NULL);
 }

@@ -14,6 +14,7 @@
 #include "mv_hashset.h"
 #include "mv_names.h"
 #include "mv_output.h"
+#include "mv_place.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -282,14 +283,26 @@ static mv_status note_moves(moves *M, const char *name, const sample *smp, size_
 /* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies;
  * nothing when no line names one. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
  * temp files are, fsync, rename, fsync of out_dir. */
+static mv_status rewrite_held(const char *out_dir, const char *path, const moves *M, mv_err *e);
+
 static mv_status rewrite_manifest(const char *out_dir, const char *path, const moves *M, mv_err *e)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
+    mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
+    mv_status st = rewrite_held(out_dir, path, M, e);
+    mv_place_guard_end();
+    return st;
+}
+
+static mv_status rewrite_held(const char *out_dir, const char *path, const moves *M, mv_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); /* our pid: ours */
     FILE *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!w) {
         if (fd >= 0)

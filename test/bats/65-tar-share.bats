@@ -133,3 +133,50 @@ shim() {
     [ "$r" -eq 0 ]
     check "$T/o" --ok "$n" --one-sample
 }
+
+@test "manifest compact killed by SIGTERM leaves no temporary manifest; a dead one's is swept, a locked one kept" {
+    mkdir -p "$T/o"
+    "$PY" - "$T/o/manifest.jsonl" <<'PYEOF'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(300000):  # two lines per input: compact halves it, writing ~30 MB
+        n = f"d/img{i % 150000:07d}.jpg"
+        f.write(json.dumps({"input": n, "output": n + ".npy.zst", "status": "ok", "shape": [20, 64],
+                            "dtype": "f32", "bytes": 5248, "model": "6e560c57e5bd22b7"}) + "\n")
+PYEOF
+    "$MVEMBED" manifest compact "$T/o" 2> "$T/err" &
+    p=$!
+    for i in $(seq 2000); do ls -A "$T/o" | grep -q '^\.tmp-.*-manifest\.jsonl$' && break; sleep 0.005; done
+    ls -A "$T/o" | grep -q '^\.tmp-.*-manifest\.jsonl$'   # caught while it writes
+    kill -TERM "$p"
+    r=0
+    wait "$p" || r=$?
+    cat "$T/err"
+    [ "$r" -eq 143 ]
+    [ -z "$(ls -A "$T/o" | grep '^\.tmp-')" ]
+    # the manifest is the old one or the compacted one, whole
+    n=$(wc -l < "$T/o/manifest.jsonl")
+    [ "$n" -eq 300000 ] || [ "$n" -eq 150000 ]
+    "$PY" -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$T/o/manifest.jsonl"
+    # a killed compact's temp manifest (its pid gone, no lock) is swept by the next compact; one
+    # whose writer holds its lock (another PID namespace: its pid means nothing here) is kept
+    sh -c 'exit 0' & dead=$!
+    wait "$dead"
+    echo partial > "$T/o/.tmp-$dead-manifest.jsonl"
+    sh -c 'exit 0' & dead2=$!
+    wait "$dead2"
+    locked="$T/o/.tmp-$dead2-manifest.jsonl"
+    echo partial > "$locked"
+    "$PY" -c '
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(1000)' "$locked" "$T/ready" & holder=$!
+    for i in $(seq 500); do [ -e "$T/ready" ] && break; sleep 0.02; done
+    run "$MVEMBED" manifest compact "$T/o"
+    kill "$holder"
+    [ "$status" -eq 0 ]
+    [ ! -e "$T/o/.tmp-$dead-manifest.jsonl" ]
+    [ "$(cat "$locked")" = partial ]
+}
