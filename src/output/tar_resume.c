@@ -144,7 +144,8 @@ static char *record_input(json_t *o)
 }
 
 /* 1 when the sample's record (text[0..len), its .json member) names this shard and key, has no ok
- * line in done, and npy[0..npy_len) is the member it records (size, XXH64). */
+ * line in done, and npy[0..npy_len) is the member it records (size, XXH64; not checked when npy
+ * is NULL). */
 static int adoptable(const char *shard, const char *key, const char *text, size_t len,
                      const uint8_t *npy, size_t npy_len, const mv_done *done)
 {
@@ -154,14 +155,15 @@ static int adoptable(const char *shard, const char *key, const char *text, size_
     json_t *jb = json_object_get(o, "bytes"), *jx = json_object_get(o, "xxh64");
     json_t *st = json_object_get(o, "status");
     char *input = json_is_object(o) ? record_input(o) : NULL;
-    char hex[24];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)mv_tar_checksum(npy, npy_len));
+    char hex[24] = "";
+    if (npy)
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)mv_tar_checksum(npy, npy_len));
     mv_done_sample smp;
     int ok = input && json_is_string(st) && !strcmp(json_string_value(st), "ok") &&
              json_is_string(js) && !strcmp(json_string_value(js), shard) && json_is_string(jk) &&
-             !strcmp(json_string_value(jk), key) && json_is_integer(jb) &&
-             json_integer_value(jb) == (json_int_t)npy_len && json_is_string(jx) &&
-             !strcmp(json_string_value(jx), hex) && !mv_done_sample_of(done, input, &smp);
+             !strcmp(json_string_value(jk), key) && json_is_integer(jb) && json_is_string(jx) &&
+             (!npy || (json_integer_value(jb) == (json_int_t)npy_len && !strcmp(json_string_value(jx), hex))) &&
+             !mv_done_sample_of(done, input, &smp);
     free(input);
     json_decref(o);
     return ok;
@@ -188,10 +190,11 @@ static int read_member(struct archive *a, int64_t size, uint8_t **buf, size_t *c
     return 0;
 }
 
-/* The adoptable samples' records of the shard open as fd, appended to *lines. 0, or -1 when the
- * shard cannot be read whole (then nothing of it is adopted). */
-static int shard_orphans(int fd, const char *name, const mv_done *done, char **lines, size_t *nlines,
-                         long *n)
+/* The adoptable samples' records of the shard open as fd, appended to *lines (with verify; else
+ * only counted, the .npy members' data not read). 0, or -1 when the shard cannot be read whole
+ * (then nothing of it is adopted). */
+static int shard_orphans(int fd, const char *name, const mv_done *done, int verify, char **lines,
+                         size_t *nlines, long *n)
 {
     struct archive *a = archive_read_new();
     if (!a)
@@ -208,16 +211,18 @@ static int shard_orphans(int fd, const char *name, const mv_done *done, char **l
         size_t ml = m ? strlen(m) : 0;
         int64_t size = archive_entry_size(en);
         if (ml > 4 && ml < sizeof npy_key && !strcmp(m + ml - 4, ".npy")) {
-            rc = read_member(a, size, &npy, &npy_cap);
+            rc = verify ? read_member(a, size, &npy, &npy_cap) : 0;
             snprintf(npy_key, sizeof npy_key, "%.*s", (int)(ml - 4), m);
             npy_len = (size_t)size;
         } else if (ml > 5 && !strcmp(m + ml - 5, ".json") && npy_key[0] &&
                    strlen(npy_key) == ml - 5 && !strncmp(m, npy_key, ml - 5)) {
             if (!(rc = read_member(a, size, &js, &js_cap)) && size > 0 &&
-                adoptable(name, npy_key, (const char *)js, (size_t)size, npy, npy_len, done)) {
+                adoptable(name, npy_key, (const char *)js, (size_t)size, verify ? npy : NULL, npy_len, done)) {
                 int nl = js[size - 1] != '\n';
-                char *nb = realloc(*lines, *nlines + (size_t)size + 1);
-                if (!nb)
+                char *nb = verify ? realloc(*lines, *nlines + (size_t)size + 1) : NULL;
+                if (!verify)
+                    (*n)++;
+                else if (!nb)
                     rc = -1;
                 else {
                     *lines = nb;
@@ -266,9 +271,13 @@ mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, m
         char *lines = NULL;
         size_t nlines = 0;
         long cnt = 0;
-        if (shard_orphans(fd, de->d_name, done, &lines, &nlines, &cnt) == 0 && cnt > 0) {
-            st = commit(ud, lines, nlines, e);
-            if (!st)
+        /* a first pass reads the records only: a shard whose inputs all have lines (dead samples
+         * awaiting manifest compact) is not read whole at every run */
+        int r = shard_orphans(fd, de->d_name, done, 0, &lines, &nlines, &cnt);
+        if (!r && cnt > 0 && lseek(fd, 0, SEEK_SET) == 0) {
+            cnt = 0;
+            r = shard_orphans(fd, de->d_name, done, 1, &lines, &nlines, &cnt);
+            if (!r && cnt > 0 && !(st = commit(ud, lines, nlines, e)))
                 *n_adopted += cnt;
         }
         free(lines);
