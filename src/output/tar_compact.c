@@ -237,7 +237,8 @@ static mv_status copy_live(int fd, const char *path, const sample *smp, size_t n
 
 /* Moved samples: old "shard/key" -> its new line's shard, key and offset. */
 typedef struct {
-    mv_hashset ids; /* value: 1 + index */
+    mv_hashset ids;  /* value: 1 + index */
+    mv_hashset made; /* the copies' shard names: never surveyed in the same compact */
     struct moved { char shard[96], key[100], offset[24]; } *to;
     size_t n, cap;
 } moves;
@@ -275,6 +276,8 @@ static mv_status note_moves(moves *M, const char *name, const sample *smp, size_
         snprintf(mv->key, sizeof mv->key, "%s", json_string_value(jk));
         snprintf(mv->offset, sizeof mv->offset, "%lld", (long long)json_integer_value(jo));
         json_decref(o);
+        if (!mv_hashset_add(&M->made, mv->shard, strlen(mv->shard), NULL))
+            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
         p = nl + 1;
     }
     return MV_OK;
@@ -389,8 +392,8 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
     rewinddir(d);
     while (!st && (de = readdir(d)) != NULL) {
         int k, n;
-        if (!shard_naming(de->d_name, &k, &n))
-            continue;
+        if (!shard_naming(de->d_name, &k, &n) || mv_hashset_find(&M.made, de->d_name, strlen(de->d_name)))
+            continue; /* not a shard, or a copy this compact made (a directory listing may show it) */
         snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
         int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
@@ -443,6 +446,7 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
     mv_hashset_free(&L.live);
     mv_hashset_free(&L.lined);
     mv_hashset_free(&M.ids);
+    mv_hashset_free(&M.made);
     free(M.to);
     return st;
 }

@@ -179,10 +179,12 @@ PYEOF
 }
 
 @test "tar layout: after --force reruns, manifest compact rewrites the shards: a reader sees one sample per input" {
-    n=$(ls "$IMG" | wc -l)
+    inputs "$T/in" a 4 # dozens of shards: the copies show up in compact's own directory listing
+    n=$(ls "$T/in" | wc -l)
+    IMG="$T/in"
     tar_run "$T/o" -q --shard-size 40K
     tar_run "$T/o" -q --shard-size 40K --force
-    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 40K --force "$IMG"/png_*
+    run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 40K --force "$IMG"/*png*
     [ "$status" -eq 0 ]
     run "$MVEMBED" manifest compact "$T/o"
     echo "$output"

@@ -19,14 +19,6 @@ check() {
     [[ "${lines[-1]}" =~ ^ok ]]
 }
 
-# inputs DIR PREFIX COPIES: DIR holds COPIES copies of every fixture image, named PREFIX-i-<name>
-inputs() {
-    mkdir -p "$1"
-    for i in $(seq "$3"); do
-        for f in "$IMG"/*; do cp "$f" "$1/$2-$i-$(basename "$f")"; done
-    done
-}
-
 # two_runs: tar runs over $T/a and $T/b into $T/o at once (64K shards); exit statuses in ra, rb
 two_runs() {
     "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 64K "$T/a" 2> "$T/err-a" &
@@ -56,8 +48,10 @@ two_runs() {
 }
 
 # shim: builds the LD_PRELOAD library that makes renameat2's RENAME_NOREPLACE fail with EINVAL
+# (an ASan build of mvembed takes it after its own runtime: verify_asan_link_order=0)
 shim() {
     cc -shared -fPIC -O1 -o "$T/no_noreplace.so" "$ROOT/test/preload/no_noreplace.c" -ldl
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 }
 
 @test "without RENAME_NOREPLACE (EINVAL, as on NFS): a file at a shard's name is not replaced; the run fails naming it" {
@@ -111,7 +105,8 @@ shim() {
         [ "$used" -eq 0 ] && break
         free=$((free + 31))
     done
-    unshare --pid --fork sh -c '
+    # its own /proc too (--mount-proc), as in a container: what it sees of pids is its namespace's
+    unshare --pid --fork --mount-proc sh -c '
         while [ "$(sh -c "echo \$\$")" -lt "$1" ]; do :; done
         MVEMBED_TEST_PAUSE_TAR_OPEN=3000 "$2" -q --device cpu --model "$3" --out "$4" --layout tar --jobs 1 "$5"
     ' sh "$free" "$MVEMBED" "$MODEL" "$T/o" "$T/a" 2> "$T/err-a" &
