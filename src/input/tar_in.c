@@ -1,7 +1,9 @@
 /* tar_in.c - WebDataset shards as inputs (see mv_tar_in.h): libarchive reads the tar as a stream;
  * each media member is copied into a memfd, which the item reads as an mv_input (mv_input.h). A
  * hard-link member (what GNU tar writes for a second name of one file) has no data of its own:
- * the tar is read again from its start up to the member it links to, whose data it gets. */
+ * the tar is read again from its start up to the member it links to, whose data it gets; a
+ * symbolic-link member likewise gets the data of the regular member its target names, resolved
+ * within the tar (an absolute target, or one that leaves the tar, fails that member). */
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 
@@ -100,15 +102,52 @@ static const char *member_name(const char *nm)
     return nm;
 }
 
-/* The data of the regular member named target (a hard link's), read from a second pass over
- * the tar, in a new memfd; -1 with t->err set when it is not found before the link or fails. */
-static int link_to_memfd(mv_tar_in *t, const char *target)
+/* The member name a symbolic link member nm with target names, in out[cap]: resolved against
+ * nm's directory, "." and ".." applied. -1 when the target is absolute or leaves the tar. */
+static int symlink_target(const char *nm, const char *target, char *out, size_t cap)
+{
+    if (target[0] == '/')
+        return -1;
+    char buf[8200];
+    const char *slash = strrchr(nm, '/');
+    snprintf(buf, sizeof buf, "%.*s%s%s", slash ? (int)(slash - nm) : 0, nm, slash ? "/" : "", target);
+    size_t n = 0;
+    out[0] = 0;
+    for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, "."))
+            continue;
+        if (!strcmp(c, "..")) {
+            if (!n)
+                return -1;
+            char *up = strrchr(out, '/');
+            n = up ? (size_t)(up - out) : 0;
+            out[n] = 0;
+            continue;
+        }
+        int k = snprintf(out + n, cap - n, "%s%s", n ? "/" : "", c);
+        if (k < 0 || (size_t)k >= cap - n)
+            return -1;
+        n += (size_t)k;
+    }
+    return n ? 0 : -1;
+}
+
+/* The data of the regular member named target, read from a second pass over the tar, in a new
+ * memfd: a hard link's (target before the link) or, with sym, a symbolic link's (anywhere in the
+ * tar). -1 with t->err set when it is not found or fails. */
+static int link_to_memfd(mv_tar_in *t, const char *target, int sym)
 {
     char want[4096];
-    snprintf(want, sizeof want, "%s", member_name(target));
+    const char *kind = sym ? "symbolic link" : "hard link";
+    if (sym ? symlink_target(t->name, target, want, sizeof want) != 0
+            : snprintf(want, sizeof want, "%s", member_name(target)) >= (int)sizeof want) {
+        snprintf(t->err, sizeof t->err, "%s to %.200s, which leads outside the tar", kind, target);
+        return -1;
+    }
     struct archive *a = archive_read_new();
     int fd = -1;
-    snprintf(t->err, sizeof t->err, "hard link to %.200s, which is not a regular member before it in the tar", want);
+    snprintf(t->err, sizeof t->err, "%s to %.200s, which is not a regular member %s the tar", kind, want,
+             sym ? "of" : "before it in");
     if (!a) {
         snprintf(t->err, sizeof t->err, "out of memory");
         return -1;
@@ -122,14 +161,14 @@ static int link_to_memfd(mv_tar_in *t, const char *target)
             const char *nm = archive_entry_pathname(en);
             if (!nm || strcmp(member_name(nm), want))
                 continue;
-            if (!strcmp(member_name(nm), t->name))
+            if (!sym && !strcmp(member_name(nm), t->name))
                 break; /* reached the link itself: its target is not before it */
             if (archive_entry_filetype(en) != AE_IFREG || archive_entry_hardlink(en))
                 continue; /* the same name as a directory or another link: a later one may do */
             int64_t size = archive_entry_size_is_set(en) ? archive_entry_size(en) : 0;
             if (size > MV_TAR_MEMBER_MAX)
-                snprintf(t->err, sizeof t->err, "hard link to %.200s, a member of %lld bytes, over the "
-                         "%lld-byte limit for members", want, (long long)size, (long long)MV_TAR_MEMBER_MAX);
+                snprintf(t->err, sizeof t->err, "%s to %.200s, a member of %lld bytes, over the "
+                         "%lld-byte limit for members", kind, want, (long long)size, (long long)MV_TAR_MEMBER_MAX);
             else
                 fd = member_to_memfd(t, a, size);
             break;
@@ -153,7 +192,8 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             return -1;
         }
         const char *link = archive_entry_hardlink(ent), *nm = archive_entry_pathname(ent);
-        if ((archive_entry_filetype(ent) != AE_IFREG && !link) || !nm)
+        const char *sym = archive_entry_filetype(ent) == AE_IFLNK ? archive_entry_symlink(ent) : NULL;
+        if ((archive_entry_filetype(ent) != AE_IFREG && !link && !sym) || !nm)
             continue;
         nm = member_name(nm);
         const char *base = strrchr(nm, '/');
@@ -163,8 +203,8 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         snprintf(t->name, sizeof t->name, "%s", nm);
         *name = t->name;
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
-        if (link && !t->names_only) {
-            *fd = link_to_memfd(t, link);
+        if ((link || sym) && !t->names_only) {
+            *fd = link ? link_to_memfd(t, link, 0) : link_to_memfd(t, sym, 1);
             if (*fd < 0)
                 *err = t->err;
             return 1;

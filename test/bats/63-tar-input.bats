@@ -93,3 +93,26 @@ PYEOF
         cmp "$T/o/shards/links.tar/h/$m.npy.zst" "$T/ref/$m.npy.zst"
     done
 }
+
+@test "symbolic-link members: embedded with their target member's bytes; one leading outside the tar or dangling fails alone" {
+    mkdir -p "$T/s/sub"
+    cp "$IMG/png_gray_128x72.png" "$T/s/sub/"
+    ln -s sub/png_gray_128x72.png "$T/s/top.png"
+    ln -s ../sub/png_gray_128x72.png "$T/s/sub/up.png"
+    ln -s ../../etc/x.png "$T/s/out.png"
+    ln -s missing.png "$T/s/dangling.png"
+    (cd "$T" && tar -cf "$T/shards/syms.tar" s)
+    [ "$(tar -tvf "$T/shards/syms.tar" | grep -c '^l')" -eq 4 ]   # GNU tar stored four symlinks
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/syms.tar
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" =~ "3 ok, 2 failed, 0 skipped" ]]
+    [[ "$output" =~ "shards/syms.tar/s/out.png: symbolic link to ../../etc/x.png, which leads outside the tar" ]]
+    [[ "$output" =~ "shards/syms.tar/s/dangling.png: symbolic link to s/missing.png, which is not a regular member of the tar" ]]
+    mkdir "$T/x"
+    tar -xf "$T/shards/syms.tar" -C "$T/x"   # tar -x makes the links; the files layout reads through them
+    mvembed -q --device cpu --model "$MODEL" --out "$T/ref" "$T/x/s/sub"
+    for m in top.png sub/up.png sub/png_gray_128x72.png; do
+        cmp "$T/o/shards/syms.tar/s/$m.npy.zst" "$T/ref/png_gray_128x72.png.npy.zst"
+    done
+}
