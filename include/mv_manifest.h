@@ -19,8 +19,8 @@
 /* One manifest line (and a tar sample's .json). Zero-initialise, then set what applies; absent
  * fields are omitted. Field order in the line: input, input_b64, output, output_b64, status,
  * error, kind, width, height, resized, grid_thw, shape, dtype, bytes, model, frame_indices,
- * timestamps, fps, duration, rotation, seconds, shard, key, offset, input_bytes, input_mtime_ns,
- * input_xxh64, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
+ * timestamps, fps, duration, rotation, seconds, shard, key, offset, xxh64, input_bytes,
+ * input_mtime_ns, input_xxh64, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
  * written with each invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the
  * exact bytes. */
 typedef struct {
@@ -69,6 +69,8 @@ typedef struct {
     const char *run;     /* the run id (mv_manifest_run_id) */
     int64_t seq;         /* the record's number within its run, from 1 */
     double time;         /* when the record was made: seconds since the epoch (microseconds) */
+    int has_xxh64;       /* xxh64: XXH64 (seed 0) of the sample's <key>.npy member, as written */
+    uint64_t xxh64;      /* (16 lowercase hex digits in the line); "bytes" is that member's size */
 } mv_record;
 
 /* This process's run id: 16 hex digits drawn at random once (thread-safe), the same in every
@@ -155,6 +157,31 @@ size_t mv_done_count(const mv_done *d);
 /* Its newest ok line's "offset" (tar layout: the array data's byte offset in its shard), or -1
  * when its newest line is not ok or has none. */
 int64_t mv_done_offset(const mv_done *d, const char *input);
+
+/* An input's latest ok record as the tar layout's resume checks it (mv_done_sample_of). */
+typedef struct {
+    const char *output;  /* the record's output (the shard for a tar sample); NULL when none */
+    const char *model;   /* "model" fingerprint, "" when absent */
+    int64_t bytes;       /* "bytes", -1 when absent */
+    int64_t offset;      /* "offset", -1 when absent */
+    int64_t data_len;    /* shape[0] * shape[1] * the dtype's size, -1 when not known */
+    int has_xxh64;
+    uint64_t xxh64;
+    int tar;             /* the record names a "shard" and a "key": a tar-layout sample */
+} mv_done_sample;
+
+/* 1 with *s filled when input's latest line is ok, else 0. Strings as for mv_done_lookup. */
+int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *s);
+
+/* The inputs that ever had an ok line, by index 0..mv_done_inputs(d)-1: entry i's input (raw
+ * bytes), and 1 with *s filled when its latest line is ok (0: a later error line). */
+size_t mv_done_inputs(const mv_done *d);
+int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *s);
+
+/* Counts the inputs whose latest line is ok by layout: *n_tar with a "shard" and "key", *n_files
+ * without; *ex_files / *ex_tar (may be NULL) receive one input of each (NULL when none). */
+void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,
+                     const char **ex_tar);
 
 /* Who holds an output name: the input of the latest "ok" line that named it. An output field
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a

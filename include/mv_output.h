@@ -83,4 +83,12 @@ int mv_output_clean_temps(const char *dir);
  * files (manifest merge). 0, or -1 with errno (ENOLCK, EINVAL, ...: no locks there). */
 int mv_output_lock_temp(int fd);
 
+/* The sweep's rule for one temp file, open as fd (read-only) with fstat st, written by pid: 1 when
+ * it is abandoned and may be removed (nobody holds its lock, and its pid is not running here or
+ * it is older than MV_OUTPUT_TEMP_MAX_AGE; without locks on the file system, age alone), else 0.
+ * Takes a read lock on fd when it can (dropped when fd is closed). For other sweeps of temp files
+ * that follow the lock rule (the tar layout's temporary shards). */
+struct stat;
+int mv_output_temp_abandoned(int fd, const struct stat *st, long pid);
+
 #endif

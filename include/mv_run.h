@@ -73,6 +73,9 @@ typedef struct {
      * many devices of --inflight backends each, laid out as CUDA's, so that the many-device
      * pipeline runs where there is no GPU; 0: one backend. */
     int test_cpu_devices;
+    /* Test hook (MVEMBED_TEST_PAUSE_TAR_OPEN=MS): --layout tar pauses MS milliseconds after
+     * creating each temporary shard (mv_tar_set_test_pause); 0: none. */
+    int test_pause_tar_open_ms;
     /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
      * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;

@@ -56,15 +56,11 @@ static int from_environment(mv_run_opts *o)
 {
     o->model_dir = getenv("MVEMBED_MODEL");
     o->bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
-    o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"),
+    o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"), .hf_home = getenv("HF_HOME"),
                           .huggingface_hub_cache = getenv("HUGGINGFACE_HUB_CACHE"),
-                          .hf_home = getenv("HF_HOME"),
-                          .xdg_cache_home = getenv("XDG_CACHE_HOME"),
-                          .home = getenv("HOME")};
-    o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"),
-                                .count = getenv("SLURM_ARRAY_TASK_COUNT"),
-                                .min = getenv("SLURM_ARRAY_TASK_MIN"),
-                                .max = getenv("SLURM_ARRAY_TASK_MAX"),
+                          .xdg_cache_home = getenv("XDG_CACHE_HOME"), .home = getenv("HOME")};
+    o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"), .count = getenv("SLURM_ARRAY_TASK_COUNT"),
+                                .min = getenv("SLURM_ARRAY_TASK_MIN"), .max = getenv("SLURM_ARRAY_TASK_MAX"),
                                 .step = getenv("SLURM_ARRAY_TASK_STEP")};
     o->k8s_index = getenv("JOB_COMPLETION_INDEX");
     o->aws_index = getenv("AWS_BATCH_JOB_ARRAY_INDEX");
@@ -73,16 +69,19 @@ static int from_environment(mv_run_opts *o)
     const char *no_amx = getenv("MV_NO_AMX");
     if (no_amx && strcmp(no_amx, "0"))
         mv_amx_refuse("MV_NO_AMX is set");
-    /* a test hook: a test must not run what it did not ask for, so any other value is refused */
-    const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
-    long long n = 0;
-    if (fake && *fake && (mv_parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
-        char esc[256];
-        fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset\n",
-                mv_escape(fake, esc, sizeof esc), MV_TEST_CPU_DEVICES_MAX);
+    /* test hooks: a test must not run what it did not ask for, so any other value is refused */
+    const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES"), *pause = getenv("MVEMBED_TEST_PAUSE_TAR_OPEN");
+    long long n = 0, ms = 0;
+    if ((fake && *fake && (mv_parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) ||
+        (pause && *pause && mv_parse_ll(pause, 0, 60000, &ms))) {
+        char esc[256], esc2[256];
+        fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s, MVEMBED_TEST_PAUSE_TAR_OPEN=%s: test hooks; give "
+                "2..%d and 0..60000 (milliseconds) or leave them unset\n", mv_escape(fake ? fake : "", esc, 256),
+                mv_escape(pause ? pause : "", esc2, 256), MV_TEST_CPU_DEVICES_MAX);
         return 1;
     }
     o->test_cpu_devices = (int)n;
+    o->test_pause_tar_open_ms = (int)ms; /* each temporary tar shard waits that long once created */
     o->batch_job = getenv("SLURM_JOB_ID") != NULL; /* a batch job's log: plain progress lines */
     /* 0 (comparisons): the forwards in flight on one device queue their work at once */
     const char *turns = getenv("MVEMBED_FORWARD_TURNS");

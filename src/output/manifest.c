@@ -310,6 +310,12 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_key(b, "offset");
         sb_i64(b, r->offset);
     }
+    if (r->has_xxh64) {
+        char t[24];
+        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->xxh64);
+        sb_key(b, "xxh64");
+        sb_str(b, t);
+    }
     if (r->has_input_stat) {
         sb_key(b, "input_bytes");
         sb_i64(b, r->input_bytes);

@@ -40,7 +40,17 @@ typedef struct {
     int ok;             /* newest line ok */
     int had_ok;         /* some line ok: output, model, bytes and src are set */
     mv_line_order ord, ok_ord;
+    int64_t data_len;   /* tar samples (mv_done_sample): -1 = not known */
+    uint64_t xxh64;
+    int has_xxh64, tar;
 } done_ent;
+
+/* The parts of an ok line that the tar layout's resume checks (mv_done_sample). */
+typedef struct {
+    int64_t offset, data_len;
+    uint64_t xxh64;
+    int has_xxh64, tar;
+} tar_part;
 
 struct mv_done {
     done_ent *ents;
@@ -96,6 +106,7 @@ typedef struct {
     int ok;
     int64_t bytes, offset;
     mv_done_input_stat src;
+    tar_part tp;        /* ok lines: the tar layout's parts */
     mv_line_order ord;
 } done_line;
 
@@ -122,6 +133,10 @@ static int done_set(mv_done *d, const done_line *l)
     en->bytes = l->bytes;
     en->offset = l->offset;
     en->src = l->src;
+    en->data_len = l->tp.data_len;
+    en->xxh64 = l->tp.xxh64;
+    en->has_xxh64 = l->tp.has_xxh64;
+    en->tar = l->tp.tar;
     en->output = NULL;
     free(en->odd_output);
     en->odd_output = NULL;
@@ -152,6 +167,50 @@ int64_t mv_done_offset(const mv_done *d, const char *input)
 {
     const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
     return s && d->ents[s->value - 1].ok ? d->ents[s->value - 1].offset : -1;
+}
+
+size_t mv_done_inputs(const mv_done *d) { return d->n_ents; }
+
+int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *smp)
+{
+    *input = d->ents[i].input;
+    return mv_done_sample_of(d, d->ents[i].input, smp);
+}
+
+int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    if (!s || !d->ents[s->value - 1].ok)
+        return 0;
+    const done_ent *en = &d->ents[s->value - 1];
+    smp->output = en->output ? en->output : en->odd_output;
+    smp->model = en->model;
+    smp->bytes = en->bytes;
+    smp->offset = en->offset;
+    smp->data_len = en->data_len;
+    smp->has_xxh64 = en->has_xxh64;
+    smp->xxh64 = en->xxh64;
+    smp->tar = en->tar;
+    return 1;
+}
+
+void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,
+                     const char **ex_tar)
+{
+    *n_files = *n_tar = 0;
+    if (ex_files)
+        *ex_files = NULL;
+    if (ex_tar)
+        *ex_tar = NULL;
+    for (size_t i = 0; i < d->n_ents; i++) {
+        const done_ent *en = &d->ents[i];
+        if (!en->ok)
+            continue;
+        const char **ex = en->tar ? ex_tar : ex_files;
+        if (ex && !*ex)
+            *ex = en->input;
+        (*(en->tar ? n_tar : n_files))++;
+    }
 }
 
 int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
@@ -313,6 +372,32 @@ static void read_input_stat(json_t *o, mv_done_input_stat *src)
     src->has_xxh64 = strlen(hs) == 16 && *end == 0;
 }
 
+/* The tar layout's parts of an ok line o into *tp (left as they are when absent or malformed). */
+static void read_tar_part(json_t *o, tar_part *tp)
+{
+    json_t *jo = json_object_get(o, "offset"), *jx = json_object_get(o, "xxh64");
+    json_t *sh = json_object_get(o, "shape"), *dt = json_object_get(o, "dtype");
+    tp->tar = json_is_string(json_object_get(o, "shard")) && json_is_string(json_object_get(o, "key"));
+    if (json_is_integer(jo) && json_integer_value(jo) >= 0)
+        tp->offset = (int64_t)json_integer_value(jo);
+    if (json_is_string(jx) && strlen(json_string_value(jx)) == 16) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(json_string_value(jx), &end, 16);
+        if (!errno && !*end) {
+            tp->xxh64 = (uint64_t)v;
+            tp->has_xxh64 = 1;
+        }
+    }
+    int64_t dsize = !json_is_string(dt) ? 0 : !strcmp(json_string_value(dt), "f32") ? 4
+                    : !strcmp(json_string_value(dt), "f16") || !strcmp(json_string_value(dt), "bf16") ? 2 : 0;
+    json_t *r0 = json_array_get(sh, 0), *r1 = json_array_get(sh, 1);
+    if (dsize && json_array_size(sh) == 2 && json_is_integer(r0) && json_is_integer(r1) &&
+        json_integer_value(r0) >= 0 && json_integer_value(r1) >= 0 &&
+        json_integer_value(r0) < (1LL << 31) && json_integer_value(r1) < (1LL << 24))
+        tp->data_len = (int64_t)json_integer_value(r0) * (int64_t)json_integer_value(r1) * dsize;
+}
+
 /* One line read back into d: 0, 1 when it is not a record (counted bad), -1 out of memory. */
 static int load_line(mv_done *d, const char *line, size_t n)
 {
@@ -335,6 +420,9 @@ static int load_line(mv_done *d, const char *line, size_t n)
     json_t *jo = json_object_get(o, "offset");
     l.offset = json_is_integer(jo) && json_integer_value(jo) >= 0 ? (int64_t)json_integer_value(jo) : -1;
     read_input_stat(o, &l.src);
+    l.tp = (tar_part){-1, -1, 0, 0, 0};
+    if (l.ok)
+        read_tar_part(o, &l.tp);
     int r = done_set(d, &l);
     free(output);
     free(input);

@@ -15,6 +15,8 @@
 #include "mv_manifest.h"
 #include "mv_names.h"
 #include "mv_output.h"
+#include "mv_place.h"
+#include "mv_tar_resume.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -170,12 +172,24 @@ static void folded_free(folded *f)
     memset(f, 0, sizeof *f);
 }
 
+static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
+                                   size_t *ok, mv_err *e);
+
 /* Writes f's lines to path through a temp file in dir (fsync, rename, fsync of dir); *ok counts
  * the lines with "status":"ok". */
 static mv_status write_atomic(const char *dir, const char *path, const folded *fd, size_t *ok, mv_err *e)
 {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", dir, (long)getpid());
+    mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
+    mv_status st = write_atomic_held(dir, tmp, path, fd, ok, e);
+    mv_place_guard_end();
+    return st;
+}
+
+static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
+                                   size_t *ok, mv_err *e)
+{
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
@@ -255,6 +269,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
     mv_claims *lock; /* no run appends while manifests are rewritten */
     if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
     if (mv_manifest_list(out_dir, &names, &nn, e)) {
         mv_claims_close(lock);
         return 1;
@@ -319,6 +334,7 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 {
     char path[4200];
     mv_name_manifest(path, sizeof path, out_dir, 0, 1);
+    mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;
@@ -344,7 +360,7 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
         if (compact_one(out_dir, p, quiet, e))
             goto out;
     }
-    rc = 0;
+    rc = mv_tar_compact_dir(out_dir, quiet, e) ? 1 : 0; /* the tar layout's dead samples */
 out:
     mv_manifest_list_free(names, nn);
     mv_claims_close(lock);

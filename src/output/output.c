@@ -74,8 +74,7 @@ int mv_output_lock_temp(int fd)
     return r;
 }
 
-/* 1 when the temp file dir/name (open as fd, stat st) is abandoned and may be removed. */
-static int abandoned(int fd, const struct stat *st, long pid)
+int mv_output_temp_abandoned(int fd, const struct stat *st, long pid)
 {
     int old = time(NULL) - st->st_mtime > MV_OUTPUT_TEMP_MAX_AGE;
     /* a read lock is refused while anyone (any process, machine or PID namespace sharing the
@@ -107,7 +106,7 @@ int mv_output_clean_temps(const char *dir)
             continue; /* gone already, or not ours to open: leave it */
         struct stat st, now;
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 0 &&
-            abandoned(fd, &st, pid) &&
+            mv_output_temp_abandoned(fd, &st, pid) &&
             /* still the file we judged (not renamed away and replaced meanwhile) */
             fstatat(dirfd(d), de->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
             now.st_dev == st.st_dev && now.st_ino == st.st_ino &&

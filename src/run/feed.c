@@ -11,6 +11,7 @@
 #include "mv_output.h"
 #include "mv_names.h"
 #include "mv_tar_in.h"
+#include "mv_tar_resume.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -80,15 +81,77 @@ void *pl_count_main(void *arg)
     return NULL;
 }
 
-/* 1 when OUT/name (a shard name from the manifest) is a regular file inside OUT. */
-static int tar_shard_present(const char *out_real, const char *name)
+/* --layout tar: the recorded inputs by the file they reach now (device, inode), made at the first
+ * input the manifest does not name as given, so that "in", "./in" and "/abs/in" resume each
+ * other (mv_done_same_input's rule; the files layout finds them by output name). */
+typedef struct {
+    int built;
+    mv_hashset by_file; /* (st_dev, st_ino) -> entry index + 1 */
+} tar_aliases;
+
+static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *path)
 {
-    if (!name[0] || name[0] == '/' || strstr(name, "..") || strchr(name, '/'))
-        return 0;
-    char p[8400];
     struct stat sb;
-    snprintf(p, sizeof p, "%s/%s", out_real, name);
-    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    mv_done_sample smp;
+    const char *in;
+    if (stat(path, &sb) != 0)
+        return NULL; /* a tar member, or gone: only its own path names it */
+    if (!ta->built) {
+        ta->built = 1;
+        for (size_t i = 0; i < mv_done_inputs(done); i++) {
+            struct stat rb;
+            if (mv_done_entry(done, i, &in, &smp) && smp.tar && stat(in, &rb) == 0) {
+                dev_t key[2] = {rb.st_dev, rb.st_ino};
+                mv_hashset_entry *en = mv_hashset_add(&ta->by_file, key, sizeof key, NULL);
+                if (en)
+                    en->value = i + 1; /* out of memory: that input is not found by alias */
+            }
+        }
+    }
+    dev_t key[2] = {sb.st_dev, sb.st_ino};
+    const mv_hashset_entry *en = mv_hashset_find(&ta->by_file, key, sizeof key);
+    if (!en)
+        return NULL;
+    mv_done_entry(done, en->value - 1, &in, &smp);
+    return mv_done_same_input(in, path) ? in : NULL;
+}
+
+/* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
+ * the input's latest ok record is a sample made with this run's fingerprint that still verifies
+ * (mv_tar_sample_intact): skip it. 0: embed it (no record, other settings, a sample missing or
+ * damaged; said as the files layout says it). */
+static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *out_real,
+                    long *n_stale, char stale_fp[17])
+{
+    const mv_run_opts *o = R->o;
+    const char *fp = R->m->fingerprint;
+    mv_done_sample smp;
+    if (!mv_done_sample_of(done, path, &smp)) {
+        const char *alias = tar_alias(ta, done, path);
+        if (!alias || !mv_done_sample_of(done, alias, &smp))
+            return 0;
+    }
+    char esc[8192], why[1100];
+    if (strcmp(smp.model, fp) != 0) { /* other settings: redone */
+        if (!(*n_stale)++)
+            snprintf(stale_fp, 17, "%s", smp.model[0] ? smp.model : "none");
+        if (o->verbose)
+            pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                   mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
+        return 0;
+    }
+    if (!mv_tar_sample_intact(out_real, &smp, why, sizeof why)) {
+        if (!o->quiet)
+            pl_say(R, "mvembed: %s: its sample is missing or damaged (%s); redoing it\n",
+                   mv_escape(path, esc, sizeof esc), why);
+        return 0;
+    }
+    atomic_fetch_add(&R->n_skip, 1);
+    if (R->pooled) /* --pool mean: the pooled directory has every input of the run */
+        mv_pool_list_add(R->pooled, path, smp.output, smp.offset);
+    if (o->verbose)
+        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, sizeof esc));
+    return 1;
 }
 
 /* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
@@ -204,6 +267,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     long n_stale = 0;
     char stale_fp[17] = "";
     mv_hashset rels = {0};
+    tar_aliases aliases = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -222,18 +286,10 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
-        /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
-         * an input whose latest line is ok is done while its complete shard is there (only
-         * complete shards get manifest lines) */
-        const char *shard = R->tars && !wi.error && done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
-        if (shard) {
-            if (tar_shard_present(out_real, shard)) {
-                atomic_fetch_add(&R->n_skip, 1);
-                if (R->pooled)
-                    mv_pool_list_add(R->pooled, wi.path, shard, mv_done_offset(done, wi.path));
-                mv_item_free(it);
-                continue;
-            }
+        if (R->tars && !wi.error && done && !o->force &&
+            tar_done(R, done, &aliases, wi.path, out_real, &n_stale, stale_fp)) {
+            mv_item_free(it);
+            continue;
         }
         int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {
@@ -281,8 +337,46 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_skipped(w, R->walk_skipped);
     mv_walk_close(w);
     mv_hashset_free(&rels);
+    mv_hashset_free(&aliases.by_file);
     free(out_real);
     return st;
+}
+
+/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record is
+ * refused before anything is written (mixing them would leave files beside shards, and readers
+ * of either layout would meet lines of the other). */
+static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e)
+{
+    size_t n_files, n_tar;
+    const char *ex_files, *ex_tar;
+    mv_done_layouts(done, &n_files, &n_tar, &ex_files, &ex_tar);
+    int tar = o->layout == MV_LAYOUT_TAR;
+    size_t n = tar ? n_files : n_tar;
+    if (!n)
+        return MV_OK;
+    char esc[4096];
+    return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (%zu input%s, such as %s, in its manifest): "
+                   "--layout %s would mix two layouts in one output directory; use another --out, or "
+                   "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
+                   mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
+                   tar ? "files" : "tar");
+}
+
+/* --layout tar: adopts the samples of orphan shards (mv_tar_adopt) into the manifest, and when
+ * there were any, loads the resume state again so that they count as done. */
+mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    long n = 0;
+    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, pl_tar_commit, R, &n, e);
+    if (st || !n)
+        return st;
+    if (!o->quiet)
+        fprintf(stderr, "mvembed: %ld sample%s of complete shards had no manifest line (a run stopped "
+                "in between): adopted\n", n, n > 1 ? "s" : "");
+    mv_done_free(*done);
+    *done = NULL;
+    return pl_load_done(o, done, e);
 }
 
 /* Loads the resume state: every manifest in OUT (manifest.jsonl and each shard's, whatever its
@@ -313,6 +407,8 @@ mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
         }
     }
     mv_manifest_list_free(names, nn);
+    if (!st)
+        st = one_layout(o, *done, e);
     if (st) {
         mv_done_free(*done);
         *done = NULL;

@@ -95,11 +95,18 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if (o->layout == MV_LAYOUT_TAR &&
         (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, pl_tar_commit, R, &R->tars, e)))
         goto fail_man;
+    if (R->tars)
+        mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
+    if (R->tars && (st = pl_tar_adopt(R, done, e)))
+        goto fail_tars;
     if (o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
         st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-        goto fail_man;
+        goto fail_tars;
     }
     return MV_OK;
+fail_tars:
+    mv_tar_set_free(R->tars);
+    R->tars = NULL;
 fail_man:
     mv_manifest_close(R->man, NULL);
     R->man = NULL;

@@ -139,8 +139,9 @@ mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e)
 }
 
 /* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
- * line waits for the shard's completion (mv_tar_close). Failed inputs get their line at once.
- * *shard and *offset: where the sample's array is (for --pool mean's list). */
+ * line waits for the shard's completion (mv_tar_close). Failed inputs (and samples refused for
+ * non-finite values, before the shard is touched) get their line at once. *shard and *offset:
+ * where the sample's array is (for --pool mean's list). */
 static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const char **shard, int64_t *offset)
 {
     const mv_run_opts *o = R->o;
@@ -150,33 +151,35 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const cha
         return; /* discarded after a fatal error */
     mv_record r;
     mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
-    if (it->error) {
-        if (pl_append_record(R, &r, &e)) {
+    char esc[8192];
+    if (!it->error) {
+        double t = mv_now();
+        mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
+        pl_t_add(R, T_WRITE, t);
+        if (st == MV_ERR_MODEL) { /* this input only: its error line below */
+            mv_item_fail(it, e.msg);
+            mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
+        } else if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
+            mv_tar_abandon(*tar);
+            *tar = NULL;
             pl_set_fatal(R, &e);
             return;
+        } else {
+            atomic_fetch_add(&R->n_ok, 1);
+            *shard = r.shard; /* the open shard's name: the caller copies it at once */
+            *offset = r.offset;
+            if (o->verbose)
+                pl_say(R, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
+                       r.shard, r.key, (long long)it->rows, c->out_hidden, r.seconds);
+            return;
         }
-        atomic_fetch_add(&R->n_err, 1);
-        char esc[8192];
-        pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
-        return;
     }
-    double t = mv_now();
-    mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
-    pl_t_add(R, T_WRITE, t);
-    if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
-        mv_tar_abandon(*tar);
-        *tar = NULL;
+    if (pl_append_record(R, &r, &e)) {
         pl_set_fatal(R, &e);
         return;
     }
-    atomic_fetch_add(&R->n_ok, 1);
-    *shard = r.shard; /* the open shard's name: the caller copies it at once */
-    *offset = r.offset;
-    if (o->verbose) {
-        char esc[8192];
-        pl_say(R, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
-               r.shard, r.key, (long long)it->rows, c->out_hidden, r.seconds);
-    }
+    atomic_fetch_add(&R->n_err, 1);
+    pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
 }
 
 /* --pool mean: the item goes into the pooled directory's list, ok (its file, or its tar shard and

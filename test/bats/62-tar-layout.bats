@@ -283,19 +283,9 @@ print("ok")' "$T/o"
     files_run "$T/files"
     mkdir "$T/r"
     mvembed -q --device cpu --model "$MODEL" --out "$T/r/emb" --layout tar --shard-size 64K "$IN"
-    # what a user runs (README "Reading the embeddings", tar shards without copying)
-    cat > "$T/reader.py" <<'EOF'
-import json
-import numpy as np
-
-out = "emb"
-for line in open(f"{out}/manifest.jsonl"):
-    rec = json.loads(line)
-    if rec["status"] == "ok":
-        emb = np.memmap(f"{out}/{rec['shard']}", mode="r", offset=rec["offset"],
-                        dtype={"f32": "<f4", "f16": "<f2"}[rec["dtype"]], shape=tuple(rec["shape"]))
-        print(rec["input"], rec["key"], emb.shape)
-EOF
+    # what a user runs: the README's recipe ("Tar shards without copying"), taken from the README
+    readme_recipe "Tar shards without copying" > "$T/reader.py"
+    grep -q np.memmap "$T/reader.py"
     run bash -c "cd '$T/r' && '$PY' '$T/reader.py'"
     [ "$status" -eq 0 ]
     echo "$output" > "$T/printed"

@@ -73,3 +73,17 @@ nolock_preload() {
     asan=$(ldd "$MVEMBED" 2>/dev/null | awk '/libasan/ {print $3}')
     echo "${asan:+$asan }$1/nolock.so"
 }
+
+# readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
+readme_recipe() {
+    awk -v t="**$1**" 'index($0, t) == 1 { f = 1 } f && /^```python$/ { p = 1; next } p && /^```$/ { exit } p' \
+        "$ROOT/README.md"
+}
+
+# inputs DIR PREFIX COPIES: DIR holds COPIES copies of every fixture image, named PREFIX-i-<name>
+inputs() {
+    mkdir -p "$1"
+    for i in $(seq "$3"); do
+        for f in "$ROOT"/fixtures/media/images/*; do cp "$f" "$1/$2-$i-$(basename "$f")"; done
+    done
+}
