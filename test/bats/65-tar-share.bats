@@ -44,7 +44,8 @@ two_runs() {
     [ "$rb" -eq 0 ]
     [ "$(grep -c '"status":"ok"' "$T/o/manifest.jsonl")" -eq "$n" ]
     check "$T/o" --ok "$n" --one-sample
-    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$')" ]
+    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
+        -e '^\.mvembed\.lock$')" ]
 }
 
 # shim: builds the LD_PRELOAD library that makes renameat2's RENAME_NOREPLACE fail with EINVAL
@@ -90,7 +91,8 @@ shim() {
     [ "$rb" -eq 0 ]
     grep -q "RENAME_NOREPLACE" "$T/shim.log"
     check "$T/o" --ok "$n" --one-sample
-    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$')" ]
+    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
+        -e '^\.mvembed\.lock$')" ]
 }
 
 @test "a tar run in another PID namespace keeps its temporary shards while a second run sweeps OUT" {
