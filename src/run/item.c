@@ -286,7 +286,8 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
     r->has_shape = 1;
     r->shape[0] = it->rows;
     r->shape[1] = c->out_hidden;
-    r->dtype = out_dtype == MV_DT_F16 ? "f16" : "f32";
+    /* the type this output is stored as (--out-dtype auto: its writer's choice) */
+    r->dtype = out_dtype == MV_DT_F16 ? "f16" : out_dtype == MV_DT_BF16 ? "bfloat16" : "f32";
     if (p->frame_idx) {
         r->frame_indices = p->frame_idx;
         r->n_frame_indices = p->n_idx;
