@@ -84,9 +84,12 @@ struct mv_backend {
      * forward (opts.batch_tokens, resolved): 0 = one input per forward (the CPU by default: keeps
      * results independent of batching); CUDA: its workspace's patches, sized from free memory
      * unless asked. pools_mean: 1 when forward takes req.mean (CUDA), else the caller pools the
-     * tokens on the host (mv_pool_mean). */
+     * tokens on the host (mv_pool_mean). out_bf16: 1 when every value of out (mean 0) is a bf16
+     * value widened to f32 (CUDA in bf16 precision), so that --out-dtype auto may store it as f16
+     * without losing any (mv_output_dtype). */
     int64_t batch_tokens;
     int pools_mean;
+    int out_bf16;
     void *impl;
 };
 
@@ -119,6 +122,9 @@ typedef struct {
      * first backend of the process that loads cuDNN decides. */
     const char *cudnn_lib;
     int verbose;            /* CUDA: say on stderr which attention implementation runs */
+    /* CPU, a test hook (MVEMBED_TEST_OUT_BF16): outputs rounded to bf16 and out_bf16 set, as the
+     * CUDA bf16 tower's are, so that --out-dtype auto's choice is tested where there is no GPU */
+    int test_out_bf16;
 } mv_backend_opts;
 
 mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,

@@ -98,7 +98,8 @@ typedef struct {
 #define CUSTOM(nm, sh, fn, m, mt, h) \
     {.kind = K_CUSTOM, .name = nm, .short_name = sh, .parse = fn, .must = m, .meta = mt, .help = h}
 
-static const opt_name dtype_names[] = {{"f32", MV_DT_F32}, {"f16", MV_DT_F16}, {NULL, 0}};
+static const opt_name dtype_names[] = {
+    {"auto", MV_DT_AUTO}, {"f32", MV_DT_F32}, {"f16", MV_DT_F16}, {"bf16", MV_DT_BF16}, {NULL, 0}};
 static const opt_name layout_names[] = {{"files", MV_LAYOUT_FILES}, {"tar", MV_LAYOUT_TAR}, {NULL, 0}};
 static const opt_name pool_names[] = {{"none", MV_POOL_NONE}, {"mean", MV_POOL_MEAN}, {NULL, 0}};
 static const opt_name device_names[] = {
@@ -132,7 +133,8 @@ static const opt_def options[] = {
     FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
     FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
-    ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
+    ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings: auto (default):\n"
+         "f16 where it holds every value exactly, else f32; bf16: <u2 bits"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
     ENUM("layout", layout, layout_names,
          "files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"
@@ -192,10 +194,8 @@ static const opt_def options[] = {
          "video frames sampled per second (default 2)"),
     INT("num-frames", 0, num_frames, 1, 100000, "1..100000", "N",
         "sample exactly N frames instead (excludes --fps)"),
-    INT("min-frames", 0, min_frames, 1, 100000, "1..100000", "N",
-        "lower clamp of the fps rule (default 4)"),
-    INT("max-frames", 0, max_frames, 1, 100000, "1..100000", "N",
-        "upper clamp of the fps rule (default 768)"),
+    INT("min-frames", 0, min_frames, 1, 100000, "1..100000", "N", "lower clamp of the fps rule (default 4)"),
+    INT("max-frames", 0, max_frames, 1, 100000, "1..100000", "N", "upper clamp of the fps rule (default 768)"),
     ENUM("video-frame-cap", video_frame_cap, frame_cap_names,
          "HF's per-frame video pixel cap (cap_pixels_per_frame;\n"
          "default the model's, else off as transformers 5.17)"),
@@ -496,7 +496,7 @@ static int check_args(mv_run_opts *o)
 static void defaults(mv_run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->out_dtype = MV_DT_F32;
+    o->out_dtype = MV_DT_AUTO; /* f16 where exact (bf16 tokens), else f32 (mv_output_dtype) */
     o->zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
     o->max_decode_pixels = 178956970LL;
     o->timeout = 600;
@@ -539,9 +539,10 @@ static int from_environment(mv_run_opts *o)
     /* 0 (comparisons): the forwards in flight on one device queue their work at once */
     const char *turns = getenv("MVEMBED_FORWARD_TURNS");
     o->forward_overlap = turns && !strcmp(turns, "0");
-    /* a test hook: 1 packs only full windows, so that tests of packing do not depend on timing */
-    const char *fill = getenv("MVEMBED_TEST_FILL_WINDOW");
+    /* test hooks on with 1: full windows only (packing without timing); CPU tokens rounded to bf16 */
+    const char *fill = getenv("MVEMBED_TEST_FILL_WINDOW"), *ob = getenv("MVEMBED_TEST_OUT_BF16");
     o->test_fill_window = fill && !strcmp(fill, "1");
+    o->bopts.test_out_bf16 = ob && !strcmp(ob, "1");
     return -1;
 }
 

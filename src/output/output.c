@@ -278,8 +278,8 @@ static int z_feed(mv_output_writer *z, int fd, const void *src, size_t n, ZSTD_E
 }
 
 /* Streams the NPY bytes of data as dt, in one zstd frame (content size + checksum), into fd;
- * *written = compressed bytes. f32 data goes to zstd where it lies (no copy); f16 is converted a
- * piece at a time. */
+ * *written = compressed bytes. f32 data goes to zstd where it lies (no copy); f16 and bf16 are
+ * converted a piece at a time. */
 static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dtype dt, int64_t rows,
                              int64_t cols, const float *data, int level, size_t *written, mv_err *e)
 {
@@ -303,10 +303,13 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
         size_t n = count * sizeof(float);
         for (size_t off = 0; rc == 0 && off < n; off += PIECE)
             rc = z_feed(z, fd, p + off, n - off < PIECE ? n - off : PIECE, ZSTD_e_continue, written, &r);
-    } else {
+    } else { /* f16 or bf16 */
         for (size_t off = 0; rc == 0 && off < count; off += HALF) {
             size_t m = count - off < HALF ? count - off : HALF;
-            mv_f32_to_f16_n(data + off, z->half, m);
+            if (dt == MV_DT_F16)
+                mv_f32_to_f16_n(data + off, z->half, m);
+            else
+                mv_f32_to_bf16_n(data + off, z->half, m);
             rc = z_feed(z, fd, z->half, m * sizeof *z->half, ZSTD_e_continue, written, &r);
         }
     }
@@ -320,6 +323,13 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
     return MV_OK;
 }
 
+mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count)
+{
+    if (want != MV_DT_AUTO)
+        return want;
+    return mv_f16_exact_n(data, count) ? MV_DT_F16 : MV_DT_F32;
+}
+
 mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,
                           int64_t rows, int64_t cols, const float *data, int zstd_level,
                           char *final_path, size_t cap, size_t *bytes, mv_err *e)
@@ -328,9 +338,9 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         final_path[0] = 0;
     if (bytes)
         *bytes = 0;
-    if (dt != MV_DT_F32 && dt != MV_DT_F16)
-        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s/%s: output dtype must be f32 or f16", out_dir,
-                       rel);
+    if (dt != MV_DT_F32 && dt != MV_DT_F16 && dt != MV_DT_BF16)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s/%s: output dtype must be f32, f16 or bf16 (auto "
+                       "is chosen by mv_output_dtype first)", out_dir, rel);
     if (rows < 0 || cols < 0 || (cols > 0 && rows > (int64_t)(SIZE_MAX / 4) / cols))
         return mv_fail(e, MV_ERR_INTERNAL, "%s/%s: bad shape [%lld, %lld]", out_dir, rel,
                        (long long)rows, (long long)cols);

@@ -213,7 +213,7 @@ mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, 
         if (i == 0)
             dt = a.dtype;
         if (a.ndim != 2 || a.shape[0] != 1 || a.shape[1] != cols || a.dtype != dt ||
-            (dt != MV_DT_F32 && dt != MV_DT_F16)) {
+            (dt != MV_DT_F32 && dt != MV_DT_F16 && dt != MV_DT_BF16)) {
             st = mv_fail(e, MV_ERR_FORMAT, "%s: not a pooled output like the others ([1, %lld] %s): "
                          "written without --pool mean or with another --out-dtype? (--force redoes it)",
                          path, (long long)cols, mv_dtype_descr(dt));

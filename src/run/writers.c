@@ -28,11 +28,13 @@ static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
     size_t bytes = 0;
+    mv_dtype dt = o->out_dtype;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
+        dt = mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
         /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
-        mv_status st = mv_output_write(ow, o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
+        mv_status st = mv_output_write(ow, o->out_dir, it->rel, dt, it->rows, c->out_hidden,
                                        it->out, o->zstd_level, final_path, sizeof final_path,
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
@@ -44,7 +46,7 @@ static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
             mv_item_fail(it, e.msg);
     }
     mv_record r;
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, &r);
+    mv_item_record(it, c, dt, R->m->fingerprint, out_rel, &r);
     if (!it->error) {
         r.has_bytes = 1;
         r.bytes = (int64_t)bytes;
@@ -108,7 +110,9 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
     mv_record r;
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
+    mv_dtype dt = it->error ? o->out_dtype
+                            : mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
+    mv_item_record(it, c, dt, R->m->fingerprint, NULL, &r);
     if (it->error) {
         if (pl_append_record(R, &r, &e)) {
             pl_set_fatal(R, &e);
@@ -120,7 +124,7 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
         return;
     }
     double t = mv_now();
-    mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
+    mv_status st = mv_tar_add(R->tars, tar, &r, dt, it->rows, c->out_hidden, it->out, &e);
     pl_t_add(R, T_WRITE, t);
     if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
         mv_tar_abandon(*tar);

@@ -15,6 +15,7 @@
  */
 #include "mv_backend.h"
 #include "mv_gemm_cpu.h"
+#include "mv_npy.h"
 #include "mv_ops_cpu.h"
 #include "mv_plan.h"
 #include "mv_preprocess.h"
@@ -473,14 +474,18 @@ static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forwa
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: no per-entry mean (pool the tokens with mv_pool_mean)");
     if (!req->pixels == !req->frames)
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: a forward takes pixel values or frames");
-    if (req->pixels)
-        return tower_f32(be, req->pixels, req->grid, req->n_entries, req->out, req->dump, req->dump_ud, e);
     float *pix = NULL;
-    mv_status st = patchify_frames(be, req, &pix, e);
-    if (st)
-        return st;
-    st = tower_f32(be, pix, req->grid, req->n_entries, req->out, req->dump, req->dump_ud, e);
+    mv_status st = req->pixels ? MV_OK : patchify_frames(be, req, &pix, e);
+    if (!st)
+        st = tower_f32(be, pix ? pix : req->pixels, req->grid, req->n_entries, req->out, req->dump,
+                       req->dump_ud, e);
     free(pix);
+    const mv_vision_config *c = &be->model->cfg;
+    int64_t n = 0; /* the test hook test_out_bf16: the tokens rounded as the CUDA bf16 tower's are */
+    for (int i = 0; be->out_bf16 && i < req->n_entries; i++)
+        n += (int64_t)req->grid[3 * i] * req->grid[3 * i + 1] * req->grid[3 * i + 2] / (c->merge * c->merge);
+    for (int64_t k = 0; !st && k < n * c->out_hidden; k++)
+        req->out[k] = mv_round_bf16(req->out[k]);
     return st;
 }
 
@@ -581,6 +586,7 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     b->destroy = cpu_destroy;
     b->model = m;
     b->batch_tokens = o && o->batch_tokens > 0 ? o->batch_tokens : 0; /* 0: one input per forward */
+    b->out_bf16 = o && o->test_out_bf16;
     *out = b;
     return MV_OK;
 }
