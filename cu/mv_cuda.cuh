@@ -245,6 +245,26 @@ cudaError_t mv_cuda_resize_u8(uint8_t *dst, const uint8_t *src, uint8_t *tmp, in
                               int dw, int dh, const mv_cuda_resize_axis *ax,
                               const mv_cuda_resize_axis *ay, cudaStream_t st);
 
+/* A forward's device resize (mv_forward_req.src_size), for the backend: one segment of a chunk
+ * (a temporal group of one entry) with its source frames at byte src of the forward's input and
+ * its resized frames at byte dst of the packed resized frames (mv_patch_seg.src); segments of
+ * one entry are consecutive and share its axes. */
+typedef struct {
+    int64_t src, dst;
+    int32_t nf, sw, sh, dw, dh, entry;
+} mv_resize_seg;
+typedef struct mv_cuda_resizer mv_cuda_resizer;
+mv_cuda_resizer *mv_cuda_resizer_new(void); /* NULL: out of memory */
+void mv_cuda_resizer_free(mv_cuda_resizer *r);
+/* Enqueues on io the upload of chunk buffer buf's source frames (host_frames: page-locked; the
+ * segments' bytes are consecutive) and axes (computed here, mv_resize_axis_init), growing the
+ * device buffers as needed (cudaFree / cudaMalloc: the device's earlier work ends first). */
+mv_status mv_cuda_resizer_upload(mv_cuda_resizer *r, int buf, const uint8_t *host_frames, const mv_resize_seg *segs,
+                                 int nseg, cudaStream_t io, mv_err *e);
+/* Enqueues on st the resizes of buffer buf's segments into dst (offsets relative to the first
+ * segment's dst), once its upload is waited for. */
+cudaError_t mv_cuda_resizer_run(mv_cuda_resizer *r, int buf, uint8_t *dst, cudaStream_t st);
+
 /* ---- gemm.cu (cuBLASLt) ---------------------------------------------------------------- */
 typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;
 typedef enum { MV_EPI_NONE = 0, MV_EPI_BIAS, MV_EPI_GELU_BIAS } mv_gemm_epi;

@@ -10,6 +10,7 @@
  */
 #include "mv_cuda.cuh"
 
+#include <stdlib.h>
 #include <string.h>
 
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -106,4 +107,131 @@ cudaError_t mv_cuda_resize_u8(uint8_t *dst, const uint8_t *src, uint8_t *tmp, in
     const int64_t n = (int64_t)nf * dh * dw * 3;
     resize_v_kernel<<<blocks_for(n), 256, 0, st>>>(dst, src, n, dw * 3, sh, dh, *ay);
     return cudaGetLastError();
+}
+
+/* ---- the backend's staging of a forward's source frames (mv_forward_req.src_size) ----------- */
+struct mv_cuda_resizer {
+    uint8_t *src[2];           /* device: a chunk's source frames, per buffer */
+    int64_t src_cap[2];
+    uint8_t *axes[2], *h_axes[2]; /* device / page-locked host: the chunk's packed axes */
+    size_t axes_cap[2];
+    uint8_t *tmp;              /* device: the widest job's intermediate [nf][sh][dw][3] */
+    int64_t tmp_cap;
+    struct job {
+        int64_t src, dst;
+        int nf, sw, sh, dw, dh;
+        mv_cuda_resize_axis ax, ay;
+    } *jobs[2];
+    int njobs[2], jobs_cap[2];
+};
+
+mv_cuda_resizer *mv_cuda_resizer_new(void)
+{
+    return (mv_cuda_resizer *)calloc(1, sizeof(mv_cuda_resizer));
+}
+
+void mv_cuda_resizer_free(mv_cuda_resizer *r)
+{
+    if (!r) return;
+    for (int k = 0; k < 2; k++) {
+        cudaFree(r->src[k]);
+        cudaFree(r->axes[k]);
+        cudaFreeHost(r->h_axes[k]);
+        free(r->jobs[k]);
+    }
+    cudaFree(r->tmp);
+    free(r);
+}
+
+/* *p (device, *cap bytes) at least need bytes; cudaFree waits for the device's work on it */
+static cudaError_t grow_dev(uint8_t **p, int64_t *cap, int64_t need)
+{
+    if (need <= *cap) return cudaSuccess;
+    cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    cudaError_t r = cudaMalloc((void **)p, (size_t)need);
+    if (r == cudaSuccess) *cap = need;
+    return r;
+}
+
+static int64_t seg_src_bytes(const mv_resize_seg *s) { return (int64_t)s->nf * s->sw * s->sh * 3; }
+
+mv_status mv_cuda_resizer_upload(mv_cuda_resizer *r, int buf, const uint8_t *host_frames, const mv_resize_seg *segs,
+                                 int nseg, cudaStream_t io, mv_err *e)
+{
+    r->njobs[buf] = 0;
+    if (nseg <= 0) return MV_OK;
+    const int64_t base = segs[0].src, dbase = segs[0].dst;
+    const int64_t end = segs[nseg - 1].src + seg_src_bytes(&segs[nseg - 1]);
+    if (r->jobs_cap[buf] < nseg) {
+        free(r->jobs[buf]);
+        r->jobs[buf] = (mv_cuda_resizer::job *)malloc(sizeof(mv_cuda_resizer::job) * (size_t)nseg);
+        r->jobs_cap[buf] = r->jobs[buf] ? nseg : 0;
+        if (!r->jobs[buf]) return mv_fail(e, MV_ERR_NOMEM, "cuda resize: out of host memory");
+    }
+    /* the axes of each run of segments of one entry (a video's temporal groups share them) */
+    mv_resize_axis *ax = (mv_resize_axis *)calloc((size_t)nseg * 2, sizeof(mv_resize_axis));
+    if (!ax) return mv_fail(e, MV_ERR_NOMEM, "cuda resize: out of host memory");
+    mv_status st = MV_OK;
+    size_t bytes = 0;
+    int64_t tmp_need = 0;
+    for (int s = 0; s < nseg && st == MV_OK; s++) {
+        const mv_resize_seg *g = &segs[s];
+        int fresh = s == 0 || g->entry != segs[s - 1].entry;
+        if (fresh && g->sw != g->dw) st = mv_resize_axis_init(&ax[2 * s], g->sw, g->dw);
+        if (fresh && st == MV_OK && g->sh != g->dh) st = mv_resize_axis_init(&ax[2 * s + 1], g->sh, g->dh);
+        if (fresh) bytes += (ax[2 * s].n ? mv_cuda_resize_axis_bytes(&ax[2 * s]) : 0) +
+                            (ax[2 * s + 1].n ? mv_cuda_resize_axis_bytes(&ax[2 * s + 1]) : 0);
+        if (g->sw != g->dw && g->sh != g->dh && (int64_t)g->nf * g->sh * g->dw * 3 > tmp_need)
+            tmp_need = (int64_t)g->nf * g->sh * g->dw * 3;
+    }
+    cudaError_t cr = cudaSuccess;
+    if (st == MV_OK && bytes > r->axes_cap[buf]) {
+        cudaFree(r->axes[buf]);
+        cudaFreeHost(r->h_axes[buf]);
+        r->axes[buf] = r->h_axes[buf] = NULL;
+        r->axes_cap[buf] = 0;
+        cr = cudaMalloc((void **)&r->axes[buf], bytes);
+        if (cr == cudaSuccess) cr = cudaHostAlloc((void **)&r->h_axes[buf], bytes, cudaHostAllocDefault);
+        if (cr == cudaSuccess) r->axes_cap[buf] = bytes;
+    }
+    if (st == MV_OK && cr == cudaSuccess) cr = grow_dev(&r->src[buf], &r->src_cap[buf], end - base);
+    if (st == MV_OK && cr == cudaSuccess) cr = grow_dev(&r->tmp, &r->tmp_cap, tmp_need);
+    size_t off = 0;
+    mv_cuda_resize_axis cx = {}, cy = {};
+    for (int s = 0; s < nseg && st == MV_OK && cr == cudaSuccess; s++) {
+        const mv_resize_seg *g = &segs[s];
+        if (s == 0 || g->entry != segs[s - 1].entry) {
+            for (int k = 0; k < 2; k++) {
+                mv_cuda_resize_axis *d = k ? &cy : &cx;
+                *d = mv_cuda_resize_axis{};
+                if (!ax[2 * s + k].n) continue;
+                mv_cuda_resize_axis_pack(&ax[2 * s + k], r->h_axes[buf] + off, r->axes[buf] + off, d);
+                off += mv_cuda_resize_axis_bytes(&ax[2 * s + k]);
+            }
+        }
+        r->jobs[buf][s] = mv_cuda_resizer::job{g->src - base, g->dst - dbase, g->nf, g->sw, g->sh, g->dw, g->dh,
+                                               cx, cy};
+    }
+    for (int s = 0; s < 2 * nseg; s++) mv_resize_axis_free(&ax[s]);
+    free(ax);
+    if (st != MV_OK) return mv_fail(e, st, "cuda resize: out of host memory for the weights");
+    if (cr == cudaSuccess && off) cr = cudaMemcpyAsync(r->axes[buf], r->h_axes[buf], off, cudaMemcpyHostToDevice, io);
+    if (cr == cudaSuccess)
+        cr = cudaMemcpyAsync(r->src[buf], host_frames + base, (size_t)(end - base), cudaMemcpyHostToDevice, io);
+    if (cr != cudaSuccess) return mv_cuda_check(cr, e, "cuda resize: source frames");
+    r->njobs[buf] = nseg;
+    return MV_OK;
+}
+
+cudaError_t mv_cuda_resizer_run(mv_cuda_resizer *r, int buf, uint8_t *dst, cudaStream_t st)
+{
+    for (int s = 0; s < r->njobs[buf]; s++) {
+        const mv_cuda_resizer::job &j = r->jobs[buf][s];
+        cudaError_t c = mv_cuda_resize_u8(dst + j.dst, r->src[buf] + j.src, r->tmp, j.nf, j.sw, j.sh, j.dw, j.dh,
+                                          &j.ax, &j.ay, st);
+        if (c != cudaSuccess) return c;
+    }
+    return cudaSuccess;
 }

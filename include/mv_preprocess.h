@@ -69,6 +69,12 @@ long long mv_patchify_rows(int n_frames, int h, int w, const mv_preproc_config *
 void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
                  const mv_preproc_config *pp, float *out, int32_t grid[3]);
 
+/* The size the image path resizes img to (smart_resize with factor = patch * merge and pp's
+ * min/max pixels): *rw x *rh, grid = {1, rh / patch, rw / patch}; for a backend that resizes on its
+ * device (mv_forward_req.src_size). Errors as mv_preprocess_image's. */
+mv_status mv_preprocess_image_size(const mv_image *img, const mv_preproc_config *pp, int32_t grid[3], int *rw,
+                                   int *rh, mv_err *e);
+
 /* The whole image path: smart_resize(img) with factor = patch * merge and pp's min/max pixels,
  * resize, patchify. *pixels (malloc'd, [gh*gw, patch_dim]) and grid = {1, gh, gw}. If resized
  * is non-NULL it receives the resized HWC uint8 image (malloc'd) and *rw, *rh its size

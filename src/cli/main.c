@@ -513,13 +513,10 @@ static int from_environment(mv_run_opts *o)
     o->bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
     o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"),
                           .huggingface_hub_cache = getenv("HUGGINGFACE_HUB_CACHE"),
-                          .hf_home = getenv("HF_HOME"),
-                          .xdg_cache_home = getenv("XDG_CACHE_HOME"),
-                          .home = getenv("HOME")};
+                          .hf_home = getenv("HF_HOME"), .xdg_cache_home = getenv("XDG_CACHE_HOME"), .home = getenv("HOME")};
     o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"),
                                 .count = getenv("SLURM_ARRAY_TASK_COUNT"),
-                                .min = getenv("SLURM_ARRAY_TASK_MIN"),
-                                .max = getenv("SLURM_ARRAY_TASK_MAX"),
+                                .min = getenv("SLURM_ARRAY_TASK_MIN"), .max = getenv("SLURM_ARRAY_TASK_MAX"),
                                 .step = getenv("SLURM_ARRAY_TASK_STEP")};
     /* set and not 0: act as on a CPU without AMX (--cpu-gemm auto takes f32, bf16x6 is refused) */
     const char *no_amx = getenv("MV_NO_AMX");
@@ -539,10 +536,13 @@ static int from_environment(mv_run_opts *o)
     /* 0 (comparisons): the forwards in flight on one device queue their work at once */
     const char *turns = getenv("MVEMBED_FORWARD_TURNS");
     o->forward_overlap = turns && !strcmp(turns, "0");
-    /* test hooks on with 1: full windows only (packing without timing); CPU tokens rounded to bf16 */
+    /* test hooks, on with 1: full windows only (packing without timing); the CPU backend's tokens
+     * rounded to bf16, or decoded images resized by it, as the CUDA backend does both */
     const char *fill = getenv("MVEMBED_TEST_FILL_WINDOW"), *ob = getenv("MVEMBED_TEST_OUT_BF16");
+    const char *rz = getenv("MVEMBED_TEST_CPU_RESIZES");
     o->test_fill_window = fill && !strcmp(fill, "1");
     o->bopts.test_out_bf16 = ob && !strcmp(ob, "1");
+    o->bopts.test_resizes = rz && !strcmp(rz, "1");
     return -1;
 }
 

@@ -359,6 +359,21 @@ static void hand_over_resized(uint8_t *rs, int ow, int oh, uint8_t **resized, in
     }
 }
 
+mv_status mv_preprocess_image_size(const mv_image *img, const mv_preproc_config *pp, int32_t grid[3], int *rw,
+                                   int *rh, mv_err *e)
+{
+    if (!img || !img->rgb || img->width <= 0 || img->height <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty image");
+    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
+                       pp->patch, pp->merge, pp->temporal);
+    mv_status s = mv_smart_resize(img->height, img->width, pp->patch * pp->merge, pp->min_pixels, pp->max_pixels,
+                                  rh, rw, e);
+    if (s == MV_OK)
+        patch_grid(1, *rh, *rw, pp, grid);
+    return s;
+}
+
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e)
 {
@@ -366,14 +381,8 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
     if (resized) *resized = NULL;
     if (!pixels && !resized)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
-    if (!img || !img->rgb || img->width <= 0 || img->height <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty image");
-    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
-                       pp->patch, pp->merge, pp->temporal);
-    int factor = pp->patch * pp->merge, oh, ow;
-    mv_status s = mv_smart_resize(img->height, img->width, factor, pp->min_pixels, pp->max_pixels,
-                                  &oh, &ow, e);
+    int oh, ow;
+    mv_status s = mv_preprocess_image_size(img, pp, grid, &ow, &oh, e);
     if (s != MV_OK) return s;
     uint8_t *rs = malloc((size_t)ow * oh * 3);
     if (!rs) return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory for a %dx%d image", ow, oh);
