@@ -15,7 +15,7 @@ BUILD   := build
 BIN     ?= $(if $(filter build,$(BUILD)),mvembed,$(BUILD)/mvembed)
 # NO_VIDEO=1 builds without FFmpeg (videos then get a manifest error); FFMPEG_PREFIX=DIR links a
 # static FFmpeg installed under DIR (scripts/build-ffmpeg-static.sh makes one for the GPU bundle).
-PKGS    := jansson libzstd libpng libjpeg libwebp libgif libtiff-4 libarchive
+PKGS    := jansson libzstd libpng libjpeg libwebp libgif libtiff-4 libarchive libxxhash
 ifeq ($(NO_VIDEO),)
 FFPKGS  := libavformat libavcodec libavutil libswscale
 ifneq ($(FFMPEG_PREFIX),)
@@ -40,7 +40,7 @@ ifeq ($(PKGCFG_OK),yes)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS))
 else
-LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebp -lgif -ltiff -larchive
+LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebp -lgif -ltiff -larchive -lxxhash
 endif
 override CFLAGS += $(CFLAGS_VIDEO)
 LDLIBS  := $(FFLIBS) $(LDLIBS)
@@ -129,6 +129,7 @@ endif
 LIB_SRCS  := $(wildcard src/*/*.c)
 LIB_SRCS  := $(filter-out src/cli/%,$(LIB_SRCS))
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRCS)) $(CU_OBJS)
+CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/cli/*.c))
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(filter-out test/tools/gemmprobe.c,$(wildcard test/tools/*.c))
@@ -143,7 +144,7 @@ cuda-tests: $(CUDA_TESTS)
 info:
 	@echo "mvembed: backends: $(BACKENDS) (cpu GEMMs: $(CPU_GEMM))$(if $(NVCC), (nvcc: $(NVCC)), (no usable nvcc, or NO_CUDA set)); video: $(VIDEO)"
 
-$(BIN): $(BUILD)/cli/main.o $(BUILD)/libmvembed.a
+$(BIN): $(CLI_OBJS) $(BUILD)/libmvembed.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libmvembed.a: $(LIB_OBJS)
@@ -230,8 +231,8 @@ test-run: all unit
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	./mvembed --model fixtures/model-tiny --out out fixtures/media
-	@echo "demo: embeddings in out/, manifest in out/manifest.jsonl"
+	./mvembed --model fixtures/model-tiny --out emb fixtures/media
+	@echo "demo: embeddings in emb/, manifest in emb/manifest.jsonl (the README's readers read emb/)"
 
 deps:
 	@scripts/install-deps.sh

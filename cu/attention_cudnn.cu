@@ -435,8 +435,8 @@ static cudnnBackendDescriptor_t matmul(dset *g, cudnnBackendDescriptor_t A, cudn
 /* Builds and finalizes the plan for (B, S); the first engine configuration of heuristic mode A
  * that finalizes wins. dense: B segments of exactly S rows each, consecutive in the packed
  * buffers (batch stride S rows): no ragged offsets, no seq_len tensors, no padding mask - the
- * graph cudnn-frontend builds for plain BSHD SDPA, which cuDNN runs faster than the ragged one
- * on equal segments (bench/NOTES.md). */
+ * graph cudnn-frontend builds for plain BSHD SDPA, the faster of the two on equal segments
+ * (bench/NOTES.md). */
 static mv_status build_plan(mv_cudnn_attn *a, int64_t B, int64_t S, int dense, dnn_plan *out, mv_err *e)
 {
     dset g;

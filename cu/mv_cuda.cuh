@@ -5,7 +5,7 @@
  *
  * Activations are templated on T = float (f32/tf32 precision) or __nv_bfloat16 (bf16 precision).
  * Internals of every kernel are f32; the store to T is the only rounding, which mirrors HF's bf16
- * model (QWEN35_VISION.md §6) when T is bf16. All launchers are asynchronous on `st` and return
+ * model (docs/hf-reference.md §6) when T is bf16. All launchers are asynchronous on `st` and return
  * the launch status (cudaGetLastError) so callers can check every launch.
  */
 #ifndef MV_CUDA_CUH

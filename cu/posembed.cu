@@ -1,6 +1,6 @@
 /* posembed.cu - learned position table, bilinearly interpolated (align_corners) to each entry's
  * grid and added to the patch embedding: x = T(x + T(pos)). Weights and the 4-tap sum are f32 in
- * HF's exact order (QWEN35_VISION.md §3 step 2): src = fl32(fl32(p*(S-1)) / max(n-1, 1)),
+ * HF's exact order (docs/hf-reference.md §3.2 step 3): src = fl32(fl32(p*(S-1)) / max(n-1, 1)),
  * w0 = max(0, 1-d), w1 = max(0, 1-|d-1|), taps (r0,c0) (r0,c1) (r1,c0) (r1,c1), weight = wr*wc.
  * The table stays f32 (exact copies of the bf16 checkpoint values). CPU twin:
  * mv_pos_embed_add_cpu (which adds without rounding). */

@@ -963,8 +963,8 @@ static void cuda_host_free(mv_backend *be, void *p)
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and
  * takes the head dim; the fa3 kernel when asked; else the builtin kernel. Auto mode runs fa3
  * wherever mv_cuda_fa3_check takes the device and head dim (bf16; the kernel table's head dims
- * on compute capability 9.0), without loading cuDNN: the tower measured faster with it at every
- * image size (bench/NOTES.md); elsewhere cuDNN when it loads and runs the head dim, else the
+ * on compute capability 9.0), without loading cuDNN (why: bench/NOTES.md, "Attention on the GPU");
+ * elsewhere cuDNN when it loads and runs the head dim, else the
  * builtin kernel. Auto mode builds and runs the smallest cuDNN plan here (one 2-row segment), so
  * that a graph no cuDNN engine takes falls back at creation, never in the middle of a run. With
  * -v (opts.verbose) says which implementation runs, and why. */

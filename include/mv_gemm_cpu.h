@@ -24,20 +24,17 @@
 #endif
 
 /* The row atom where every call gives a row the same bytes (oneDNN's brgemm matmul, the AMX
- * kernel; 25-cpu-threads.bats checks it on blocks of every size): 16-row cuts balance 16 threads
- * on 3136 rows to 94 % (64: 77 %). */
+ * kernel; 25-cpu-threads.bats checks it on blocks of every size): small, so that cuts balance
+ * many threads on the rows of one image. */
 #define MV_GEMM_ROW_ATOM_FREE 16
 
 /* OpenBLAS (and oneDNN's gemm:jit, its f32 matmul on CPUs without AVX-512) gives a row other
  * bytes depending on where it sits in its call, even where the calls start at multiples of 64
- * rows and are large: its kernels take rows in groups (Haswell's sgemm, by what we measured: 24
- * at a time) with tail kernels, and a "small matrix" kernel (M*N*K <= 1e6 on SkylakeX), that sum
- * in another order (bench/NOTES.md: on the AMD EPYC of 2026-12-01, Haswell
- * and Zen kernels, a 320-row patch embedding cut as 128 + 192 rows gave rows 120-319 other
- * bytes). So rows go to OpenBLAS only in calls of exactly this many (the last of a matrix fewer),
- * starting at multiples of it: the same calls whatever the thread cut. 128 rather than 64: each
- * call packs the whole weight matrix again (2 cores, 4 x 448², 4 blocks, NO_DNNL, alternated: one
- * call per thread 2.66-2.69 s, 128-row calls 2.97-3.01 s; 64-row calls 3.23-3.45 s). */
+ * rows and are large: its kernels take rows in groups with tail kernels, and a "small matrix"
+ * kernel, that sum in another order (bench/NOTES.md, "That rule was not enough"). So rows go to
+ * OpenBLAS only in calls of exactly this many (the last of a matrix fewer), starting at multiples
+ * of it: the same calls whatever the thread cut. 128 rather than 64, because each call packs the
+ * whole weight matrix again (the cost of both: the same section). */
 #define MV_BLAS_ROW_ATOM 128
 
 /* Row loops compiled for AVX-512 and AVX2 too, chosen at load time (ifunc): the CPU tower's

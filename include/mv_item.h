@@ -9,6 +9,7 @@
 #ifndef MV_ITEM_H
 #define MV_ITEM_H
 
+#include "mv_input.h"
 #include "mv_backend.h"
 #include "mv_manifest.h"
 #include "mv_model.h"
@@ -39,6 +40,9 @@ typedef struct {
     char *path, *rel;  /* path as the user knows it; output name relative to OUT (without .npy.zst) */
     int fd;            /* >= 0: the bytes are in this file (a tar member in a memfd), not at path;
                         * owned by the item */
+    const mv_input_io *io; /* or non-NULL: the bytes are this stream (a large tar member), read
+                            * with io_user; borrowed, valid while its walk item is */
+    void *io_user;
     double t0;         /* when it entered the pipeline (mv_now) */
     const char *error; /* set (mv_item_fail): the input failed; it goes straight to the writer */
     char *error_copy;  /* error's own copy, freed with the item (NULL: error is a constant) */
@@ -52,6 +56,11 @@ typedef struct {
     void (*out_release)(void *out_owner);
     void *out_owner;
     double t_decode, t_preprocess; /* seconds spent in each (for -v's timeline) */
+    /* the input file as it was opened (not a tar member): for its record and resume */
+    int has_stat;
+    int64_t in_bytes, in_mtime_ns;
+    int has_xxh64;     /* mv_item_ctx.input_hash */
+    uint64_t in_xxh64;
 } mv_item;
 
 /* Settings one item's preparation needs (a view of the run's options). */
@@ -65,6 +74,7 @@ typedef struct {
                            * decoded.png) under DIR/<rel>/ */
     int device_resize;   /* every backend resizes (mv_backend.resizes): an image keeps its decoded
                           * frame (mv_prepared.sw), unless it is over 4x the resized pixels */
+    int input_hash;       /* --input-hash: XXH64 of each input file's bytes (mv_filehash.h) */
 } mv_item_ctx;
 
 /* A new item for path with output name rel (both copied), fd = -1; NULL when out of memory. */

@@ -11,11 +11,18 @@
 
 #include "mv_common.h"
 
-/* One manifest line. Zero-initialise, then set what applies; absent fields are omitted.
- * Field order in the line: input, input_b64, output, output_b64, status, error, kind, width,
- * height, resized, grid_thw, shape, dtype, bytes, model, frame_indices, timestamps, fps, duration,
- * rotation, seconds, shard, key, offset. Paths are raw bytes: a path that is not valid UTF-8 is written with each
- * invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the exact bytes. */
+/* The version of the record's schema, written as "schema" in every line (and in the tar layout's
+ * .json members). The schema is defined once, in the MANIFEST section of man/mvembed.1; a field
+ * added or changed there bumps it. Lines without "schema" are version 1 (before it existed). */
+#define MV_MANIFEST_SCHEMA 2
+
+/* One manifest line (and a tar sample's .json). Zero-initialise, then set what applies; absent
+ * fields are omitted. Field order in the line: input, input_b64, output, output_b64, status,
+ * error, kind, width, height, resized, grid_thw, shape, dtype, bytes, model, frame_indices,
+ * timestamps, fps, duration, rotation, seconds, shard, key, offset, xxh64, input_bytes,
+ * input_mtime_ns, input_xxh64, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
+ * written with each invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the
+ * exact bytes. */
 typedef struct {
     const char *input;   /* required: the path as given / walked */
     const char *output;  /* relative to OUT; NULL = omitted */
@@ -51,7 +58,45 @@ typedef struct {
     const char *key;     /* sample key in it; NULL = omitted */
     int has_offset;
     int64_t offset;      /* byte offset of the array data (after the NPY header) in the tar */
+    /* the input file as it was read (resume redoes an input whose file changed since) */
+    int has_input_stat;
+    int64_t input_bytes;    /* its size */
+    int64_t input_mtime_ns; /* its modification time, nanoseconds since the epoch */
+    int has_input_xxh64;     /* --input-hash: XXH64 (seed 0) of its bytes (mv_filehash.h), */
+    uint64_t input_xxh64;    /* 16 lowercase hex digits in the line */
+    /* order and provenance (mv_record_stamp); schema 0 omits the four */
+    int schema;          /* MV_MANIFEST_SCHEMA */
+    const char *run;     /* the run id (mv_manifest_run_id) */
+    int64_t seq;         /* the record's number within its run, from 1 */
+    double time;         /* when the record was made: seconds since the epoch (microseconds) */
+    int has_xxh64;       /* xxh64: XXH64 (seed 0) of the sample's <key>.npy member, as written */
+    uint64_t xxh64;      /* (16 lowercase hex digits in the line); "bytes" is that member's size */
 } mv_record;
+
+/* This process's run id: 16 hex digits drawn at random once (thread-safe), the same in every
+ * record and in the run record (mv_run.h). */
+const char *mv_manifest_run_id(void);
+
+/* Sets r's schema, run, seq (the next number of this process, thread-safe) and time (now). */
+void mv_record_stamp(mv_record *r);
+
+/* The order of records: the newest record of an input wins wherever several manifests (shards,
+ * a merged one, reruns) hold lines of it. Two records of one run go by seq; of different runs by
+ * time, then by pos; a line without an order (schema 1) is older than any with one, and two such
+ * go by pos: the order they were read in (files in the order given, lines in file order). */
+typedef struct {
+    double time;  /* 0 = no order recorded */
+    int64_t seq;
+    char run[17];
+    uint64_t pos; /* read order */
+} mv_line_order;
+
+/* <0, 0, >0 as a is older than, as old as, newer than b. */
+int mv_line_order_cmp(const mv_line_order *a, const mv_line_order *b);
+
+/* The order of a parsed line (a jansson object: "time", "run", "seq"), read pos-th. */
+struct json_t;
+void mv_line_order_of(struct json_t *line, uint64_t pos, mv_line_order *ord);
 
 typedef struct mv_manifest mv_manifest;
 
@@ -84,29 +129,77 @@ mv_status mv_done_create(mv_done **d, mv_err *e);
 void mv_done_free(mv_done *d);
 
 /* Reads the manifest at path into d (several manifests, e.g. shards, may be loaded into one d;
- * later lines win). A missing file is not an error. Lines that are not JSON objects with a string
+ * the newest line of an input wins, mv_line_order_cmp, in whatever order they are loaded). A missing file is not an error. Lines that are not JSON objects with a string
  * "input" (a torn last line, garbage) are skipped and counted in *n_bad (may be NULL); *n_lines
  * (may be NULL) counts lines read. input_b64 / output_b64, when present, give the exact bytes.
  * An input whose latest status is not "ok" is not done, but still holds the output name its last
- * ok line gave it (mv_done_owner_of). Memory is proportional to the inputs that ever had an ok
- * line, not to the file. */
+ * ok line gave it (mv_done_owner_of). Memory is proportional to the inputs, not to the files. */
 mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
                                 mv_err *e);
+
+/* mv_manifest_load_done from byte *offset of path on, *offset moved past the lines read. whole:
+ * a last line without its '\n' is read too (else it is left for a later call: it may still be
+ * being written). */
+mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset, int whole,
+                                   size_t *n_lines, size_t *n_bad, mv_err *e);
+
+/* The sorted file names (no directory) of out_dir's shard manifests, manifest-K-of-N.jsonl for
+ * any K and N (mv_name_manifest_parse: the one lister; manifest.jsonl is not among them), into
+ * *names (NULL when none), to free with mv_manifest_list_free. A run loads them all, with
+ * manifest.jsonl, for its claims and for resume; merge folds them. */
+mv_status mv_manifest_list(const char *out_dir, char ***names, size_t *n, mv_err *e);
+void mv_manifest_list_free(char **names, size_t n);
 
 /* The output (relative to OUT) recorded for input when its latest status is "ok", else NULL.
  * O(1) expected. The string stays valid until d changes or is freed. */
 const char *mv_done_lookup(const mv_done *d, const char *input);
 size_t mv_done_count(const mv_done *d);
+/* Its newest ok line's "offset" (tar layout: the array data's byte offset in its shard), or -1
+ * when its newest line is not ok or has none. */
+int64_t mv_done_offset(const mv_done *d, const char *input);
+
+/* An input's latest ok record as the tar layout's resume checks it (mv_done_sample_of). */
+typedef struct {
+    const char *output;  /* the record's output (the shard for a tar sample); NULL when none */
+    const char *model;   /* "model" fingerprint, "" when absent */
+    int64_t bytes;       /* "bytes", -1 when absent */
+    int64_t offset;      /* "offset", -1 when absent */
+    int64_t data_len;    /* shape[0] * shape[1] * the dtype's size, -1 when not known */
+    int has_xxh64;
+    uint64_t xxh64;
+    int tar;             /* the record names a "shard" and a "key": a tar-layout sample */
+} mv_done_sample;
+
+/* 1 with *s filled when input's latest line is ok, else 0. Strings as for mv_done_lookup. */
+int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *s);
+
+/* The inputs that ever had an ok line, by index 0..mv_done_inputs(d)-1: entry i's input (raw
+ * bytes), and 1 with *s filled when its latest line is ok (0: a later error line). */
+size_t mv_done_inputs(const mv_done *d);
+int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *s);
+
+/* Counts the inputs whose latest line is ok by layout: *n_tar with a "shard" and "key", *n_files
+ * without; *ex_files / *ex_tar (may be NULL) receive one input of each (NULL when none). */
+void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,
+                     const char **ex_tar);
 
 /* Who holds an output name: the input of the latest "ok" line that named it. An output field
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a
  * trailing '/'; mv_name_flaw, mv_names.h) is never entered, so resume never follows a path that
  * leaves OUT. */
+/* The input file as an ok line recorded it: -1 / "" where the line has no such field. */
+typedef struct {
+    int64_t bytes, mtime_ns;
+    int has_xxh64;
+    uint64_t xxh64;
+} mv_done_input_stat;
+
 typedef struct {
     const char *input; /* the input that made it (raw bytes) */
     const char *model; /* that line's "model" fingerprint, "" when absent */
     int64_t bytes;     /* that line's "bytes", -1 when absent */
     int ok;            /* 1 when that input's latest line is still ok (0: a later error line) */
+    mv_done_input_stat src; /* the input file when that line was written */
 } mv_done_owner;
 
 /* 1 with *w filled when some input holds output (a name relative to OUT, with ".npy.zst"), else

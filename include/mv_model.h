@@ -89,11 +89,19 @@ typedef struct {
     const char *backend; /* "cpu" or "cuda" */
     int precision;     /* mv_precision of the CUDA arithmetic (ignored for "cpu": always f32) */
     int pool;          /* --pool (0 none: not hashed, so token outputs keep their fingerprint) */
+    const char *settings; /* mv_backend_settings(): what each setting resolved to on this machine,
+                           * "key=value ..."; NULL = not hashed */
 } mv_run_settings;
+
+/* 1 when the fingerprint hashes key of a backend settings line (mv_backend.h): every key but
+ * those that name the machine without changing what it computes (gpu: the device's name; sm and
+ * sms decide the kernels). */
+int mv_fingerprint_hashes_key(const char *key);
 
 /* Recomputes m->fingerprint from weights_hash (weights + vision config), every number of m->pp
  * (image and video pixel budgets, patch/merge/temporal, mean/std/rescale, fps, frame bounds) and,
- * when rs is non-NULL, the run settings. Call after overriding m->pp. */
+ * when rs is non-NULL, the run settings with the hashed key=value pairs of rs->settings (in their
+ * order; a key appears once). Call after overriding m->pp. */
 void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs);
 
 /* Default preprocessing values for Qwen3.5 checkpoints when the JSON files are absent. */

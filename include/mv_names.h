@@ -79,6 +79,11 @@ int mv_name_manifest(char *buf, size_t cap, const char *dir, int k, int n);
  * N (values up to INT_MAX), else 0. */
 int mv_name_manifest_parse(const char *name, int *k, int *n);
 
+/* The run record of run `run` (16 hex digits, mv_manifest_run_id) of shard k of n in dir, into
+ * buf[cap]: "dir/run-RUN.json" when n <= 1, else "dir/run-KKKKK-of-NNNNN-RUN.json" (padded as
+ * mv_name_manifest), so that no two runs or shards share one. Returns snprintf's count. */
+int mv_name_run_record(char *buf, size_t cap, const char *dir, int k, int n, const char *run);
+
 /* The final name of tar shard number num of shard k of n (--layout tar), into buf[cap]:
  * "shard-SSSSS.tar" when n <= 1, else "shard-KKKKK-of-NNNNN-SSSSS.tar" (zero-padded to 5 digits). */
 void mv_name_tar_shard(char *buf, size_t cap, int k, int n, long long num);

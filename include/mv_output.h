@@ -48,6 +48,15 @@ void mv_output_writer_free(mv_output_writer *w);
  * not bf16 (an f32 tower, pooled means), so that files do not switch type by chance. */
 mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count);
 
+/* A claim on the output name rel, asked by mv_output_write once the temp file is whole and
+ * synced, just before it takes the final name: a status other than MV_OK leaves the final name as
+ * it is (the temp file is removed) and is returned by mv_output_write. *may_replace (preset to 1)
+ * says whether an existing file there may be replaced (it is this input's, or nobody's as far as
+ * a locked look can tell); 0: the name is only taken when free. What the claim holds (a lock:
+ * mv_claims.h) is the caller's to release once it has recorded the output. */
+typedef mv_status (*mv_output_claim_fn)(void *ud, const char *rel, int *may_replace, mv_err *e);
+void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud);
+
 /* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst through writer w, stored as
  * dt (MV_DT_F32, or MV_DT_F16 / MV_DT_BF16 (<u2 bit patterns) converted with round-to-nearest-
  * even; never MV_DT_AUTO: see mv_output_dtype), compressed at zstd_level.
@@ -80,5 +89,13 @@ int mv_output_clean_temps(const char *dir);
  * the sweep leaves it alone until it is renamed or removed: for other writers of ".tmp-<pid>-*"
  * files (manifest merge). 0, or -1 with errno (ENOLCK, EINVAL, ...: no locks there). */
 int mv_output_lock_temp(int fd);
+
+/* The sweep's rule for one temp file, open as fd (read-only) with fstat st, written by pid: 1 when
+ * it is abandoned and may be removed (nobody holds its lock, and its pid is not running here or
+ * it is older than MV_OUTPUT_TEMP_MAX_AGE; without locks on the file system, age alone), else 0.
+ * Takes a read lock on fd when it can (dropped when fd is closed). For other sweeps of temp files
+ * that follow the lock rule (the tar layout's temporary shards). */
+struct stat;
+int mv_output_temp_abandoned(int fd, const struct stat *st, long pid);
 
 #endif

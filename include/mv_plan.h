@@ -3,7 +3,7 @@
  * (test/unit/test_plan.c): from the grid list [n_entries][t, h, w] (patches) and the vision
  * config it checks the grid and a uint8 forward's frames (mv_grid_check, the authority on valid
  * grids, which mv_plan_segments calls; mv_frames_check) and derives
- *   - the attention segments: one per temporal group of each entry (QWEN35_VISION.md §3.4),
+ *   - the attention segments: one per temporal group of each entry (docs/hf-reference.md §3.2 step 5),
  *   - the merge-block order decode of a row (§3, "Input layout"): the one definition in the tree
  *     besides the preprocessor's encoder,
  *   - the chunk plan: runs of whole segments that fit a workspace of `cap` patch rows,

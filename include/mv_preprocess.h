@@ -1,7 +1,7 @@
 /* mv_preprocess.h - image preprocessing bit-identical to HF transformers 5.17's default
  * Qwen2VLImageProcessor (torchvision backend, CPU): smart_resize, torch's uint8 antialiased
  * bicubic resize, fused rescale+normalize, and patchify into pixel_values rows
- * (QWEN35_VISION.md sections 4 and 5).
+ * (docs/hf-reference.md §4 and §5).
  *
  * Also the video path (HF's Qwen3VLVideoProcessor after frame sampling): the video pixel budget
  * with or without HF's per-frame cap, video smart_resize of all frames, the same resize per

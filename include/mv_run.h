@@ -30,6 +30,7 @@ typedef struct {
     char *const *paths;
     int n_paths;
     int null_sep, all_files, hidden;
+    int walk_rules;            /* --walk-rules: listed paths passed over as a walk would (mv_walk.h) */
     mv_device_kind device;
     mv_backend_opts bopts;
     mv_dtype out_dtype;        /* MV_DT_F32 or MV_DT_F16 */
@@ -41,14 +42,19 @@ typedef struct {
     int video_frame_cap;       /* --video-frame-cap: 0 = model's, 1 on, -1 off */
     long long max_video_tokens; /* 0 = model's */
     long long max_decode_pixels;
+    long long max_member_bytes; /* --max-member-bytes: a tar member's bound (0: MV_TAR_MEMBER_MAX_OF
+                                 * max_decode_pixels, mv_tar_in.h) */
     double timeout;            /* per-input decode time limit, seconds (0 = none) */
     const char *dump_dir;
     const char *pixels;        /* tower-only: pixel_values .npy */
     const char *grid;          /* tower-only: "t,h,w[;t,h,w...]" */
     int force, quiet, verbose;
+    int input_hash;            /* --input-hash: record each input's XXH64; resume compares it */
     int jobs;                  /* decode threads (0 = cores) */
-    int shard_k, shard_n;      /* --shard K/N (n = 0: none, or from slurm) */
+    int shard_k, shard_n;      /* --shard K/N (n = 0: none given; k = -1: auto/N) */
     mv_slurm_array slurm;      /* the array task's variables (main.c reads them) */
+    const char *k8s_index;     /* JOB_COMPLETION_INDEX (a Kubernetes Indexed Job; NULL unset) */
+    const char *aws_index, *aws_size; /* AWS_BATCH_JOB_ARRAY_INDEX, AWS_BATCH_JOB_ARRAY_SIZE */
     int devices[64];           /* --devices: CUDA ordinals, one tower thread each */
     int n_devices;
     int inflight;              /* CUDA: forwards in flight per GPU (a backend + tower thread each; 0 = 2) */
@@ -67,6 +73,9 @@ typedef struct {
      * many devices of --inflight backends each, laid out as CUDA's, so that the many-device
      * pipeline runs where there is no GPU; 0: one backend. */
     int test_cpu_devices;
+    /* Test hook (MVEMBED_TEST_PAUSE_TAR_OPEN=MS): --layout tar pauses MS milliseconds after
+     * creating each temporary shard (mv_tar_set_test_pause); 0: none. */
+    int test_pause_tar_open_ms;
     /* Set (to the signal number) by the caller's signal handler: the run starts no more work,
      * finishes the forwards in flight, writes them and returns. NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;

@@ -17,8 +17,10 @@
  * an existing file), directory fsync'd, and only then are the manifest lines of its samples handed
  * to the commit callback, all at once. A crash therefore loses only open shards (their inputs
  * have no manifest line and are redone by the next run); a manifest line never points into a
- * shard that does not exist. Shard numbers come from one atomic counter per run, starting above
- * every number already used in OUT under the same naming (final or temporary files).
+ * shard that does not exist. A shard's number is chosen and its temporary file created in one
+ * step under an flock of the manifest that the same naming writes (so runs sharing one OUT, with
+ * the same --shard, exclude each other there) and the run's mutex: above every number used in OUT
+ * under that naming at that moment (final shards, and temporary shards of any process).
  *
  * What it is not: it does not decide which inputs to embed, does not append to the manifest
  * itself (the caller's commit callback does), and does not read tars back. Writing is done with
@@ -50,6 +52,11 @@ mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_by
                           mv_tar_commit_fn commit, void *ud, mv_tar_set **s, mv_err *e);
 void mv_tar_set_free(mv_tar_set *s);
 
+/* Test hook (mv_run_opts.test_pause_tar_open_ms): every temporary shard, once created, waits ms
+ * milliseconds before its first sample, so that a test can make two runs choose their shard
+ * numbers while the other's shard is open. 0: no pause. */
+void mv_tar_set_test_pause(mv_tar_set *s, int ms);
+
 /* Adds one sample: data [rows, cols] float32 stored as dt (MV_DT_F32, or MV_DT_F16 rounded to
  * nearest even). r is the input's manifest record; this fills r->output and r->shard with the
  * shard's name, r->key and r->offset (pointing into *sh, valid until the next call), writes the
@@ -58,6 +65,13 @@ void mv_tar_set_free(mv_tar_set *s);
  * unusable: the caller passes it to mv_tar_abandon. */
 mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **sh, mv_record *r, mv_dtype dt, int64_t rows,
                      int64_t cols, const float *data, mv_err *e);
+
+/* Adds a sample written before (manifest compact moves live samples out of shards holding dead
+ * ones): npy[0..npy_len) is its <key>.npy member as it was (npy_hdr bytes of NPY header), rec its
+ * record's line as written then (no '\n'); the copy's "output", "shard", "key" and "offset" are
+ * set in it, and it is written as the new <key>.json and kept for the commit. */
+mv_status mv_tar_add_copy(mv_tar_set *s, mv_tar_shard **sh, const uint8_t *npy, size_t npy_len,
+                          size_t npy_hdr, const char *rec, mv_err *e);
 
 /* Completes sh (end-of-archive, fsync, rename, directory fsync) and commits its lines; frees sh
  * in any case (on failure its temporary file is removed). NULL is fine. */

@@ -2,7 +2,11 @@
  *
  * Each regular member whose name has an image/video extension (mv_name_is_media), or every
  * regular member with all_files, is handed out with its bytes in an anonymous in-memory file
- * (memfd) that the item reads as an mv_input (mv_input_open_fd), so no decoder knows about tars.
+ * (memfd) that the item reads as an mv_input (mv_input_open_fd), so no decoder knows about tars;
+ * an image member over MV_TAR_STREAM_FROM bytes is handed out as a stream instead (the caller
+ * decodes it before asking for the next member), and a member over the bound on a member's
+ * bytes (mv_tar_in_limits) fails alone, checked on its header before anything is read: a sparse
+ * member of 4 GiB of holes is never materialised.
  * Members are read in archive order (a tar is a stream). Other members (.json, .txt, .cls ...,
  * directories, links) are skipped. Uses libarchive (plain, gzip, zstd ... tars alike).
  * Not here: which paths are tars and what members are named as outputs (mv_names.h), decoding.
@@ -14,13 +18,24 @@
 
 #include "mv_common.h"
 
-/* Members larger than this are reported as errors instead of being copied into memory. */
-#define MV_TAR_MEMBER_MAX (4LL << 30)
+#include "mv_input.h"
+
+/* The default bound on a member's bytes (--max-member-bytes): 4 bytes a pixel of the decode
+ * budget (an uncompressed 32-bit picture at --max-decode-pixels) and 16 MiB of headers. */
+#define MV_TAR_MEMBER_MAX_OF(max_decode_pixels) (4 * (long long)(max_decode_pixels) + (16LL << 20))
+/* Image members of more bytes than this are streamed (mv_tar_in_stream), not copied into memory. */
+#define MV_TAR_STREAM_FROM (16LL << 20)
 
 typedef struct mv_tar_in mv_tar_in;
 
 /* names_only: members are listed without copying their bytes (*fd stays -1): for counting. */
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **t, mv_err *e);
+
+/* The most bytes a member may hold (0: MV_TAR_MEMBER_MAX_OF the default decode budget): a member
+ * whose header says more fails alone before any of its bytes is read, and one whose data runs
+ * past it (no size in its header) fails when it does; and the size from which image members are
+ * streamed (0: MV_TAR_STREAM_FROM; -1: never). */
+void mv_tar_in_limits(mv_tar_in *t, long long max_bytes, long long stream_from);
 
 /* Next input member: returns 1 with *name (the member's path inside the archive, leading "./"
  * removed; valid until the next call) and either *fd (a memfd holding its bytes, positioned at 0;
@@ -28,6 +43,11 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
  * *fd is then -1); 0 at the end; -1 when the archive itself is unreadable past this point (e set:
  * "PATH: reason"). */
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e);
+
+/* After mv_tar_in_next returned a member with *fd -1 and no *err (not names_only): the member is
+ * a large image, to be read as a stream: *io and *user read its bytes (mv_input_open_io) until
+ * the next mv_tar_in_next, which skips what was not read. 0, or -1 when the member is not one. */
+int mv_tar_in_stream(mv_tar_in *t, const mv_input_io **io, void **user);
 
 void mv_tar_in_close(mv_tar_in *t);
 

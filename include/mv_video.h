@@ -8,7 +8,7 @@
  * comes from one demux-only pass at open, so sparse reads seek to a keyframe instead of decoding
  * everything (streams whose packets are not the CLI's frame list are counted by decoding once). Without MV_HAVE_FFMPEG (make NO_VIDEO=1) open/read return MV_ERR_UNSUPPORTED.
  *
- * Sampling follows transformers 5.17 Qwen3VLVideoProcessor.sample_frames (QWEN35_VISION.md
+ * Sampling follows transformers 5.17 Qwen3VLVideoProcessor.sample_frames (docs/hf-reference.md
  * section 5). Not here: the video smart_resize, resizing pixels, normalization, patchify
  * (mv_preprocess.h).
  */

@@ -14,6 +14,20 @@
 #include <sys/types.h>
 
 #include "mv_common.h"
+#include "mv_input.h"
+
+/* Why a directory entry was passed over (not an input, not an error): counted by the walk
+ * (mv_walk_skipped) and, with mv_walk_opts.on_skip, told one by one. */
+typedef enum {
+    MV_WALK_SKIP_NAME,    /* a regular file without an image/video extension (--all-files takes it) */
+    MV_WALK_SKIP_HIDDEN,  /* a name starting with '.' (--hidden takes it), file or directory */
+    MV_WALK_SKIP_OUT,     /* the output directory */
+    MV_WALK_SKIP_SPECIAL, /* in a directory: a FIFO, socket, device, or a dangling link not named as media */
+    MV_WALK_SKIP_N
+} mv_walk_skip;
+
+/* The reason in words ("not an image or video name", "hidden", ...). */
+const char *mv_walk_skip_str(mv_walk_skip why);
 
 typedef struct {
     int null_sep;  /* paths read from stdin ("-") are NUL-separated (find -print0), not lines */
@@ -28,6 +42,18 @@ typedef struct {
     /* names_only: tar members are listed without reading their bytes (item.fd stays -1), for
      * counting inputs */
     int names_only;
+    /* listed_rules (--walk-rules): a path given as a file (an argument, or read from stdin) is
+     * passed over as a directory walk would pass it over, instead of being an input or an error
+     * item: a component of it starting with '.' (not "." or "..") unless hidden, a name without an
+     * image/video extension unless all_files (a tar shard's name is still read as one), not a
+     * regular file, or inside skip_dir. A path that does not exist stays an error item. */
+    int listed_rules;
+    /* tar_member_max: the bound on a tar member's bytes (0: the default; mv_tar_in_limits) */
+    long long tar_member_max;
+    /* on_skip (may be NULL): called with each entry passed over (its path, valid during the call)
+     * and why, on the caller's thread, from inside mv_walk_next */
+    void (*on_skip)(void *user, const char *path, mv_walk_skip why);
+    void *skip_user;
 } mv_walk_opts;
 
 typedef struct mv_walk mv_walk;
@@ -52,6 +78,8 @@ typedef struct {
     const char *rel;
     const char *error;
     int fd;
+    const mv_input_io *io;
+    void *io_user;
 } mv_walk_item;
 
 /* args[0..nargs) are PATH arguments; "-" reads further PATHs from stdin_fp (read incrementally;
@@ -63,6 +91,9 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
 /* Returns 1 with *item filled, 0 at the end, <0 on a fatal error (out of memory, stdin read
  * error; e set). */
 int mv_walk_next(mv_walk *w, mv_walk_item *item, mv_err *e);
+
+/* The entries passed over so far, by reason: counts[MV_WALK_SKIP_N]. */
+void mv_walk_skipped(const mv_walk *w, long counts[MV_WALK_SKIP_N]);
 
 void mv_walk_close(mv_walk *w);
 

@@ -5,7 +5,7 @@ Emulates a random 27B-layout tower (depth 27, hidden 1152, 16 heads, intermediat
 weights ~ N(0, 1/fan_in), LayerNorm weights 1 + 0.1 N, biases 0.05 N, all rounded to bf16, like
 scripts/hf_reference.py make-model) on one 512x512 image (32x32 patches), three ways:
   f64     exact reference
-  bf16    HF's rounding points (QWEN35_VISION.md section 6): every Linear output, LayerNorm
+  bf16    HF's rounding points (docs/hf-reference.md §6): every Linear output, LayerNorm
           output, rope output, attention probabilities and output, and the residual stream
           rounded to bf16; products accumulated exactly
   f32res  the same, but the residual stream kept unrounded (f32 in a real kernel)

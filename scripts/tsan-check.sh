@@ -53,7 +53,11 @@ MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 3 in flight, packed forwards,
 # the CPU backend taking decoded images and rounding tokens to bf16, as CUDA does (--out-dtype auto)
 MVEMBED_TEST_CPU_DEVICES=2 MVEMBED_TEST_CPU_RESIZES=1 MVEMBED_TEST_OUT_BF16=1 \
     check "2 test devices resizing decoded images, bf16 tokens, packed forwards" --jobs 4 -j 1 --batch-tokens 4096
-KEEP=1 check "8 decode threads, resuming the finished run (ok inputs skipped, failed ones retried)" --jobs 8 -j 1
+# resuming the finished run (ok inputs skipped, failed ones retried), in the layout it wrote (an OUT
+# holds one layout: another is refused)
+KEEP=1 check "8 decode threads, resuming the finished tar-layout run" --jobs 8 -j 1 --layout tar --shard-size 16K
+check "files layout" --jobs 4 -j 1
+KEEP=1 check "8 decode threads, resuming the finished files-layout run" --jobs 8 -j 1
 echo "1..$n"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -3,26 +3,20 @@
  * environment or decides exit statuses; everything else lives in the library (src/run/run.c
  * drives the batch).
  *
- * Every option is one row of options[]: its long and short names, the kind of argument it takes
- * (flag, int, long long, real, enum, string, or a parser of its own), the bounds of a number, the
- * mv_run_opts field it sets (offsetof, with the field's type checked at compile time), an enum's
- * names, and its --help text. One parser (set_option) reads every argument through the table,
- * and --help is printed from it, so the two cannot drift apart; test/bats/05-repo.bats checks that
- * the man page's OPTIONS list the same options. A number is read whole and must lie within its
- * row's bounds (and its type): anything else is a usage error naming the option.
+ * The options themselves (the table, --help, argument checks) are options.c's.
  *
  * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error, 128 + signal
  * when interrupted. */
 #include "mv_gemm_amx.h"
+#include "mv_numparse.h"
 #include "mv_pool.h"
 #include "mv_run.h"
+#include "mv_stdfds.h"
 #include "mv_tar.h"
+#include "options.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,7 +24,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MV_VERSION "0.1.0"
 
 /* The first SIGINT/SIGTERM asks the run to stop starting work (mv_run_opts.interrupt); a second
  * one leaves at once (temp files are swept by the next run). */
@@ -41,454 +34,6 @@ static void on_signal(int sig)
     if (g_interrupted)
         _exit(128 + sig);
     g_interrupted = sig;
-}
-
-static int usage_error(const char *msg, const char *arg)
-{
-    fprintf(stderr, "mvembed: %s%s%s\nTry 'mvembed --help'.\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 1;
-}
-
-/* ---- the option table ------------------------------------------------------------------------ */
-
-typedef enum { K_SECTION, K_FLAG, K_INT, K_LL, K_REAL, K_ENUM, K_STRING, K_CUSTOM } opt_kind;
-
-typedef struct {
-    const char *name;
-    int value;
-} opt_name;
-
-/* What a K_CUSTOM parser returns besides 0 (taken) and -1 (a usage error) */
-#define OPT_EXIT_OK 1 /* done: the program exits with status 0 (--help, --version) */
-
-typedef struct {
-    opt_kind kind;
-    const char *name;       /* the long option without "--"; K_SECTION: the --help heading */
-    char short_name;        /* or 0 */
-    size_t at;              /* the mv_run_opts field set (K_FLAG, K_INT, K_ENUM: an int) */
-    long long lo, hi;       /* K_INT, K_LL: the bounds; K_FLAG: the value set (lo) */
-    double rlo, rhi;        /* K_REAL: the bounds, rlo excluded when open_lo */
-    int open_lo;
-    const opt_name *names;  /* K_ENUM: the values, {NULL} last */
-    int (*parse)(const char *arg, mv_run_opts *o); /* K_CUSTOM: 0, -1 or OPT_EXIT_OK */
-    const char *must;       /* the usage error "--NAME must be MUST: ARG" (K_ENUM: from names) */
-    const char *meta;       /* --help: the argument (K_ENUM: the names joined by '|') */
-    const char *help;       /* --help: the description, lines separated by '\n' */
-} opt_def;
-
-/* offsetof a field of mv_run_opts, a compile error unless it has the type the row's kind writes */
-#define AT_T(f, T) _Generic(((mv_run_opts *)0)->f, T: offsetof(mv_run_opts, f))
-#define AT_ENUM(f) \
-    (offsetof(mv_run_opts, f) + 0 * sizeof(char[sizeof(((mv_run_opts *)0)->f) == sizeof(int) ? 1 : -1]))
-
-#define SECTION(title) {.kind = K_SECTION, .name = title}
-#define FLAG(nm, sh, f, v, h) {.kind = K_FLAG, .name = nm, .short_name = sh, .at = AT_T(f, int), .lo = v, .help = h}
-#define INT(nm, sh, f, l, u, m, mt, h)                                                               \
-    {.kind = K_INT, .name = nm, .short_name = sh, .at = AT_T(f, int), .lo = l, .hi = u, .must = m, \
-     .meta = mt, .help = h}
-#define LL(nm, f, l, u, m, mt, h)                                                                    \
-    {.kind = K_LL, .name = nm, .at = AT_T(f, long long), .lo = l, .hi = u, .must = m, .meta = mt,  \
-     .help = h}
-#define REAL(nm, f, l, open, u, m, mt, h)                                                            \
-    {.kind = K_REAL, .name = nm, .at = AT_T(f, double), .rlo = l, .open_lo = open, .rhi = u,       \
-     .must = m, .meta = mt, .help = h}
-#define ENUM(nm, f, nms, h) {.kind = K_ENUM, .name = nm, .at = AT_ENUM(f), .names = nms, .help = h}
-#define STRING(nm, sh, f, mt, h) \
-    {.kind = K_STRING, .name = nm, .short_name = sh, .at = AT_T(f, const char *), .meta = mt, .help = h}
-#define CUSTOM(nm, sh, fn, m, mt, h) \
-    {.kind = K_CUSTOM, .name = nm, .short_name = sh, .parse = fn, .must = m, .meta = mt, .help = h}
-
-static const opt_name dtype_names[] = {
-    {"auto", MV_DT_AUTO}, {"f32", MV_DT_F32}, {"f16", MV_DT_F16}, {"bf16", MV_DT_BF16}, {NULL, 0}};
-static const opt_name layout_names[] = {{"files", MV_LAYOUT_FILES}, {"tar", MV_LAYOUT_TAR}, {NULL, 0}};
-static const opt_name pool_names[] = {{"none", MV_POOL_NONE}, {"mean", MV_POOL_MEAN}, {NULL, 0}};
-static const opt_name device_names[] = {
-    {"cpu", MV_DEV_CPU}, {"cuda", MV_DEV_CUDA}, {"auto", MV_DEV_AUTO}, {NULL, 0}};
-static const opt_name precision_names[] = {
-    {"bf16", MV_PREC_BF16}, {"tf32", MV_PREC_TF32}, {"f32", MV_PREC_F32}, {NULL, 0}};
-static const opt_name attention_names[] = {{"auto", MV_ATTN_AUTO}, {"builtin", MV_ATTN_BUILTIN},
-                                           {"cudnn", MV_ATTN_CUDNN}, {"fa3", MV_ATTN_FA3}, {NULL, 0}};
-static const opt_name cpu_gemm_names[] = {
-    {"f32", MV_CPU_GEMM_F32}, {"bf16x6", MV_CPU_GEMM_BF16X6}, {"auto", MV_CPU_GEMM_AUTO}, {NULL, 0}};
-static const opt_name frame_cap_names[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
-static const opt_name residual_names[] = {
-    {"f32", MV_RESIDUAL_F32}, {"bf16", MV_RESIDUAL_BF16}, {NULL, 0}};
-static const opt_name cudnn_graph_names[] = {
-    {"auto", MV_CUDNN_GRAPH_AUTO}, {"ragged", MV_CUDNN_GRAPH_RAGGED}, {NULL, 0}};
-
-static int parse_shard_size(const char *s, mv_run_opts *o);
-static int parse_devices(const char *s, mv_run_opts *o);
-static int parse_shard(const char *s, mv_run_opts *o);
-static int print_help(const char *s, mv_run_opts *o);
-static int print_version(const char *s, mv_run_opts *o);
-
-static const opt_def options[] = {
-    SECTION("Inputs and outputs"),
-    STRING("model", 'm', model_dir, "DIR",
-           "checkpoint directory (config.json + safetensors), or a hub id\n"
-           "ORG/NAME[@REVISION] found in the Hugging Face cache (offline);\n"
-           "default $MVEMBED_MODEL"),
-    STRING("out", 'o', out_dir, "DIR", "output directory (created if missing)"),
-    FLAG("null", '0', null_sep, 1, "paths on standard input are NUL-separated (find -print0)"),
-    FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
-    FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
-    FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
-    ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings: auto (default):\n"
-         "f16 where it holds every value exactly, else f32; bf16: <u2 bits"),
-    INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
-    ENUM("layout", layout, layout_names,
-         "files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"
-         "shards OUT/shard-SSSSS.tar of <key>.npy + <key>.json samples"),
-    CUSTOM("shard-size", 0, parse_shard_size, "a positive size like 1000000, 512M or 1G", "BYTES",
-           "--layout tar: bytes per shard, suffix K/M/G allowed (default 1G)"),
-    ENUM("pool", pool, pool_names,
-         "mean: save one [1, out_hidden] mean vector per input instead of its\n"
-         "tokens (files layout: also OUT/pooled.npy + pooled.jsonl)"),
-
-    SECTION("Compute"),
-    ENUM("device", device, device_names, "backend (default auto: CUDA when a GPU is usable)"),
-    ENUM("precision", bopts.precision, precision_names,
-         "CUDA arithmetic (default bf16); the CPU: f32 (--cpu-gemm)"),
-    ENUM("attention", bopts.attention, attention_names,
-         "CUDA attention (default auto: the fastest that runs)"),
-    ENUM("cuda-residual", bopts.residual, residual_names,
-         "CUDA bf16: the residual stream between blocks in f32 (default:\n"
-         "about half the error against f64) or rounded to bf16 as HF does"),
-    ENUM("cudnn-graph", bopts.cudnn_graph, cudnn_graph_names,
-         "cuDNN attention: auto (default): same-size images take its\n"
-         "faster batched graph; ragged: every batch the ragged graph"),
-    LL("batch-tokens", bopts.batch_tokens, 1, LLONG_MAX, "a positive integer", "N",
-       "most patches packed into one forward (CUDA default: sized from\n"
-       "free memory; CPU default: one input per forward)"),
-    INT("gpu", 0, bopts.device, 0, 1024, "a device ordinal", "N", "CUDA device ordinal (default 0)"),
-    INT("threads", 'j', bopts.threads, 1, 4096, "1..4096", "N",
-        "CPU threads for the tower (default: the CPUs of the affinity mask)"),
-    ENUM("cpu-gemm", bopts.cpu_gemm, cpu_gemm_names,
-         "CPU Linear layers: f32 GEMMs; bf16x6: operands split\n"
-         "exactly into 3 bf16 parts, six products on Intel AMX at f32's\n"
-         "accuracy (needs AMX); auto (default): bf16x6 where AMX is usable"),
-    INT("jobs", 0, jobs, 1, 1024, "1..1024", "N",
-        "decode/preprocess threads (default: the CPUs of the affinity mask)"),
-    CUSTOM("devices", 0, parse_devices, "a list of GPU ordinals like 0,1, or all (with a usable GPU)",
-           "LIST|all", "CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)"),
-    INT("inflight", 0, inflight, 1, 8, "1..8", "N",
-        "CUDA: forwards in flight per GPU, each with its own stream and\n"
-        "staging buffers, so one packs and copies while another computes\n"
-        "(default 2)"),
-    CUSTOM("shard", 0, parse_shard, "K/N with 0 <= K < N, or none", "K/N|none",
-           "take only shard K (0-based) of N, by a hash of the relative path;\n"
-           "default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT; the manifest\n"
-           "is then OUT/manifest-KKKKK-of-NNNNN.jsonl; none: every input,\n"
-           "OUT/manifest.jsonl, whatever SLURM_ARRAY_* says (= 0/1)"),
-
-    SECTION("Preprocessing (defaults from the model's preprocessor_config.json files)"),
-    LL("min-pixels", min_pixels, 1, LLONG_MAX, "a positive integer", "N",
-       "image pixel budget after resizing: at least N"),
-    LL("max-pixels", max_pixels, 1, LLONG_MAX, "a positive integer", "N",
-       "image pixel budget after resizing: at most N"),
-    LL("video-min-pixels", video_min_pixels, 1, LLONG_MAX, "a positive integer", "N",
-       "video pixel budget (all frames): at least N"),
-    LL("video-max-pixels", video_max_pixels, 1, LLONG_MAX, "a positive integer", "N",
-       "video pixel budget (all frames): at most N"),
-    REAL("fps", fps, 0, 1, 1e6, "a positive number (at most 1e6)", "X",
-         "video frames sampled per second (default 2)"),
-    INT("num-frames", 0, num_frames, 1, 100000, "1..100000", "N",
-        "sample exactly N frames instead (excludes --fps)"),
-    INT("min-frames", 0, min_frames, 1, 100000, "1..100000", "N", "lower clamp of the fps rule (default 4)"),
-    INT("max-frames", 0, max_frames, 1, 100000, "1..100000", "N", "upper clamp of the fps rule (default 768)"),
-    ENUM("video-frame-cap", video_frame_cap, frame_cap_names,
-         "HF's per-frame video pixel cap (cap_pixels_per_frame;\n"
-         "default the model's, else off as transformers 5.17)"),
-    LL("max-video-tokens", max_video_tokens, 1, 1000000000, "1..1000000000", "N",
-       "tokens per frame under the cap (default the model's, else 768)"),
-    LL("max-decode-pixels", max_decode_pixels, 1, LLONG_MAX, "a positive integer", "N",
-       "decode budget: image / video frame pixels (default 178956970)"),
-    REAL("timeout", timeout, 0, 0, 1e9, "a number of seconds (0 to 1e9)", "SECONDS",
-         "per-input decode time limit, images and videos (default 600, 0 = none)"),
-
-    SECTION("Debugging"),
-    STRING("dump-stages", 0, dump_dir, "DIR", "write every intermediate tensor to DIR/<path>/<stage>.npy"),
-    STRING("pixels", 0, pixels, "FILE.npy", "embed given pixel_values [patches, C*T*P*P] (tower only)"),
-    STRING("grid", 0, grid, "T,H,W[;...]", "grid of each entry in --pixels, in patches"),
-
-    SECTION("Output to the terminal"),
-    FLAG("quiet", 'q', quiet, 1, "no progress or summary"),
-    FLAG("verbose", 'v', verbose, 1, "explain each step"),
-    FLAG("progress", 0, progress, 1, "force the progress line on"),
-    FLAG("no-progress", 0, progress, 0, "force the progress line off"),
-    REAL("progress-every", progress_every, 0, 1, 1e6, "a number of seconds > 0", "S",
-         "a plain progress line every S seconds (default 30 in logs with -v\n"
-         "or under Slurm, else a line redrawn on a terminal)"),
-    CUSTOM("help", 'h', print_help, NULL, NULL, "this text"),
-    CUSTOM("version", 'V', print_version, NULL, NULL, "version"),
-};
-#define N_OPTIONS (sizeof options / sizeof *options)
-
-static const char usage_head[] =
-    "Usage: mvembed --model DIR --out DIR [options] PATH...\n"
-    "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
-    "       mvembed manifest merge OUT\n"
-    "       mvembed manifest compact [--all] OUT\n"
-    "\n"
-    "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
-    "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
-    "directory (walked recursively), or - to read paths from standard input.\n";
-
-static const char usage_tail[] =
-    "\n"
-    "Exit status: 0 all inputs ok; 2 some inputs failed (see the manifest); 1 usage or fatal error;\n"
-    "130 interrupted. See mvembed(1).\n";
-
-/* ---- --help, from the table ------------------------------------------------------------------ */
-
-enum { HELP_COLUMN = 28 }; /* where descriptions start */
-
-/* "a|b|c" of an enum's names into buf */
-static const char *enum_meta(const opt_name *n, char *buf, size_t cap)
-{
-    size_t len = 0;
-    buf[0] = 0;
-    for (; n->name && len < cap; n++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "|" : "", n->name);
-    return buf;
-}
-
-static void help_row(const opt_def *d)
-{
-    char meta[128], head[160];
-    const char *mt = d->kind == K_ENUM ? enum_meta(d->names, meta, sizeof meta) : d->meta;
-    int n = snprintf(head, sizeof head, "  %c%c%c --%s%s%s", d->short_name ? '-' : ' ',
-                     d->short_name ? d->short_name : ' ', d->short_name ? ',' : ' ', d->name,
-                     mt ? " " : "", mt ? mt : "");
-    printf("%s%*s", head, n < HELP_COLUMN ? HELP_COLUMN - n : 2, "");
-    for (const char *p = d->help; *p;) {
-        size_t l = strcspn(p, "\n");
-        printf("%.*s\n", (int)l, p);
-        p += l;
-        if (*p == '\n' && *++p)
-            printf("%*s", HELP_COLUMN, "");
-    }
-}
-
-static int print_help(const char *s, mv_run_opts *o)
-{
-    (void)s, (void)o;
-    fputs(usage_head, stdout);
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        if (options[i].kind == K_SECTION)
-            printf("\n%s:\n", options[i].name);
-        else
-            help_row(&options[i]);
-    }
-    fputs(usage_tail, stdout);
-    return OPT_EXIT_OK;
-}
-
-static int print_version(const char *s, mv_run_opts *o)
-{
-    (void)s, (void)o;
-    printf("mvembed %s\n", MV_VERSION);
-    return OPT_EXIT_OK;
-}
-
-/* ---- arguments ------------------------------------------------------------------------------- */
-
-/* Strict numbers: the whole argument, no leading space, within [lo, hi]. 0; -1 when it is not a
- * number or not within [lo, hi]; -2 when it is a number beyond the type (the message says so). */
-static int parse_ll(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || isspace((unsigned char)*s) || *end)
-        return -1;
-    if (errno == ERANGE)
-        return -2;
-    if (v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* The same for a finite real number in [lo, hi] ((lo, hi] when open_lo; nan, inf and
- * overflowing values are refused). */
-static int parse_real(const char *s, double lo, int open_lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || isspace((unsigned char)*s) || *end || isnan(v))
-        return -1;
-    if (errno == ERANGE || !isfinite(v))
-        return -2;
-    if (v < lo || v > hi || (open_lo && v == lo))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_shard_size(const char *s, mv_run_opts *o) { return mv_tar_parse_size(s, &o->shard_size); }
-
-/* "0,1,3" or "all" (every visible CUDA device). */
-static int parse_devices(const char *s, mv_run_opts *o)
-{
-    if (!strcmp(s, "all")) {
-        int n = mv_cuda_device_count();
-        if (n <= 0)
-            return -1;
-        for (int i = 0; i < n && i < 64; i++)
-            o->devices[i] = i;
-        o->n_devices = n < 64 ? n : 64;
-        return 0;
-    }
-    o->n_devices = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 1024 || o->n_devices == 64)
-            return -1;
-        o->devices[o->n_devices++] = (int)v;
-        p = end;
-        if (*p == ',')
-            p++;
-        else if (*p)
-            return -1;
-    }
-    return o->n_devices ? 0 : -1;
-}
-
-/* "K/N" with 0 <= K < N <= INT_MAX, or "none" (= 0/1: no sharding, whatever SLURM_ARRAY_* says). */
-static int parse_shard(const char *s, mv_run_opts *o)
-{
-    long long k, n;
-    char ks[32];
-    const char *slash = strchr(s, '/');
-    if (!strcmp(s, "none")) {
-        o->shard_k = 0;
-        o->shard_n = 1;
-        return 0;
-    }
-    if (!slash || (size_t)(slash - s) >= sizeof ks)
-        return -1;
-    memcpy(ks, s, (size_t)(slash - s));
-    ks[slash - s] = 0;
-    if (parse_ll(ks, 0, INT_MAX, &k) || parse_ll(slash + 1, 1, INT_MAX, &n) || k >= n)
-        return -1;
-    o->shard_k = (int)k;
-    o->shard_n = (int)n;
-    return 0;
-}
-
-/* The usage error of row d for arg: "--NAME must be ...: ARG", "(out of range)" after a number
- * beyond its type (rc -2). */
-static int option_error(const opt_def *d, const char *arg, int rc)
-{
-    char msg[512], what[300];
-    int n = snprintf(msg, sizeof msg, "--%s must be ", d->name);
-    if (d->kind == K_ENUM) { /* "a, b or c" */
-        for (const opt_name *v = d->names; v->name && n < (int)sizeof msg; v++)
-            n += snprintf(msg + n, sizeof msg - n, "%s%s", v == d->names ? "" : v[1].name ? ", " : " or ",
-                          v->name);
-    } else {
-        snprintf(msg + n, sizeof msg - n, "%s", d->must);
-    }
-    snprintf(what, sizeof what, "%.200s%s", arg, rc == -2 ? " (out of range)" : "");
-    return usage_error(msg, what);
-}
-
-/* Sets row d's field from arg: -1 when the run goes on, else the status to exit with (0 after
- * --help or --version, 1 after a usage error). */
-static int set_option(const opt_def *d, const char *arg, mv_run_opts *o)
-{
-    char *field = (char *)o + d->at;
-    long long v;
-    int rc = 0;
-    switch (d->kind) {
-    case K_FLAG: *(int *)field = (int)d->lo; return -1;
-    case K_STRING: *(const char **)field = arg; return -1;
-    case K_INT:
-        if (!(rc = parse_ll(arg, d->lo, d->hi, &v)))
-            *(int *)field = (int)v;
-        break;
-    case K_LL: rc = parse_ll(arg, d->lo, d->hi, (long long *)field); break;
-    case K_REAL: rc = parse_real(arg, d->rlo, d->open_lo, d->rhi, (double *)field); break;
-    case K_ENUM:
-        rc = -1;
-        for (const opt_name *n = d->names; n->name && rc; n++)
-            if (!strcmp(arg, n->name))
-                *(int *)field = n->value, rc = 0;
-        break;
-    case K_CUSTOM:
-        rc = d->parse(arg, o);
-        if (rc == OPT_EXIT_OK)
-            return 0;
-        break;
-    case K_SECTION: break;
-    }
-    return rc ? option_error(d, arg, rc) : -1;
-}
-
-/* Reads every option of argv into o (the operands: o->paths). -1 when the run goes on, else the
- * status to exit with (0 after --help or --version, 1 after a usage error). */
-static int parse_args(int argc, char **argv, mv_run_opts *o)
-{
-    struct option lopts[N_OPTIONS + 1];
-    char shorts[2 * N_OPTIONS + 1];
-    size_t nl = 0, ns = 0;
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        const opt_def *d = &options[i];
-        if (d->kind == K_SECTION)
-            continue;
-        int has_arg = d->kind == K_FLAG || (d->kind == K_CUSTOM && !d->meta) ? no_argument : required_argument;
-        lopts[nl++] = (struct option){d->name, has_arg, NULL, 256 + (int)i};
-        if (d->short_name) {
-            shorts[ns++] = d->short_name;
-            if (has_arg == required_argument)
-                shorts[ns++] = ':';
-        }
-    }
-    lopts[nl] = (struct option){0, 0, 0, 0};
-    shorts[ns] = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
-        const opt_def *d = NULL;
-        if (c >= 256)
-            d = &options[c - 256];
-        for (size_t i = 0; i < N_OPTIONS && !d && c > 0 && c < 256; i++)
-            if (options[i].kind != K_SECTION && options[i].short_name == c)
-                d = &options[i];
-        if (!d)
-            return usage_error("unknown option", NULL);
-        int rc = set_option(d, optarg, o);
-        if (rc >= 0)
-            return rc;
-    }
-    o->paths = argv + optind;
-    o->n_paths = argc - optind;
-    return -1;
-}
-
-/* What the options say together: -1 when the run goes on, else 1 after a usage error. */
-static int check_args(mv_run_opts *o)
-{
-    o->bopts.verbose = o->verbose;
-    if (o->fps > 0 && o->num_frames)
-        return usage_error("--fps and --num-frames are mutually exclusive", NULL);
-    if (!o->model_dir || !*o->model_dir)
-        return usage_error("no model: give --model DIR or set MVEMBED_MODEL", NULL);
-    if (o->pixels) {
-        if (!o->grid)
-            return usage_error("--pixels needs --grid T,H,W", NULL);
-        if (o->n_paths)
-            return usage_error("--pixels takes no PATH arguments", NULL);
-    } else {
-        if (!o->out_dir)
-            return usage_error("no output directory: give --out DIR", NULL);
-        if (!o->n_paths)
-            return usage_error("no inputs: give files, directories, or - for standard input", NULL);
-    }
-    return -1;
 }
 
 /* ---- the program ----------------------------------------------------------------------------- */
@@ -511,27 +56,32 @@ static int from_environment(mv_run_opts *o)
 {
     o->model_dir = getenv("MVEMBED_MODEL");
     o->bopts.cudnn_lib = getenv("MV_CUDNN_LIB"); /* where libcudnn.so.9 is tried first */
-    o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"),
+    o->hub = (mv_hub_env){.hf_hub_cache = getenv("HF_HUB_CACHE"), .hf_home = getenv("HF_HOME"),
                           .huggingface_hub_cache = getenv("HUGGINGFACE_HUB_CACHE"),
-                          .hf_home = getenv("HF_HOME"), .xdg_cache_home = getenv("XDG_CACHE_HOME"), .home = getenv("HOME")};
-    o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"),
-                                .count = getenv("SLURM_ARRAY_TASK_COUNT"),
+                          .xdg_cache_home = getenv("XDG_CACHE_HOME"), .home = getenv("HOME")};
+    o->slurm = (mv_slurm_array){.id = getenv("SLURM_ARRAY_TASK_ID"), .count = getenv("SLURM_ARRAY_TASK_COUNT"),
                                 .min = getenv("SLURM_ARRAY_TASK_MIN"), .max = getenv("SLURM_ARRAY_TASK_MAX"),
                                 .step = getenv("SLURM_ARRAY_TASK_STEP")};
+    o->k8s_index = getenv("JOB_COMPLETION_INDEX");
+    o->aws_index = getenv("AWS_BATCH_JOB_ARRAY_INDEX");
+    o->aws_size = getenv("AWS_BATCH_JOB_ARRAY_SIZE");
     /* set and not 0: act as on a CPU without AMX (--cpu-gemm auto takes f32, bf16x6 is refused) */
     const char *no_amx = getenv("MV_NO_AMX");
     if (no_amx && strcmp(no_amx, "0"))
         mv_amx_refuse("MV_NO_AMX is set");
-    /* a test hook: a test must not run what it did not ask for, so any other value is refused */
-    const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES");
-    long long n = 0;
-    if (fake && *fake && (parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) {
-        char esc[256];
-        fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s: a test hook; give 2..%d or leave it unset\n",
-                mv_escape(fake, esc, sizeof esc), MV_TEST_CPU_DEVICES_MAX);
+    /* test hooks: a test must not run what it did not ask for, so any other value is refused */
+    const char *fake = getenv("MVEMBED_TEST_CPU_DEVICES"), *pause = getenv("MVEMBED_TEST_PAUSE_TAR_OPEN");
+    long long n = 0, ms = 0;
+    if ((fake && *fake && (mv_parse_ll(fake, 0, MV_TEST_CPU_DEVICES_MAX, &n) || n == 1)) ||
+        (pause && *pause && mv_parse_ll(pause, 0, 60000, &ms))) {
+        char esc[256], esc2[256];
+        fprintf(stderr, "mvembed: MVEMBED_TEST_CPU_DEVICES=%s, MVEMBED_TEST_PAUSE_TAR_OPEN=%s: test hooks; give "
+                "2..%d and 0..60000 (milliseconds) or leave them unset\n", mv_escape(fake ? fake : "", esc, 256),
+                mv_escape(pause ? pause : "", esc2, 256), MV_TEST_CPU_DEVICES_MAX);
         return 1;
     }
     o->test_cpu_devices = (int)n;
+    o->test_pause_tar_open_ms = (int)ms; /* each temporary tar shard waits that long once created */
     o->batch_job = getenv("SLURM_JOB_ID") != NULL; /* a batch job's log: plain progress lines */
     /* 0 (comparisons): the forwards in flight on one device queue their work at once */
     const char *turns = getenv("MVEMBED_FORWARD_TURNS");
@@ -556,7 +106,7 @@ static int manifest_command(int argc, char **argv)
     else if ((argc == 4 || all) && !strcmp(argv[2], "compact"))
         rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
     else
-        return usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
+        return cli_usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
     char esc[4200];
     if (rc)
         fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
@@ -587,14 +137,18 @@ static int run(mv_run_opts *o)
 
 int main(int argc, char **argv)
 {
+    if (mv_stdfds_guard())
+        return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
+    /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
+    signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "manifest"))
         return manifest_command(argc, argv);
     mv_run_opts o;
     defaults(&o);
     int rc = from_environment(&o);
     if (rc < 0)
-        rc = parse_args(argc, argv, &o);
+        rc = cli_parse_args(argc, argv, &o);
     if (rc < 0)
-        rc = check_args(&o);
+        rc = cli_check_args(&o);
     return rc < 0 ? run(&o) : rc;
 }

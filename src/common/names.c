@@ -182,3 +182,10 @@ long long mv_name_tar_shard_parse(const char *name, int k, int n)
         return -1;
     return v;
 }
+
+int mv_name_run_record(char *buf, size_t cap, const char *dir, int k, int n, const char *run)
+{
+    if (n <= 1)
+        return snprintf(buf, cap, "%s/run-%s.json", dir, run);
+    return snprintf(buf, cap, "%s/run-%05d-of-%05d-%s.json", dir, k, n, run);
+}

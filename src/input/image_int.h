@@ -16,6 +16,7 @@
 
 #include "mv_image.h"
 #include "mv_input.h"
+#include "mv_interrupt.h"
 
 #include <limits.h>
 #include <string.h>
@@ -64,8 +65,9 @@ int mv_tiff_sniff(const uint8_t *head, size_t n);
 mv_status mv_tiff_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e);
 
 /* orientation.c. EXIF blob (TIFF header, optionally after "Exif\0\0"): 0 when it has no
- * orientation tag (so XMP may be consulted), -1 when the tag is not a single integer (PIL then
- * leaves the image alone), else the value. */
+ * orientation tag (so XMP may be consulted), -1 when the tag's value is not a number equal to
+ * an integer (bytes, text, NaN; PIL then leaves the image alone), else the value: the first of
+ * the tag's values, as PIL takes it when there are several. */
 int mv_exif_orientation(const uint8_t *d, size_t n);
 /* XMP packet: PIL's re.search(r'tiff:Orientation(="|>)([0-9])', xmp); 0 when absent. */
 int mv_xmp_orientation(const uint8_t *d, size_t n);
@@ -102,12 +104,20 @@ static inline mv_status mv_image_check_size(const char *name, const char *fmt, l
     return MV_OK;
 }
 
-/* The per-input time limit (--timeout): deadline is an mv_now() value, 0 for none. */
-static inline int mv_image_past(double deadline) { return deadline > 0 && mv_now() > deadline; }
+/* The per-input time limit (--timeout): deadline is an mv_now() value, 0 for none; and the
+ * run's interrupt (mv_interrupt.h), which stops a decode as its deadline does. */
+static inline int mv_image_past(double deadline)
+{
+    return (deadline > 0 && mv_now() > deadline) || mv_interrupted();
+}
+
+/* 1 when a decoder must keep watching (a deadline, or an interrupt that may come). */
+static inline int mv_image_watch(double deadline) { return deadline > 0 || mv_interrupt_watched(); }
 
 static inline mv_status mv_image_fail_time(const char *name, const char *fmt, mv_err *e)
 {
-    return mv_fail(e, MV_ERR_LIMIT, "%s: %s decode stopped: time limit exceeded (--timeout)", name, fmt);
+    return mv_fail(e, MV_ERR_LIMIT, "%s: %s decode stopped: %s", name, fmt,
+                   mv_interrupted() ? "interrupted" : "time limit exceeded (--timeout)");
 }
 
 #endif

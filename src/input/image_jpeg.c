@@ -152,7 +152,7 @@ static mv_status jpeg_run(jpeg_ctx *x, mv_err *e)
                                 .term_source = src_term},
                         .in = x->req.in};
     ci->src = &x->src.pub;
-    if (x->prog.deadline > 0) {
+    if (mv_image_watch(x->prog.deadline)) {
         x->prog.pub.progress_monitor = jpeg_on_progress;
         ci->progress = &x->prog.pub;
     }

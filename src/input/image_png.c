@@ -105,7 +105,7 @@ static mv_status png_run(png_ctx *x, mv_err *e)
     /* PIL verifies the CRC of every chunk it reads; do not let libpng skip bad ancillary chunks */
     png_set_crc_action(x->png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
     png_set_read_fn(x->png, x, png_on_read);
-    if (x->req.deadline > 0) png_set_read_status_fn(x->png, png_on_row);
+    if (mv_image_watch(x->req.deadline)) png_set_read_status_fn(x->png, png_on_row);
     png_read_info(x->png, x->info);
     png_uint_32 w = 0, h = 0;
     int depth = 0, ctype = 0, interlace = 0;

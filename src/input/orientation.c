@@ -3,7 +3,8 @@
  * exif" text), and the transpose itself on an 8-bit RGB buffer (image_int.h).
  *
  * Pillow's rules (Image.getexif, ImageOps.exif_transpose): EXIF wins when it has the tag; a tag
- * that is not one integer leaves the image alone; without EXIF, XMP's tiff:Orientation counts;
+ * with several values counts by its first; one that is not a number equal to an integer leaves
+ * the image alone; without EXIF, XMP's tiff:Orientation counts;
  * values 2..8 are applied, anything else is 1. Parsers read only inside the blob they are given.
  * Not here: finding the blobs in a file (each format's decoder does), decoding pixels.
  */
@@ -12,6 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+
+/* Pillow's reading of IFD0 (TiffImagePlugin.ImageFileDirectory_v2.load, getexif): entries in
+ * order, a later entry of a tag replacing an earlier one; an entry of a type it does not know is
+ * passed over; an entry whose values lie outside the blob, or an entry table running past it,
+ * ends the reading (what was read stands). A tag expected once that has several values keeps its
+ * first. BYTE, UNDEFINED and ASCII values are bytes or text to it, never an orientation; numbers
+ * (rationals and floats included) count when equal to an integer. */
+enum { T_BYTE = 1, T_ASCII, T_SHORT, T_LONG, T_RATIONAL, T_SBYTE, T_UNDEF, T_SSHORT, T_SLONG,
+       T_SRATIONAL, T_FLOAT, T_DOUBLE, T_IFD, T_LONG8 = 16 };
+
+/* The bytes of one value of type t, 0 for a type Pillow does not know. */
+static size_t type_size(uint32_t t)
+{
+    static const uint8_t size[17] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8};
+    return t < 17 ? size[t] : 0;
+}
 
 int mv_exif_orientation(const uint8_t *d, size_t n)
 {
@@ -30,19 +47,46 @@ int mv_exif_orientation(const uint8_t *d, size_t n)
     uint32_t ifd = RD32(d + 4);
     if (ifd > n - 2 || ifd < 8) return 0;
     uint32_t count = RD16(d + ifd);
+    const uint8_t *val = NULL; /* the orientation entry's first value, of type vt, count vc */
+    uint32_t vt = 0, vc = 0;
     for (uint32_t i = 0; i < count; i++) {
         size_t off = (size_t)ifd + 2 + 12 * (size_t)i;
         if (off + 12 > n) break;
         const uint8_t *ent = d + off;
-        if (RD16(ent) != 0x0112) continue;
         uint32_t type = RD16(ent + 2), cnt = RD32(ent + 4);
-        if (cnt != 1) return -1;
-        if (type == 3 || type == 8) return (int)RD16(ent + 8) > 0 ? (int)RD16(ent + 8) : -1;
-        if (type == 4 || type == 9) return RD32(ent + 8) > 0 && RD32(ent + 8) < 1000 ? (int)RD32(ent + 8) : -1;
-        if (type == 1 || type == 6) return ent[8] > 0 ? ent[8] : -1;
-        return -1;
+        size_t sz = type_size(type);
+        if (!sz) continue;
+        const uint8_t *v = ent + 8;
+        if (sz * cnt > 4) {
+            uint32_t at = RD32(ent + 8);
+            if (at > n || sz * cnt > n - at) break;
+            v = d + at;
+        }
+        if (RD16(ent) == 0x0112)
+            val = v, vt = type, vc = cnt;
     }
-    return 0;
+    if (!val) return 0;
+    if (!vc) return -1;
+    double x;
+    switch (vt) {
+    case T_SHORT: x = RD16(val); break;
+    case T_SSHORT: x = (int16_t)RD16(val); break;
+    case T_LONG: case T_IFD: x = RD32(val); break;
+    case T_SLONG: x = (int32_t)RD32(val); break;
+    case T_SBYTE: x = (int8_t)val[0]; break;
+    case T_LONG8: x = le ? (double)(RD32(val) | (uint64_t)RD32(val + 4) << 32)
+                         : (double)(RD32(val + 4) | (uint64_t)RD32(val) << 32); break;
+    case T_RATIONAL: x = RD32(val + 4) ? (double)RD32(val) / RD32(val + 4) : -1; break;
+    case T_SRATIONAL: x = RD32(val + 4) ? (double)(int32_t)RD32(val) / (int32_t)RD32(val + 4) : -1; break;
+    case T_FLOAT: { uint32_t u = RD32(val); float f; memcpy(&f, &u, 4); x = f; break; }
+    case T_DOUBLE: {
+        uint64_t u = le ? RD32(val) | (uint64_t)RD32(val + 4) << 32 : RD32(val + 4) | (uint64_t)RD32(val) << 32;
+        memcpy(&x, &u, 8);
+        break;
+    }
+    default: return -1; /* BYTE, UNDEFINED, ASCII: not a number to Pillow */
+    }
+    return x >= 1 && x <= 8 && x == (int)x ? (int)x : -1;
 #undef RD16
 #undef RD32
 }

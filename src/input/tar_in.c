@@ -1,5 +1,9 @@
 /* tar_in.c - WebDataset shards as inputs (see mv_tar_in.h): libarchive reads the tar as a stream;
- * each media member is copied into a memfd, which the item reads as an mv_input (mv_input.h). */
+ * each media member is copied into a memfd, which the item reads as an mv_input (mv_input.h). A
+ * hard-link member (what GNU tar writes for a second name of one file) has no data of its own:
+ * the tar is read again from its start up to the member it links to, whose data it gets; a
+ * symbolic-link member likewise gets the data of the regular member its target names, resolved
+ * within the tar (an absolute target, or one that leaves the tar, fails that member). */
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 
@@ -20,7 +24,11 @@ struct mv_tar_in {
     char *path;
     int all_files, names_only;
     char name[4096];
-    char err[256];
+    char err[640];
+    long long max_bytes, stream_from; /* mv_tar_in_limits */
+    int streaming;                    /* the current member is handed out as a stream */
+    long long streamed;               /* its bytes read so far */
+    mv_input_io io;
 };
 
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
@@ -35,6 +43,7 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
     }
     t->all_files = all_files;
     t->names_only = names_only;
+    mv_tar_in_limits(t, 0, 0);
     archive_read_support_filter_all(t->a);
     archive_read_support_format_tar(t->a);
     archive_read_support_format_gnutar(t->a);
@@ -47,8 +56,48 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
     return MV_OK;
 }
 
-/* Copies the current member's data into a new memfd; -1 with t->err set on failure. */
-static int member_to_memfd(mv_tar_in *t, int64_t size)
+void mv_tar_in_limits(mv_tar_in *t, long long max_bytes, long long stream_from)
+{
+    t->max_bytes = max_bytes > 0 ? max_bytes : MV_TAR_MEMBER_MAX_OF(MV_DECODE_MAX_PIXELS_DEFAULT);
+    t->stream_from = stream_from ? stream_from : MV_TAR_STREAM_FROM;
+}
+
+static void over_bound(mv_tar_in *t, const char *what, long long size)
+{
+    snprintf(t->err, sizeof t->err, "tar member %s%lld bytes is over the %lld-byte bound on a member "
+             "(--max-member-bytes)", what, size, t->max_bytes);
+}
+
+/* mv_input_io over the current member's data (archive_read_data), within the bound */
+static ssize_t stream_read(void *user, void *buf, size_t n)
+{
+    mv_tar_in *t = user;
+    la_ssize_t k = archive_read_data(t->a, buf, n);
+    if (k < 0) {
+        snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+        return -1;
+    }
+    if ((t->streamed += k) > t->max_bytes) {
+        over_bound(t, "of more than ", t->max_bytes);
+        return -1;
+    }
+    return k;
+}
+
+static const char *stream_error(void *user) { return ((mv_tar_in *)user)->err; }
+
+int mv_tar_in_stream(mv_tar_in *t, const mv_input_io **io, void **user)
+{
+    if (!t->streaming)
+        return -1;
+    t->io = (mv_input_io){.read = stream_read, .error = stream_error};
+    *io = &t->io;
+    *user = t;
+    return 0;
+}
+
+/* Copies the current member's data of a into a new memfd; -1 with t->err set on failure. */
+static int member_to_memfd(mv_tar_in *t, struct archive *a, int64_t size)
 {
     int fd = memfd_create("mvembed-tar-member", MFD_CLOEXEC);
     if (fd < 0) {
@@ -63,11 +112,16 @@ static int member_to_memfd(mv_tar_in *t, int64_t size)
     char buf[1 << 16];
     int64_t off = 0;
     for (;;) {
-        la_ssize_t n = archive_read_data(t->a, buf, sizeof buf);
+        la_ssize_t n = archive_read_data(a, buf, sizeof buf);
         if (n == 0)
             break;
         if (n < 0) {
-            snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+            snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(a));
+            close(fd);
+            return -1;
+        }
+        if (off + n > t->max_bytes) { /* a member without a size in its header */
+            over_bound(t, "of more than ", t->max_bytes);
             close(fd);
             return -1;
         }
@@ -90,11 +144,96 @@ static int member_to_memfd(mv_tar_in *t, int64_t size)
     return fd;
 }
 
+/* A member name without its leading "./"s. */
+static const char *member_name(const char *nm)
+{
+    while (nm[0] == '.' && nm[1] == '/')
+        nm += 2;
+    return nm;
+}
+
+/* The member name a symbolic link member nm with target names, in out[cap]: resolved against
+ * nm's directory, "." and ".." applied. -1 when the target is absolute or leaves the tar. */
+static int symlink_target(const char *nm, const char *target, char *out, size_t cap)
+{
+    if (target[0] == '/')
+        return -1;
+    char buf[8200];
+    const char *slash = strrchr(nm, '/');
+    snprintf(buf, sizeof buf, "%.*s%s%s", slash ? (int)(slash - nm) : 0, nm, slash ? "/" : "", target);
+    size_t n = 0;
+    out[0] = 0;
+    for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, "."))
+            continue;
+        if (!strcmp(c, "..")) {
+            if (!n)
+                return -1;
+            char *up = strrchr(out, '/');
+            n = up ? (size_t)(up - out) : 0;
+            out[n] = 0;
+            continue;
+        }
+        int k = snprintf(out + n, cap - n, "%s%s", n ? "/" : "", c);
+        if (k < 0 || (size_t)k >= cap - n)
+            return -1;
+        n += (size_t)k;
+    }
+    return n ? 0 : -1;
+}
+
+/* The data of the regular member named target, read from a second pass over the tar, in a new
+ * memfd: a hard link's (target before the link) or, with sym, a symbolic link's (anywhere in the
+ * tar). -1 with t->err set when it is not found or fails. */
+static int link_to_memfd(mv_tar_in *t, const char *target, int sym)
+{
+    char want[4096];
+    const char *kind = sym ? "symbolic link" : "hard link";
+    if (sym ? symlink_target(t->name, target, want, sizeof want) != 0
+            : snprintf(want, sizeof want, "%s", member_name(target)) >= (int)sizeof want) {
+        snprintf(t->err, sizeof t->err, "%s to %.200s, which leads outside the tar", kind, target);
+        return -1;
+    }
+    struct archive *a = archive_read_new();
+    int fd = -1;
+    snprintf(t->err, sizeof t->err, "%s to %.200s, which is not a regular member %s the tar", kind, want,
+             sym ? "of" : "before it in");
+    if (!a) {
+        snprintf(t->err, sizeof t->err, "out of memory");
+        return -1;
+    }
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    archive_read_support_format_gnutar(a);
+    struct archive_entry *en;
+    if (archive_read_open_filename(a, t->path, 1 << 16) == ARCHIVE_OK)
+        while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
+            const char *nm = archive_entry_pathname(en);
+            if (!nm || strcmp(member_name(nm), want))
+                continue;
+            if (!sym && !strcmp(member_name(nm), t->name))
+                break; /* reached the link itself: its target is not before it */
+            if (archive_entry_filetype(en) != AE_IFREG || archive_entry_hardlink(en))
+                continue; /* the same name as a directory or another link: a later one may do */
+            int64_t size = archive_entry_size_is_set(en) ? archive_entry_size(en) : 0;
+            if (size > t->max_bytes)
+                snprintf(t->err, sizeof t->err, "%s to %.200s, a member of %lld bytes, over the "
+                         "%lld-byte bound on a member (--max-member-bytes)", kind, want, (long long)size,
+                         t->max_bytes);
+            else
+                fd = member_to_memfd(t, a, size);
+            break;
+        }
+    archive_read_free(a);
+    return fd;
+}
+
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e)
 {
     struct archive_entry *ent;
     *fd = -1;
     *err = NULL;
+    t->streaming = 0;
     for (;;) {
         int r = archive_read_next_header(t->a, &ent);
         if (r == ARCHIVE_EOF)
@@ -104,29 +243,47 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
                     t->name[0] ? t->name : "(none)", archive_error_string(t->a));
             return -1;
         }
-        if (archive_entry_filetype(ent) != AE_IFREG)
+        const char *link = archive_entry_hardlink(ent), *nm = archive_entry_pathname(ent);
+        const char *sym = archive_entry_filetype(ent) == AE_IFLNK ? archive_entry_symlink(ent) : NULL;
+        if ((archive_entry_filetype(ent) != AE_IFREG && !link && !sym) || !nm)
             continue;
-        const char *nm = archive_entry_pathname(ent);
-        if (!nm)
-            continue;
-        while (nm[0] == '.' && nm[1] == '/')
-            nm += 2;
+        nm = member_name(nm);
         const char *base = strrchr(nm, '/');
         base = base ? base + 1 : nm;
         if (!*base || (!t->all_files && !mv_name_is_media(base)))
             continue;
-        snprintf(t->name, sizeof t->name, "%s", nm);
         *name = t->name;
+        size_t nl = strlen(nm);
+        if (nl >= sizeof t->name) { /* a pax name may be any length, a path at most 4095 bytes */
+            size_t cut = 200;
+            while (cut && ((unsigned char)nm[cut] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
+                cut--;
+            snprintf(t->name, sizeof t->name, "%.*s...", (int)cut, nm);
+            snprintf(t->err, sizeof t->err, "tar member name of %zu bytes is over the %zu-byte limit "
+                     "for paths (named here by its first %zu bytes)", nl, sizeof t->name - 1, cut);
+            *err = t->err;
+            return 1;
+        }
+        memcpy(t->name, nm, nl + 1);
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
-        if (size > MV_TAR_MEMBER_MAX) {
-            snprintf(t->err, sizeof t->err, "tar member of %lld bytes is over the %lld-byte limit for members",
-                     (long long)size, (long long)MV_TAR_MEMBER_MAX);
+        if ((link || sym) && !t->names_only) {
+            *fd = link ? link_to_memfd(t, link, 0) : link_to_memfd(t, sym, 1);
+            if (*fd < 0)
+                *err = t->err;
+            return 1;
+        }
+        if (size > t->max_bytes) { /* told by the header: nothing read, a sparse member's holes included */
+            over_bound(t, "of ", size);
             *err = t->err;
             return 1;
         }
         if (t->names_only)
             return 1;
-        *fd = member_to_memfd(t, size);
+        t->streamed = 0;
+        t->streaming = t->stream_from >= 0 && size > t->stream_from && mv_name_kind_of(base) == MV_NAME_IMAGE;
+        if (t->streaming)
+            return 1;
+        *fd = member_to_memfd(t, t->a, size);
         if (*fd < 0)
             *err = t->err;
         return 1;

@@ -1,5 +1,5 @@
 /* video_sample.c - HF Qwen3VLVideoProcessor frame-count and frame-index math (transformers 5.17
- * video_processing_qwen3_vl.py; QWEN35_VISION.md section 5), in doubles like Python floats.
+ * video_processing_qwen3_vl.py; docs/hf-reference.md §5), in doubles like Python floats.
  * Always built (no FFmpeg needed). Not here: decoding (decode_video.c), the video smart_resize,
  * pixel resizing and patchify (preprocess.c).
  */

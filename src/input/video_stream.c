@@ -14,6 +14,8 @@
 
 #include "video_int.h"
 
+#include "mv_interrupt.h"
+
 #include <libavutil/time.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +33,7 @@ static void averr(int ret, char *buf, size_t len)
 
 int mv_vstream_timed_out(const mv_video *v)
 {
-    return v->deadline_us && av_gettime_relative() > v->deadline_us;
+    return (v->deadline_us && av_gettime_relative() > v->deadline_us) || mv_interrupted();
 }
 
 static int interrupt_cb(void *opaque) { return mv_vstream_timed_out(opaque); }

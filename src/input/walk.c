@@ -14,6 +14,7 @@
 
 #include "mv_names.h"
 #include "mv_tar_in.h"
+#include "mv_walk_rules.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -50,6 +51,8 @@ struct mv_walk {
     mv_tar_in *tar;  /* the tar argument being read, or NULL */
     char *tar_path;  /* its path */
     int fd;          /* the last tar member's memfd, closed at the next call */
+    long skipped[MV_WALK_SKIP_N]; /* entries passed over, by reason */
+    mv_dir_memo memo; /* listed_rules: whether the last listed path's directory is in OUT */
     char err[1536];
 };
 
@@ -105,22 +108,77 @@ static const char *set_name(mv_walk *w, const char *p, mv_err *e)
     return w->name;
 }
 
-static int keep_entry(const mv_walk *w, const struct dirent *d)
+const char *mv_walk_skip_str(mv_walk_skip why)
+{
+    static const char *const s[MV_WALK_SKIP_N] = {
+        "not an image or video name", "hidden", "the output directory", "not a regular file"};
+    return why < MV_WALK_SKIP_N ? s[why] : "?";
+}
+
+/* Counts an entry passed over and tells on_skip. */
+static void told(mv_walk *w, const char *path, mv_walk_skip why)
+{
+    w->skipped[why]++;
+    if (w->o.on_skip)
+        w->o.on_skip(w->o.skip_user, path, why);
+}
+
+/* told, for the path w->pb[0..dirlen) + '/' + name (name NULL: w->pb itself). */
+static void skip(mv_walk *w, size_t dirlen, const char *name, mv_walk_skip why)
+{
+    if (!name || !w->o.on_skip) {
+        told(w, w->pb, why);
+        return;
+    }
+    char keep = w->pb[dirlen];
+    if (set_child(w, dirlen, name) == 0)
+        told(w, w->pb, why);
+    else /* no memory for the path: counted, not told */
+        w->skipped[why]++;
+    w->pb[dirlen] = keep;
+}
+
+/* listed_rules: why the listed path p (sb: its stat) is passed over, or -1 when it is an input
+ * (or a directory to walk); -2 out of memory (e set). */
+static int listed_skip(mv_walk *w, const char *p, const struct stat *sb, mv_err *e)
+{
+    if (!w->o.hidden && mv_path_hidden(p))
+        return MV_WALK_SKIP_HIDDEN;
+    int dir = S_ISDIR(sb->st_mode);
+    if (!dir && !S_ISREG(sb->st_mode))
+        return MV_WALK_SKIP_SPECIAL;
+    if (!dir && !w->o.all_files && !mv_name_is_media(p) && mv_name_kind_of(p) != MV_NAME_TAR)
+        return MV_WALK_SKIP_NAME;
+    int in = w->o.has_skip ? mv_path_in_dir(&w->memo, p, w->o.skip_dev, w->o.skip_ino) : 0;
+    if (in < 0) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+        return -2;
+    }
+    return in ? MV_WALK_SKIP_OUT : -1;
+}
+
+static int keep_entry(mv_walk *w, const struct dirent *d, size_t dirlen)
 {
     const char *nm = d->d_name;
     if (nm[0] == '.' && (nm[1] == 0 || (nm[1] == '.' && nm[2] == 0)))
         return 0;
-    if (nm[0] == '.' && !w->o.hidden)
+    if (nm[0] == '.' && !w->o.hidden) {
+        skip(w, dirlen, nm, MV_WALK_SKIP_HIDDEN);
         return 0;
+    }
     switch (d->d_type) {
     case DT_DIR:
     case DT_LNK:
     case DT_UNKNOWN:
         return 1; /* may be (or point to) a directory: decided when visited */
     case DT_REG:
-        return w->o.all_files || mv_name_is_media(nm);
+        if (w->o.all_files || mv_name_is_media(nm))
+            return 1;
+        skip(w, dirlen, nm, MV_WALK_SKIP_NAME);
+        return 0;
     default:
-        return 0; /* FIFOs, sockets, devices are skipped inside directories */
+        skip(w, dirlen, nm, MV_WALK_SKIP_SPECIAL); /* FIFOs, sockets, devices */
+        return 0;
     }
 }
 
@@ -142,6 +200,7 @@ static int push_dir(mv_walk *w, mv_err *e)
     }
     if (w->o.has_skip && sb.st_dev == w->o.skip_dev && sb.st_ino == w->o.skip_ino) {
         closedir(d);
+        skip(w, 0, NULL, MV_WALK_SKIP_OUT);
         return 2;
     }
     for (size_t k = 0; k < w->depth; k++) {
@@ -172,7 +231,7 @@ static int push_dir(mv_walk *w, mv_err *e)
             }
             break;
         }
-        if (!keep_entry(w, de))
+        if (!keep_entry(w, de, f.len))
             continue;
         size_t nl = strlen(de->d_name);
         if (reserve(&f.arena, &cap, used + nl + 2))
@@ -349,7 +408,71 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     it->path = w->pb;
     it->rel = rel;
     it->fd = fd;
+    if (fd < 0)
+        mv_tar_in_stream(w->tar, &it->io, &it->io_user); /* a large image, or names_only */
     return 1;
+}
+
+/* The next entry of the directory on top of the stack: 1 with *it filled (an input or an error
+ * item), 0 when there is nothing to hand out for it (passed over, a directory pushed, or the
+ * directory done and popped), -1 fatal. */
+static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
+{
+    frame *f = &w->st[w->depth - 1];
+    if (f->i == f->n) {
+        frame_free(f);
+        w->depth--;
+        return 0;
+    }
+    const char *ent = f->names[f->i++];
+    unsigned char type = (unsigned char)ent[0];
+    const char *name = ent + 1;
+    if (set_child(w, f->len, name)) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
+        return -1;
+    }
+    const char *rel = set_name(w, w->pb + w->rel_off, e);
+    if (!rel)
+        return -1;
+    int taken = w->o.all_files || mv_name_is_media(name);
+    if (type == DT_REG) {
+        it->path = w->pb;
+        it->rel = rel;
+        return 1;
+    }
+    int is_dir = type == DT_DIR, is_reg = 0;
+    if (!is_dir) { /* symlink or unknown type: follow it */
+        struct stat sb;
+        if (stat(w->pb, &sb) != 0) {
+            if (!taken) { /* a dangling link, not named as media */
+                skip(w, 0, NULL, MV_WALK_SKIP_SPECIAL);
+                return 0;
+            }
+            snprintf(w->err, sizeof w->err, "%s", strerror(errno));
+            return yield_error(w, it, w->pb, rel);
+        }
+        is_dir = S_ISDIR(sb.st_mode);
+        is_reg = S_ISREG(sb.st_mode);
+    }
+    if (is_reg) {
+        if (!taken) {
+            skip(w, 0, NULL, MV_WALK_SKIP_NAME);
+            return 0;
+        }
+        it->path = w->pb;
+        it->rel = rel;
+        return 1;
+    }
+    if (!is_dir) {
+        skip(w, 0, NULL, MV_WALK_SKIP_SPECIAL);
+        return 0;
+    }
+    int r = push_dir(w, e);
+    if (r < 0)
+        return -1;
+    if (r == 0)
+        return yield_error(w, it, w->pb, rel);
+    return 0; /* pushed, or the output directory: skipped */
 }
 
 int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
@@ -368,62 +491,17 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             continue;
         }
         if (w->depth > 0) {
-            frame *f = &w->st[w->depth - 1];
-            if (f->i == f->n) {
-                frame_free(f);
-                w->depth--;
-                continue;
-            }
-            const char *ent = f->names[f->i++];
-            unsigned char type = (unsigned char)ent[0];
-            const char *name = ent + 1;
-            if (set_child(w, f->len, name)) {
-                mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
-                return -1;
-            }
-            const char *rel = set_name(w, w->pb + w->rel_off, e);
-            if (!rel)
-                return -1;
-            int taken = w->o.all_files || mv_name_is_media(name);
-            if (type == DT_REG) {
-                it->path = w->pb;
-                it->rel = rel;
-                return 1;
-            }
-            int is_dir = type == DT_DIR, is_reg = 0;
-            if (!is_dir) { /* symlink or unknown type: follow it */
-                struct stat sb;
-                if (stat(w->pb, &sb) != 0) {
-                    if (!taken)
-                        continue;
-                    snprintf(w->err, sizeof w->err, "%s", strerror(errno));
-                    return yield_error(w, it, w->pb, rel);
-                }
-                is_dir = S_ISDIR(sb.st_mode);
-                is_reg = S_ISREG(sb.st_mode);
-            }
-            if (is_reg) {
-                if (!taken)
-                    continue;
-                it->path = w->pb;
-                it->rel = rel;
-                return 1;
-            }
-            if (!is_dir)
-                continue;
-            int r = push_dir(w, e);
-            if (r < 0)
-                return -1;
-            if (r == 0)
-                return yield_error(w, it, w->pb, rel);
-            continue; /* pushed, or the output directory: skipped */
+            int r = frame_next(w, it, e);
+            if (r != 0)
+                return r;
+            continue;
         }
         const char *p;
         int r = next_arg(w, &p, e);
         if (r <= 0)
             return r;
         if (p[0] == 0) {
-            snprintf(w->err, sizeof w->err, "empty path");
+            snprintf(w->err, sizeof w->err, "an empty path (an argument or a line of input)");
             return yield_error(w, it, p, p);
         }
         const char *rel = set_name(w, p, e);
@@ -433,6 +511,13 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         if (stat(p, &sb) != 0) {
             snprintf(w->err, sizeof w->err, "%s", strerror(errno));
             return yield_error(w, it, p, rel);
+        }
+        int why = w->o.listed_rules ? listed_skip(w, p, &sb, e) : -1;
+        if (why == -2)
+            return -1;
+        if (why >= 0) {
+            told(w, p, (mv_walk_skip)why);
+            continue;
         }
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);
@@ -452,7 +537,10 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
                 mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
                 return -1;
             }
-            if (mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te)) {
+            int bad = mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te);
+            if (!bad)
+                mv_tar_in_limits(w->tar, w->o.tar_member_max, 0);
+            if (bad) {
                 size_t n = strlen(p);
                 const char *why = strncmp(te.msg, p, n) == 0 && te.msg[n] == ':' ? te.msg + n + 2 : te.msg;
                 snprintf(w->err, sizeof w->err, "%s", why);
@@ -488,6 +576,11 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
     return MV_OK;
 }
 
+void mv_walk_skipped(const mv_walk *w, long counts[MV_WALK_SKIP_N])
+{
+    memcpy(counts, w->skipped, sizeof w->skipped);
+}
+
 void mv_walk_close(mv_walk *w)
 {
     if (!w)
@@ -501,5 +594,6 @@ void mv_walk_close(mv_walk *w)
     free(w->pb);
     free(w->name);
     free(w->line);
+    mv_dir_memo_free(&w->memo);
     free(w);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int is_word(char c)
 {
@@ -106,23 +107,33 @@ static mv_status cache_root(const mv_hub_env *env, char *root, size_t cap, const
     return MV_OK;
 }
 
-/* Reads refs/REVISION: its first line, trimmed; 1 when found and usable. */
-static int read_ref(const char *path, char *out, size_t cap, int *err)
+/* Reads refs/REVISION: its first line, trimmed. 1 when found and usable; 0 when missing or not a
+ * commit (why[cap] says which); -1 when it is there but no regular file, or unreadable (why says
+ * so): only a regular file is read (mv_open_regular), since a FIFO there would block for ever. */
+static int read_ref(const char *path, char *out, size_t cap, char *why, size_t why_cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *err = errno;
-        return 0;
+    int fd;
+    mv_err oe;
+    errno = 0;
+    if (mv_open_regular(path, &fd, &oe)) {
+        size_t n = strlen(path); /* oe names the path: keep the reason after "PATH: " */
+        snprintf(why, why_cap, "%s", strncmp(oe.msg, path, n) || oe.msg[n] != ':' ? oe.msg : oe.msg + n + 2);
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
     }
-    size_t n = fread(out, 1, cap - 1, f);
-    fclose(f);
+    ssize_t n = read(fd, out, cap - 1);
+    int er = errno;
+    close(fd);
+    if (n < 0) {
+        snprintf(why, why_cap, "read error: %s", strerror(er));
+        return -1;
+    }
     out[n] = 0;
     out[strcspn(out, "\r\n")] = 0;
-    n = strlen(out);
+    n = (ssize_t)strlen(out);
     while (n && isspace((unsigned char)out[n - 1]))
         out[--n] = 0;
     if (!n || strchr(out, '/') || !strcmp(out, ".") || !strcmp(out, "..")) {
-        *err = EINVAL;
+        snprintf(why, why_cap, "not a usable commit");
         return 0;
     }
     return 1;
@@ -159,22 +170,23 @@ mv_status mv_hub_resolve(const char *arg, const mv_hub_env *env, char *dir, size
     }
     repo[n] = 0;
     snprintf(ref, sizeof ref, "%s/refs/%s", repo, rev);
-    int ref_err = 0;
-    char tried_ref[4800];
-    if (read_ref(ref, commit, sizeof commit, &ref_err)) {
+    char tried_ref[4800], ref_why[1024] = "";
+    int got = read_ref(ref, commit, sizeof commit, ref_why, sizeof ref_why);
+    if (got < 0)
+        return mv_fail(e, MV_ERR_MODEL, "model '%s': %s: %s (the Hugging Face cache's refs/ holds regular files)",
+                       arg, ref, ref_why);
+    if (got) {
         snprintf(tried_ref, sizeof tried_ref, "%s (-> %s), ", ref, commit);
     } else if (is_commit_hash(rev)) {
         snprintf(commit, sizeof commit, "%s", rev);
-        snprintf(tried_ref, sizeof tried_ref, "%s (%s; '%s' is a commit hash), ", ref,
-                 strerror(ref_err), rev);
+        snprintf(tried_ref, sizeof tried_ref, "%s (%s; '%s' is a commit hash), ", ref, ref_why, rev);
     } else {
         return mv_fail(e, MV_ERR_MODEL,
                        "model '%s' not found: looked for the local directory '%s' (no such file or "
                        "directory) and in the Hugging Face cache %s (from %s) at %s (%s); mvembed "
                        "never downloads: fetch it first, e.g. hf download %.*s%s%s",
-                       arg, arg, root, why, ref,
-                       ref_err == EINVAL ? "not a usable commit" : strerror(ref_err), (int)idlen, arg,
-                       at ? " --revision " : "", at ? rev : "");
+                       arg, arg, root, why, ref, ref_why, (int)idlen, arg, at ? " --revision " : "",
+                       at ? rev : "");
     }
     snprintf(snap, sizeof snap, "%s/snapshots/%s", repo, commit);
     if (stat(snap, &sb) != 0 || !S_ISDIR(sb.st_mode)) {

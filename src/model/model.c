@@ -221,6 +221,29 @@ static mv_status take_all(loader *L, mv_model *m, mv_err *e)
     return MV_OK;
 }
 
+int mv_fingerprint_hashes_key(const char *key) { return strcmp(key, "gpu") != 0; }
+
+/* Mixes in the hashed "key=value" pairs of a backend settings line, each pair with its length so
+ * that no two lines of pairs mix alike. */
+static uint64_t mix_settings(uint64_t h, const char *line)
+{
+    for (const char *p = line; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, " ");
+        const char *eq = memchr(p, '=', n);
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - p) : 0, p);
+        if (n && mv_fingerprint_hashes_key(key)) {
+            uint64_t len = n;
+            h = mix64(h, (const uint8_t *)&len, sizeof len);
+            h = mix64(h, (const uint8_t *)p, n);
+        }
+        p += n;
+    }
+    return h;
+}
+
 void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs)
 {
     /* everything that changes an output's bytes; each value is hashed as a fixed-width field */
@@ -243,6 +266,8 @@ void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs)
             h = mix64(h, (const uint8_t *)&pool, sizeof pool);
         }
     }
+    if (rs && rs->settings)
+        h = mix_settings(h, rs->settings);
     /* the per-frame cap rule and its token limit, only when on: uncapped runs keep the
      * fingerprint they had before the cap existed (max_video_tokens changes nothing then) */
     if (pp->video_frame_cap) {

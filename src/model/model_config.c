@@ -17,7 +17,7 @@
 
 void mv_preproc_defaults(mv_preproc_config *pp)
 {
-    /* Values of the released Qwen3.5 checkpoints' preprocessor files (QWEN35_VISION.md 1.3). */
+    /* Values of the released Qwen3.5 checkpoints' preprocessor files (docs/hf-reference.md §1.2). */
     pp->min_pixels = 65536;
     pp->max_pixels = 16777216;
     for (int c = 0; c < 3; c++) {

@@ -266,6 +266,80 @@ static void sb_path(sbuf *b, const char *key, const char *path)
     }
 }
 
+/* The fields after dtype, bytes and model: video timing, seconds, the tar sample, the input
+ * file, the order (mv_manifest_format). */
+static void sb_tail(sbuf *b, const mv_record *r)
+{
+    if (r->frame_indices) {
+        sb_key(b, "frame_indices");
+        sb_i64_array(b, r->frame_indices, r->n_frame_indices);
+    }
+    if (r->timestamps) {
+        sb_key(b, "timestamps");
+        sb_add(b, "[", 1);
+        for (size_t i = 0; i < r->n_timestamps; i++) {
+            if (i)
+                sb_add(b, ",", 1);
+            sb_f64(b, r->timestamps[i]);
+        }
+        sb_add(b, "]", 1);
+    }
+    if (r->has_fps) {
+        sb_key(b, "fps");
+        sb_f64(b, r->fps);
+    }
+    if (r->has_duration) {
+        sb_key(b, "duration");
+        sb_f64(b, r->duration);
+    }
+    if (r->has_rotation) {
+        sb_key(b, "rotation");
+        sb_i64(b, r->rotation);
+    }
+    if (r->has_seconds) {
+        sb_key(b, "seconds");
+        sb_f64(b, round(r->seconds * 1e6) / 1e6);
+    }
+    if (r->shard)
+        sb_path(b, "shard", r->shard);
+    if (r->key) {
+        sb_key(b, "key");
+        sb_json_string(b, r->key);
+    }
+    if (r->has_offset) {
+        sb_key(b, "offset");
+        sb_i64(b, r->offset);
+    }
+    if (r->has_xxh64) {
+        char t[24];
+        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->xxh64);
+        sb_key(b, "xxh64");
+        sb_str(b, t);
+    }
+    if (r->has_input_stat) {
+        sb_key(b, "input_bytes");
+        sb_i64(b, r->input_bytes);
+        sb_key(b, "input_mtime_ns");
+        sb_i64(b, r->input_mtime_ns);
+    }
+    if (r->has_input_xxh64) {
+        char t[24];
+        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->input_xxh64);
+        sb_key(b, "input_xxh64");
+        sb_str(b, t);
+    }
+    if (r->schema) {
+        sb_key(b, "schema");
+        sb_i64(b, r->schema);
+        sb_key(b, "run");
+        sb_json_string(b, r->run ? r->run : "");
+        sb_key(b, "seq");
+        sb_i64(b, r->seq);
+        sb_key(b, "time");
+        sb_f64(b, r->time);
+    }
+}
+
 mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_err *e)
 {
     *line = NULL;
@@ -317,46 +391,7 @@ mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_er
         sb_key(&b, "model");
         sb_json_string(&b, r->model);
     }
-    if (r->frame_indices) {
-        sb_key(&b, "frame_indices");
-        sb_i64_array(&b, r->frame_indices, r->n_frame_indices);
-    }
-    if (r->timestamps) {
-        sb_key(&b, "timestamps");
-        sb_add(&b, "[", 1);
-        for (size_t i = 0; i < r->n_timestamps; i++) {
-            if (i)
-                sb_add(&b, ",", 1);
-            sb_f64(&b, r->timestamps[i]);
-        }
-        sb_add(&b, "]", 1);
-    }
-    if (r->has_fps) {
-        sb_key(&b, "fps");
-        sb_f64(&b, r->fps);
-    }
-    if (r->has_duration) {
-        sb_key(&b, "duration");
-        sb_f64(&b, r->duration);
-    }
-    if (r->has_rotation) {
-        sb_key(&b, "rotation");
-        sb_i64(&b, r->rotation);
-    }
-    if (r->has_seconds) {
-        sb_key(&b, "seconds");
-        sb_f64(&b, round(r->seconds * 1e6) / 1e6);
-    }
-    if (r->shard)
-        sb_path(&b, "shard", r->shard);
-    if (r->key) {
-        sb_key(&b, "key");
-        sb_json_string(&b, r->key);
-    }
-    if (r->has_offset) {
-        sb_key(&b, "offset");
-        sb_i64(&b, r->offset);
-    }
+    sb_tail(&b, r);
     sb_add(&b, "}", 1);
     if (b.oom) {
         free(b.p);
@@ -473,6 +508,12 @@ mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e)
 {
     char *line;
     size_t len;
+    mv_record stamped;
+    if (!r->schema) { /* every line has its order */
+        stamped = *r;
+        mv_record_stamp(&stamped);
+        r = &stamped;
+    }
     mv_status s = mv_manifest_format(r, &line, &len, e);
     if (s != MV_OK)
         return mv_fail_prefix(e, s, "%s", m->path);

@@ -9,6 +9,7 @@
 #include "mv_hashset.h"
 #include "mv_names.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,21 +24,38 @@
 
 /* --- resume set --------------------------------------------------------------------------- */
 
-/* One entry per input that had an ok line; two sets index the entries (their values are entry
- * indexes + 1): by input, and by output name. The sets own the strings; an entry's input and
- * output point at their keys, so "does this input still hold that name" is a pointer comparison. */
+/* One entry per input met; two sets index the entries (their values are entry indexes + 1): by
+ * input, and by output name. The sets own the strings; an entry's input and output point at their
+ * keys, so "does this input still hold that name" is a pointer comparison. An entry's status is
+ * its newest line's (ord); the name it holds, with its model and bytes, is its newest ok line's
+ * (ok_ord), whatever order the lines were read in (mv_line_order_cmp). */
 typedef struct {
     const char *input;  /* a key of the input set */
     const char *output; /* a key of the output set; NULL = ok without a usable output */
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
-    int ok;             /* latest line ok */
+    int64_t offset;     /* tar layout: the array data's offset in the shard; -1 = not recorded */
+    mv_done_input_stat src; /* the input file as its newest ok line recorded it */
+    int ok;             /* newest line ok */
+    int had_ok;         /* some line ok: output, model, bytes and src are set */
+    mv_line_order ord, ok_ord;
+    int64_t data_len;   /* tar samples (mv_done_sample): -1 = not known */
+    uint64_t xxh64;
+    int has_xxh64, tar;
 } done_ent;
+
+/* The parts of an ok line that the tar layout's resume checks (mv_done_sample). */
+typedef struct {
+    int64_t offset, data_len;
+    uint64_t xxh64;
+    int has_xxh64, tar;
+} tar_part;
 
 struct mv_done {
     done_ent *ents;
     size_t n_ents, ents_cap, n_ok;
+    uint64_t pos; /* lines read so far, over every manifest loaded */
     mv_hashset in, out;
 };
 
@@ -59,52 +77,74 @@ void mv_done_free(mv_done *d)
     free(d);
 }
 
-/* Records one line: input's latest status is ok (with output, which may be NULL, model and
- * bytes) or not. Returns 0, or -1 when out of memory. */
-static int done_set(mv_done *d, const char *input, int ok, const char *output, const char *model,
-                    int64_t bytes)
+/* The entry of input, made when new; NULL when out of memory. */
+static done_ent *done_entry(mv_done *d, const char *input)
 {
     mv_hashset_entry *is = mv_hashset_find(&d->in, input, strlen(input));
-    done_ent *en;
-    if (is) {
-        en = &d->ents[is->value - 1];
-    } else {
-        if (!ok)
-            return 0; /* never ok: nothing to remember */
-        if (d->n_ents == d->ents_cap) {
-            size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
-            done_ent *ne = realloc(d->ents, nc * sizeof *ne);
-            if (!ne)
-                return -1;
-            d->ents = ne;
-            d->ents_cap = nc;
-        }
-        if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
-            return -1;
-        en = &d->ents[d->n_ents];
-        memset(en, 0, sizeof *en);
-        en->input = is->key;
-        is->value = ++d->n_ents;
+    if (is)
+        return &d->ents[is->value - 1];
+    if (d->n_ents == d->ents_cap) {
+        size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
+        done_ent *ne = realloc(d->ents, nc * sizeof *ne);
+        if (!ne)
+            return NULL;
+        d->ents = ne;
+        d->ents_cap = nc;
     }
-    if (!ok) { /* a later error: the name stays held (its file is still that input's) */
-        if (en->ok)
+    if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
+        return NULL;
+    done_ent *en = &d->ents[d->n_ents];
+    memset(en, 0, sizeof *en);
+    en->input = is->key;
+    is->value = ++d->n_ents;
+    return en;
+}
+
+/* One line read back: its input, status, order, and for an ok line what it made. */
+typedef struct {
+    const char *input, *output, *model;
+    int ok;
+    int64_t bytes, offset;
+    mv_done_input_stat src;
+    tar_part tp;        /* ok lines: the tar layout's parts */
+    mv_line_order ord;
+} done_line;
+
+/* Records one line. Returns 0, or -1 when out of memory. */
+static int done_set(mv_done *d, const done_line *l)
+{
+    done_ent *en = done_entry(d, l->input);
+    if (!en)
+        return -1;
+    if (!en->ord.pos || mv_line_order_cmp(&l->ord, &en->ord) > 0) { /* the newest line: status */
+        if (en->ok && !l->ok)
             d->n_ok--;
-        en->ok = 0;
-        return 0;
+        if (!en->ok && l->ok)
+            d->n_ok++;
+        en->ok = l->ok;
+        en->ord = l->ord;
     }
-    if (!en->ok)
-        d->n_ok++;
-    en->ok = 1;
-    snprintf(en->model, sizeof en->model, "%s", model);
-    en->bytes = bytes;
+    /* an error line keeps the name held: its file is still that input's */
+    if (!l->ok || (en->had_ok && mv_line_order_cmp(&l->ord, &en->ok_ord) < 0))
+        return 0;
+    en->had_ok = 1;
+    en->ok_ord = l->ord;
+    snprintf(en->model, sizeof en->model, "%s", l->model);
+    en->bytes = l->bytes;
+    en->offset = l->offset;
+    en->src = l->src;
+    en->data_len = l->tp.data_len;
+    en->xxh64 = l->tp.xxh64;
+    en->has_xxh64 = l->tp.has_xxh64;
+    en->tar = l->tp.tar;
     en->output = NULL;
     free(en->odd_output);
     en->odd_output = NULL;
-    if (!output)
+    if (!l->output)
         return 0;
-    if (mv_name_flaw(output)) /* kept for mv_done_lookup, never held nor followed */
-        return (en->odd_output = strdup(output)) ? 0 : -1;
-    mv_hashset_entry *os = mv_hashset_add(&d->out, output, strlen(output), NULL);
+    if (mv_name_flaw(l->output)) /* kept for mv_done_lookup, never held nor followed */
+        return (en->odd_output = strdup(l->output)) ? 0 : -1;
+    mv_hashset_entry *os = mv_hashset_add(&d->out, l->output, strlen(l->output), NULL);
     if (!os)
         return -1;
     os->value = (size_t)(en - d->ents) + 1;
@@ -123,6 +163,56 @@ const char *mv_done_lookup(const mv_done *d, const char *input)
 
 size_t mv_done_count(const mv_done *d) { return d->n_ok; }
 
+int64_t mv_done_offset(const mv_done *d, const char *input)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    return s && d->ents[s->value - 1].ok ? d->ents[s->value - 1].offset : -1;
+}
+
+size_t mv_done_inputs(const mv_done *d) { return d->n_ents; }
+
+int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *smp)
+{
+    *input = d->ents[i].input;
+    return mv_done_sample_of(d, d->ents[i].input, smp);
+}
+
+int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    if (!s || !d->ents[s->value - 1].ok)
+        return 0;
+    const done_ent *en = &d->ents[s->value - 1];
+    smp->output = en->output ? en->output : en->odd_output;
+    smp->model = en->model;
+    smp->bytes = en->bytes;
+    smp->offset = en->offset;
+    smp->data_len = en->data_len;
+    smp->has_xxh64 = en->has_xxh64;
+    smp->xxh64 = en->xxh64;
+    smp->tar = en->tar;
+    return 1;
+}
+
+void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,
+                     const char **ex_tar)
+{
+    *n_files = *n_tar = 0;
+    if (ex_files)
+        *ex_files = NULL;
+    if (ex_tar)
+        *ex_tar = NULL;
+    for (size_t i = 0; i < d->n_ents; i++) {
+        const done_ent *en = &d->ents[i];
+        if (!en->ok)
+            continue;
+        const char **ex = en->tar ? ex_tar : ex_files;
+        if (ex && !*ex)
+            *ex = en->input;
+        (*(en->tar ? n_tar : n_files))++;
+    }
+}
+
 int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
 {
     const mv_hashset_entry *s = mv_hashset_find(&d->out, output, strlen(output));
@@ -135,6 +225,7 @@ int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
     w->model = en->model;
     w->bytes = en->bytes;
     w->ok = en->ok;
+    w->src = en->src;
     return 1;
 }
 
@@ -268,19 +359,101 @@ static char *record_path(json_t *o, const char *field)
     return strdup(json_string_value(s));
 }
 
-mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
-                                mv_err *e)
+/* The input file's size, mtime and hash as an ok line recorded them (absent: -1, "") */
+static void read_input_stat(json_t *o, mv_done_input_stat *src)
+{
+    json_t *b = json_object_get(o, "input_bytes"), *t = json_object_get(o, "input_mtime_ns");
+    json_t *h = json_object_get(o, "input_xxh64");
+    src->bytes = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
+    src->mtime_ns = json_is_integer(t) ? (int64_t)json_integer_value(t) : -1;
+    const char *hs = json_is_string(h) ? json_string_value(h) : "";
+    char *end;
+    src->xxh64 = strtoull(hs, &end, 16);
+    src->has_xxh64 = strlen(hs) == 16 && *end == 0;
+}
+
+/* The tar layout's parts of an ok line o into *tp (left as they are when absent or malformed). */
+static void read_tar_part(json_t *o, tar_part *tp)
+{
+    json_t *jo = json_object_get(o, "offset"), *jx = json_object_get(o, "xxh64");
+    json_t *sh = json_object_get(o, "shape"), *dt = json_object_get(o, "dtype");
+    tp->tar = json_is_string(json_object_get(o, "shard")) && json_is_string(json_object_get(o, "key"));
+    if (json_is_integer(jo) && json_integer_value(jo) >= 0)
+        tp->offset = (int64_t)json_integer_value(jo);
+    if (json_is_string(jx) && strlen(json_string_value(jx)) == 16) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(json_string_value(jx), &end, 16);
+        if (!errno && !*end) {
+            tp->xxh64 = (uint64_t)v;
+            tp->has_xxh64 = 1;
+        }
+    }
+    int64_t dsize = !json_is_string(dt) ? 0 : !strcmp(json_string_value(dt), "f32") ? 4
+                    : !strcmp(json_string_value(dt), "f16") || !strcmp(json_string_value(dt), "bf16") ? 2 : 0;
+    json_t *r0 = json_array_get(sh, 0), *r1 = json_array_get(sh, 1);
+    if (dsize && json_array_size(sh) == 2 && json_is_integer(r0) && json_is_integer(r1) &&
+        json_integer_value(r0) >= 0 && json_integer_value(r1) >= 0 &&
+        json_integer_value(r0) < (1LL << 31) && json_integer_value(r1) < (1LL << 24))
+        tp->data_len = (int64_t)json_integer_value(r0) * (int64_t)json_integer_value(r1) * dsize;
+}
+
+/* One line read back into d: 0, 1 when it is not a record (counted bad), -1 out of memory. */
+static int load_line(mv_done *d, const char *line, size_t n)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(line, n, 0, &jerr);
+    char *input = json_is_object(o) ? record_path(o, "input") : NULL;
+    json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
+    if (!input || !json_is_string(st)) {
+        free(input);
+        json_decref(o);
+        return 1;
+    }
+    done_line l = {.input = input, .ok = strcmp(json_string_value(st), "ok") == 0};
+    mv_line_order_of(o, ++d->pos, &l.ord);
+    char *output = l.ok ? record_path(o, "output") : NULL;
+    l.output = output;
+    json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
+    l.model = json_is_string(jm) ? json_string_value(jm) : "";
+    l.bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
+    json_t *jo = json_object_get(o, "offset");
+    l.offset = json_is_integer(jo) && json_integer_value(jo) >= 0 ? (int64_t)json_integer_value(jo) : -1;
+    read_input_stat(o, &l.src);
+    l.tp = (tar_part){-1, -1, 0, 0, 0};
+    if (l.ok)
+        read_tar_part(o, &l.tp);
+    int r = done_set(d, &l);
+    free(output);
+    free(input);
+    json_decref(o);
+    return r;
+}
+
+mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset, int whole,
+                                   size_t *n_lines, size_t *n_bad, mv_err *e)
 {
     size_t lines = 0, bad = 0;
     if (n_lines)
         *n_lines = 0;
     if (n_bad)
         *n_bad = 0;
-    FILE *f = fopen(path, "rb");
+    int fd;
+    mv_err oe;
+    struct stat lsb;
+    if (lstat(path, &lsb) != 0 && errno == ENOENT)
+        return MV_OK;
+    if (mv_open_regular(path, &fd, &oe) != MV_OK) /* a FIFO would block the run for ever */
+        return mv_fail(e, MV_ERR_IO, "cannot read manifest: %s", oe.msg);
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
-        if (errno == ENOENT)
-            return MV_OK;
+        close(fd);
         return mv_fail(e, MV_ERR_IO, "%s: cannot read manifest: %s", path, strerror(errno));
+    }
+    if (*offset > 0 && fseeko(f, (off_t)*offset, SEEK_SET) != 0) {
+        int err = errno;
+        fclose(f);
+        return mv_fail(e, MV_ERR_IO, "%s: seek: %s", path, strerror(err));
     }
     char *line = NULL;
     size_t cap = 0;
@@ -293,33 +466,18 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
                 s = mv_fail(e, MV_ERR_IO, "%s: read: %s", path, strerror(errno ? errno : EIO));
             break;
         }
+        if (line[n - 1] != '\n' && !whole)
+            break; /* a line still being written: read again next time */
+        *offset += n;
         if (n == 1 && line[0] == '\n')
             continue; /* the empty line that ends a torn one */
         lines++;
-        json_error_t jerr;
-        json_t *o = json_loadb(line, (size_t)n, 0, &jerr);
-        char *input = json_is_object(o) ? record_path(o, "input") : NULL;
-        json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
-        if (!input || !json_is_string(st)) {
-            bad++;
-            free(input);
-            json_decref(o);
-            continue;
-        }
-        int ok = strcmp(json_string_value(st), "ok") == 0;
-        char *output = ok ? record_path(o, "output") : NULL;
-        json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
-        const char *model = json_is_string(jm) ? json_string_value(jm) : "";
-        int64_t bytes = json_is_integer(jb) && json_integer_value(jb) >= 0
-                            ? (int64_t)json_integer_value(jb) : -1;
-        int r = done_set(d, input, ok, output, model, bytes);
-        free(output);
-        free(input);
-        json_decref(o);
-        if (r) {
+        int r = load_line(d, line, (size_t)n);
+        if (r < 0) {
             s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for the resume set", path);
             break;
         }
+        bad += (size_t)r;
     }
     free(line);
     fclose(f);
@@ -328,4 +486,69 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
     if (n_bad)
         *n_bad = bad;
     return s;
+}
+
+mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
+                                mv_err *e)
+{
+    int64_t off = 0;
+    return mv_manifest_load_done_at(path, d, &off, 1, n_lines, n_bad, e);
+}
+
+/* --- the manifests of OUT ------------------------------------------------------------------ */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void mv_manifest_list_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+mv_status mv_manifest_list(const char *out_dir, char ***names, size_t *nn, mv_err *e)
+{
+    *names = NULL;
+    *nn = 0;
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    size_t cap = 0;
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d))) {
+        int k, n;
+        if (!mv_name_manifest_parse(de->d_name, &k, &n))
+            continue;
+        if (*nn == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(*names, cap * sizeof **names);
+            if (!nv)
+                goto nomem;
+            *names = nv;
+        }
+        if (!((*names)[*nn] = strdup(de->d_name)))
+            goto nomem;
+        (*nn)++;
+    }
+    if (errno) {
+        int err = errno;
+        closedir(d);
+        mv_manifest_list_free(*names, *nn);
+        *names = NULL;
+        *nn = 0;
+        return mv_fail(e, MV_ERR_IO, "%s: listing manifests: %s", out_dir, strerror(err));
+    }
+    closedir(d);
+    if (*nn)
+        qsort(*names, *nn, sizeof **names, cmp_str);
+    return MV_OK;
+nomem:
+    closedir(d);
+    mv_manifest_list_free(*names, *nn);
+    *names = NULL;
+    *nn = 0;
+    return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory listing manifests", out_dir);
 }

@@ -2,18 +2,22 @@
  * merge folds the per-shard manifests that Slurm array tasks (or --shard runs) wrote,
  * OUT/manifest-KKKKK-of-NNNNN.jsonl, together with an existing OUT/manifest.jsonl, into one
  * OUT/manifest.jsonl; compact rewrites a manifest in place (after --force reruns it holds several
- * lines per input). Both keep one line per input (keyed by its raw path bytes), the latest line
- * winning, in first-seen order; lines that are not JSON objects with a string "input" (a torn last
+ * lines per input). Both keep one line per input (keyed by its raw path bytes), its newest line
+ * winning (mv_line_order_cmp: the order survives merging), in first-seen order; lines that are not JSON objects with a string "input" (a torn last
  * line) are dropped and counted. Written atomically: temp file in OUT, fsync, rename, fsync of OUT,
- * so a crash leaves the old manifest or the new one, never half of one. Not for use while a run is
- * appending to the same manifest (its lines written after the read would be lost). */
+ * so a crash leaves the old manifest or the new one, never half of one. Both take OUT's run lock
+ * exclusively first (mv_claims_exclusive) and refuse while a run holds it: a run's lines are never
+ * lost to a rewrite; a run starting meanwhile waits. */
 #include "mv_run.h"
 
+#include "mv_claims.h"
 #include "mv_hashset.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
+#include "mv_output.h"
+#include "mv_place.h"
+#include "mv_tar_resume.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -22,41 +26,60 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The lines kept, one per input in first-seen order; keys: input -> its index in lines. */
+/* The lines kept, one per input in first-seen order, each its input's newest (mv_line_order_cmp);
+ * keys: input -> its index in lines. Beside each line: its order, and for an ok line its model
+ * fingerprint and the file it came from (an index into the files read). */
 typedef struct {
     char **lines;
+    mv_line_order *ord;
+    char (*model)[17]; /* "" for error lines and lines without one */
+    int *file;
     size_t n, cap;
+    uint64_t pos; /* lines read, over every file */
+    int n_files;
     mv_hashset keys;
 } table;
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* line becomes key's latest line (t owns it from here, 0), or -1 when out of memory (line is
- * the caller's still). */
-static int table_put(table *t, const char *key, size_t keylen, char *line)
+/* line becomes key's line when it is newer than the one kept (t owns it from here: 0, and frees
+ * it when older), or -1 when out of memory (line is the caller's still). */
+static int table_put(table *t, const char *key, size_t keylen, char *line, const mv_line_order *ord,
+                     const char *model)
 {
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 256;
         char **nl = realloc(t->lines, nc * sizeof *nl);
-        if (!nl)
+        if (nl)
+            t->lines = nl;
+        mv_line_order *no = nl ? realloc(t->ord, nc * sizeof *no) : NULL;
+        if (no)
+            t->ord = no;
+        char (*nm)[17] = no ? realloc(t->model, nc * sizeof *nm) : NULL;
+        if (nm)
+            t->model = nm;
+        int *nf = nm ? realloc(t->file, nc * sizeof *nf) : NULL;
+        if (!nf)
             return -1;
-        t->lines = nl;
+        t->file = nf;
         t->cap = nc;
     }
     int added;
     mv_hashset_entry *en = mv_hashset_add(&t->keys, key, keylen, &added);
     if (!en)
         return -1;
+    size_t i = added ? t->n : en->value;
     if (!added) {
-        free(t->lines[en->value]);
-        t->lines[en->value] = line;
-        return 0;
+        if (mv_line_order_cmp(ord, &t->ord[i]) < 0) { /* an older line: the kept one stays */
+            free(line);
+            return 0;
+        }
+        free(t->lines[i]);
+    } else {
+        en->value = t->n++;
     }
-    en->value = t->n;
-    t->lines[t->n++] = line;
+    t->lines[i] = line;
+    t->ord[i] = *ord;
+    snprintf(t->model[i], sizeof t->model[i], "%s", model);
+    t->file[i] = t->n_files - 1;
     return 0;
 }
 
@@ -64,9 +87,16 @@ static int table_put(table *t, const char *key, size_t keylen, char *line)
  * *lines (may be NULL) counts every line read. */
 static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *lines, mv_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd;
+    mv_status st = mv_open_regular(path, &fd, e); /* a FIFO would block the merge for ever */
+    if (st)
+        return st;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    t->n_files++;
     char *buf = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -75,6 +105,8 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
             (*lines)++;
         if (buf[len - 1] == '\n')
             buf[--len] = 0;
+        if (len == 0)
+            continue; /* the empty line that ends a torn one */
         json_error_t je;
         json_t *j = json_loadb(buf, len, 0, &je);
         const char *in = j ? json_string_value(json_object_get(j, "input")) : NULL;
@@ -101,9 +133,15 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
             if (key)
                 memcpy(key, in, kl + 1);
         }
+        mv_line_order ord;
+        mv_line_order_of(j, ++t->pos, &ord);
+        const char *status = json_string_value(json_object_get(j, "status"));
+        const char *model = json_string_value(json_object_get(j, "model"));
+        char fp[17];
+        snprintf(fp, sizeof fp, "%s", status && !strcmp(status, "ok") && model ? model : "");
         json_decref(j);
         char *line = strdup(buf);
-        if (!key || !line || table_put(t, key, kl, line)) {
+        if (!key || !line || table_put(t, key, kl, line, &ord, fp)) {
             free(key);
             free(line);
             free(buf);
@@ -127,9 +165,15 @@ static void folded_free(folded *f)
     for (size_t i = 0; i < f->t.n; i++)
         free(f->t.lines[i]);
     free(f->t.lines);
+    free(f->t.ord);
+    free(f->t.model);
+    free(f->t.file);
     mv_hashset_free(&f->t.keys);
     memset(f, 0, sizeof *f);
 }
+
+static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
+                                   size_t *ok, mv_err *e);
 
 /* Writes f's lines to path through a temp file in dir (fsync, rename, fsync of dir); *ok counts
  * the lines with "status":"ok". */
@@ -137,9 +181,19 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
 {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", dir, (long)getpid());
+    mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
+    mv_status st = write_atomic_held(dir, tmp, path, fd, ok, e);
+    mv_place_guard_end();
+    return st;
+}
+
+static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
+                                   size_t *ok, mv_err *e)
+{
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    mv_output_lock_temp(fileno(f)); /* a sweep, here or in another PID namespace, leaves it alone */
     *ok = 0;
     for (size_t i = 0; i < fd->t.n; i++) {
         fputs(fd->t.lines[i], f);
@@ -173,67 +227,75 @@ static mv_status write_atomic(const char *dir, const char *path, const folded *f
     return MV_OK;
 }
 
-/* The sorted names of OUT's shard manifests, manifest-K-of-N.jsonl (mv_name_manifest_parse;
- * *names NULL when none). */
-static mv_status list_shard_manifests(const char *out_dir, char ***names, size_t *nn, mv_err *e)
+/* Says on stderr when the kept ok lines were made with more than one fingerprint: those inputs
+ * were embedded with other weights or settings (files[i]: the i-th file read). */
+static void warn_fingerprints(const folded *fd, const char *const *files, const char *out_dir)
 {
-    *names = NULL;
-    *nn = 0;
-    DIR *d = opendir(out_dir);
-    if (!d)
-        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
-    size_t cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int k, n;
-        if (!mv_name_manifest_parse(de->d_name, &k, &n))
+    enum { MAX_FP = 8 };
+    char fps[MAX_FP][17];
+    size_t count[MAX_FP] = {0};
+    int first_file[MAX_FP], n = 0, more = 0;
+    for (size_t i = 0; i < fd->t.n; i++) {
+        const char *m = fd->t.model[i];
+        if (!m[0])
             continue;
-        if (*nn == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **nv = realloc(*names, cap * sizeof **names);
-            if (!nv)
-                goto nomem;
-            *names = nv;
+        int k = 0;
+        while (k < n && strcmp(fps[k], m) != 0)
+            k++;
+        if (k == n && n == MAX_FP) {
+            more = 1;
+            continue;
         }
-        if (!((*names)[*nn] = strdup(de->d_name)))
-            goto nomem;
-        (*nn)++;
+        if (k == n) {
+            snprintf(fps[n], sizeof fps[n], "%s", m);
+            first_file[n++] = fd->t.file[i];
+        }
+        count[k]++;
     }
-    closedir(d);
-    if (*nn)
-        qsort(*names, *nn, sizeof **names, cmp_str);
-    return MV_OK;
-nomem:
-    closedir(d);
-    return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory listing manifests", out_dir);
-}
-
-static void free_names(char **names, size_t nn)
-{
-    for (size_t i = 0; i < nn; i++)
-        free(names[i]);
-    free(names);
+    if (n < 2)
+        return;
+    fprintf(stderr, "mvembed: %s: warning: the merged ok lines were made with %d%s different "
+            "fingerprints (other weights or settings):", out_dir, n, more ? "+" : "");
+    for (int k = 0; k < n; k++)
+        fprintf(stderr, "%s %s (%zu input%s, first in %s)", k ? "," : "", fps[k], count[k],
+                count[k] == 1 ? "" : "s", files[first_file[k]]);
+    fprintf(stderr, "; a run with the settings you want redoes the others\n");
 }
 
 int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
 {
     char **names;
     size_t nn;
-    if (list_shard_manifests(out_dir, &names, &nn, e))
+    mv_claims *lock; /* no run appends while manifests are rewritten */
+    if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
+    if (mv_manifest_list(out_dir, &names, &nn, e)) {
+        mv_claims_close(lock);
+        return 1;
+    }
     folded fd = {0};
     int rc = 1;
     char path[4200];
+    const char **files = calloc(nn + 1, sizeof *files);
     mv_name_manifest(path, sizeof path, out_dir, 0, 1);
+    if (!files) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir);
+        goto out;
+    }
     if (!nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest-*-of-*.jsonl files to merge", out_dir);
         goto out;
     }
-    if (access(path, F_OK) == 0 && read_manifest(path, &fd.t, &fd.bad, NULL, e))
-        goto out;
+    if (access(path, F_OK) == 0) {
+        files[fd.t.n_files] = "manifest.jsonl";
+        if (read_manifest(path, &fd.t, &fd.bad, NULL, e))
+            goto out;
+    }
     for (size_t i = 0; i < nn; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
+        files[fd.t.n_files] = names[i];
         if (read_manifest(p, &fd.t, &fd.bad, NULL, e))
             goto out;
     }
@@ -243,10 +305,13 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
     if (!quiet)
         fprintf(stderr, "mvembed: merged %zu manifest files into %s: %zu lines (%zu ok, %zu not ok)%s\n",
                 nn, path, fd.t.n, ok, fd.t.n - ok, fd.bad ? ", unreadable lines skipped" : "");
+    warn_fingerprints(&fd, files, out_dir);
     rc = 0;
 out:
-    free_names(names, nn);
+    free(files);
+    mv_manifest_list_free(names, nn);
     folded_free(&fd);
+    mv_claims_close(lock);
     return rc;
 }
 
@@ -269,11 +334,17 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 {
     char path[4200];
     mv_name_manifest(path, sizeof path, out_dir, 0, 1);
+    mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
     int have_main = access(path, F_OK) == 0;
     char **names = NULL;
     size_t nn = 0;
-    if (all && list_shard_manifests(out_dir, &names, &nn, e))
+    mv_claims *lock = NULL; /* no run appends while manifests are rewritten */
+    if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    if (all && mv_manifest_list(out_dir, &names, &nn, e)) {
+        mv_claims_close(lock);
+        return 1;
+    }
     int rc = 1;
     if (!have_main && !nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest.jsonl to compact%s", out_dir,
@@ -289,8 +360,9 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
         if (compact_one(out_dir, p, quiet, e))
             goto out;
     }
-    rc = 0;
+    rc = mv_tar_compact_dir(out_dir, quiet, e) ? 1 : 0; /* the tar layout's dead samples */
 out:
-    free_names(names, nn);
+    mv_manifest_list_free(names, nn);
+    mv_claims_close(lock);
     return rc;
 }

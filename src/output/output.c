@@ -13,12 +13,14 @@
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
+#include "mv_beneath.h"
 #include "mv_hashset.h"
 #include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,8 +74,7 @@ int mv_output_lock_temp(int fd)
     return r;
 }
 
-/* 1 when the temp file dir/name (open as fd, stat st) is abandoned and may be removed. */
-static int abandoned(int fd, const struct stat *st, long pid)
+int mv_output_temp_abandoned(int fd, const struct stat *st, long pid)
 {
     int old = time(NULL) - st->st_mtime > MV_OUTPUT_TEMP_MAX_AGE;
     /* a read lock is refused while anyone (any process, machine or PID namespace sharing the
@@ -105,7 +106,7 @@ int mv_output_clean_temps(const char *dir)
             continue; /* gone already, or not ours to open: leave it */
         struct stat st, now;
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 0 &&
-            abandoned(fd, &st, pid) &&
+            mv_output_temp_abandoned(fd, &st, pid) &&
             /* still the file we judged (not renamed away and replaced meanwhile) */
             fstatat(dirfd(d), de->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
             now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
@@ -161,10 +162,11 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Creates dir/.tmp-<pid>-<6 base-36 chars> with O_EXCL and write-locks it; fd or -1 with errno.
+/* Creates dir/.tmp-<pid>-<6 base-36 chars> (dir open as dfd) with O_EXCL and write-locks it; fd
+ * or -1 with errno.
  * Without lock support on the file system (ENOLCK, EINVAL, ENOSYS, EOPNOTSUPP) it goes on
  * unlocked: the sweep then goes by age only. */
-static int create_temp(const char *dir, char *tmp, size_t cap)
+static int create_temp(int dfd, const char *dir, char *tmp, size_t cap)
 {
     static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
     static unsigned long counter;
@@ -186,7 +188,7 @@ static int create_temp(const char *dir, char *tmp, size_t cap)
             errno = ENAMETOOLONG;
             return -1;
         }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        int fd = openat(dfd, strrchr(tmp, '/') + 1, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST)
             return -1;
         if (fd < 0)
@@ -225,7 +227,15 @@ struct mv_output_writer {
     ZSTD_CCtx *cc;
     uint8_t *zbuf;  /* compressed bytes on their way to the file [ZBUF] */
     uint16_t *half; /* f16 conversion of one input piece [HALF] */
+    mv_output_claim_fn claim; /* before each rename, or NULL */
+    void *claim_ud;
 };
+
+void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud)
+{
+    w->claim = fn;
+    w->claim_ud = ud;
+}
 enum { ZBUF = 1 << 20, HALF = 1 << 16, PIECE = 4 << 20 };
 
 mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e)
@@ -287,7 +297,7 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
     uint8_t hdr[MV_NPY_HEADER_MAX];
     int64_t shape[2] = {rows, cols};
     size_t hl = mv_npy_header(dt, 2, shape, hdr);
-    size_t count = (size_t)rows * (size_t)cols;
+    size_t count = (size_t)rows * (size_t)cols, inf = 0;
     size_t r = ZSTD_CCtx_reset(z->cc, ZSTD_reset_session_and_parameters);
     if (!ZSTD_isError(r))
         r = ZSTD_CCtx_setParameter(z->cc, ZSTD_c_compressionLevel, level);
@@ -306,15 +316,22 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
     } else { /* f16 or bf16 */
         for (size_t off = 0; rc == 0 && off < count; off += HALF) {
             size_t m = count - off < HALF ? count - off : HALF;
-            if (dt == MV_DT_F16)
+            if (dt == MV_DT_F16) {
                 mv_f32_to_f16_n(data + off, z->half, m);
-            else
+                for (size_t k = 0; k < m; k++) /* what is written: past f16's range is Inf there */
+                    inf += (z->half[k] & 0x7c00) == 0x7c00;
+            } else {
                 mv_f32_to_bf16_n(data + off, z->half, m);
+            }
             rc = z_feed(z, fd, z->half, m * sizeof *z->half, ZSTD_e_continue, written, &r);
         }
     }
     if (rc == 0)
         rc = z_feed(z, fd, NULL, 0, ZSTD_e_end, written, &r);
+    if (rc == 0 && inf)
+        return mv_fail(e, MV_ERR_MODEL,
+                       "%s: not written: %zu of the embedding's %zu values are past f16's range "
+                       "(+-65504) and would be stored as Inf (--out-dtype f32 keeps them)", fin, inf, count);
     if (rc == -1)
         return mv_fail(e, io_status(errno), "%s: write: %s", fin, strerror(errno));
     if (rc == -2)
@@ -328,6 +345,49 @@ mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count)
     if (want != MV_DT_AUTO)
         return want;
     return mv_f16_exact_n(data, count) ? MV_DT_F16 : MV_DT_F32;
+}
+
+/* Puts the whole temp file tmp at fin (both names in the directory dfd): when fin is free, exclusively (link(2) then unlink of tmp:
+ * atomic on NFS too, and never over a file another process put there meanwhile); over an
+ * existing fin only when may_replace. Where the file system has no hard links, a rename (checked
+ * for an existing fin first when !may_replace). 0, or -1 with errno (EEXIST: fin exists and may
+ * not be replaced). */
+static int take_name(int dfd, const char *tmp, const char *fin, int may_replace)
+{
+    if (linkat(dfd, tmp, dfd, fin, 0) == 0) {
+        unlinkat(dfd, tmp, 0); /* fin is the file now; a failure leaves a name the sweep removes */
+        return 0;
+    }
+    if (errno == EEXIST) {
+        if (!may_replace)
+            return -1;
+        return renameat(dfd, tmp, dfd, fin);
+    }
+    if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK)
+        return -1;
+    struct stat sb; /* no hard links here */
+    if (!may_replace && fstatat(dfd, fin, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return renameat(dfd, tmp, dfd, fin);
+}
+
+/* The output's claim (w->claim, when set) and its temp file tmp put at base in dfd (take_name);
+ * MV_OK, or the reason naming fin. */
+static mv_status place(mv_output_writer *w, const char *rel, int dfd, const char *tmp, const char *base,
+                       const char *fin, mv_err *e)
+{
+    int may_replace = 1;
+    mv_status s;
+    if (w->claim && (s = w->claim(w->claim_ud, rel, &may_replace, e)) != MV_OK)
+        return s; /* another input holds the name: the final name is left alone */
+    if (take_name(dfd, strrchr(tmp, '/') + 1, base, may_replace) == 0)
+        return MV_OK;
+    if (errno == EEXIST)
+        return mv_fail(e, MV_ERR_OUTPUT, "%s: exists, and no manifest line gives it to this input (another "
+                       "run may be writing it; this file system offers no locks to tell): not replaced", fin);
+    return mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
 }
 
 mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,
@@ -349,7 +409,7 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
     char *dir = mv_malloc(plen);
     char *tmp = mv_malloc(plen + 32);
     size_t img_len = 0;
-    int fd = -1, tmp_made = 0;
+    int fd = -1, tmp_made = 0, dfd = -1;
     mv_status s = MV_OK;
     if (!fin || !dir || !tmp) {
         s = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", out_dir, rel);
@@ -378,14 +438,23 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
                     "its preprocessing produced non-finite numbers for this input)", fin, bad, count);
         goto done;
     }
-    if ((s = mv_mkdirs(dir, e)) != MV_OK) {
-        s = mv_fail_prefix(e, io_status(errno), "%s: cannot create its directory", fin);
+    if (strlen(fin) >= PATH_MAX) { /* reachable from a descriptor, but by no reader's path */
+        s = mv_fail(e, MV_ERR_OUTPUT, "%.200s...%s: %s (a path of %zu bytes, PATH_MAX is %d)", fin,
+                    fin + strlen(fin) - 80, strerror(ENAMETOOLONG), strlen(fin), PATH_MAX);
+        goto done;
+    }
+    /* the directory beneath OUT (mv_beneath.h): a symlink below OUT never leads an output out */
+    const char *below = fin + strlen(fin) - mv_name_output_file(tmp, plen, rel);
+    char *last = strrchr(tmp, '/');
+    *(last ? last : tmp) = 0;
+    if ((s = mv_beneath_dir(out_dir, tmp, 1, &dfd, e)) != MV_OK) {
+        s = mv_fail_prefix(e, s, "%s: not written", fin);
         goto done;
     }
     if (mark_swept(w->swept, dir))
         mv_output_clean_temps(dir); /* best effort: a failure here is not the write's failure */
 
-    fd = create_temp(dir, tmp, plen + 32);
+    fd = create_temp(dfd, dir, tmp, plen + 32);
     if (fd < 0) {
         s = mv_fail(e, io_status(errno), "%s: cannot create temp file in '%s': %s", fin, dir,
                     strerror(errno));
@@ -398,35 +467,25 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         s = mv_fail(e, io_status(errno), "%s: fsync: %s", fin, strerror(errno));
         goto done;
     }
-    /* renamed while still open: the lock holds until the temp name is gone */
-    if (rename(tmp, fin) != 0) {
-        s = mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
+    /* put in place while still open: the lock holds until the temp name is gone */
+    const char *base = strrchr(below, '/') ? strrchr(below, '/') + 1 : below;
+    if ((s = place(w, rel, dfd, tmp, base, fin, e)) != MV_OK)
         goto done;
-    }
     tmp_made = 0;
     int cr = close(fd);
     fd = -1;
     if (cr != 0) {
         s = mv_fail(e, io_status(errno), "%s: close: %s", fin, strerror(errno));
-        unlink(fin);
-        goto done;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        s = mv_fail(e, io_status(errno), "%s: cannot open directory '%s' to fsync: %s", fin, dir,
-                    strerror(errno));
-        unlink(fin);
+        unlinkat(dfd, base, 0);
         goto done;
     }
     /* some file systems cannot fsync a directory (EINVAL): nothing more to do there */
     if (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS) {
         s = mv_fail(e, io_status(errno), "%s: fsync of directory '%s': %s", fin, dir,
                     strerror(errno));
-        close(dfd);
-        unlink(fin);
+        unlinkat(dfd, base, 0);
         goto done;
     }
-    close(dfd);
     if (final_path && cap)
         strcpy(final_path, fin);
     if (bytes)
@@ -435,7 +494,9 @@ done:
     if (fd >= 0)
         close(fd);
     if (tmp_made)
-        unlink(tmp);
+        unlinkat(dfd, strrchr(tmp, '/') + 1, 0);
+    if (dfd >= 0)
+        close(dfd);
     free(fin);
     free(dir);
     free(tmp);

@@ -1,8 +1,11 @@
 /* pool.c - --pool mean (see mv_pool.h): the f64-accumulated mean over tokens, the list of a run's
- * pooled outputs, and OUT/pooled.npy + its row index, assembled by reading those outputs back.
+ * pooled and left-out inputs, and the directory OUT/pooled/ (pooled.npy + its row index
+ * pooled.jsonl, made together in a temp directory and put in place in one rename), assembled by
+ * reading the outputs back (files, or tar samples at their offsets).
  * Not here: where pooling happens in the pipeline (writers.c), writing single outputs
  * (output.c / tar_out.c).
  */
+#define _GNU_SOURCE /* renameat2 */
 #include "mv_pool.h"
 #include "mv_manifest.h" /* mv_manifest_format: the index lines escape paths like the manifest */
 
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void mv_pool_mean(const float *x, int64_t rows, int64_t cols, float *out)
@@ -32,10 +36,70 @@ void mv_pool_mean(const float *x, int64_t rows, int64_t cols, float *out)
     }
 }
 
+/* ---- directories ----------------------------------------------------------------------- */
+
+/* A new file name in dir, for writing; fd or -1 with errno. */
+static int open_new(const char *dir, const char *name)
+{
+    char p[4600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+}
+
+/* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
+static int remove_dir(const char *dir)
+{
+    char p[4600];
+    static const char *const names[] = {"pooled.npy", "pooled.jsonl"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static mv_status sync_dir(const char *dir, mv_err *e)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int bad = fd < 0 || (fsync(fd) != 0 && errno != EINVAL);
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    return bad && e ? mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", dir, strerror(err))
+                    : bad ? MV_ERR_IO : MV_OK;
+}
+
+/* Puts the complete directory tmp at fin in one step: renamed when fin does not exist, else
+ * exchanged with it (renameat2 RENAME_EXCHANGE) and the old one removed; where the file system
+ * cannot exchange, the old one is moved aside first (a crash then leaves no fin, never a mixed
+ * one). */
+static mv_status replace_dir(const char *tmp, const char *fin, const char *out_dir, mv_err *e)
+{
+    if (rename(tmp, fin) == 0)
+        return sync_dir(out_dir, e);
+    if (errno != EEXIST && errno != ENOTEMPTY)
+        return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) != 0) {
+        if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+            return mv_fail(e, MV_ERR_IO, "%s: exchange with %s: %s", fin, tmp, strerror(errno));
+        char old[4500];
+        snprintf(old, sizeof old, "%s-old", tmp);
+        remove_dir(old);
+        if (rename(fin, old) != 0 || rename(tmp, fin) != 0)
+            return mv_fail(e, MV_ERR_IO, "%s: replacing it with %s: %s", fin, tmp, strerror(errno));
+        remove_dir(old);
+        return sync_dir(out_dir, e);
+    }
+    remove_dir(tmp); /* the old directory, now at tmp */
+    return sync_dir(out_dir, e);
+}
+
 /* ---- the run's list ----------------------------------------------------------------------- */
 
 typedef struct {
-    char *input, *output;
+    char *input, *output; /* output: the file, or the tar shard; NULL for a left-out input */
+    int64_t offset;       /* tar: the array data's byte offset in the shard; -1 for a file */
+    char *error;          /* a left-out input's error */
 } pool_entry;
 
 struct mv_pool_list {
@@ -53,24 +117,28 @@ mv_pool_list *mv_pool_list_new(void)
     return l;
 }
 
+static void entry_free(pool_entry *en)
+{
+    free(en->input);
+    free(en->output);
+    free(en->error);
+}
+
 void mv_pool_list_free(mv_pool_list *l)
 {
     if (!l)
         return;
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].input);
-        free(l->v[i].output);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        entry_free(&l->v[i]);
     free(l->v);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
 
-int mv_pool_list_add(mv_pool_list *l, const char *input, const char *output)
+static int list_add(mv_pool_list *l, pool_entry en, int whole)
 {
-    pool_entry en = {strdup(input), strdup(output)};
     pthread_mutex_lock(&l->mu);
-    if (en.input && en.output && l->n == l->cap) {
+    if (whole && l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 256;
         pool_entry *nv = realloc(l->v, nc * sizeof *nv);
         if (nv) {
@@ -78,20 +146,30 @@ int mv_pool_list_add(mv_pool_list *l, const char *input, const char *output)
             l->cap = nc;
         }
     }
-    int ok = en.input && en.output && l->n < l->cap;
+    int ok = whole && l->n < l->cap;
     if (ok)
         l->v[l->n++] = en;
     else
         l->oom = 1;
     pthread_mutex_unlock(&l->mu);
-    if (!ok) {
-        free(en.input);
-        free(en.output);
-    }
+    if (!ok)
+        entry_free(&en);
     return ok ? 0 : -1;
 }
 
-/* ---- pooled.npy + pooled.jsonl ------------------------------------------------------------- */
+int mv_pool_list_add(mv_pool_list *l, const char *input, const char *output, int64_t offset)
+{
+    pool_entry en = {strdup(input), strdup(output), offset, NULL};
+    return list_add(l, en, en.input && en.output);
+}
+
+int mv_pool_list_add_failed(mv_pool_list *l, const char *input, const char *error)
+{
+    pool_entry en = {strdup(input), NULL, -1, strdup(error)};
+    return list_add(l, en, en.input && en.error);
+}
+
+/* ---- OUT/<stem>/: pooled.npy + pooled.jsonl ------------------------------------------------ */
 
 static int cmp_input(const void *a, const void *b)
 {
@@ -116,128 +194,174 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-/* The NPY v1.0 header of a [rows, cols] array of dt, padded so that its length is a multiple of
- * 64 (as numpy writes it). Returns its length. */
-static size_t npy_header(char *buf, size_t cap, mv_dtype dt, int64_t rows, int64_t cols)
+/* fsync + close fd (dir/name), which a failure names. */
+static mv_status sync_close(int fd, const char *dir, const char *name, mv_err *e)
 {
-    char dict[200];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld, %lld), }",
-                     mv_dtype_descr(dt), (long long)rows, (long long)cols);
-    size_t total = 10 + (size_t)n + 1;
-    size_t pad = (64 - total % 64) % 64;
-    size_t hlen = (size_t)n + pad + 1;
-    if (10 + hlen > cap)
-        return 0;
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = (char)(hlen & 0xff);
-    buf[9] = (char)(hlen >> 8);
-    memcpy(buf + 10, dict, (size_t)n);
-    memset(buf + 10 + n, ' ', pad);
-    buf[10 + hlen - 1] = '\n';
-    return 10 + hlen;
-}
-
-/* Temporary beside final (".tmp-<pid>-<name>", swept by mv_output_clean_temps if we die), opened
- * for writing; fd or -1 with errno. */
-static int open_temp(const char *dir, const char *name, char *tmp, size_t cap)
-{
-    snprintf(tmp, cap, "%s/.tmp-%ld-%s", dir, (long)getpid(), name);
-    unlink(tmp); /* ours from an earlier attempt in this process, if any */
-    return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-}
-
-/* fsync + close fd, rename tmp to dir/name. */
-static mv_status finish_temp(int fd, const char *tmp, const char *dir, const char *name, mv_err *e)
-{
-    char fin[4300];
-    snprintf(fin, sizeof fin, "%s/%s", dir, name);
-    if (fsync(fd) != 0) {
-        int err = errno;
-        close(fd);
-        return mv_fail(e, MV_ERR_IO, "%s: fsync: %s", fin, strerror(err));
+    int bad = fsync(fd) != 0, err = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        err = errno;
     }
-    if (close(fd) != 0)
-        return mv_fail(e, MV_ERR_IO, "%s: close: %s", fin, strerror(errno));
-    if (rename(tmp, fin) != 0)
-        return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
-    return MV_OK;
+    return bad ? mv_fail(e, MV_ERR_IO, "%s/%s: %s", dir, name, strerror(err)) : MV_OK;
 }
 
-mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, int64_t cols,
-                        mv_err *e)
+/* The index: one line per entry, in input order; ok inputs get their row, left-out ones
+ * "row":null and their error. *rows counts the ok ones. */
+static mv_status write_index(const mv_pool_list *l, const char *dir, size_t *rows, mv_err *e)
 {
-    if (l->oom)
-        return mv_fail(e, MV_ERR_NOMEM, "%s/%s.npy: out of memory collecting the pooled outputs",
-                       out_dir, stem);
-    qsort(l->v, l->n, sizeof *l->v, cmp_input);
-    char name[300], tmp[4400], path[8400];
-    mv_status st = MV_OK;
-    /* the row index */
-    snprintf(name, sizeof name, "%s.jsonl", stem);
-    int fd = open_temp(out_dir, name, tmp, sizeof tmp);
+    int fd = open_new(dir, "pooled.jsonl");
     if (fd < 0)
-        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot create %s: %s", out_dir, name, tmp, strerror(errno));
+        return mv_fail(e, MV_ERR_IO, "%s/pooled.jsonl: %s", dir, strerror(errno));
+    mv_status st = MV_OK;
+    *rows = 0;
     for (size_t i = 0; i < l->n && !st; i++) {
-        mv_record r = {.input = l->v[i].input, .output = l->v[i].output, .ok = 1};
-        char *line;
+        const pool_entry *en = &l->v[i];
+        mv_record r = {.input = en->input, .output = en->output, .ok = en->output != NULL,
+                       .error = en->error, .has_offset = en->offset >= 0, .offset = en->offset};
+        char *line, pre[40];
         size_t len;
         if ((st = mv_manifest_format(&r, &line, &len, e)))
             break;
-        char pre[40];
-        int pl = snprintf(pre, sizeof pre, "{\"row\":%zu,", i);
+        int pl = en->output ? snprintf(pre, sizeof pre, "{\"row\":%zu,", (*rows)++)
+                            : snprintf(pre, sizeof pre, "{\"row\":null,");
         line[len] = '\n'; /* "{...}" + '\n', written after "{"row":i," */
         if (write_all(fd, pre, (size_t)pl) || write_all(fd, line + 1, len))
-            st = mv_fail(e, MV_ERR_IO, "%s/%s: write: %s", out_dir, name, strerror(errno));
+            st = mv_fail(e, MV_ERR_IO, "%s/pooled.jsonl: write: %s", dir, strerror(errno));
         free(line);
     }
     if (st) {
         close(fd);
-        unlink(tmp);
         return st;
     }
-    if ((st = finish_temp(fd, tmp, out_dir, name, e))) {
-        unlink(tmp);
-        return st;
+    return sync_close(fd, dir, "pooled.jsonl", e);
+}
+
+/* Reads entry en's pooled row ([1, cols] of *dt; the first row read sets *dt when *dt < 0) into
+ * row: from its file, or from its tar shard at its offset, after checking the NPY header there. */
+static mv_status read_row(const char *out_dir, const pool_entry *en, int64_t cols, int *dt, void *row,
+                          mv_err *e)
+{
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s", out_dir, en->output);
+    if (en->offset >= 0) { /* a tar sample: the header right before the data must be ours */
+        uint8_t want[MV_NPY_HEADER_MAX], got[MV_NPY_HEADER_MAX];
+        int64_t shape[2] = {1, cols};
+        size_t hl = mv_npy_header((mv_dtype)*dt, 2, shape, want), n = (size_t)cols * mv_dtype_size((mv_dtype)*dt);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return mv_fail(e, MV_ERR_FORMAT, "%s: %s", path, strerror(errno));
+        int ok = en->offset >= (int64_t)hl && pread(fd, got, hl, en->offset - (off_t)hl) == (ssize_t)hl &&
+                 !memcmp(got, want, hl) && pread(fd, row, n, en->offset) == (ssize_t)n;
+        close(fd);
+        return ok ? MV_OK : mv_fail(e, MV_ERR_FORMAT, "%s: no pooled [1, %lld] %s sample at byte %lld for %s",
+                                    path, (long long)cols, mv_dtype_descr((mv_dtype)*dt), (long long)en->offset,
+                                    en->input);
     }
-    /* the array: rows streamed from the outputs, in the index's order */
-    snprintf(name, sizeof name, "%s.npy", stem);
-    fd = open_temp(out_dir, name, tmp, sizeof tmp);
+    mv_array a;
+    mv_status st = mv_npy_load(path, &a, e);
+    if (st)
+        return st;
+    if (*dt < 0)
+        *dt = (int)a.dtype;
+    if (a.ndim != 2 || a.shape[0] != 1 || a.shape[1] != cols || (int)a.dtype != *dt ||
+        (a.dtype != MV_DT_F32 && a.dtype != MV_DT_F16 && a.dtype != MV_DT_BF16))
+        st = mv_fail(e, MV_ERR_FORMAT, "%s: not a pooled output like the others ([1, %lld] %s): "
+                     "written without --pool mean or with another --out-dtype? (--force redoes it)",
+                     path, (long long)cols, mv_dtype_descr((mv_dtype)*dt));
+    else
+        memcpy(row, a.data, (size_t)cols * mv_dtype_size(a.dtype));
+    mv_array_free(&a);
+    return st;
+}
+
+/* The array: the ok entries' rows, streamed in the index's order. */
+static mv_status write_array(const mv_pool_list *l, const char *out_dir, const char *dir, size_t rows,
+                             int64_t cols, mv_dtype tar_dt, mv_err *e)
+{
+    int fd = open_new(dir, "pooled.npy");
     if (fd < 0)
-        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot create %s: %s", out_dir, name, tmp, strerror(errno));
-    mv_dtype dt = MV_DT_F32;
+        return mv_fail(e, MV_ERR_IO, "%s/pooled.npy: %s", dir, strerror(errno));
+    float *row = malloc((size_t)cols * sizeof *row);
+    mv_status st = row ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "%s/pooled.npy: out of memory", dir);
+    int dt = -1, first = 1;
     for (size_t i = 0; i < l->n && !st; i++) {
-        snprintf(path, sizeof path, "%s/%s", out_dir, l->v[i].output);
-        mv_array a;
-        if ((st = mv_npy_load(path, &a, e)))
+        const pool_entry *en = &l->v[i];
+        if (!en->output)
+            continue;
+        if (en->offset >= 0)
+            dt = (int)tar_dt;
+        if ((st = read_row(out_dir, en, cols, &dt, row, e)))
             break;
-        if (i == 0)
-            dt = a.dtype;
-        if (a.ndim != 2 || a.shape[0] != 1 || a.shape[1] != cols || a.dtype != dt ||
-            (dt != MV_DT_F32 && dt != MV_DT_F16 && dt != MV_DT_BF16)) {
-            st = mv_fail(e, MV_ERR_FORMAT, "%s: not a pooled output like the others ([1, %lld] %s): "
-                         "written without --pool mean or with another --out-dtype? (--force redoes it)",
-                         path, (long long)cols, mv_dtype_descr(dt));
-        } else {
-            char hdr[256];
-            size_t hl = i == 0 ? npy_header(hdr, sizeof hdr, dt, (int64_t)l->n, cols) : 0;
-            if ((hl && write_all(fd, hdr, hl)) ||
-                write_all(fd, a.data, (size_t)cols * mv_dtype_size(dt)))
-                st = mv_fail(e, MV_ERR_IO, "%s/%s: write: %s", out_dir, name, strerror(errno));
-        }
-        mv_array_free(&a);
+        uint8_t hdr[MV_NPY_HEADER_MAX];
+        int64_t shape[2] = {(int64_t)rows, cols};
+        size_t hl = first ? mv_npy_header((mv_dtype)dt, 2, shape, hdr) : 0;
+        first = 0;
+        if ((hl && write_all(fd, hdr, hl)) || write_all(fd, row, (size_t)cols * mv_dtype_size((mv_dtype)dt)))
+            st = mv_fail(e, MV_ERR_IO, "%s/pooled.npy: write: %s", dir, strerror(errno));
     }
-    if (!st && l->n == 0) {
-        char hdr[256];
-        size_t hl = npy_header(hdr, sizeof hdr, MV_DT_F32, 0, cols);
+    if (!st && first) { /* no ok input: an empty array */
+        uint8_t hdr[MV_NPY_HEADER_MAX];
+        int64_t shape[2] = {0, cols};
+        size_t hl = mv_npy_header(tar_dt, 2, shape, hdr);
         if (write_all(fd, hdr, hl))
-            st = mv_fail(e, MV_ERR_IO, "%s/%s: write: %s", out_dir, name, strerror(errno));
+            st = mv_fail(e, MV_ERR_IO, "%s/pooled.npy: write: %s", dir, strerror(errno));
     }
+    free(row);
     if (st) {
         close(fd);
-        unlink(tmp);
         return st;
     }
-    if ((st = finish_temp(fd, tmp, out_dir, name, e)))
-        unlink(tmp);
-    return st;
+    return sync_close(fd, dir, "pooled.npy", e);
+}
+
+mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, int64_t cols, mv_dtype tar_dt,
+                        size_t *rows, size_t *left, mv_err *e)
+{
+    if (l->oom)
+        return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory collecting the pooled outputs", out_dir, stem);
+    qsort(l->v, l->n, sizeof *l->v, cmp_input);
+    char tmp[4400], fin[4400];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%s", out_dir, (long)getpid(), stem);
+    snprintf(fin, sizeof fin, "%s/%s", out_dir, stem);
+    remove_dir(tmp); /* ours from an earlier attempt in this process, if any */
+    if (mkdir(tmp, 0777) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot create %s: %s", fin, tmp, strerror(errno));
+    size_t n_rows = 0;
+    mv_status st = write_index(l, tmp, &n_rows, e);
+    if (!st)
+        st = write_array(l, out_dir, tmp, n_rows, cols, tar_dt, e);
+    if (!st)
+        st = sync_dir(tmp, e);
+    if (!st)
+        st = replace_dir(tmp, fin, out_dir, e);
+    if (st) {
+        remove_dir(tmp);
+        return st;
+    }
+    if (rows)
+        *rows = n_rows;
+    if (left)
+        *left = l->n - n_rows;
+    return MV_OK;
+}
+
+int mv_pool_remove(const char *out_dir, const char *stem)
+{
+    char fin[4400];
+    snprintf(fin, sizeof fin, "%s/%s", out_dir, stem);
+    struct stat sb;
+    if (lstat(fin, &sb) != 0)
+        return 0;
+    return remove_dir(fin) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+}
+
+int mv_pool_remove_old(const char *out_dir, const char *stem)
+{
+    char npy[4400], idx[4400];
+    snprintf(npy, sizeof npy, "%s/%s.npy", out_dir, stem);
+    snprintf(idx, sizeof idx, "%s/%s.jsonl", out_dir, stem);
+    struct stat a, b;
+    if (lstat(npy, &a) != 0 || lstat(idx, &b) != 0 || !S_ISREG(a.st_mode) || !S_ISREG(b.st_mode))
+        return 0;
+    return unlink(idx) == 0 && unlink(npy) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
 }

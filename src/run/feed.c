@@ -6,9 +6,12 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_filehash.h"
 #include "mv_hashset.h"
 #include "mv_output.h"
 #include "mv_names.h"
+#include "mv_tar_in.h"
+#include "mv_tar_resume.h"
 #include "mv_walk.h"
 
 #include <errno.h>
@@ -30,11 +33,23 @@ static int name_add(mv_hashset *s, const char *out_rel)
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
-/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
- * as the directory never walked into. */
-static mv_walk_opts walk_opts(const mv_run_opts *o)
+/* -v: each entry the walk passes over, named */
+static void say_skip(void *user, const char *path, mv_walk_skip why)
 {
-    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden};
+    char esc[8192];
+    pl_say(user, "mvembed: %s: passed over (%s)\n", mv_escape(path, esc, sizeof esc), mv_walk_skip_str(why));
+}
+
+/* The walk options of a run: its path options, and OUT (which exists before the walk starts)
+ * as the directory never walked into; with -v, entries passed over are told to teller (NULL:
+ * not told). */
+static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
+{
+    mv_walk_opts wo = {.null_sep = o->null_sep, .all_files = o->all_files, .hidden = o->hidden,
+                       .listed_rules = o->walk_rules,
+                       .tar_member_max = o->max_member_bytes ? o->max_member_bytes
+                                                             : MV_TAR_MEMBER_MAX_OF(o->max_decode_pixels),
+                       .on_skip = teller && o->verbose ? say_skip : NULL, .skip_user = teller};
     struct stat sb;
     if (stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         wo.has_skip = 1;
@@ -51,7 +66,7 @@ void *pl_count_main(void *arg)
     runner *R = arg;
     const mv_run_opts *o = R->o;
     mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
+    mv_walk_opts wo = walk_opts(o, NULL);
     wo.names_only = 1;
     mv_err e;
     if (mv_walk_open(o->paths, o->n_paths, &wo, NULL, &w, &e))
@@ -66,15 +81,166 @@ void *pl_count_main(void *arg)
     return NULL;
 }
 
-/* 1 when OUT/name (a shard name from the manifest) is a regular file inside OUT. */
-static int tar_shard_present(const char *out_real, const char *name)
+/* --layout tar: the recorded inputs by the file they reach now (device, inode), made at the first
+ * input the manifest does not name as given, so that "in", "./in" and "/abs/in" resume each
+ * other (mv_done_same_input's rule; the files layout finds them by output name). */
+typedef struct {
+    int built;
+    mv_hashset by_file; /* (st_dev, st_ino) -> entry index + 1 */
+} tar_aliases;
+
+static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *path)
 {
-    if (!name[0] || name[0] == '/' || strstr(name, "..") || strchr(name, '/'))
-        return 0;
-    char p[8400];
     struct stat sb;
-    snprintf(p, sizeof p, "%s/%s", out_real, name);
-    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    mv_done_sample smp;
+    const char *in;
+    if (stat(path, &sb) != 0)
+        return NULL; /* a tar member, or gone: only its own path names it */
+    if (!ta->built) {
+        ta->built = 1;
+        for (size_t i = 0; i < mv_done_inputs(done); i++) {
+            struct stat rb;
+            if (mv_done_entry(done, i, &in, &smp) && smp.tar && stat(in, &rb) == 0) {
+                dev_t key[2] = {rb.st_dev, rb.st_ino};
+                mv_hashset_entry *en = mv_hashset_add(&ta->by_file, key, sizeof key, NULL);
+                if (en)
+                    en->value = i + 1; /* out of memory: that input is not found by alias */
+            }
+        }
+    }
+    dev_t key[2] = {sb.st_dev, sb.st_ino};
+    const mv_hashset_entry *en = mv_hashset_find(&ta->by_file, key, sizeof key);
+    if (!en)
+        return NULL;
+    mv_done_entry(done, en->value - 1, &in, &smp);
+    return mv_done_same_input(in, path) ? in : NULL;
+}
+
+/* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
+ * the input's latest ok record is a sample made with this run's fingerprint that still verifies
+ * (mv_tar_sample_intact): skip it. 0: embed it (no record, other settings, a sample missing or
+ * damaged; said as the files layout says it). */
+static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *out_real,
+                    long *n_stale, char stale_fp[17])
+{
+    const mv_run_opts *o = R->o;
+    const char *fp = R->m->fingerprint;
+    mv_done_sample smp;
+    if (!mv_done_sample_of(done, path, &smp)) {
+        const char *alias = tar_alias(ta, done, path);
+        if (!alias || !mv_done_sample_of(done, alias, &smp))
+            return 0;
+    }
+    char esc[8192], why[1100];
+    if (strcmp(smp.model, fp) != 0) { /* other settings: redone */
+        if (!(*n_stale)++)
+            snprintf(stale_fp, 17, "%s", smp.model[0] ? smp.model : "none");
+        if (o->verbose)
+            pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                   mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
+        return 0;
+    }
+    if (!mv_tar_sample_intact(out_real, &smp, why, sizeof why)) {
+        if (!o->quiet)
+            pl_say(R, "mvembed: %s: its sample is missing or damaged (%s); redoing it\n",
+                   mv_escape(path, esc, sizeof esc), why);
+        return 0;
+    }
+    atomic_fetch_add(&R->n_skip, 1);
+    if (R->pooled) /* --pool mean: the pooled directory has every input of the run */
+        mv_pool_list_add(R->pooled, path, smp.output, smp.offset);
+    if (o->verbose)
+        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, sizeof esc));
+    return 1;
+}
+
+/* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
+ * since its stream lasts only until the walk reads on, and goes to the towers. 0, or -1 when
+ * the queue is closed (it freed). */
+static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
+{
+    if (wi->io) {
+        it->io = wi->io;
+        it->io_user = wi->io_user;
+        int stopped = pl_decode(R, it);
+        it->io = NULL;
+        if (stopped) { /* by the interrupt: not failed, the next run does it */
+            mv_item_free(it);
+            return 0;
+        }
+    }
+    if (mv_queue_push(wi->io ? &R->ready : &R->jobs, it)) {
+        mv_item_free(it);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 with the reason in why when the file at path is not what its ok line recorded: another size
+ * or mtime, or (--input-hash, when the line has one) other bytes. Lines without these fields
+ * (older builds) are trusted. */
+static int input_changed(const mv_run_opts *o, const char *path, const mv_done_input_stat *src, char *why,
+                         size_t cap)
+{
+    struct stat sb;
+    if (src->bytes < 0 || stat(path, &sb) != 0)
+        return 0; /* not recorded; a file gone fails when it is read */
+    int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    if ((int64_t)sb.st_size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
+        snprintf(why, cap, "%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
+                 (long long)sb.st_size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
+                 (long long)src->bytes, (long long)(src->mtime_ns / 1000000000),
+                 (long long)(src->mtime_ns % 1000000000));
+        return 1;
+    }
+    uint64_t h;
+    if (o->input_hash && src->has_xxh64 && mv_filehash_path(path, &h) == 0 && h != src->xxh64) {
+        snprintf(why, cap, "its XXH64 is %016llx, the manifest says %016llx", (unsigned long long)h,
+                 (unsigned long long)src->xxh64);
+        return 1;
+    }
+    return 0;
+}
+
+/* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
+ * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
+ * are counted in *n_stale, the first fingerprint kept in stale_fp). */
+static int resume_files(runner *R, const mv_walk_item *wi, const char *out_real, const char *out_rel,
+                        const mv_done_owner *ow, long *n_stale, char *stale_fp, size_t fp_cap)
+{
+    const mv_run_opts *o = R->o;
+    const char *fp = R->m->fingerprint;
+    char why[1100];
+    if (strcmp(ow->model, fp) != 0) { /* other settings: redone */
+        if (!(*n_stale)++)
+            snprintf(stale_fp, fp_cap, "%s", ow->model[0] ? ow->model : "none");
+        if (o->verbose) {
+            char esc[8192];
+            pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
+                   mv_escape(wi->path, esc, sizeof esc), ow->model[0] ? ow->model : "(none)", fp);
+        }
+    } else if (wi->fd < 0 && input_changed(o, wi->path, &ow->src, why, sizeof why)) {
+        if (!o->quiet) {
+            char esc[8192];
+            pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
+                   mv_escape(wi->path, esc, sizeof esc), why);
+        }
+    } else if (mv_done_output_intact(out_real, out_rel, ow->bytes, why, sizeof why)) {
+        atomic_fetch_add(&R->n_skip, 1);
+        if (R->pooled) /* --pool mean: the pooled directory has every input of the run */
+            mv_pool_list_add(R->pooled, wi->path, out_rel, -1);
+        if (o->verbose) {
+            char esc[8192];
+            pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
+                   mv_escape(wi->path, esc, sizeof esc));
+        }
+        return 1;
+    } else if (!o->quiet) {
+        char esc[8192], esc2[8192];
+        pl_say(R, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
+               mv_escape(wi->path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
+    }
+    return 0;
 }
 
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
@@ -87,7 +253,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const mv_run_opts *o = R->o;
     int shard_k = R->shard_k, shard_n = R->shard_n;
     mv_walk *w;
-    mv_walk_opts wo = walk_opts(o);
+    mv_walk_opts wo = walk_opts(o, R);
     char *out_real = realpath(o->out_dir, NULL);
     if (!out_real)
         return mv_fail(e, MV_ERR_IO, "%s: cannot resolve the output directory: %s", o->out_dir,
@@ -101,6 +267,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     long n_stale = 0;
     char stale_fp[17] = "";
     mv_hashset rels = {0};
+    tar_aliases aliases = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -119,23 +286,15 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
-        /* --layout tar: samples live in shards that many inputs share, so resume goes by input:
-         * an input whose latest line is ok is done while its complete shard is there (only
-         * complete shards get manifest lines) */
-        const char *shard = R->tars && !wi.error && done && !o->force ? mv_done_lookup(done, wi.path) : NULL;
-        if (shard) {
-            if (tar_shard_present(out_real, shard)) {
-                atomic_fetch_add(&R->n_skip, 1);
-                if (R->pooled)
-                    mv_pool_list_add(R->pooled, wi.path, shard);
-                mv_item_free(it);
-                continue;
-            }
+        if (R->tars && !wi.error && done && !o->force &&
+            tar_done(R, done, &aliases, wi.path, out_real, &n_stale, stale_fp)) {
+            mv_item_free(it);
+            continue;
         }
         int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s: %s", wi.path, wi.error);
+            char msg[8600]; /* a path of up to 4095 bytes and the whole reason */
+            snprintf(msg, sizeof msg, "%s: %s", wi.path[0] ? wi.path : "\"\"", wi.error);
             mv_item_fail(it, msg);
         } else if (held && !mv_done_same_input(ow.input, wi.path)) {
             char msg[8600];
@@ -146,31 +305,11 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             mv_item_fail(it, msg);
         } else {
             if (held && ow.ok && !o->force) {
-                char why[1100];
-                if (strcmp(ow.model, fp) != 0) { /* other settings: redone */
-                    if (!n_stale++)
-                        snprintf(stale_fp, sizeof stale_fp, "%s", ow.model[0] ? ow.model : "none");
-                    if (o->verbose) {
-                        char esc[8192];
-                        pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
-                               mv_escape(wi.path, esc, sizeof esc), ow.model[0] ? ow.model : "(none)", fp);
-                    }
-                } else if (mv_done_output_intact(out_real, out_rel, ow.bytes, why, sizeof why)) {
-                    atomic_fetch_add(&R->n_skip, 1);
-                    if (R->pooled) /* --pool mean: pooled.npy has every input of the run */
-                        mv_pool_list_add(R->pooled, wi.path, out_rel);
+                int sk = resume_files(R, &wi, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
+                if (sk) {
                     name_add(&rels, out_rel);
-                    if (o->verbose) {
-                        char esc[8192];
-                        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
-                            mv_escape(wi.path, esc, sizeof esc));
-                    }
                     mv_item_free(it);
                     continue;
-                } else if (!o->quiet) {
-                    char esc[8192], esc2[8192];
-                    pl_say(R, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
-                           mv_escape(wi.path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
                 }
             }
             int added = name_add(&rels, out_rel);
@@ -186,10 +325,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 mv_item_fail(it, msg);
             }
         }
-        if (mv_queue_push(&R->jobs, it)) {
-            mv_item_free(it);
+        if (queue_item(R, it, &wi))
             break;
-        }
     }
     if (r < 0 && !st && !pl_interrupted(R))
         st = MV_ERR_IO; /* e was set by mv_walk_next */
@@ -197,21 +334,67 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
+    mv_walk_skipped(w, R->walk_skipped);
     mv_walk_close(w);
     mv_hashset_free(&rels);
+    mv_hashset_free(&aliases.by_file);
     free(out_real);
     return st;
 }
 
-/* Loads the resume state: this shard's manifest, and for a shard also the merged one. */
-mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done **done, mv_err *e)
+/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record is
+ * refused before anything is written (mixing them would leave files beside shards, and readers
+ * of either layout would meet lines of the other). */
+static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e)
 {
-    char mpath[4200], merged[4200];
-    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
-    mv_name_manifest(merged, sizeof merged, o->out_dir, 0, 1);
+    size_t n_files, n_tar;
+    const char *ex_files, *ex_tar;
+    mv_done_layouts(done, &n_files, &n_tar, &ex_files, &ex_tar);
+    int tar = o->layout == MV_LAYOUT_TAR;
+    size_t n = tar ? n_files : n_tar;
+    if (!n)
+        return MV_OK;
+    char esc[4096];
+    return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (%zu input%s, such as %s, in its manifest): "
+                   "--layout %s would mix two layouts in one output directory; use another --out, or "
+                   "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
+                   mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
+                   tar ? "files" : "tar");
+}
+
+/* --layout tar: adopts the samples of orphan shards (mv_tar_adopt) into the manifest, and when
+ * there were any, loads the resume state again so that they count as done. */
+mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    long n = 0;
+    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, pl_tar_commit, R, &n, e);
+    if (st || !n)
+        return st;
+    if (!o->quiet)
+        fprintf(stderr, "mvembed: %ld sample%s of complete shards had no manifest line (a run stopped "
+                "in between): adopted\n", n, n > 1 ? "s" : "");
+    mv_done_free(*done);
+    *done = NULL;
+    return pl_load_done(o, done, e);
+}
+
+/* Loads the resume state: every manifest in OUT (manifest.jsonl and each shard's, whatever its
+ * shard count), so that no run takes a name another run's input holds; an input's newest line
+ * wins (mv_line_order_cmp). */
+mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
+{
+    char **names = NULL;
+    size_t nn = 0;
     mv_status st = mv_done_create(done, e);
-    for (int i = 0; !st && i < (shard_n > 1 ? 2 : 1); i++) {
-        const char *p = i ? merged : mpath;
+    if (!st)
+        st = mv_manifest_list(o->out_dir, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        char p[4200];
+        if (i == nn)
+            mv_name_manifest(p, sizeof p, o->out_dir, 0, 1);
+        else
+            snprintf(p, sizeof p, "%s/%s", o->out_dir, names[i]);
         if (access(p, F_OK) != 0)
             continue;
         size_t nl, nb;
@@ -223,10 +406,12 @@ mv_status pl_load_done(const mv_run_opts *o, int shard_k, int shard_n, mv_done *
                     mv_done_count(*done), nb ? " (unreadable lines ignored)" : "");
         }
     }
+    mv_manifest_list_free(names, nn);
+    if (!st)
+        st = one_layout(o, *done, e);
     if (st) {
         mv_done_free(*done);
         *done = NULL;
     }
     return st;
 }
-

@@ -7,6 +7,7 @@
  */
 #include "mv_item.h"
 
+#include "mv_filehash.h"
 #include "mv_image.h"
 #include "mv_input.h"
 #include "mv_npy.h"
@@ -15,9 +16,11 @@
 #include "mv_sniff.h"
 #include "mv_video.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void prepared_free(mv_prepared *p)
@@ -238,17 +241,44 @@ static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
     return MV_OK;
 }
 
+/* Notes the size and mtime of the file just opened (in's descriptor: the bytes decoded are those
+ * described) and, with c->input_hash, its XXH64. -1 when the input failed (read error). */
+static int note_file(const mv_item_ctx *c, mv_item *it, const mv_input *in)
+{
+    struct stat sb;
+    if (fstat(in->fd, &sb) != 0)
+        return 0; /* no record of it: resume then does not compare */
+    it->has_stat = 1;
+    it->in_bytes = (int64_t)sb.st_size;
+    it->in_mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    if (!c->input_hash)
+        return 0;
+    if (mv_filehash_fd(in->fd, &it->in_xxh64) != 0) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s: read error while hashing it: %s", it->path, strerror(errno));
+        mv_item_fail(it, msg);
+        return -1;
+    }
+    it->has_xxh64 = 1;
+    return 0;
+}
+
 mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
 {
     char list[128];
     mv_input in;
     mv_err e;
     mv_image decoded = {0};
-    /* a tar member's bytes are in it->fd (a memfd), a file's at it->path */
-    mv_status st = it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
+    /* a tar member's bytes are in it->fd (a memfd) or the stream it->io, a file's at it->path */
+    mv_status st = it->io ? mv_input_open_io(&in, it->io, it->io_user, it->path, &e)
+                 : it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
                                : mv_input_open_path(&in, it->path, &e);
     if (st) {
         mv_item_fail(it, e.msg);
+        return MV_OK;
+    }
+    if (it->fd < 0 && note_file(c, it, &in)) {
+        mv_input_close(&in);
         return MV_OK;
     }
     size_t nh;
@@ -300,6 +330,7 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
                     const char *model_fingerprint, const char *out_rel, mv_record *r)
 {
     memset(r, 0, sizeof *r);
+    mv_record_stamp(r);
     r->input = it->path;
     r->kind = it->kind;
     r->model = model_fingerprint;
@@ -327,6 +358,11 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
     r->shape[1] = c->out_hidden;
     /* the type this output is stored as (--out-dtype auto: its writer's choice) */
     r->dtype = out_dtype == MV_DT_F16 ? "f16" : out_dtype == MV_DT_BF16 ? "bfloat16" : "f32";
+    r->has_input_stat = it->has_stat;
+    r->input_bytes = it->in_bytes;
+    r->input_mtime_ns = it->in_mtime_ns;
+    r->has_input_xxh64 = it->has_xxh64;
+    r->input_xxh64 = it->in_xxh64;
     if (p->frame_idx) {
         r->frame_indices = p->frame_idx;
         r->n_frame_indices = p->n_idx;

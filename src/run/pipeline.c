@@ -12,6 +12,8 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_claims.h"
+#include "mv_interrupt.h"
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- decode pool -------------------------------------------------------------------------- */
@@ -38,16 +41,9 @@ static void *decode_main(void *arg)
             mv_item_free(it);
             continue;
         }
-        if (!atomic_load(&R->fatal) && !it->error) {
-            mv_err e;
-            if (mv_item_prepare(&R->ictx, it, &e))
-                pl_set_fatal(R, &e);
-            atomic_fetch_add(&R->t_ns[T_DECODE], (long long)(it->t_decode * 1e9));
-            atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
-            if (!it->error)
-                atomic_fetch_add(&R->n_decoded, 1);
-            if (!it->error && it->p.sw)
-                atomic_fetch_add(&R->n_dev_resized, 1);
+        if (pl_decode(R, it)) { /* stopped by the interrupt: not failed, the next run does it */
+            mv_item_free(it);
+            continue;
         }
         if (mv_queue_push(&R->ready, it))
             mv_item_free(it);
@@ -77,24 +73,49 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     mv_status st;
     *done = NULL;
-    if ((st = pl_load_done(o, shard_k, shard_n, done, e)))
+    /* the manifest is a regular file of OUT: never followed out of it, never a FIFO to block on */
+    struct stat sb;
+    if (lstat(mpath, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return mv_fail(e, MV_ERR_IO, "%s: the manifest is %s, not a regular file: refused", mpath,
+                       S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISDIR(sb.st_mode) ? "a directory" : "a device or socket");
+    int no_locks = 0;
+    /* claims first: what it notes as read is then read by the resume set too */
+    const char *mname = strrchr(mpath, '/') ? strrchr(mpath, '/') + 1 : mpath;
+    if ((st = mv_claims_open(o->out_dir, mname, &R->claims, &no_locks, e))) /* the run lock, both layouts */
         return st;
+    if (no_locks && !o->quiet)
+        fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: an output name is only "
+                "taken when free or this input's own, and manifest merge/compact cannot tell that a run "
+                "writes here\n", o->out_dir);
+    if ((st = pl_load_done(o, done, e)))
+        goto fail_claims;
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
     if (o->layout == MV_LAYOUT_TAR &&
         (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, pl_tar_commit, R, &R->tars, e)))
         goto fail_man;
-    if (o->layout == MV_LAYOUT_FILES && o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
+    if (R->tars)
+        mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
+    if (R->tars && (st = pl_tar_adopt(R, done, e)))
+        goto fail_tars;
+    if (o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
         st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-        goto fail_man;
+        goto fail_tars;
     }
     return MV_OK;
+fail_tars:
+    mv_tar_set_free(R->tars);
+    R->tars = NULL;
 fail_man:
     mv_manifest_close(R->man, NULL);
     R->man = NULL;
 fail_done:
     mv_done_free(*done);
     *done = NULL;
+fail_claims:
+    mv_claims_close(R->claims);
+    R->claims = NULL;
     return st;
 }
 
@@ -110,9 +131,8 @@ static void size_threads(runner *R, int n_be, threads *th)
     R->ictx.video_threads = cpus / jobs > 1 ? cpus / jobs : 1;
     /* writers compress (zstd) and fsync outputs that can be tens of MB each (27B layout: 5120
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
-    /* measured on 32 cores (bench/RESULTS.md): 16 writers (half the CPUs) made 35 files/s of
-     * 1900 x 5120 f32 (~0.46 s of a thread each) and held back two GPUs that make ~54; writers
-     * sleep when there is nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
+    /* half the CPUs held back two GPUs (bench/RESULTS.md, writers); writers sleep when there is
+     * nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
     int writers = jobs - jobs / 8;
     writers = writers < 2 ? 2 : (writers > MAX_WRITERS ? MAX_WRITERS : writers);
     if (o->verbose)
@@ -176,33 +196,60 @@ static void drain(runner *R, threads *th)
     mv_queue_destroy(&R->done);
 }
 
-/* Closes the manifest and fills res; then, for --pool mean in the files layout, writes
- * OUT/pooled.npy once every input of the run's share is ok. The run's first fatal error wins. */
-static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
+/* --pool mean: a run that went through its inputs writes OUT/pooled/ over its ok inputs, listing
+ * the failed ones; one that ended early (an interrupt, a fatal error) removes the one it made
+ * stale, if it wrote anything. Says on stderr what it did. */
+static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, mv_err *e)
 {
     const mv_run_opts *o = R->o;
-    mv_status cst = mv_manifest_close(R->man, e);
-    R->man = NULL;
-    res->ok = atomic_load(&R->n_ok);
-    res->failed = atomic_load(&R->n_err);
-    res->skipped = atomic_load(&R->n_skip);
-    res->signal = o->interrupt ? *o->interrupt : 0;
-    if (atomic_load(&R->fatal)) {
-        *e = R->err;
-        return MV_ERR_IO;
-    }
-    if (cst || !R->pooled || res->signal || res->failed)
-        return cst;
     char stem[64];
     if (R->shard_n > 1)
         snprintf(stem, sizeof stem, "pooled-%05d-of-%05d", R->shard_k, R->shard_n);
     else
         snprintf(stem, sizeof stem, "pooled");
-    mv_status st = mv_pool_stack(R->pooled, o->out_dir, stem, R->m->cfg.out_hidden, e);
-    if (!st && o->verbose)
-        fprintf(stderr, "mvembed: %s/%s.npy and %s.jsonl: %ld pooled inputs\n", o->out_dir, stem, stem,
-                res->ok + res->skipped);
+    if (early) {
+        if (res->ok > 0 && mv_pool_remove(o->out_dir, stem) > 0 && !o->quiet)
+            fprintf(stderr, "mvembed: %s/%s/ removed: this run ended early and changed outputs it was "
+                    "made from (the next complete run writes it again)\n", o->out_dir, stem);
+        return MV_OK;
+    }
+    size_t rows = 0, left = 0;
+    mv_status st = mv_pool_stack(R->pooled, o->out_dir, stem, R->m->cfg.out_hidden, o->out_dtype, &rows,
+                                 &left, e);
+    int old = st ? 0 : mv_pool_remove_old(o->out_dir, stem);
+    if (old > 0 && !o->quiet)
+        fprintf(stderr, "mvembed: %s/%s.npy and %s.jsonl of an earlier build removed: they are in %s/ now\n",
+                o->out_dir, stem, stem, stem);
+    if (!st && !o->quiet)
+        fprintf(stderr, "mvembed: %s/%s/: pooled.npy holds %zu rows, one per ok input; pooled.jsonl "
+                "indexes them%s%zu input%s left out\n", o->out_dir, stem, rows, left ? " and lists the " : ", ",
+                left, left == 1 ? "" : "s");
     return st;
+}
+
+/* Closes the manifest and fills res; then, for --pool mean, writes OUT/pooled/ (finish_pooled).
+ * The run's first fatal error wins. */
+static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    mv_status cst = mv_manifest_close(R->man, e);
+    R->man = NULL;
+    mv_claims_close(R->claims);
+    R->claims = NULL;
+    res->ok = atomic_load(&R->n_ok);
+    res->failed = atomic_load(&R->n_err);
+    res->skipped = atomic_load(&R->n_skip);
+    res->signal = o->interrupt ? *o->interrupt : 0;
+    int fatal = atomic_load(&R->fatal);
+    if (R->pooled && (fatal || cst || res->signal)) /* ended early: the pooled directory is stale */
+        finish_pooled(R, res, 1, NULL);
+    if (fatal) {
+        *e = R->err;
+        return MV_ERR_IO;
+    }
+    if (cst || !R->pooled || res->signal)
+        return cst;
+    return finish_pooled(R, res, 0, e);
 }
 
 /* The closing lines: counts and time, or the interrupt; with -v the timeline. */
@@ -214,9 +261,17 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
         fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", res->ok);
         return;
     }
+    char passed[300] = ""; /* "; passed over: not an image or video name: 2, hidden: 1" */
+    for (int k = 0, n = 0; k < MV_WALK_SKIP_N; k++)
+        if (R->walk_skipped[k])
+            n += snprintf(passed + n, sizeof passed - (size_t)n, "%s%s: %ld", n ? ", " : "; passed over: ",
+                          mv_walk_skip_str((mv_walk_skip)k), R->walk_skipped[k]);
     if (!o->quiet)
-        fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs\n", res->ok, res->failed,
-                res->skipped, wall);
+        fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs%s\n", res->ok, res->failed,
+                res->skipped, wall, passed);
+    if (!res->ok && !res->failed && !res->skipped) /* said even with -q: nothing was done */
+        fprintf(stderr, "mvembed: no input found in the given paths%s%s\n", passed,
+                passed[0] ? " (-v names them; --all-files, --hidden take them)" : "");
     if (o->verbose) {
         pl_device_time dev[MV_PIPELINE_MAX_TOWERS];
         for (int d = 0; d < n_dev; d++)
@@ -237,8 +292,8 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (n_be < 1 || n_be > MV_PIPELINE_MAX_TOWERS || n_dev < 1 || n_dev > n_be)
         return mv_fail(e, MV_ERR_USAGE, "pipeline: %d backends on %d devices: 1..%d backends, each device one or more",
                        n_be, n_dev, MV_PIPELINE_MAX_TOWERS);
-    if ((st = mv_mkdirs(o->out_dir, e)))
-        return st;
+    if ((st = mv_mkdirs(o->out_dir, e))) /* "afile: Not a directory" alone does not say what failed */
+        return mv_fail_prefix(e, st, "cannot create the output directory (--out)");
     if (access(o->out_dir, W_OK) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", o->out_dir, strerror(errno));
     runner *R = pl_runner_new(o, m, shard_k, shard_n);
@@ -254,6 +309,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     R->ictx.device_resize = 1; /* images stay decoded where every backend resizes on its device */
     for (int i = 0; i < n_be; i++)
         R->ictx.device_resize &= be[i]->resizes;
+    mv_interrupt_watch(o->interrupt); /* decodes in flight stop at an interrupt too */
     pl_towers *T = pl_towers_new(R, be, n_be, n_dev);
     mv_err fe;
     st = start_threads(R, T, n_be, &th, &fe);
@@ -262,6 +318,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (st)
         pl_set_fatal(R, &fe);
     drain(R, &th);
+    mv_interrupt_watch(NULL);
     mv_done_free(done);
     pl_progress_end(R);
     if (!(st = finish(R, res, e)))

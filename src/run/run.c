@@ -1,28 +1,37 @@
 /* run.c - one mvembed run: load the model, apply the command line's preprocessing overrides,
  * make the backends (one per GPU, or the CPU), choose the shard, then hand over to the pipeline
- * (pipeline.c) or, for parity work, run the tower alone on given pixel_values (--pixels/--grid).
+ * (pipeline.c) and write the run record (run_record.c), or, for parity work, run the tower alone
+ * on given pixel_values (--pixels/--grid).
  * Decides nothing about the process: returns a status and counts (mv_run.h); main.c picks the
  * exit status.
  */
 #include "mv_run.h"
 
 #include "mv_item.h"
+#include "mv_manifest.h"
+#include "mv_names.h"
 #include "mv_output.h"
 #include "mv_pipeline.h"
 #include "mv_plan.h"
 #include "mv_pool.h"
 #include "mv_preprocess.h"
+#include "mv_run_record.h"
+#include "mv_shard.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The manifest's model fingerprint: weights, preprocessing and the settings that change an
- * output's bytes, with the backend that computes it. */
-static void fingerprint(const mv_run_opts *o, mv_model *m, const char *backend)
+ * output's bytes, with the backend that computes it and what its settings resolved to here. */
+static void fingerprint(const mv_run_opts *o, mv_model *m, const mv_backend *be)
 {
     mv_run_settings rs = {.num_frames = o->num_frames, .out_dtype = (int)o->out_dtype,
-                          .backend = backend, .precision = (int)o->bopts.precision, .pool = o->pool};
+                          .backend = be->name, .precision = (int)o->bopts.precision, .pool = o->pool,
+                          .settings = mv_backend_settings(be)};
     mv_model_update_fingerprint(m, &rs);
 }
 
@@ -164,38 +173,6 @@ done:
     return st;
 }
 
-/* Shard from --shard or from a Slurm array task's environment. */
-static mv_status resolve_shard(const mv_run_opts *o, int *k, int *n, mv_err *e)
-{
-    *k = o->shard_k;
-    *n = o->shard_n;
-    if (*n > 0)
-        return MV_OK;
-    const char *id = o->slurm.id, *cnt = o->slurm.count;
-    if (!id || !cnt)
-        return MV_OK;
-    const char *mn = o->slurm.min, *mx = o->slurm.max, *sp = o->slurm.step;
-    long vid = strtol(id, NULL, 10), vc = strtol(cnt, NULL, 10), vmin = mn ? strtol(mn, NULL, 10) : 0;
-    long step = sp ? strtol(sp, NULL, 10) : 1, vmax = mx ? strtol(mx, NULL, 10) : vmin + (vc - 1) * step;
-    /* only an evenly spaced range (a-b or a-b:s) maps task ids onto shards 0..COUNT-1; a list
-     * like --array=3,7 would leave shards unprocessed */
-    if (step < 1 || vc < 1 || (vid - vmin) % step || (vmax - vmin) / step + 1 != vc ||
-        (vid - vmin) / step < 0 || (vid - vmin) / step >= vc)
-        return mv_fail(e, MV_ERR_USAGE,
-                       "cannot derive a shard from SLURM_ARRAY_TASK_ID=%s, SLURM_ARRAY_TASK_MIN=%s, "
-                       "SLURM_ARRAY_TASK_MAX=%s, SLURM_ARRAY_TASK_STEP=%s, SLURM_ARRAY_TASK_COUNT=%s "
-                       "(arrays that are not an evenly spaced range need --shard K/N)",
-                       id, mn ? mn : "(unset)", mx ? mx : "(unset)", sp ? sp : "(unset)", cnt);
-    vid = vmin + (vid - vmin) / step;
-    *k = (int)(vid - vmin);
-    *n = (int)vc;
-    if (!o->quiet)
-        fprintf(stderr,
-                "mvembed: shard %d/%d from SLURM_ARRAY_TASK_ID=%s (%s tasks): embedding only this "
-                "shard's inputs (--shard none embeds them all)\n", *k, *n, id, cnt);
-    return MV_OK;
-}
-
 /* Test hook o->test_cpu_devices = N (2..MV_TEST_CPU_DEVICES_MAX): the CPU backend as N "devices"
  * of --inflight (default 2) backends each, laid out as CUDA's below (device i's k-th forward in
  * flight at be[k * N + i]), so that the pipeline's many-device scheduling (a tower thread per
@@ -281,6 +258,38 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
 }
 
 
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) * 1e-6;
+}
+
+/* Writes the run record once the pipeline ran (st: its status, e its error): after a fatal
+ * error too, when OUT takes it (that error stays the run's). */
+static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
+{
+    const mv_run_opts *o = ri->o;
+    if (access(o->out_dir, W_OK) != 0)
+        return st;
+    ri->t_end = mv_now();
+    ri->fatal = st ? e->msg : NULL;
+    mv_err re;
+    char path[4200];
+    mv_status rs = mv_run_record_write(ri, path, sizeof path, &re);
+    if (rs && st) {
+        fprintf(stderr, "mvembed: %s\n", re.msg); /* the run's own error is the one returned */
+        return st;
+    }
+    if (rs) {
+        *e = re;
+        return rs;
+    }
+    if (o->verbose)
+        fprintf(stderr, "mvembed: run record %s\n", path);
+    return st;
+}
+
 mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
 {
     memset(res, 0, sizeof *res);
@@ -302,7 +311,7 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     if (ro.out_dtype == MV_DT_AUTO && (!be[0]->out_bf16 || o->pool != MV_POOL_NONE))
         ro.out_dtype = MV_DT_F32;
     o = &ro;
-    fingerprint(o, m, be[0]->name); /* the backend that really runs (AUTO may fall back to the CPU) */
+    fingerprint(o, m, be[0]); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->verbose) {
         char rule[512];
         mv_video_rule_describe(&m->pp, rule, sizeof rule);
@@ -317,11 +326,19 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
         goto out;
     }
     int shard_k, shard_n;
-    if ((st = resolve_shard(o, &shard_k, &shard_n, e)))
+    if ((st = mv_shard_resolve(o, &shard_k, &shard_n, e)))
         goto out;
     /* make_backends puts one backend per device first, then the next forward in flight of each
      * (n_dev <= n_be: every device has all its forwards in flight) */
+    mv_run_info ri = {.o = o, .model_dir = dir, .fingerprint = m->fingerprint,
+                      .settings = mv_backend_settings(be[0]), .shard_k = shard_k, .shard_n = shard_n,
+                      .t_start = mv_now(), .started_at = wall_now(), .res = res};
+    char mpath[4200];
+    struct stat sb;
+    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    ri.manifest_start = stat(mpath, &sb) == 0 ? (int64_t)sb.st_size : 0;
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
+    st = write_run_record(&ri, st, e);
 out:
     for (int i = 0; i < n_be; i++)
         be[i]->destroy(be[i]);

@@ -31,7 +31,8 @@ runner *pl_runner_new(const mv_run_opts *o, mv_model *m, int shard_k, int shard_
     R->o = o;
     R->m = m;
     R->ictx = (mv_item_ctx){.m = m, .max_decode_pixels = o->max_decode_pixels, .timeout = o->timeout,
-                            .num_frames = o->num_frames, .dump_dir = o->dump_dir};
+                            .num_frames = o->num_frames, .dump_dir = o->dump_dir,
+                            .input_hash = o->input_hash};
     R->shard_k = shard_k;
     R->shard_n = shard_n;
     R->t0 = mv_now();
@@ -91,6 +92,20 @@ void pl_t_add(runner *R, int k, double t0)
     atomic_fetch_add(&R->t_ns[k], (long long)((mv_now() - t0) * 1e9));
 }
 
+int pl_decode(runner *R, mv_item *it)
+{
+    if (atomic_load(&R->fatal) || it->error)
+        return 0;
+    mv_err e;
+    if (mv_item_prepare(&R->ictx, it, &e))
+        pl_set_fatal(R, &e);
+    atomic_fetch_add(&R->t_ns[T_DECODE], (long long)(it->t_decode * 1e9));
+    atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
+    if (!it->error)
+        atomic_fetch_add(&R->n_decoded, 1);
+    return it->error && pl_interrupted(R);
+}
+
 /* mv_queue_pop, with the time spent waiting added to stage k */
 void *pl_pop_timed(runner *R, mv_queue *q, int k)
 {
@@ -133,10 +148,10 @@ static void progress_draw(runner *R, int final)
     }
     fmt_dur(el, sizeof el, dt);
     int n = snprintf(line, sizeof line,
-                     "mvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f tok/s "
+                     "mvembed: %ld%s done%s, %ld failed, %ld skipped | decode %.1f/s | tower %.0f patches/s "
                      "| written %.1f files/s | elapsed %s",
                      done, tot, eta, (long)atomic_load(&R->n_err), skip, atomic_load(&R->n_decoded) / dt,
-                     atomic_load(&R->tokens) / dt, done / dt, el);
+                     atomic_load(&R->patches) / dt, done / dt, el);
     if (R->progress == PROG_TTY) {
         struct winsize ws;
         if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && n >= ws.ws_col && ws.ws_col < sizeof line)
@@ -228,7 +243,7 @@ void pl_timeline(runner *R, double wall, int jobs, int n_tower, int writers, con
     long ok = atomic_load(&R->n_ok);
     double fwd = atomic_load(&R->t_ns[T_FORWARD]) * 1e-9;
     long nf = atomic_load(&R->n_forwards);
-    long long tok = atomic_load(&R->tokens);
+    long long tok = atomic_load(&R->patches);
     if (ok && fwd > 0)
         fprintf(stderr,
                 "mvembed: end to end %.2f files/s, %.0f patches/s; tower busy %.1fs (%.0f%% of the "

@@ -15,6 +15,7 @@
 #include "mv_pool.h"
 #include "mv_queue.h"
 #include "mv_tar.h"
+#include "mv_walk.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,8 +47,9 @@ struct runner {
     atomic_long n_ok, n_err, n_skip, n_decoded;
     atomic_long n_dev_resized; /* inputs handed to the backends decoded, for them to resize */
     atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
+    long walk_skipped[MV_WALK_SKIP_N]; /* what the feed's walk passed over (set when it ends) */
     int shard_k, shard_n;
-    atomic_llong tokens;
+    atomic_llong patches; /* patches that went into forwards */
     atomic_llong t_ns[T_N];
     /* stage-in's parts: the tower threads' CPU time in it, (re)allocating page-locked buffers,
      * copying the frames */
@@ -65,6 +67,7 @@ struct runner {
     pthread_mutex_t prog_mu;
     mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
     mv_output_swept swept; /* files layout: the directories the writers have swept of temp files */
+    struct mv_claims *claims; /* files layout: output names claimed across processes (mv_claims.h) */
     mv_pool_list *pooled;  /* --pool mean, files layout: inputs ok so far, for pooled.npy */
 };
 
@@ -90,6 +93,11 @@ double pl_thread_cpu(void);
 void pl_t_add(runner *R, int k, double t0);
 /* mv_queue_pop, its waiting time added to stage k. */
 void *pl_pop_timed(runner *R, mv_queue *q, int k);
+/* Decodes and preprocesses it (mv_item_prepare) unless the run is failing, counting its time;
+ * a fatal error is set on R. For the decode pool, and the feed's streamed tar members. Returns 1
+ * when the interrupt came while it decoded and it failed (stopped by it, mv_interrupt.h): the
+ * caller drops it, with no manifest line (the next run does it); else 0. */
+int pl_decode(runner *R, mv_item *it);
 /* One line on stderr, above the progress line when one is drawn. */
 void pl_say(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends r to the run's manifest (one writer at a time). */

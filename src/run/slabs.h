@@ -7,8 +7,8 @@
  * No per-input output allocation or copy on the tower thread. A slab comes back only when every
  * input in it is written, so a tower thread needs enough of them to keep the writers fed: it has
  * at least OUT_SLABS_MIN, and takes more (up to OUT_SLABS_MAX) while its slabs hold at most
- * OUT_SLAB_BYTES together (measured: 3 slabs of ~3.6 clips each left 28 writers idle half the
- * time while the tower waited for slabs). Memory stays bounded, and slow writers hold the tower
+ * OUT_SLAB_BYTES together (too few slabs leave the writers idle while the tower waits for one:
+ * bench/NOTES.md, the pipeline). Memory stays bounded, and slow writers hold the tower
  * back (backpressure) instead of piling up outputs. Not here: what goes into them (towers.c).
  */
 #ifndef MV_SLABS_H

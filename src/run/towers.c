@@ -206,7 +206,7 @@ static void stage_out(tower_arg *ta, const batch *bt)
         orow += rows;
         free(it->p.frames);
         it->p.frames = NULL;
-        atomic_fetch_add(&R->tokens, mv_item_patches(it));
+        atomic_fetch_add(&R->patches, mv_item_patches(it));
     }
     pl_t_add(R, T_STAGE_OUT, t);
 }

@@ -6,6 +6,7 @@
  */
 #include "pipeline_int.h"
 
+#include "mv_claims.h"
 #include "mv_output.h"
 #include "mv_names.h"
 
@@ -18,17 +19,38 @@
 
 /* ---- writers ------------------------------------------------------------------------------ */
 
-static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
+/* The claim on an output name (mv_output_claim_fn): taken under OUT's lock file just before the
+ * rename, held until the output's manifest line is written (write_item), so that two processes
+ * never both take one name. */
+typedef struct {
+    mv_claims *claims;
+    const char *input;
+    int taken;
+} claim_ctx;
+
+static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err *e)
+{
+    claim_ctx *cc = ud;
+    char out_rel[4200];
+    mv_name_output_file(out_rel, sizeof out_rel, rel);
+    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, may_replace, e);
+    cc->taken = st == MV_OK;
+    return st;
+}
+
+/* Writes the item's output and its manifest line (*cc's claim held from just before the rename
+ * until the line is written); 0, or -1 after a fatal error. */
+static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *cc, mv_record *r)
 {
     const mv_run_opts *o = R->o;
     const mv_vision_config *c = &R->m->cfg;
     mv_err e;
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, it->rel);
-    if (!it->error && !it->out)
-        return; /* discarded after a fatal error */
     size_t bytes = 0;
     mv_dtype dt = o->out_dtype;
+    cc->input = it->path;
+    cc->taken = 0;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
@@ -39,22 +61,40 @@ static void write_item(runner *R, mv_item *it, mv_output_writer *ow)
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
         if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
+            if (cc->taken)
+                mv_claims_release(cc->claims);
             pl_set_fatal(R, &e);
-            return;
+            return -1;
         }
         if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
     }
-    mv_record r;
-    mv_item_record(it, c, dt, R->m->fingerprint, out_rel, &r);
+    mv_item_record(it, c, dt, R->m->fingerprint, out_rel, r);
     if (!it->error) {
-        r.has_bytes = 1;
-        r.bytes = (int64_t)bytes;
+        r->has_bytes = 1;
+        r->bytes = (int64_t)bytes;
     }
-    if (pl_append_record(R, &r, &e)) {
+    mv_status st = pl_append_record(R, r, &e);
+    if (cc->taken)
+        mv_claims_release(cc->claims);
+    if (st) {
         pl_set_fatal(R, &e);
-        return;
+        return -1;
     }
+    return 0;
+}
+
+static void write_item(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *cc)
+{
+    const mv_run_opts *o = R->o;
+    const mv_vision_config *c = &R->m->cfg;
+    char out_rel[4200];
+    mv_name_output_file(out_rel, sizeof out_rel, it->rel);
+    if (!it->error && !it->out)
+        return; /* discarded after a fatal error */
+    mv_record r;
+    if (write_output(R, it, ow, cc, &r))
+        return;
     /* paths are escaped: a file name cannot forge a line or send terminal escapes */
     char esc[8192];
     if (it->error) {
@@ -101,8 +141,10 @@ mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e)
 }
 
 /* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
- * line waits for the shard's completion (mv_tar_close). Failed inputs get their line at once. */
-static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
+ * line waits for the shard's completion (mv_tar_close). Failed inputs (and samples refused for
+ * non-finite values, before the shard is touched) get their line at once. *shard and *offset:
+ * where the sample's array is (for --pool mean's list). */
+static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const char **shard, int64_t *offset)
 {
     const mv_run_opts *o = R->o;
     const mv_vision_config *c = &R->m->cfg;
@@ -113,31 +155,47 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
     mv_dtype dt = it->error ? o->out_dtype
                             : mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
     mv_item_record(it, c, dt, R->m->fingerprint, NULL, &r);
-    if (it->error) {
-        if (pl_append_record(R, &r, &e)) {
+    char esc[8192];
+    if (!it->error) {
+        double t = mv_now();
+        mv_status st = mv_tar_add(R->tars, tar, &r, dt, it->rows, c->out_hidden, it->out, &e);
+        pl_t_add(R, T_WRITE, t);
+        if (st == MV_ERR_MODEL) { /* this input only: its error line below */
+            mv_item_fail(it, e.msg);
+            mv_item_record(it, c, dt, R->m->fingerprint, NULL, &r);
+        } else if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
+            mv_tar_abandon(*tar);
+            *tar = NULL;
             pl_set_fatal(R, &e);
             return;
+        } else {
+            atomic_fetch_add(&R->n_ok, 1);
+            *shard = r.shard; /* the open shard's name: the caller copies it at once */
+            *offset = r.offset;
+            if (o->verbose)
+                pl_say(R, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
+                       r.shard, r.key, (long long)it->rows, c->out_hidden, r.seconds);
+            return;
         }
-        atomic_fetch_add(&R->n_err, 1);
-        char esc[8192];
-        pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
-        return;
     }
-    double t = mv_now();
-    mv_status st = mv_tar_add(R->tars, tar, &r, dt, it->rows, c->out_hidden, it->out, &e);
-    pl_t_add(R, T_WRITE, t);
-    if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
-        mv_tar_abandon(*tar);
-        *tar = NULL;
+    if (pl_append_record(R, &r, &e)) {
         pl_set_fatal(R, &e);
         return;
     }
-    atomic_fetch_add(&R->n_ok, 1);
-    if (o->verbose) {
-        char esc[8192];
-        pl_say(R, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
-               r.shard, r.key, (long long)it->rows, c->out_hidden, r.seconds);
-    }
+    atomic_fetch_add(&R->n_err, 1);
+    pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
+}
+
+/* --pool mean: the item goes into the pooled directory's list, ok (its file, or its tar shard and
+ * offset) or left out with its error. */
+static void pool_add(runner *R, const mv_item *it, const char *shard, int64_t offset)
+{
+    char out_rel[4200];
+    mv_name_output_file(out_rel, sizeof out_rel, it->rel);
+    int r = it->error ? mv_pool_list_add_failed(R->pooled, it->path, it->error)
+                      : mv_pool_list_add(R->pooled, it->path, shard ? shard : out_rel, shard ? offset : -1);
+    if (r)
+        fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled directory\n");
 }
 
 void *pl_writer_main(void *arg)
@@ -145,24 +203,27 @@ void *pl_writer_main(void *arg)
     runner *R = arg;
     mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
     mv_output_writer *ow = NULL; /* files layout: this thread's compression context and buffers */
+    claim_ctx cc = {R->claims, NULL, 0};
     mv_err e;
     if (!R->tars && mv_output_writer_new(&R->swept, &ow, &e))
         pl_set_fatal(R, &e); /* the loop below then only drains */
+    else if (ow && R->claims) /* files layout: names claimed across processes */
+        mv_output_writer_set_claim(ow, claim_name, &cc);
     mv_item *it;
     while ((it = pl_pop_timed(R, &R->done, T_WRITE_WAIT))) {
         if (!atomic_load(&R->fatal)) {
             if (R->o->pool == MV_POOL_MEAN && !it->error && it->out)
                 pool_item(R, it);
+            int was_ok = !it->error && it->out;
+            const char *shard = NULL;
+            int64_t offset = -1;
             if (R->tars) {
-                write_item_tar(R, it, &tar);
+                write_item_tar(R, it, &tar, &shard, &offset);
             } else {
-                write_item(R, it, ow);
-                char out_rel[4200];
-                mv_name_output_file(out_rel, sizeof out_rel, it->rel);
-                if (R->pooled && !it->error && it->out && !atomic_load(&R->fatal) &&
-                    mv_pool_list_add(R->pooled, it->path, out_rel))
-                    fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled.npy\n");
+                write_item(R, it, ow, &cc);
             }
+            if (R->pooled && (was_ok || it->error) && !atomic_load(&R->fatal))
+                pool_add(R, it, shard, offset);
         }
         mv_item_free(it);
     }

@@ -37,8 +37,8 @@ MV_CLONES static float softmax_block(float *si, int L, float scale, float *mx, f
     for (; j < L; j++)
         m = si[j] > m ? si[j] : m;
     /* a tree, not a 64-long chain of scalar max; halves in arrays of their own (one array
-     * halved in place, m64[l] against m64[l + w], stayed scalar: 63 dependent loads and stores a
-     * row, 10-15 % of this function) */
+     * halved in place, m64[l] against m64[l + w], stays scalar: 63 dependent loads and stores a
+     * row) */
     float m32[32], m16[16], m8[8], m4[4];
     for (int l = 0; l < 32; l++)
         m32[l] = m64[l + 32] > m64[l] ? m64[l + 32] : m64[l];
@@ -257,7 +257,7 @@ static int item_f32(float *O, int H, const float *Q, const float *K, const float
     }
     for (int i = 0; i < m; i++) {
         float r = 1.0f / sum[i];
-#pragma omp simd /* -O2 left this scalar (0.4 % of a bf16x6 forward's samples) */
+#pragma omp simd /* -O2 leaves this loop scalar otherwise */
         for (int d = 0; d < D; d++)
             O[(int64_t)i * H + d] *= r;
     }
@@ -292,7 +292,7 @@ static void item_amx(float *O, int H, const float *Q, const mv_amx_w *Kw, const 
     }
     for (int i = 0; i < m; i++) {
         float r = 1.0f / sum[i];
-#pragma omp simd /* -O2 left this scalar (0.4 % of a bf16x6 forward's samples) */
+#pragma omp simd /* -O2 leaves this loop scalar otherwise */
         for (int d = 0; d < D; d++)
             O[(int64_t)i * H + d] *= r;
     }

@@ -1,37 +1,20 @@
 /* gemm_amx.c - the bf16x6 GEMM kernel on Intel AMX (mv_gemm_amx.h): weights split into three
  * bf16 parts and packed into VNNI tiles (once per Linear layer, mv_amx_pack; or strided, into
- * the caller's memory, for attention's K and V^T each forward, mv_amx_pack_strided, multiplied
- * by key blocks through views of outputs or inputs), each call's rows split the same way into
- * row tiles, six tile products per 32-k step. Not here: choosing the mode, the f32 path, threads
- * (gemm_cpu.c, tower_cpu.c, attention_cpu.c).
+ * the caller's memory, for attention's K and V^T each forward, mv_amx_pack_strided), each call's
+ * rows split the same way into row tiles, six tile products per 32-k step. Not here: choosing the
+ * mode, the f32 path, threads (gemm_cpu.c, tower_cpu.c, attention_cpu.c). Why our own kernel
+ * rather than oneDNN's bf16 matmul: bench/NOTES.md, "bf16x6 on AMX".
  *
- * Why our own kernel and not oneDNN's bf16 matmul over 6 x K (bench/NOTES.md, "bf16x6 CPU GEMMs
- * on AMX"): oneDNN 2.6.3's AMX matmul made 0.86 TFLOP/s bf16 on one core (0.14 f32-equivalent,
- * below its own f32 brgemm's 0.16), and it sums a row in another order for another row count per
- * call, so every call had to be 64 rows, streaming the 3x larger weights once per 64 rows. Here
- * the six products share tile loads (14 tile loads per 24 tile products instead of 24 per 24), the
- * summation order is fixed by construction, so calls take any number of rows, and the blocking
- * (which only decides where partial sums are stored and reloaded, exactly, in f32) is ours.
+ * Layouts (bf16 bit patterns, 1 KiB tiles of 16 rows x 64 bytes): weights B[nt][s][p] (n-tile nt
+ * of 16 outputs, k step s of 32 inputs, part p; tile row r holds the k pair (32 s + 2 r, +1) of
+ * the tile's 16 outputs, VNNI); rows A[mt][s][p] (m-tile mt of 16 rows). in is padded to
+ * KP = 32 steps, od to a multiple of 32 (n-tile pairs), rows to 16, with zeros; views of outputs
+ * or inputs start at a pair or a step (mv_amx_cols, mv_amx_inputs).
  *
- * Layouts (bf16 bit patterns, 1 KiB tiles: 16 rows x 64 bytes):
- *   weights  B[nt][s][p]: n-tile nt (16 outputs), k step s (32 inputs), part p; tile row r holds
- *            the k pair (32 s + 2 r, 32 s + 2 r + 1) of the tile's 16 outputs: [r][n][2] (VNNI)
- *   rows     A[mt][s][p]: m-tile mt (16 rows), step s, part p; tile row i = row 16 mt + i, its 32
- *            inputs of step s
- * in is padded to KP = 32 * steps, od to a multiple of 32 (n-tile pairs), rows to 16, with zeros.
- * An n-tile pair's tiles are contiguous, pstride elements from the next pair's: a view of
- * outputs [n0, n0 + nn) starts at pair n0 / 32, a view of inputs [k0, k0 + kk) at step k0 / 32
- * of every pair (mv_amx_cols, mv_amx_inputs). A pair whose second n-tile holds no output (od 72:
- * 5 n-tiles) runs the first alone.
- *
- * The micro-kernel holds a 2 x 2 block of accumulator tiles (tmm0-3: C(m0,n0), C(m0,n1),
- * C(m1,n0), C(m1,n1)), two row tiles (tmm4-5) and two weight tiles (tmm6-7); per step it runs
- * x0w2, x0w1, x1w1, x1w0, x0w0, x2w0 (each on all four accumulators), reloading only the operand
- * that changes (block()). An accumulator tile starts at zero, or (K blocked) at the block's f32 partial
- * sum stored before: exact, so the blocking never changes a bit. Each output element is the
- * same sequence of TDPBF16PS on its own row of A and column of B whatever m, so the result does
- * not depend on the row count or on -j. While a weight panel runs, the next one is prefetched
- * into L2 (mv_amx_rows: the weights otherwise come from L3 at tile-load latency). */
+ * Invariant: each output element is the same sequence of TDPBF16PS on its own row of A and column
+ * of B whatever the row count, and K blocking only stores and reloads exact f32 partial sums, so
+ * results depend neither on the rows per call nor on -j. The micro-kernel (block()) holds a
+ * 2 x 2 block of accumulator tiles, two row tiles and two weight tiles. */
 #include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h" /* MV_CLONES */
 
@@ -465,11 +448,9 @@ block(int two, int twon, const uint16_t *a0, const uint16_t *a1, const uint16_t 
 
 /* Blocking: row tiles per M block (even) and steps per K block, so that a block of row tiles
  * (AMX_MT x AMX_KS x 3 KiB: 576 KiB) stays in L2 while each weight panel (2 n-tiles x AMX_KS
- * steps x 3 parts: 144 KiB) is used by every row tile pair of it. Measured on one core
- * (bench/NOTES.md): K blocks of 4-12 steps lose 10-30 % (the accumulators are stored and reloaded
- * more often), 36-68 lose 5-15 %; software prefetch into L1 lost 5-10 %. M blocks of 8 row tiles,
- * not 16 (1.1 MiB): two hyperthreads share a core's 2 MiB L2, and on the GPU machine's 16 vCPUs
- * (8 cores) 16 threads ran the GEMMs in 0.63 s instead of 0.73 (4: 0.66; eighth session). */
+ * steps x 3 parts: 144 KiB) is used by every row tile pair of it; 8 row tiles rather than 16, as
+ * two hyperthreads share a core's L2. The sizes were chosen by measurement: bench/NOTES.md,
+ * "bf16x6 on our own AMX kernel" (K and M block sizes, L1 prefetch). */
 #ifndef AMX_MT /* a -D of its own only for measurements (bench/NOTES.md) */
 #define AMX_MT 8
 #endif
@@ -493,10 +474,9 @@ AMX_FN void mv_amx_rows(const mv_amx_w *w, float *out, int64_t ldo, const float 
             for (int nt = 0; nt < w->ntiles; nt += 2) {
                 /* The next weight panel (the next n-tile pair's, else the next K block's or M
                  * block's first), prefetched into L2 while this one runs, its lines shared out
-                 * over this panel's row tile pairs, pfl per k step. Without it the first row
-                 * tile pair of every panel streamed the weights from L3 at the tile loads'
-                 * latency: one core, 1.03-1.19x on the tower shapes; the panel in L1 instead (K
-                 * sub-blocks of 4-8 steps) lost 2-13 %, rows prefetched into L1 lost (NOTES.md). */
+                 * over this panel's row tile pairs, pfl per k step, so that the first row tile
+                 * pair of a panel does not stream the weights from L3 (bench/NOTES.md, "weight-
+                 * panel prefetch"). */
                 const char *pf = NULL;
                 int pfs = 0;
                 if (nt + 2 < w->ntiles)

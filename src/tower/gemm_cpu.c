@@ -1,37 +1,18 @@
 /* gemm_cpu.c - the CPU tower's f32 GEMMs (mv_gemm_cpu.h): oneDNN's matmul primitive against
  * weights reordered once, at backend creation, into the layout the primitive picks; OpenBLAS's
- * cblas_sgemm on the weights as stored in a `make NO_DNNL=1` build. Not here: which rows each
- * thread takes, and what is done to them afterwards (tower_cpu.c).
+ * cblas_sgemm on the weights as stored in a `make NO_DNNL=1` build; bf16x6 through the AMX kernel
+ * (gemm_amx.c). Not here: which rows each thread takes, and what is done to them afterwards
+ * (tower_cpu.c). Why oneDNN, and one single-threaded matmul per tower thread: bench/NOTES.md,
+ * "GEMM libraries: OpenBLAS, oneDNN".
  *
- * Why oneDNN, and why one single-threaded matmul per tower thread (bench/NOTES.md, "oneDNN"):
- * Debian's OpenBLAS 0.3.21 runs its generic Prescott kernels on CPUs newer than it knows (the
- * 16-core Sapphire Rapids of the GPU machine: 0.19 TFLOP/s on 16 cores), and each of our threads'
- * calls packs the whole weight matrix again. oneDNN 2.6's brgemm matmul (avx512_core there) made
- * 0.125 TFLOP/s on one core for a 784-row block against pre-packed weights, 1.23 TFLOP/s with
- * its own 16 threads on the whole matrix: the tower threads each running one matmul on their own
- * rows keep the fused block loop (no barrier between a block's GEMMs) and use every core alike.
- *
- * Determinism. Primitives are created with OpenMP's thread count set to 1 on the creating
- * thread, so their blocking depends on the shapes alone (never on -j), and they execute on the
- * calling thread alone (oneDNN runs its parallel() inline for a 1-thread primitive). The brgemm
- * kernels sum a row's K products in an order that does not depend on M or on the row's place in
- * the call: every block of rows gives the bytes of the whole product (measured for blocks of 1,
- * 7, 16, 48, 64, 192 and 333 rows on the tower's shapes; 25-cpu-threads.bats checks -j 1..7).
- * A thread's rows are multiplied in calls of at most MB rows, so that the primitive cache holds
- * at most MB entries per weight shape, however many image sizes go by. Without AVX-512, oneDNN
- * 2.6's f32 matmul is gemm:jit, whose row bytes depend on the call as OpenBLAS's do: weights
- * packed for it are multiplied in calls of exactly MV_BLAS_ROW_ATOM rows, and the tower cuts
- * its threads' rows at that atom (mv_gemm_row_atom; 25-cpu-threads.bats runs -j 1 / 3 / 4 under
- * ONEDNN_MAX_CPU_ISA=SSE41, AVX, AVX2 and AVX512_CORE).
- * Attention's products (the tower's, in both modes) go through dnnl_sgemm, with the thread count
- * set to 1 around the call (inside an inactive parallel region oneDNN would otherwise use omp_get_max_threads() threads,
- * and its sgemm's bytes depend on its thread count).
- *
- * bf16x6 (mv_gemm_cpu.h) runs our AMX kernel (gemm_amx.c: weights packed once into its tiles,
- * rows split per call into the slot's buffer; attention_cpu.c can run attention's products on it
- * too in its variants build, measured no faster: cpubench); oneDNN's bf16 matmul
- * over 6 x K was slower than its f32 one and row-count dependent (bench/NOTES.md). Without AMX
- * there is no bf16x6. */
+ * Determinism: a row's bytes never depend on -j or on the rows beside it. Primitives are created
+ * with OpenMP's thread count at 1, so their blocking depends on shapes alone, and run on the
+ * calling thread. With AVX-512 (brgemm) a row's K products are summed in an order independent of
+ * M: a thread's rows go in calls of at most MB rows (so the primitive cache holds at most MB
+ * entries per weight shape). Without it (gemm:jit, as OpenBLAS), a row's bytes depend on the
+ * call: weights packed for it are multiplied in calls of exactly MV_BLAS_ROW_ATOM rows and the
+ * tower cuts rows at that atom (mv_gemm_row_atom). Attention's products go through dnnl_sgemm
+ * with the thread count set to 1 around the call. 25-cpu-threads.bats checks -j 1..7 and ISAs. */
 #include "mv_gemm_amx.h"
 #include "mv_gemm_cpu.h"
 

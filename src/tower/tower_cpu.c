@@ -1,5 +1,5 @@
 /* tower_cpu.c - the CPU backend (mv_backend_cpu_create): the Qwen3.5 vision tower in f32, as
- * HF's Qwen3_5VisionModel.forward computes it (QWEN35_VISION.md section 3):
+ * HF's Qwen3_5VisionModel.forward computes it (docs/hf-reference.md §3):
  *   patch_embed (GEMM + bias) -> + interpolated position table -> depth x pre-LN blocks
  *   (attention with 2D rope per segment, tanh-GELU MLP) -> merger (LN, 2x2 concat, fc1, erf-GELU, fc2).
  * The Linear layers run through gemm_cpu.c on weights packed at creation (oneDNN; OpenBLAS in a
@@ -48,8 +48,8 @@ static void par_fail(par_err *pe, mv_status st, const mv_err *e)
 /* Rows per GEMM call (and per step of the block chain) on rows [r0, r1): LIN_CHUNK where a row's
  * bytes do not depend on its call (bf16x6, OpenBLAS: mv_gemm_w_rows_free), so that each chunk's
  * outputs are still in L2 for the next step (the AMX kernel streams the weights once per 128 rows
- * anyway: its M block; a thread's whole range at once left the GELU epilogue reading ~27 MB of
- * fc1 outputs back from memory, 4.5 % of a 4 x 448² forward on 2 cores); else all of them at once
+ * anyway: its M block; a thread's whole range at once leaves the GELU epilogue reading tens of MB
+ * of fc1 outputs back from memory); else all of them at once
  * (oneDNN f32: its row bytes may depend on a call's row count). At least 1. */
 _Static_assert(LIN_CHUNK % MV_GEMM_ROW_ATOM_FREE == 0 && LIN_CHUNK % MV_BLAS_ROW_ATOM == 0,
                "LIN_CHUNK: a multiple of every GEMM row atom");
@@ -129,8 +129,8 @@ static mv_status dump(mv_stage_fn fn, void *ud, const char *stage, const float *
 
 /* The backend's state: the thread count, every Linear layer's packed weights, and the
  * activation buffer and GEMM workspace kept between forwards (the workspace holds bf16x6's
- * split rows, tens of MB per thread: made anew per forward, its first touch cost ~7 % of a
- * 4 x 448^2 forward on 2 cores in page faults). */
+ * split rows, tens of MB per thread: made anew per forward, its first touch would be paid in page
+ * faults each time). */
 typedef struct {
     int threads;
     mv_gemm_cpu *g;

@@ -159,9 +159,9 @@ refused() {
 }
 
 @test "--shard 0/4294967297 is a usage error, not shard 0 of 1" {
-    refused "--shard must be K/N with 0 <= K < N, or none: 0/4294967297" --shard 0/4294967297
-    refused "--shard must be K/N with 0 <= K < N, or none: 4294967296/4294967297" --shard 4294967296/4294967297
-    refused "--shard must be K/N with 0 <= K < N, or none: 0/ 2" --shard "0/ 2"
+    refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 0/4294967297" --shard 0/4294967297
+    refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 4294967296/4294967297" --shard 4294967296/4294967297
+    refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 0/ 2" --shard "0/ 2"
 }
 
 @test "integer options beyond their bounds or the type say so" {
@@ -175,7 +175,7 @@ refused() {
     touch "$T/file"
     run mvembed -q --device cpu --model "$MODEL" --out "$T/file/o" "$T/data"
     [ "$status" -eq 1 ]
-    [[ "${lines[0]}" =~ "mvembed: $T/file: " ]]
+    [[ "${lines[0]}" == "mvembed: cannot create the output directory (--out): $T/file: "* ]]
 }
 
 @test "--help and the man page document the same options" {
@@ -192,7 +192,20 @@ refused() {
     run mvembed --progress --device cpu --model "$MODEL" --out "$T/o" "$T/data"
     [ "$status" -eq 0 ]
     [[ "$output" =~ "mvembed: 4/4 done, 0 failed, 0 skipped | decode " ]]
-    [[ "$output" =~ "tok/s | written " ]]
+    [[ "$output" =~ "patches/s | written " ]]
     run mvembed -q --force --device cpu --model "$MODEL" --out "$T/o" "$T/data"
     [ -z "$output" ]
+}
+
+@test "--help says that tar files are read, with the suffixes the man page lists" {
+    run mvembed --help
+    [ "$status" -eq 0 ]
+    # every suffix the man page's DESCRIPTION names for tar input is in --help too
+    sufs=$(sed -n '/whose name ends in .tar/,/any case/p' "$ROOT/man/mvembed.1" | grep -oE '\.tar(\.[a-z0-9]+)?|\.tgz' | sort -u)
+    [ "$(echo "$sufs" | wc -l)" -ge 5 ]
+    for s in $sufs; do
+        echo "suffix $s"
+        [[ "$output" == *"$s"* ]]
+    done
+    [[ "$output" =~ "WebDataset shard" ]]
 }

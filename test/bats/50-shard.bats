@@ -99,3 +99,68 @@ print(h % 100000)' "$img")
     mvembed -q --device cpu --model "$MODEL" --out "$T/j1" --jobs 1 "$IN"
     same_outputs "$T/single" "$T/j1"
 }
+
+@test "an AWS Batch array job takes its shard from AWS_BATCH_JOB_ARRAY_INDEX/SIZE and says so" {
+    AWS_BATCH_JOB_ARRAY_INDEX=2 AWS_BATCH_JOB_ARRAY_SIZE=3 \
+        run mvembed --device cpu --model "$MODEL" --out "$T/aws" "$IN"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: shard 2/3 from AWS_BATCH_JOB_ARRAY_INDEX=2" ]]
+    [ -f "$T/aws/manifest-00002-of-00003.jsonl" ]
+    [ ! -e "$T/aws/manifest.jsonl" ]
+    # the same inputs as the explicit --shard 2/3, whose share the first test proves
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/ex" --shard 2/3 "$IN"
+    [ "$status" -eq 0 ]
+    same_outputs "$T/ex" "$T/aws"
+    # an index without a size, or past it, is refused, naming the variables
+    AWS_BATCH_JOB_ARRAY_INDEX=1 run mvembed --device cpu --model "$MODEL" --out "$T/aws2" "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "AWS_BATCH_JOB_ARRAY_INDEX=1, AWS_BATCH_JOB_ARRAY_SIZE=(unset)" ]]
+    AWS_BATCH_JOB_ARRAY_INDEX=3 AWS_BATCH_JOB_ARRAY_SIZE=3 run mvembed --device cpu --model "$MODEL" --out "$T/aws2" "$IN"
+    [ "$status" -eq 1 ]
+    [ ! -e "$T/aws2/manifest.jsonl" ]
+}
+
+@test "a Kubernetes Indexed Job: --shard auto/N takes K from JOB_COMPLETION_INDEX; without N refused" {
+    JOB_COMPLETION_INDEX=1 run mvembed --device cpu --model "$MODEL" --out "$T/k8" --shard auto/3 "$IN"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: shard 1/3 from JOB_COMPLETION_INDEX=1" ]]
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/ex" --shard 1/3 "$IN"
+    same_outputs "$T/ex" "$T/k8"
+    [ -f "$T/k8/manifest-00001-of-00003.jsonl" ]
+    # the pod knows its index, not the count: a run without auto/N would embed everything in
+    # every pod, so it is refused and says what to give
+    JOB_COMPLETION_INDEX=1 run mvembed --device cpu --model "$MODEL" --out "$T/k8b" "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "give --shard auto/N" ]]
+    [ ! -e "$T/k8b/manifest.jsonl" ]
+    JOB_COMPLETION_INDEX=3 run mvembed --device cpu --model "$MODEL" --out "$T/k8b" --shard auto/3 "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "JOB_COMPLETION_INDEX=3 is not below 3" ]]
+    run mvembed --device cpu --model "$MODEL" --out "$T/k8b" --shard auto/3 "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "no array index in the environment" ]]
+}
+
+@test "shard precedence: --shard K/N and none, then Slurm, then Kubernetes, then AWS Batch" {
+    # an explicit --shard wins over every scheduler
+    SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=2 JOB_COMPLETION_INDEX=0 AWS_BATCH_JOB_ARRAY_INDEX=0 \
+        AWS_BATCH_JOB_ARRAY_SIZE=2 run mvembed --device cpu --model "$MODEL" --out "$T/p1" --shard none "$IN"
+    [ "$status" -eq 0 ]
+    [ -f "$T/p1/manifest.jsonl" ]
+    [[ ! "$output" =~ "mvembed: shard" ]]
+    # Slurm before Kubernetes and AWS
+    SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 JOB_COMPLETION_INDEX=0 AWS_BATCH_JOB_ARRAY_INDEX=0 \
+        AWS_BATCH_JOB_ARRAY_SIZE=2 run mvembed --device cpu --model "$MODEL" --out "$T/p2" "$IN"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: shard 1/2 from SLURM_ARRAY_TASK_ID=1" ]]
+    # Kubernetes before AWS under auto/N
+    JOB_COMPLETION_INDEX=0 AWS_BATCH_JOB_ARRAY_INDEX=1 AWS_BATCH_JOB_ARRAY_SIZE=2 \
+        run mvembed --device cpu --model "$MODEL" --out "$T/p3" --shard auto/2 "$IN"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: shard 0/2 from JOB_COMPLETION_INDEX=0" ]]
+    # auto/N with a Slurm array of another size is refused
+    SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 run mvembed --device cpu --model "$MODEL" --out "$T/p4" \
+        --shard auto/3 "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "the Slurm array has 2 tasks" ]]
+}

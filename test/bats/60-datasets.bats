@@ -201,8 +201,12 @@ print("ok")' "$f"
 }
 
 @test "README: the files reader runs as written and reads what zstd -d + numpy.load read" {
+    # one input whose name is not UTF-8: the reader takes its output's bytes from output_b64
+    mkdir -p "$T/odd"
+    cp "${IMGS[0]}" "$T/odd/caf"$'\xe9'".jpg"
     mvembed -q --device cpu --model "$MODEL" --out "$T/emb" "$ROOT/fixtures/media/images" \
-        "$ROOT/fixtures/media/videos/h264_3frames.mp4"
+        "$ROOT/fixtures/media/videos/h264_3frames.mp4" "$T/odd"
+    grep -q output_b64 "$T/emb/manifest.jsonl"
     mvembed -q --device cpu --out-dtype f16 --model "$MODEL" --out "$T/emb16" "${IMGS[@]}"
     # the python block after the marker comment, as written
     sed -n '/^<!-- test\/bats\/60-datasets.bats runs this block/,/^```$/p' "$ROOT/README.md" | sed '1,2d;$d' > "$T/reader.py"
@@ -225,7 +229,8 @@ out = sys.argv[1]
 n = 0
 for l in open(out + "/manifest.jsonl"):
     r = json.loads(l)
-    p = out + "/" + r["output"]
+    import base64
+    p = out + "/" + (os.fsdecode(base64.b64decode(r["output_b64"])) if "output_b64" in r else r["output"])
     ref = np.load(io.BytesIO(subprocess.run(["zstd", "-q", "-d", "-c", p], check=True, capture_output=True).stdout))
     for f in ("load", "load_streaming"):
         a = ns[f](p)
@@ -255,7 +260,7 @@ print("ok", len(b))' "$T/single/manifest.jsonl" "$T/o/manifest.jsonl"
     [ "$output" = "ok $(ls "$IN" | wc -l)" ]
     run mvembed --shard nonsense --model "$MODEL" --out "$T/x" "$IN"
     [ "$status" -eq 1 ]
-    [[ "${lines[0]}" == "mvembed: --shard must be K/N with 0 <= K < N, or none: nonsense" ]]
+    [[ "${lines[0]}" == "mvembed: --shard must be K/N with 0 <= K < N, auto/N, or none: nonsense" ]]
 }
 
 @test "scripts/embed-array.sbatch (the job script users copy) runs one array task's shard" {

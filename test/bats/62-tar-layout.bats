@@ -23,7 +23,7 @@ files_run() {
     [ "$status" -eq 0 ]
     ls "$T/tar"/shard-*.tar
     [ "$(ls "$T/tar"/shard-*.tar | wc -l)" -gt 2 ] # 40K shards: several of them
-    [ -z "$(ls -A "$T/tar" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$')" ]
+    [ -z "$(ls -A "$T/tar" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]\{16\}\.json$' -e '^\.mvembed\.lock$')" ]
     mkdir "$T/x"
     for s in "$T/tar"/shard-*.tar; do
         tar -x -f "$s" -C "$T/x"
@@ -115,7 +115,7 @@ EOF
         ls "$T/o/shard-0000$k-of-00002-00000.tar"
     done
     ls "$T/o"
-    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-0000[01]-of-00002-[0-9]\{5\}\.tar$' -e '^manifest-0000[01]-of-00002\.jsonl$')" ]
+    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-0000[01]-of-00002-[0-9]\{5\}\.tar$' -e '^manifest-0000[01]-of-00002\.jsonl$' -e '^run-0000[01]-of-00002-[0-9a-f]\{16\}\.json$' -e '^\.mvembed\.lock$')" ]
     files_run "$T/files"
     run "$PY" - "$T/o" "$T/files" <<'EOF'
 import glob, json, sys, tarfile
@@ -182,7 +182,7 @@ for l in sys.stdin:
     [ "$status" -eq 0 ]
     [[ "$output" =~ " $((40 - done1)) ok, 0 failed, $done1 skipped" ]]
     (cd "$T/o" && sha256sum -c "$T/sums1") # the complete shards are untouched
-    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$')" ] # no temp files
+    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]\{16\}\.json$' -e '^\.mvembed\.lock$')" ] # no temp files
     run "$PY" - "$T/o" "$T/in" <<'EOF'
 import glob, json, os, sys, tarfile
 o, ind = sys.argv[1:]
@@ -205,8 +205,8 @@ EOF
     files_run "$T/pf" --pool mean
     run mvembed -q --device cpu --model "$MODEL" --out "$T/pt" --pool mean --layout tar "$IN"
     [ "$status" -eq 0 ]
-    [ -f "$T/pf/pooled.npy" ] && [ -f "$T/pf/pooled.jsonl" ]
-    [ ! -e "$T/pt/pooled.npy" ]
+    [ -f "$T/pf/pooled/pooled.npy" ] && [ -f "$T/pf/pooled/pooled.jsonl" ]
+    [ -f "$T/pt/pooled/pooled.npy" ] && [ -f "$T/pt/pooled/pooled.jsonl" ]
     run "$PY" - "$T/tok" "$T/pf" "$T/pt" <<'EOF'
 import io, json, subprocess, sys
 import numpy as np
@@ -235,8 +235,8 @@ for l in open(f"{pt}/manifest.jsonl"):
     assert m.shape == (1, want[r["input"]].size) and close(m[0], want[r["input"]]), r["input"]
     n += 1
 assert n == len(want) == len(per_input)
-P = np.load(f"{pf}/pooled.npy")
-idx = [json.loads(l) for l in open(f"{pf}/pooled.jsonl")]
+P = np.load(f"{pf}/pooled/pooled.npy")
+idx = [json.loads(l) for l in open(f"{pf}/pooled/pooled.jsonl")]
 assert P.shape == (len(want), next(iter(want.values())).size) and P.dtype == np.float32
 assert [x["row"] for x in idx] == list(range(len(idx))) and sorted(x["input"] for x in idx) == sorted(want)
 for x in idx:
@@ -248,13 +248,22 @@ EOF
     [[ "$output" =~ ^ok ]]
 }
 
-@test "--pool mean: pooled.npy comes only from a run where no input failed, and counts skipped inputs" {
+@test "--pool mean: the pooled directory covers the ok inputs, lists the failed one, and counts skipped inputs" {
     mkdir "$T/in"
     cp "$IN/images/png_rgb_odd_173x97.png" "$IN/images/jpeg_exif6_168x104.jpg" "$T/in/"
     printf 'not an image' > "$T/in/bad.png"
     run mvembed -q --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
     [ "$status" -eq 2 ]
-    [ ! -e "$T/o/pooled.npy" ]
+    run "$PY" -c '
+import json, sys
+import numpy as np
+P = np.load(sys.argv[1] + "/pooled/pooled.npy")
+idx = [json.loads(l) for l in open(sys.argv[1] + "/pooled/pooled.jsonl")]
+bad = [x for x in idx if x["row"] is None]
+assert P.shape[0] == 2 and len(idx) == 3 and [x["input"][-7:] for x in bad] == ["bad.png"], idx
+assert bad[0]["status"] == "error" and "not an image" in bad[0]["error"], bad
+print("ok")' "$T/o"
+    [ "$output" = ok ]
     rm "$T/in/bad.png"
     cp "$IN/images/png_gray_128x72.png" "$T/in/"
     run mvembed --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
@@ -263,8 +272,8 @@ EOF
     run "$PY" -c '
 import json, sys
 import numpy as np
-P = np.load(sys.argv[1] + "/pooled.npy")
-idx = [json.loads(l) for l in open(sys.argv[1] + "/pooled.jsonl")]
+P = np.load(sys.argv[1] + "/pooled/pooled.npy")
+idx = [json.loads(l) for l in open(sys.argv[1] + "/pooled/pooled.jsonl")]
 assert P.shape[0] == len(idx) == 3 and [x["input"] for x in idx] == sorted(x["input"] for x in idx)
 print("ok")' "$T/o"
     [ "$output" = ok ]
@@ -274,19 +283,9 @@ print("ok")' "$T/o"
     files_run "$T/files"
     mkdir "$T/r"
     mvembed -q --device cpu --model "$MODEL" --out "$T/r/emb" --layout tar --shard-size 64K "$IN"
-    # what a user runs (README "Reading the embeddings", tar shards without copying)
-    cat > "$T/reader.py" <<'EOF'
-import json
-import numpy as np
-
-out = "emb"
-for line in open(f"{out}/manifest.jsonl"):
-    rec = json.loads(line)
-    if rec["status"] == "ok":
-        emb = np.memmap(f"{out}/{rec['shard']}", mode="r", offset=rec["offset"],
-                        dtype={"f32": "<f4", "f16": "<f2"}[rec["dtype"]], shape=tuple(rec["shape"]))
-        print(rec["input"], rec["key"], emb.shape)
-EOF
+    # what a user runs: the README's recipe ("Tar shards without copying"), taken from the README
+    readme_recipe "Tar shards without copying" > "$T/reader.py"
+    grep -q np.memmap "$T/reader.py"
     run bash -c "cd '$T/r' && '$PY' '$T/reader.py'"
     [ "$status" -eq 0 ]
     echo "$output" > "$T/printed"

@@ -74,3 +74,45 @@ assert want.startswith("src/cut.mp4: decode failed at frame "), want
 assert err == want.replace("src/cut.mp4", "shards/v.tar/cut.mp4", 1), (err, want)
 PYEOF
 }
+
+@test "hard-link members (GNU tar cf of hard-linked files): each embedded with its target's bytes, as tar -x gives them" {
+    mkdir "$T/h"
+    cp "$IMG/png_rgb_320x256.png" "$IMG/jpeg_gray_200x149.jpg" "$IMG/webp_lossy_192x128.webp" "$T/h/"
+    ln "$T/h/png_rgb_320x256.png" "$T/h/again.png"
+    ln "$T/h/jpeg_gray_200x149.jpg" "$T/h/again.jpg"
+    (cd "$T" && tar -cf "$T/shards/links.tar" h)
+    [ "$(tar -tvf "$T/shards/links.tar" | grep -c '^h')" -eq 2 ]   # GNU tar wrote two link members
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/links.tar
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "5 ok, 0 failed, 0 skipped" ]]
+    mkdir "$T/x"
+    tar -xf "$T/shards/links.tar" -C "$T/x"
+    mvembed -q --device cpu --model "$MODEL" --out "$T/ref" "$T/x/h"
+    for m in png_rgb_320x256.png jpeg_gray_200x149.jpg webp_lossy_192x128.webp again.png again.jpg; do
+        cmp "$T/o/shards/links.tar/h/$m.npy.zst" "$T/ref/$m.npy.zst"
+    done
+}
+
+@test "symbolic-link members: embedded with their target member's bytes; one leading outside the tar or dangling fails alone" {
+    mkdir -p "$T/s/sub"
+    cp "$IMG/png_gray_128x72.png" "$T/s/sub/"
+    ln -s sub/png_gray_128x72.png "$T/s/top.png"
+    ln -s ../sub/png_gray_128x72.png "$T/s/sub/up.png"
+    ln -s ../../etc/x.png "$T/s/out.png"
+    ln -s missing.png "$T/s/dangling.png"
+    (cd "$T" && tar -cf "$T/shards/syms.tar" s)
+    [ "$(tar -tvf "$T/shards/syms.tar" | grep -c '^l')" -eq 4 ]   # GNU tar stored four symlinks
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" shards/syms.tar
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" =~ "3 ok, 2 failed, 0 skipped" ]]
+    [[ "$output" =~ "shards/syms.tar/s/out.png: symbolic link to ../../etc/x.png, which leads outside the tar" ]]
+    [[ "$output" =~ "shards/syms.tar/s/dangling.png: symbolic link to s/missing.png, which is not a regular member of the tar" ]]
+    mkdir "$T/x"
+    tar -xf "$T/shards/syms.tar" -C "$T/x"   # tar -x makes the links; the files layout reads through them
+    mvembed -q --device cpu --model "$MODEL" --out "$T/ref" "$T/x/s/sub"
+    for m in top.png sub/up.png sub/png_gray_128x72.png; do
+        cmp "$T/o/shards/syms.tar/s/$m.npy.zst" "$T/ref/png_gray_128x72.png.npy.zst"
+    done
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Output integrity (issue: integrity): non-finite embeddings are never marked ok (NaN weights and
-# nonsense preprocessing numbers are refused at load; an output holding NaN/Inf fails its input);
+# nonsense preprocessing numbers are refused at load; an output holding NaN/Inf, or f16 values
+# past f16's range, fails its input);
 # the temp-file sweep spares files a live writer holds a lock on; an output that cannot be written
 # where it belongs (name too long, a directory in the way, a path over PATH_MAX) fails that input
 # only; file names are escaped on stderr; `manifest merge` skips a line with bad input_b64; every
@@ -323,7 +324,8 @@ def load(d):
     rows = {}
     for l in open(os.path.join(d, "manifest.jsonl")):
         r = json.loads(l)
-        r.pop("seconds")
+        for k in ("seconds", "run", "seq", "time"): # per run and per line
+            r.pop(k)
         assert r["input"] not in rows, "listed twice: " + r["input"]
         rows[r["input"]] = r
     return rows
@@ -332,4 +334,32 @@ assert len(a) == n and a == b, "manifest differs from the uninterrupted run"
 for r in a.values():
     assert filecmp.cmp(os.path.join(out, r["output"]), os.path.join(ref, r["output"]), shallow=False), r
 EOF
+}
+
+@test "--out-dtype f16: an embedding past f16's range fails its input instead of an ok line over Inf" {
+    broken_model "$T/m" <<'EOF2'
+hdr, data = read(d + "/model.safetensors")
+name = "model.visual.merger.linear_fc2.bias"
+a, b = hdr[name]["data_offsets"]
+raw = bytearray(data)
+struct.pack_into("<H", raw, a + 2 * 5, 0x47c3)  # bf16 99840: finite in f32, past f16's 65504
+write(d + "/model.safetensors", hdr, bytes(raw))
+EOF2
+    run "$MVEMBED" -q --device cpu --model "$T/m" --out "$T/f32" "$IMG/png_rgb_320x256.png"
+    [ "$status" -eq 0 ]
+    run "$PY" -c '
+import io, subprocess, sys
+import numpy as np
+a = np.load(io.BytesIO(subprocess.run(["zstd", "-q", "-d", "-c", sys.argv[1]], check=True, stdout=subprocess.PIPE).stdout))
+assert a.dtype == np.float32 and np.isfinite(a).all() and np.abs(a).max() > 65504, (a.dtype, np.abs(a).max())
+print("ok")' "$(find "$T/f32" -name "*.npy.zst")"
+    echo "$output"
+    [ "$output" = ok ] # finite in f32, past f16's largest value
+    run "$MVEMBED" -q --device cpu --model "$T/m" --out "$T/f16" --out-dtype f16 "$IMG/png_rgb_320x256.png" \
+        "$IMG/png_gray_128x72.png"
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" =~ "values are past f16's range (+-65504) and would be stored as Inf" ]]
+    refute grep -qs '"status":"ok"' "$T/f16/manifest.jsonl"
+    [ -z "$(find "$T/f16" -name '*.npy.zst' -o -name '.tmp-*')" ]
 }

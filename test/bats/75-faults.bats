@@ -71,7 +71,7 @@ consistent() {
 }
 
 # same_as_ref OUT: the manifest lists every input exactly once, as the uninterrupted run does
-# (all fields but "seconds"), and the output files are the same set, byte for byte.
+# (all fields but "seconds" and the order: run, seq, time), and the output files are the same set, byte for byte.
 same_as_ref() {
     consistent "$1"
     "$PY" - "$1" "$REF" "$N" <<'PYEOF'
@@ -80,7 +80,8 @@ out, ref, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def load(d):
     rows = [json.loads(l) for l in open(os.path.join(d, "manifest.jsonl"), "rb")]
     for r in rows:
-        r.pop("seconds", None)
+        for k in ("seconds", "run", "seq", "time"): # per run and per line
+            r.pop(k, None)
     return rows
 a, b = load(out), load(ref)
 c = collections.Counter(r["input"] for r in a)
@@ -89,8 +90,9 @@ assert not dup, "inputs listed more than once: %s" % dup
 assert len(a) == n, "%d manifest lines for %d inputs" % (len(a), n)
 key = lambda r: r["input"]
 assert sorted(a, key=key) == sorted(b, key=key), "manifest differs from the uninterrupted run"
-def files(d):
+def files(d): # run records (run-RUN.json) are per run
     return sorted(os.path.relpath(os.path.join(p, f), d) for p, _, fs in os.walk(d) for f in fs
+                  if not (p == d and f.startswith("run-") and f.endswith(".json"))
                   if f != "manifest.jsonl")
 fa, fb = files(out), files(ref)
 assert fa == fb, "output files differ: %s" % sorted(set(fa) ^ set(fb))

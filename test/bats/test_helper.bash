@@ -54,3 +54,36 @@ match_hf() {
     echo "$3: $output (budget $b)"
     [ "$status" -eq 0 ]
 }
+
+# small_set DIR: five images of fixtures/media/images in DIR, plus an empty file (DIR/empty.jpg,
+# an input that fails) when a second argument is given
+small_set() {
+    local img="$ROOT/fixtures/media/images"
+    mkdir -p "$1"
+    cp "$img"/jpeg_gray_200x149.jpg "$img"/png_rgb_320x256.png "$img"/webp_lossy_192x128.webp \
+        "$img"/png_gray_128x72.png "$img"/jpeg_exif6_168x104.jpg "$1/"
+    [ -z "${2:-}" ] || cp "$ROOT/fixtures/bad/empty.jpg" "$1/$2"
+}
+
+# nolock_preload DIR: builds test/bats/nolock_shim.c into DIR/nolock.so and prints what LD_PRELOAD
+# must hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires)
+nolock_preload() {
+    cc -shared -fPIC -o "$1/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+    local asan
+    asan=$(ldd "$MVEMBED" 2>/dev/null | awk '/libasan/ {print $3}')
+    echo "${asan:+$asan }$1/nolock.so"
+}
+
+# readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
+readme_recipe() {
+    awk -v t="**$1**" 'index($0, t) == 1 { f = 1 } f && /^```python$/ { p = 1; next } p && /^```$/ { exit } p' \
+        "$ROOT/README.md"
+}
+
+# inputs DIR PREFIX COPIES: DIR holds COPIES copies of every fixture image, named PREFIX-i-<name>
+inputs() {
+    mkdir -p "$1"
+    for i in $(seq "$3"); do
+        for f in "$ROOT"/fixtures/media/images/*; do cp "$f" "$1/$2-$i-$(basename "$f")"; done
+    done
+}

@@ -253,7 +253,7 @@ int main(void)
              "ls=open(sys.argv[2],\"rb\").read().split(b\"\\n\")\n"
              "w=[json.loads(l) for l in ls if l.startswith(b\"{\\\"input\\\":\\\"dir/\")][0]\n"
              "assert base64.b64decode(w[\"input_b64\"])==b\"dir/caf\\xe9/\\x80.png\", w\n"
-             "assert list(w)==[\"input\",\"input_b64\",\"output\",\"output_b64\",\"status\"], list(w)\n"
+             "assert list(w)==[\"input\",\"input_b64\",\"output\",\"output_b64\",\"status\",\"schema\",\"run\",\"seq\",\"time\"], list(w)\n"
              "' '%s' '%s'",
              cpath, path);
     CHECK(system(cmd) == 0, "python json parses all lines; input_b64 decodes to the raw bytes");
@@ -355,6 +355,37 @@ int main(void)
           "same input: normalised alike, or the same file (absolute, symlink); else not");
     if (chdir(cwd) != 0)
         return 2;
+
+    /* 12. the newest line wins whatever order the manifests are read in */
+    char newer[600], older[600];
+    snprintf(newer, sizeof newer, "%s/newer.jsonl", dir);
+    snprintf(older, sizeof older, "%s/older.jsonl", dir);
+    fclose(fopen(newer, "w"));
+    fclose(fopen(older, "w"));
+    append_raw(newer, "{\"input\":\"o/a.jpg\",\"status\":\"error\",\"error\":\"x\",\"schema\":2,"
+                      "\"run\":\"b\",\"seq\":1,\"time\":2000.5}\n"
+                      "{\"input\":\"o/b.jpg\",\"output\":\"o/b.jpg.npy.zst\",\"status\":\"ok\",\"schema\":2,"
+                      "\"run\":\"b\",\"seq\":2,\"time\":2000.5}\n");
+    append_raw(older, "{\"input\":\"o/a.jpg\",\"output\":\"o/a.jpg.npy.zst\",\"status\":\"ok\",\"schema\":2,"
+                      "\"run\":\"a\",\"seq\":9,\"time\":1000}\n"
+                      "{\"input\":\"o/b.jpg\",\"status\":\"error\",\"error\":\"y\"}\n");
+    int order_ok = 1;
+    for (int k = 0; k < 2; k++) {
+        if (mv_done_create(&d, &e) != MV_OK)
+            return 2;
+        order_ok &= mv_manifest_load_done(k ? older : newer, d, NULL, NULL, &e) == MV_OK;
+        order_ok &= mv_manifest_load_done(k ? newer : older, d, NULL, NULL, &e) == MV_OK;
+        mv_done_owner w;
+        order_ok &= !mv_done_lookup(d, "o/a.jpg") && mv_done_lookup(d, "o/b.jpg") &&
+                    mv_done_owner_of(d, "o/a.jpg.npy.zst", &w) && !w.ok && mv_done_count(d) == 1;
+        mv_done_free(d);
+    }
+    mv_line_order o1 = {.time = 5, .seq = 3, .run = "r", .pos = 9}, o2 = {.time = 4, .seq = 4, .run = "r", .pos = 1};
+    mv_line_order o3 = {.time = 4, .seq = 1, .run = "s", .pos = 2}, o0 = {.pos = 10};
+    CHECK(order_ok && mv_line_order_cmp(&o1, &o2) < 0 && mv_line_order_cmp(&o1, &o3) > 0 &&
+              mv_line_order_cmp(&o0, &o3) < 0,
+          "the newest line of an input wins in either load order; one run by seq, runs by time, "
+          "unordered lines oldest");
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

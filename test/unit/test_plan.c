@@ -4,7 +4,7 @@
  *     restatement of the rule (prefix sums + binary search instead of the greedy loop), and the
  *     invariants: every segment in exactly one chunk, in order, chunk rows <= cap; a segment
  *     longer than cap is refused;
- *   - row info against the merge-block decode written out here from QWEN35_VISION.md §3 (in_col =
+ *   - row info against the merge-block decode written out here from docs/hf-reference.md §3.1 (in_col =
  *     q mod 2, in_row = (q div 2) mod 2, bcol = (q div 4) mod bw, brow = q div (4 bw)), and each
  *     segment's rows cover its h x w grid once;
  *   - cu_seqlens cumulative; attention tiles cover every (segment, query block) once, longest
@@ -69,7 +69,7 @@ static int ref_chunks(const int64_t *len, int nseg, int64_t cap, int whole, ref_
     return k;
 }
 
-/* HF's merge-block decode for merge 2 (QWEN35_VISION.md §3), generalised to merge m the same way. */
+/* HF's merge-block decode for merge 2 (docs/hf-reference.md §3.1), generalised to merge m the same way. */
 static void hf_decode(int64_t q, int w, int m, int *row, int *col)
 {
     int bw = w / m;

@@ -1,0 +1,50 @@
+/* mv_claims.h - output names claimed across processes sharing one OUT (files layout), and the
+ * lock that tells `manifest compact`/`merge` a run is writing there.
+ *
+ * OUT/.mvembed.lock holds the names of the manifests runs append to, one a line, and is locked
+ * with OFD locks (fcntl(2): per open file, shared by NFSv4 and local file systems): byte 0 shared by every run for its whole life ,
+ * byte 1 exclusive while one output is claimed, renamed into place and its manifest line appended
+ * (mv_claims_take ... mv_claims_release); compact and merge take byte 0 exclusively
+ * (mv_claims_exclusive), so they never rewrite a manifest a run appends to. Under byte 1 the claimer first reads the manifest lines
+ * every process appended since its last look (every manifest of OUT, from where it stopped), so an
+ * output name another input holds is never taken: the later input fails "already holds". What it
+ * is not: the resume decision at the start of a run (feed.c, over the manifests read then), and
+ * the tar layout's shards (tar_out.c).
+ */
+#ifndef MV_CLAIMS_H
+#define MV_CLAIMS_H
+
+#include "mv_common.h"
+
+typedef struct mv_claims mv_claims;
+
+/* The lock file's name in OUT. */
+#define MV_CLAIMS_LOCK ".mvembed.lock"
+
+/* Opens (creating) OUT's lock file and takes the run's shared lock (waiting while a compact or
+ * merge holds it exclusively), adds manifest (the file name in OUT the run appends to) to the
+ * lock file's list of manifests, then notes where each manifest of OUT ends now: later lines of
+ * the listed ones are what mv_claims_take reads. *no_locks = 1 when the file system offers no
+ * locks (then claims are kept apart as far as lines already written and exclusive creation can
+ * tell: mv_claims_take's *may_replace). MV_ERR_IO when the file cannot be made. */
+mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **c, int *no_locks, mv_err *e);
+
+/* Takes the claim lock (this process's threads and other processes wait), reads the new manifest
+ * lines and checks that no other input than `input` (mv_done_same_input) holds out_rel (an
+ * output name with its suffix). MV_OK: the lock is held until mv_claims_release, and
+ * *may_replace says whether an existing file at out_rel may be replaced: 1 under a working lock
+ * (a file nobody's lines hold is a crashed run's), or where this input's own line holds it; 0
+ * without locks otherwise (another run may be writing it: the caller only takes a free name).
+ * MV_ERR_OUTPUT with e naming both inputs: held by another (the lock is released); MV_ERR_IO /
+ * MV_ERR_NOMEM: the lock or reading failed (released). */
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, mv_err *e);
+void mv_claims_release(mv_claims *c);
+
+/* Drops the run's lock and frees c (NULL is fine). */
+void mv_claims_close(mv_claims *c);
+
+/* Takes OUT's run lock exclusively without waiting: MV_OK (hold it until mv_claims_close), or
+ * MV_ERR_USAGE naming the pid of a run that holds OUT. For compact and merge. */
+mv_status mv_claims_exclusive(const char *out_dir, mv_claims **c, mv_err *e);
+
+#endif

@@ -1,0 +1,41 @@
+/* mv_run_record.h - the run record: one JSON file per run (per shard when sharded) beside the
+ * manifest, OUT/run-RUN.json or OUT/run-KKKKK-of-NNNNN-RUN.json (mv_name_run_record), written
+ * atomically when the run ends (also after an interrupt or a fatal error, when OUT still takes
+ * it). It says what ran and what came of it: the model as given, its resolved directory and
+ * snapshot commit, the resolved settings and the fingerprint, the mvembed version, counts by
+ * status, failures by cause, bytes written, seconds and rates. The counts come from the
+ * manifest lines this run wrote (its run id), read back from where the manifest ended when the
+ * run started. Its fields are defined in the man page (RUN RECORD), with a version of their own.
+ * Not here: the manifest's record (mv_manifest.h).
+ */
+#ifndef MV_RUN_RECORD_H
+#define MV_RUN_RECORD_H
+
+#include "mv_common.h"
+#include "mv_run.h"
+
+/* The version of the run record's schema ("schema" in the file). */
+#define MV_RUN_RECORD_SCHEMA 1
+
+typedef struct {
+    const mv_run_opts *o;
+    const char *model_dir;   /* the directory loaded (o->model_dir resolved) */
+    const char *fingerprint; /* the model fingerprint of the run's ok lines */
+    const char *settings;    /* mv_backend_settings() of the backend that ran */
+    int shard_k, shard_n;
+    int64_t manifest_start;  /* the manifest's size when the run started */
+    double t_start, t_end;   /* mv_now() */
+    double started_at;       /* wall clock, seconds since the epoch */
+    const mv_run_result *res;
+    const char *fatal;       /* the fatal error's message, or NULL */
+} mv_run_info;
+
+/* The failure cause of an error line's message (the record's "failures" keys; the man page lists
+ * them): a fixed word chosen by what the message says. */
+const char *mv_run_failure_cause(const char *msg);
+
+/* Writes the record of run ri into ri->o->out_dir (temp file, fsync, rename, fsync of OUT), its
+ * name into path[cap] when path is non-NULL. MV_ERR_IO naming the file and cause. */
+mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e);
+
+#endif

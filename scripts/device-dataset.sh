@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# device-dataset.sh - the dataset-scale benchmark (bench/RESULTS.md, "End to end on datasets"), on
+# the GPU machine after scripts/device-bundle.sh here, `.device` in the device tool's carry, in one
+# call so that every number comes from the same machine state:
+#   1. inputs: DS_SMALL (6000) JPEGs of ~512x384 (make_photos.py --size 512x384 --seed 1) and
+#      DS_PHOTOS (800) of ~1600x1200 (--seed 0), and a random 27B-layout tower
+#   2. the tower alone on those sizes (bench_tower.py bench --attention auto --iters 3: HF sdpa
+#      bf16 beside ours; the f32 one-forward-at-a-time column is the reference rate)
+#   3. mvembed -v end to end on each set, the files layout and --layout tar (DS_LAYOUTS), default
+#      settings otherwise; output bytes and the -v timeline (GPU executing, CPU by stage)
+#   4. HF's plain pipeline ANCHOR (a script given by path: hf_strong_e2e.py's interface, --files
+#      LIST --limit N --batch B --out DIR) on the first DS_HF_SMALL (2000) small images (batch 64)
+#      and DS_HF_PHOTOS (400) photos (batch 8); ANCHOR unset or missing: skipped, said so
+# Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4").
+set -u
+cd "$(dirname "$0")/.."
+source scripts/device-env.sh
+MV=$BIN/mvembed
+W=/tmp/ds
+mkdir -p $W
+L=$OUT/dataset.log
+: >"$L"
+log() { echo "$*" | tee -a "$L"; }
+steps=${DS_STEPS:-1 2 3 4}
+want() { [[ " $steps " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee -a "$L"
+log "cpus: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+if want 1; then
+    [ -f $W/m27/config.json ] || timeout 120 python3 scripts/hf_reference.py make-model --config 27b --seed 0 \
+        --out $W/m27 2>&1 | tail -1 | tee -a "$L"
+    [ -d $W/small ] || timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/small \
+        --size 512x384 --count "${DS_SMALL:-6000}" --seed 1 2>&1 | tail -1 | tee -a "$L"
+    [ -d $W/photos ] || timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos \
+        --count "${DS_PHOTOS:-800}" --seed 0 2>&1 | tail -1 | tee -a "$L"
+    for s in small photos; do
+        find $W/$s -name '*.jpg' | sort >$W/$s.txt
+        log "inputs $s: $(wc -l <$W/$s.txt) files, $(du -sh $W/$s | cut -f1)"
+    done
+fi
+
+if want 2; then
+    log "== tower alone (bench_tower.py bench --attention auto --iters 3)"
+    timeout 300 python3 scripts/bench_tower.py bench --model $W/m27 --mvtower $BIN/mvtower --iters 3 \
+        --attention auto --sizes 64x512x384,16x1600x1200 >$OUT/ds-tower.log 2>&1
+    grep -vE '^\s*$' $OUT/ds-tower.log | tail -8 | tee -a "$L"
+fi
+
+if want 3; then
+    for s in small photos; do
+        for lay in ${DS_LAYOUTS:-files tar}; do
+            O=$W/out-$s-$lay
+            rm -rf $O
+            sync
+            log "== mvembed $s --layout $lay"
+            /usr/bin/time -v timeout 300 $MV -v --no-progress --layout $lay --model $W/m27 --out $O $W/$s \
+                >$OUT/ds-mv-$s-$lay.log 2>&1
+            log "exit $?; output $(du -sb $O | cut -f1) bytes in $(find $O -type f | wc -l) files"
+            grep -E "ok, .* failed|end to end|executing|timeline|decode|preprocess|write|Maximum resident|Elapsed" \
+                $OUT/ds-mv-$s-$lay.log | cut -c1-400 | tee -a "$L"
+            rm -rf $O
+        done
+    done
+fi
+
+if want 4; then
+    if [ -n "${ANCHOR:-}" ] && [ -f "$ANCHOR" ]; then
+        log "== HF anchor $(basename "$ANCHOR")"
+        rm -rf $W/hf-small $W/hf-photos
+        timeout 240 python3 "$ANCHOR" --model $W/m27 --files $W/small.txt --limit "${DS_HF_SMALL:-2000}" \
+            --batch 64 --out $W/hf-small 2>&1 | grep -v -i warn | tail -2 | sed 's/^/small: /' | tee -a "$L"
+        timeout 240 python3 "$ANCHOR" --model $W/m27 --files $W/photos.txt --limit "${DS_HF_PHOTOS:-400}" \
+            --batch 8 --out $W/hf-photos 2>&1 | grep -v -i warn | tail -2 | sed 's/^/photos: /' | tee -a "$L"
+        rm -rf $W/hf-small $W/hf-photos
+    else
+        log "== HF anchor: skipped (ANCHOR=${ANCHOR:-unset} is not a file)"
+    fi
+fi

@@ -1,0 +1,290 @@
+/* claims.c - output names claimed across processes under OUT's lock file (see mv_claims.h).
+ *
+ * The claimer's view of other processes' claims is an mv_done set of the manifest lines appended
+ * since the run opened its claims (without locks: every line, so that its own outputs are known),
+ * each manifest read on from where the last look stopped (one replaced since, by inode, again
+ * from its start), so it stays as small as the lines written during the run. Which manifests to
+ * look at is the lock file's content: each run adds its manifest's name there when it starts, so
+ * a claim never lists OUT (which holds the outputs). Not here: the resume set loaded at the start
+ * (manifest_done.c), writing outputs (output.c) or lines (manifest.c).
+ */
+#define _GNU_SOURCE /* F_OFD_SETLKW */
+#include "mv_claims.h"
+
+#include "mv_manifest.h"
+#include "mv_names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    char *name; /* file name in OUT */
+    ino_t ino;
+    int64_t off; /* read up to here */
+} seen_file;
+
+struct mv_claims {
+    char *out_dir;
+    int fd;
+    int no_locks;
+    pthread_mutex_t mu; /* this process's threads: one OFD serves them all */
+    mv_done *seen;      /* the lines read since open */
+    seen_file *files;
+    size_t n_files;
+};
+
+/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on byte `byte` of fd: 0, or -1 with errno. */
+static int ofd_lock(int fd, short type, off_t byte, int wait)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    int r;
+    do
+        r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+    while (r != 0 && errno == EINTR);
+    return r;
+}
+
+static int no_lock_errno(int err) { return err == ENOLCK || err == EINVAL || err == EOPNOTSUPP; }
+
+static mv_status open_lock(const char *out_dir, mv_claims **out, mv_err *e)
+{
+    *out = NULL;
+    mv_claims *c = mv_calloc(1, sizeof *c);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", out_dir, MV_CLAIMS_LOCK);
+    if (!c || !(c->out_dir = strdup(out_dir))) {
+        free(c);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    c->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (c->fd < 0) {
+        int err = errno;
+        free(c->out_dir);
+        free(c);
+        return mv_fail(e, MV_ERR_IO, "%s: cannot open OUT's lock file: %s", path, strerror(err));
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return MV_OK;
+}
+
+/* The manifest names registered in the lock file (one a line, each a manifest's name as
+ * mv_name_manifest makes it; others are ignored), into *names / *nn (free with
+ * mv_manifest_list_free). */
+static mv_status registered(mv_claims *c, char ***names, size_t *nn, mv_err *e)
+{
+    *names = NULL;
+    *nn = 0;
+    struct stat sb;
+    if (fstat(c->fd, &sb) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    size_t len = (size_t)sb.st_size;
+    char *text = mv_malloc(len + 1);
+    if (!text)
+        return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+    ssize_t got = len ? pread(c->fd, text, len, 0) : 0;
+    if (got < 0) {
+        free(text);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: read: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    }
+    text[got] = 0;
+    size_t cap = 0;
+    mv_status st = MV_OK;
+    for (char *line = strtok(text, "\n"); line && !st; line = strtok(NULL, "\n")) {
+        int k, n;
+        if (strcmp(line, "manifest.jsonl") != 0 && !mv_name_manifest_parse(line, &k, &n))
+            continue;
+        if (*nn == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **nv = realloc(*names, cap * sizeof *nv);
+            if (!nv) {
+                st = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+                break;
+            }
+            *names = nv;
+        }
+        if (!((*names)[*nn] = strdup(line)))
+            st = mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+        else
+            (*nn)++;
+    }
+    free(text);
+    return st;
+}
+
+/* Adds manifest (a file name in OUT) to the lock file's list when it is not there yet; under
+ * the claim lock. */
+static mv_status enlist(mv_claims *c, const char *manifest, mv_err *e)
+{
+    char **names;
+    size_t nn;
+    mv_status st = registered(c, &names, &nn, e);
+    int there = 0;
+    for (size_t i = 0; !st && i < nn; i++)
+        there |= !strcmp(names[i], manifest);
+    mv_manifest_list_free(names, nn);
+    if (st || there)
+        return st;
+    char line[300];
+    int n = snprintf(line, sizeof line, "%s\n", manifest);
+    struct stat sb;
+    if (fstat(c->fd, &sb) != 0 || pwrite(c->fd, line, (size_t)n, sb.st_size) != n)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: write: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    return MV_OK;
+}
+
+/* Notes where OUT's manifests end now (at open: every manifest in OUT), or reads on from there
+ * what the registered manifests gained since (other processes' lines); under the claim lock. */
+static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
+{
+    char **names;
+    size_t nn;
+    mv_status st = at_open ? mv_manifest_list(c->out_dir, &names, &nn, e) : registered(c, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        if (i == nn && !at_open)
+            break; /* manifest.jsonl is registered like the others */
+        const char *name = i < nn ? names[i] : "manifest.jsonl";
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", c->out_dir, name);
+        struct stat sb;
+        if (stat(p, &sb) != 0)
+            continue;
+        seen_file *f = NULL;
+        for (size_t k = 0; k < c->n_files && !f; k++)
+            if (!strcmp(c->files[k].name, name))
+                f = &c->files[k];
+        if (!f) {
+            seen_file *nf = realloc(c->files, (c->n_files + 1) * sizeof *nf);
+            char *dup = strdup(name);
+            if (!nf || !dup) {
+                if (nf)
+                    c->files = nf;
+                free(dup);
+                st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+                break;
+            }
+            c->files = nf;
+            f = &c->files[c->n_files++];
+            *f = (seen_file){.name = dup, .ino = sb.st_ino, .off = note_only ? (int64_t)sb.st_size : 0};
+        }
+        if (f->ino != sb.st_ino || (int64_t)sb.st_size < f->off) { /* replaced (compact, merge) */
+            f->ino = sb.st_ino;
+            f->off = 0;
+        }
+        if (!note_only)
+            st = mv_manifest_load_done_at(p, c->seen, &f->off, 0, NULL, NULL, e);
+    }
+    mv_manifest_list_free(names, nn);
+    return st;
+}
+
+mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **out, int *no_locks,
+                         mv_err *e)
+{
+    *no_locks = 0;
+    mv_claims *c;
+    mv_status st = open_lock(out_dir, &c, e);
+    if (st)
+        return st;
+    if ((st = mv_done_create(&c->seen, e))) {
+        mv_claims_close(c);
+        return st;
+    }
+    if (ofd_lock(c->fd, F_RDLCK, 0, 1) != 0) {
+        int err = errno;
+        if (!no_lock_errno(err)) {
+            mv_claims_close(c);
+            return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
+        }
+        c->no_locks = *no_locks = 1;
+    }
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
+        int err = errno;
+        mv_claims_close(c);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
+    }
+    /* without locks, whether a file there is this input's own needs every line, old ones too */
+    st = enlist(c, manifest, e);
+    if (!st)
+        st = look(c, 1, !c->no_locks, e);
+    if (!c->no_locks)
+        ofd_lock(c->fd, F_UNLCK, 1, 0);
+    if (st) {
+        mv_claims_close(c);
+        return st;
+    }
+    *out = c;
+    return MV_OK;
+}
+
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, mv_err *e)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
+        int err = errno;
+        pthread_mutex_unlock(&c->mu);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
+    }
+    mv_status st = look(c, 0, 0, e);
+    mv_done_owner w;
+    int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
+    *may_replace = !c->no_locks || mine;
+    if (held && !mine)
+        st = mv_fail(e, MV_ERR_OUTPUT,
+                     "%s: output name %s already holds the embedding of %s (written by another run "
+                     "into this OUT meanwhile); not overwritten: use another --out, or remove that "
+                     "output and its manifest lines", input, out_rel, w.input);
+    if (st)
+        mv_claims_release(c);
+    return st;
+}
+
+void mv_claims_release(mv_claims *c)
+{
+    if (!c->no_locks)
+        ofd_lock(c->fd, F_UNLCK, 1, 0);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void mv_claims_close(mv_claims *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd); /* drops the OFD locks */
+    for (size_t i = 0; i < c->n_files; i++)
+        free(c->files[i].name);
+    free(c->files);
+    mv_done_free(c->seen);
+    pthread_mutex_destroy(&c->mu);
+    free(c->out_dir);
+    free(c);
+}
+
+mv_status mv_claims_exclusive(const char *out_dir, mv_claims **out, mv_err *e)
+{
+    mv_claims *c;
+    mv_status st = open_lock(out_dir, &c, e);
+    if (st)
+        return st;
+    if (ofd_lock(c->fd, F_WRLCK, 0, 0) != 0) {
+        int err = errno;
+        if (!no_lock_errno(err)) {
+            mv_claims_close(c);
+            if (err == EAGAIN || err == EACCES)
+                return mv_fail(e, MV_ERR_USAGE, "%s: an mvembed run is writing into it (it holds %s/%s): "
+                               "rewriting its manifests now would lose that run's lines; try again "
+                               "once it has finished", out_dir, out_dir, MV_CLAIMS_LOCK);
+            return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
+        }
+        c->no_locks = 1;
+    }
+    *out = c;
+    return MV_OK;
+}

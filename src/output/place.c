@@ -1,0 +1,96 @@
+/* place.c - the exclusive final name (see mv_place.h): renameat2(RENAME_NOREPLACE), else
+ * link(2) + unlink(2), else a refusal naming the file system (statfs(2)'s magic number). */
+#define _GNU_SOURCE /* renameat2 */
+#include "mv_place.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+/* A name for the file system holding path: the common ones by statfs's f_type, else the magic. */
+static void fs_name(const char *path, char *buf, size_t cap)
+{
+    static const struct { long magic; const char *name; } known[] = {
+        {0x6969, "nfs"}, {0xff534d42, "cifs"}, {0xfe534d42, "smb2"}, {0x65735546, "fuse"},
+        {0x4d44, "vfat"}, {0x2011bab0, "exfat"}, {0x01021997, "9p"}, {0x794c7630, "overlayfs"},
+        {0x5346544e, "ntfs"}, {0x19830326, "fhgfs/beegfs"}, {0x0bd00bd0, "lustre"},
+        {0x47504653, "gpfs"}, {0x00c36400, "ceph"}, {0xef53, "ext2/3/4"}, {0x58465342, "xfs"},
+        {0x9123683e, "btrfs"}, {0x01021994, "tmpfs"}, {0x2fc12fc1, "zfs"},
+    };
+    struct statfs sf;
+    if (statfs(path, &sf) != 0) {
+        snprintf(buf, cap, "unknown: %s", strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if ((unsigned long)sf.f_type == (unsigned long)known[i].magic) {
+            snprintf(buf, cap, "%s", known[i].name);
+            return;
+        }
+    snprintf(buf, cap, "type 0x%lx", (unsigned long)sf.f_type);
+}
+
+mv_status mv_place_exclusive(const char *tmp, const char *fin, mv_err *e)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_NOREPLACE) == 0)
+        return MV_OK;
+    if (errno == EEXIST)
+        return mv_fail(e, MV_ERR_IO, "%s: exists already: not replaced", fin);
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+        return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
+    /* no RENAME_NOREPLACE here: a hard link is just as exclusive */
+    int lr = link(tmp, fin), lerr = errno;
+    struct stat a, b;
+    if (lr != 0 && lerr == EEXIST && stat(tmp, &a) == 0 && a.st_nlink == 2 && stat(fin, &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        lr = 0; /* NFS: the link was made, the reply to a retransmission said EEXIST */
+    if (lr != 0 && lerr == EEXIST)
+        return mv_fail(e, MV_ERR_IO, "%s: exists already: not replaced", fin);
+    if (lr != 0) {
+        char fs[64];
+        fs_name(tmp, fs, sizeof fs);
+        if (lerr == EPERM || lerr == EOPNOTSUPP || lerr == ENOSYS)
+            return mv_fail(e, MV_ERR_IO, "%s: the file system (%s) offers neither rename without "
+                           "replacing (RENAME_NOREPLACE) nor hard links, so the file cannot be given its "
+                           "name safely: use another file system for OUT", fin, fs);
+        return mv_fail(e, MV_ERR_IO, "%s: link from %s (file system %s, without RENAME_NOREPLACE): %s",
+                       fin, tmp, fs, strerror(lerr));
+    }
+    if (unlink(tmp) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s: linked, but the temporary name %s stays: %s", fin, tmp,
+                       strerror(errno));
+    return MV_OK;
+}
+
+static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static char g_tmp[4400];
+static struct sigaction g_old[4];
+
+static void on_guarded(int sig)
+{
+    unlink(g_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered once this handler returns: the process ends as it would have */
+}
+
+void mv_place_guard_begin(const char *tmp)
+{
+    snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_guarded;
+    sigfillset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++)
+        sigaction(guarded[i], &sa, &g_old[i]);
+}
+
+void mv_place_guard_end(void)
+{
+    for (int i = 0; i < 4; i++)
+        sigaction(guarded[i], &g_old[i], NULL);
+}

@@ -1,0 +1,452 @@
+/* tar_compact.c - `mvembed manifest compact` for the tar layout (see mv_tar_resume.h): shards that
+ * hold dead samples (an input redone since, by --force or with other settings, has a newer sample
+ * elsewhere) are rewritten without them, so that a reader iterating the shards sees each input
+ * once. Order, each step atomic: the live samples are copied into new shards (new numbers, never
+ * over a file: tar_out.c), then each manifest naming a moved sample is rewritten (temp file,
+ * fsync, rename), then the old shards go. A crash in between leaves either the old shards (the
+ * copies are then dead and go at the next compact) or dead old shards. Shards with samples whose
+ * input has no line at all (an orphan, adopted by the next run) and shards a writer holds are
+ * left as they are. Not here: the manifest's own compaction (manifest_merge.c).
+ */
+#define _GNU_SOURCE /* F_OFD_SETLK */
+#include "mv_tar_resume.h"
+
+#include "mv_hashset.h"
+#include "mv_names.h"
+#include "mv_output.h"
+#include "mv_place.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* "shard/key" of a record (neither holds a '/'), in buf; 0 when the record names no sample. */
+static size_t sample_id(json_t *o, char *buf, size_t cap)
+{
+    json_t *s = json_object_get(o, "shard"), *k = json_object_get(o, "key");
+    if (!json_is_string(s) || !json_is_string(k))
+        return 0;
+    int n = snprintf(buf, cap, "%s/%s", json_string_value(s), json_string_value(k));
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/* What OUT's manifests say: live = the samples some manifest's latest line of an input names;
+ * lined = the inputs with any line. */
+typedef struct {
+    mv_hashset live, lined;
+} liveness;
+
+/* 1 when name is a manifest of OUT (manifest.jsonl, manifest-K-of-N.jsonl). */
+static int is_manifest(const char *name)
+{
+    int k, n;
+    return !strcmp(name, "manifest.jsonl") || mv_name_manifest_parse(name, &k, &n);
+}
+
+/* Reads one manifest's latest line per input into L. */
+static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    mv_hashset latest = {0}; /* input -> 1 + index into ids */
+    char **ids = NULL;
+    size_t n_ids = 0, cap = 0, lcap = 0;
+    char *line = NULL;
+    ssize_t len;
+    mv_status st = MV_OK;
+    while (!st && (len = getline(&line, &lcap, f)) > 0) {
+        json_error_t jerr;
+        json_t *o = json_loadb(line, (size_t)len, 0, &jerr), *in = json_object_get(o, "input");
+        json_t *b64 = json_object_get(o, "input_b64");
+        const char *key = json_is_string(b64) ? json_string_value(b64) : json_string_value(in);
+        char id[600];
+        size_t idl = json_is_object(o) && json_is_string(json_object_get(o, "status")) &&
+                     !strcmp(json_string_value(json_object_get(o, "status")), "ok") ? sample_id(o, id, sizeof id) : 0;
+        mv_hashset_entry *en = key ? mv_hashset_add(&latest, key, strlen(key), NULL) : NULL;
+        if (key && (!en || !mv_hashset_add(&L->lined, key, strlen(key), NULL)))
+            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+        else if (en) {
+            if (!en->value) {
+                if (n_ids == cap) {
+                    char **ni = realloc(ids, (cap = cap ? cap * 2 : 1024) * sizeof *ni);
+                    if (!ni) {
+                        json_decref(o);
+                        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+                        break;
+                    }
+                    ids = ni;
+                }
+                ids[n_ids] = NULL;
+                en->value = ++n_ids;
+            }
+            char **slot = &ids[en->value - 1];
+            free(*slot);
+            *slot = idl ? malloc(idl + 1) : NULL;
+            if (*slot)
+                memcpy(*slot, id, idl + 1);
+        }
+        json_decref(o);
+    }
+    for (size_t i = 0; i < n_ids; i++) {
+        if (!st && ids[i] && !mv_hashset_add(&L->live, ids[i], strlen(ids[i]), NULL))
+            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+        free(ids[i]);
+    }
+    free(ids);
+    free(line);
+    mv_hashset_free(&latest);
+    fclose(f);
+    return st;
+}
+
+/* One sample of a shard, as the first pass found it. */
+typedef struct {
+    char key[100];
+    int live;
+} sample;
+
+/* First pass over the shard open as fd: its samples (key, live) into *smp, and how many are dead
+ * (the input has a newer sample) and orphans (the input has no line). -1 when unreadable. */
+static int survey(int fd, const char *name, const liveness *L, sample **smp, size_t *n, size_t *dead,
+                  size_t *orphans)
+{
+    struct archive *a = archive_read_new();
+    if (!a)
+        return -1;
+    archive_read_support_format_tar(a);
+    int rc = archive_read_open_fd(a, fd, 1 << 16) == ARCHIVE_OK ? 0 : -1, r = ARCHIVE_OK;
+    size_t cap = 0;
+    struct archive_entry *en;
+    while (!rc && (r = archive_read_next_header(a, &en)) == ARCHIVE_OK) {
+        const char *m = archive_entry_pathname(en);
+        size_t ml = m ? strlen(m) : 0, sz = (size_t)archive_entry_size(en);
+        if (ml < 6 || ml - 5 >= sizeof smp[0]->key || strcmp(m + ml - 5, ".json") || sz > (1 << 24))
+            continue; /* the .npy members: their data is skipped */
+        char *js = malloc(sz + 1);
+        json_error_t jerr;
+        json_t *o = NULL;
+        if (!js || archive_read_data(a, js, sz) != (la_ssize_t)sz ||
+            !(o = json_loadb(js, sz, 0, &jerr))) {
+            rc = -1;
+        } else if (*n == cap && !(*smp = realloc(*smp, (cap = cap ? cap * 2 : 256) * sizeof **smp))) {
+            rc = -1;
+        } else {
+            sample *s = &(*smp)[(*n)++];
+            snprintf(s->key, sizeof s->key, "%.*s", (int)(ml - 5), m);
+            char id[600];
+            snprintf(id, sizeof id, "%s/%s", name, s->key);
+            json_t *b64 = json_object_get(o, "input_b64"), *in = json_object_get(o, "input");
+            const char *input = json_is_string(b64) ? json_string_value(b64) : json_string_value(in);
+            s->live = mv_hashset_find(&L->live, id, strlen(id)) != NULL;
+            if (!s->live && input && mv_hashset_find(&L->lined, input, strlen(input)))
+                (*dead)++;
+            else if (!s->live)
+                (*orphans)++;
+        }
+        json_decref(o);
+        free(js);
+    }
+    if (!rc && r != ARCHIVE_EOF)
+        rc = -1;
+    archive_read_free(a);
+    return rc;
+}
+
+/* The commit of the copies' shard: their new lines, in the order they were added. */
+typedef struct {
+    char *text;
+    size_t len;
+} collected;
+
+static mv_status collect(void *ud, const char *text, size_t len, mv_err *e)
+{
+    collected *c = ud;
+    char *nt = realloc(c->text, c->len + len + 1);
+    if (!nt)
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    memcpy(nt + c->len, text, len);
+    c->len += len;
+    nt[c->len] = 0;
+    c->text = nt;
+    return MV_OK;
+}
+
+/* Second pass: copies the live samples of the shard open as fd into a new shard of set S. */
+static mv_status copy_live(int fd, const char *path, const sample *smp, size_t n, mv_tar_set *S, mv_err *e)
+{
+    struct archive *a = archive_read_new();
+    if (!a)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+    archive_read_support_format_tar(a);
+    mv_status st = MV_OK;
+    if (lseek(fd, 0, SEEK_SET) != 0 || archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK)
+        st = mv_fail(e, MV_ERR_IO, "%s: cannot read it again", path);
+    mv_tar_shard *sh = NULL;
+    uint8_t *npy = NULL;
+    size_t npy_len = 0, i = 0;
+    struct archive_entry *en;
+    while (!st && archive_read_next_header(a, &en) == ARCHIVE_OK) {
+        const char *m = archive_entry_pathname(en);
+        size_t ml = strlen(m), sz = (size_t)archive_entry_size(en);
+        while (i < n && !smp[i].live)
+            i++;
+        if (i == n)
+            break;
+        size_t kl = strlen(smp[i].key);
+        if (ml != kl + 4 + (ml > kl + 4) || strncmp(m, smp[i].key, kl))
+            continue; /* a dead sample's members */
+        uint8_t *buf = malloc(sz + 1);
+        if (!buf || archive_read_data(a, buf, sz) != (la_ssize_t)sz) {
+            free(buf);
+            st = mv_fail(e, MV_ERR_IO, "%s: %s: unreadable", path, m);
+        } else if (!strcmp(m + kl, ".npy")) {
+            free(npy);
+            npy = buf;
+            npy_len = sz;
+        } else if (!strcmp(m + kl, ".json") && npy && npy_len >= 10) {
+            buf[sz] = 0;
+            while (sz && buf[sz - 1] == '\n')
+                buf[--sz] = 0;
+            size_t hdr = 10 + (size_t)(npy[8] | npy[9] << 8);
+            st = hdr <= npy_len ? mv_tar_add_copy(S, &sh, npy, npy_len, hdr, (char *)buf, e)
+                                : mv_fail(e, MV_ERR_FORMAT, "%s: %s: not an NPY v1.0 member", path, m);
+            free(buf);
+            free(npy);
+            npy = NULL;
+            i++;
+        } else
+            free(buf);
+    }
+    free(npy);
+    archive_read_free(a);
+    if (st) {
+        mv_tar_abandon(sh);
+        return st;
+    }
+    return mv_tar_close(S, sh, e);
+}
+
+/* Moved samples: old "shard/key" -> its new line's shard, key and offset. */
+typedef struct {
+    mv_hashset ids;  /* value: 1 + index */
+    mv_hashset made; /* the copies' shard names: never surveyed in the same compact */
+    struct moved { char shard[96], key[100], offset[24]; } *to;
+    size_t n, cap;
+} moves;
+
+/* Enters the copies of the live samples of old shard name (smp, in order) from their new lines. */
+static mv_status note_moves(moves *M, const char *name, const sample *smp, size_t n, const collected *c,
+                            mv_err *e)
+{
+    const char *p = c->text;
+    for (size_t i = 0; i < n; i++) {
+        if (!smp[i].live)
+            continue;
+        const char *nl = p ? strchr(p, '\n') : NULL;
+        json_error_t jerr;
+        json_t *o = nl ? json_loadb(p, (size_t)(nl - p), 0, &jerr) : NULL;
+        json_t *js = json_object_get(o, "shard"), *jk = json_object_get(o, "key"), *jo = json_object_get(o, "offset");
+        char id[600];
+        snprintf(id, sizeof id, "%s/%s", name, smp[i].key);
+        mv_hashset_entry *en = json_is_string(js) && json_is_string(jk) && json_is_integer(jo)
+                                   ? mv_hashset_add(&M->ids, id, strlen(id), NULL) : NULL;
+        if (en && M->n == M->cap) {
+            struct moved *nt = realloc(M->to, (M->cap = M->cap ? M->cap * 2 : 256) * sizeof *nt);
+            if (!nt)
+                en = NULL;
+            else
+                M->to = nt;
+        }
+        if (!en) {
+            json_decref(o);
+            return mv_fail(e, MV_ERR_NOMEM, "%s: the copy of %s: no record, or out of memory", name, smp[i].key);
+        }
+        struct moved *mv = &M->to[M->n];
+        en->value = ++M->n;
+        snprintf(mv->shard, sizeof mv->shard, "%s", json_string_value(js));
+        snprintf(mv->key, sizeof mv->key, "%s", json_string_value(jk));
+        snprintf(mv->offset, sizeof mv->offset, "%lld", (long long)json_integer_value(jo));
+        json_decref(o);
+        if (!mv_hashset_add(&M->made, mv->shard, strlen(mv->shard), NULL))
+            return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
+        p = nl + 1;
+    }
+    return MV_OK;
+}
+
+/* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies;
+ * nothing when no line names one. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
+ * temp files are, fsync, rename, fsync of out_dir. */
+static mv_status rewrite_held(const char *out_dir, const char *path, const moves *M, mv_err *e);
+
+static mv_status rewrite_manifest(const char *out_dir, const char *path, const moves *M, mv_err *e)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
+    mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
+    mv_status st = rewrite_held(out_dir, path, M, e);
+    mv_place_guard_end();
+    return st;
+}
+
+static mv_status rewrite_held(const char *out_dir, const char *path, const moves *M, mv_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); /* our pid: ours */
+    FILE *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!w) {
+        if (fd >= 0)
+            close(fd);
+        fclose(f);
+        return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    }
+    mv_output_lock_temp(fd);
+    char *line = NULL;
+    size_t lcap = 0, changed = 0;
+    ssize_t len;
+    mv_status st = MV_OK;
+    while (!st && (len = getline(&line, &lcap, f)) > 0) {
+        json_error_t jerr;
+        json_t *o = json_loadb(line, (size_t)len, 0, &jerr);
+        char id[600];
+        size_t idl = json_is_object(o) ? sample_id(o, id, sizeof id) : 0;
+        json_decref(o);
+        const mv_hashset_entry *en = idl ? mv_hashset_find(&M->ids, id, idl) : NULL;
+        char *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+        if (en) {
+            const struct moved *mv = &M->to[en->value - 1];
+            a = mv_tar_record_set(line, "output", mv->shard, 0);
+            b = a ? mv_tar_record_set(a, "shard", mv->shard, 0) : NULL;
+            c = b ? mv_tar_record_set(b, "key", mv->key, 0) : NULL;
+            d = c ? mv_tar_record_set(c, "offset", mv->offset, 1) : NULL;
+            if (!d)
+                st = mv_fail(e, MV_ERR_FORMAT, "%s: a line naming %s lacks a field to move", path, id);
+            changed++;
+        }
+        if (!st && fputs(d ? d : line, w) == EOF)
+            st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+        free(a);
+        free(b);
+        free(c);
+        free(d);
+    }
+    free(line);
+    fclose(f);
+    if (!st && (fflush(w) || fsync(fd)))
+        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (fclose(w) && !st)
+        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (!st && changed && rename(tmp, path) != 0)
+        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
+    if (st || !changed)
+        unlink(tmp);
+    int dfd = st || !changed ? -1 : open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0 && errno != EINVAL)
+            st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", out_dir, strerror(errno));
+        close(dfd);
+    }
+    return st;
+}
+
+/* The naming (k, n) of a shard file name; 0 when it is none. */
+static int shard_naming(const char *name, int *k, int *n)
+{
+    *k = 0;
+    *n = 1;
+    if (mv_name_tar_shard_parse(name, 0, 1) >= 0)
+        return 1;
+    return sscanf(name, "shard-%d-of-%d-", k, n) == 2 && mv_name_tar_shard_parse(name, *k, *n) >= 0;
+}
+
+mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
+{
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot list the output directory: %s", out_dir, strerror(errno));
+    liveness L = {0};
+    moves M = {0};
+    mv_status st = MV_OK;
+    struct dirent *de;
+    char path[4400];
+    while (!st && (de = readdir(d)) != NULL)
+        if (is_manifest(de->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
+            st = read_liveness(path, &L, e);
+        }
+    char **gone = NULL; /* old shards to remove once the manifests name the copies */
+    size_t n_gone = 0, n_dead = 0, n_rewritten = 0;
+    rewinddir(d);
+    while (!st && (de = readdir(d)) != NULL) {
+        int k, n;
+        if (!shard_naming(de->d_name, &k, &n) || mv_hashset_find(&M.made, de->d_name, strlen(de->d_name)))
+            continue; /* not a shard, or a copy this compact made (a directory listing may show it) */
+        snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+        if (fd < 0 || (fcntl(fd, F_OFD_SETLK, &fl) != 0 && (errno == EAGAIN || errno == EACCES))) {
+            if (fd >= 0)
+                close(fd); /* a writer's, its lines not yet in */
+            continue;
+        }
+        sample *smp = NULL;
+        size_t ns = 0, dead = 0, orphans = 0, live = 0;
+        if (survey(fd, de->d_name, &L, &smp, &ns, &dead, &orphans) == 0 && dead && !orphans) {
+            for (size_t i = 0; i < ns; i++)
+                live += smp[i].live;
+            mv_tar_set *S = NULL;
+            collected c = {0};
+            if (live && !(st = mv_tar_set_open(out_dir, k, n, 1LL << 62, collect, &c, &S, e)) &&
+                !(st = copy_live(fd, path, smp, ns, S, e)))
+                st = note_moves(&M, de->d_name, smp, ns, &c, e);
+            mv_tar_set_free(S);
+            free(c.text);
+            char **ng = st ? NULL : realloc(gone, (n_gone + 1) * sizeof *ng);
+            if (ng && (ng[n_gone] = strdup(de->d_name))) {
+                gone = ng;
+                n_gone++;
+                n_dead += dead;
+                n_rewritten += live > 0;
+            } else if (!st)
+                st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+        }
+        free(smp);
+        close(fd);
+    }
+    rewinddir(d);
+    while (!st && M.n && (de = readdir(d)) != NULL)
+        if (is_manifest(de->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
+            st = rewrite_manifest(out_dir, path, &M, e);
+        }
+    closedir(d);
+    for (size_t i = 0; i < n_gone; i++) {
+        snprintf(path, sizeof path, "%s/%s", out_dir, gone[i]);
+        if (!st && unlink(path) != 0)
+            st = mv_fail(e, MV_ERR_IO, "%s: cannot remove it: %s", path, strerror(errno));
+        free(gone[i]);
+    }
+    free(gone);
+    if (!st && !quiet && n_gone)
+        fprintf(stderr, "mvembed: compacted shards: %zu dead samples (inputs redone since) removed, %zu "
+                "shards rewritten, %zu removed\n", n_dead, n_rewritten, n_gone - n_rewritten);
+    mv_hashset_free(&L.live);
+    mv_hashset_free(&L.lined);
+    mv_hashset_free(&M.ids);
+    mv_hashset_free(&M.made);
+    free(M.to);
+    return st;
+}

@@ -1,0 +1,223 @@
+/* run_record.c - the run record, OUT/run-[KKKKK-of-NNNNN-]RUN.json (see mv_run_record.h): built
+ * with jansson from the run's facts and from its own manifest lines (read back from where the
+ * manifest ended when the run started, keeping those with this run's id), written to a locked
+ * temp file in OUT, fsync'd and renamed. Not here: the manifest lines themselves (manifest.c).
+ */
+#include "mv_run_record.h"
+
+#include "mv_manifest.h"
+#include "mv_names.h"
+#include "mv_output.h"
+#include "mv_version.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Causes by what the message says, first match wins; "decode" for the rest. */
+static const struct {
+    const char *needle, *cause;
+} causes[] = {
+    {"already holds the embedding of", "name_taken"},
+    {"already used by another input of this run", "name_taken"},
+    {"NaN/Inf", "non_finite"},
+    {"exceeds the limit of", "too_large"},
+    {"time limit", "timeout"},
+    {"timed out", "timeout"},
+    {"empty file", "empty"},
+    {"not an image or video", "not_media"},
+    {"not supported", "unsupported"},
+    {"unsupported", "unsupported"},
+    {"No such file or directory", "unreadable"},
+    {"Permission denied", "unreadable"},
+    {"not a regular file", "unreadable"},
+    {"read error", "unreadable"},
+    {"cannot create", "output"},
+    {"File name too long", "output"},
+    {"path too long", "output"},
+    {"Is a directory", "output"},
+    {"Not a directory", "output"},
+};
+
+const char *mv_run_failure_cause(const char *msg)
+{
+    for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++)
+        if (strstr(msg, causes[i].needle))
+            return causes[i].cause;
+    return "decode";
+}
+
+/* What the run's own manifest lines say: failures by cause (count and the first message) and
+ * the bytes of its ok lines. */
+static void tally(const mv_run_info *ri, json_t *failures, json_int_t *bytes)
+{
+    char path[4200];
+    mv_name_manifest(path, sizeof path, ri->o->out_dir, ri->shard_k, ri->shard_n);
+    int fd;
+    mv_err oe;
+    if (mv_open_regular(path, &fd, &oe) != MV_OK) /* gone, or not a file (a FIFO would block) */
+        return;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return;
+    }
+    if (ri->manifest_start > 0 && fseeko(f, (off_t)ri->manifest_start, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
+    const char *id = mv_manifest_run_id();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        json_error_t je;
+        json_t *o = json_loadb(line, (size_t)n, 0, &je);
+        const char *run = json_string_value(json_object_get(o, "run"));
+        const char *st = json_string_value(json_object_get(o, "status"));
+        if (run && st && !strcmp(run, id)) {
+            json_t *b = json_object_get(o, "bytes");
+            const char *err = json_string_value(json_object_get(o, "error"));
+            if (!strcmp(st, "ok") && json_is_integer(b))
+                *bytes += json_integer_value(b);
+            if (strcmp(st, "ok") != 0) {
+                const char *cause = mv_run_failure_cause(err ? err : "");
+                json_t *c = json_object_get(failures, cause);
+                if (!c && (c = json_pack("{s:I,s:s}", "count", (json_int_t)0, "example", err ? err : "")))
+                    json_object_set_new(failures, cause, c);
+                json_t *k = json_object_get(c, "count");
+                if (k)
+                    json_integer_set(k, json_integer_value(k) + 1);
+            }
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+}
+
+/* The backend's "k=v k=v" line as an object. */
+static json_t *settings_object(const char *line)
+{
+    json_t *o = json_object();
+    const char *p = line;
+    while (o && *p) {
+        while (*p == ' ')
+            p++;
+        const char *end = p + strcspn(p, " "), *eq = memchr(p, '=', (size_t)(end - p));
+        if (eq && eq > p) {
+            char key[128];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+            json_object_set_new(o, key, json_stringn(eq + 1, (size_t)(end - eq - 1)));
+        }
+        p = end;
+    }
+    return o;
+}
+
+/* The snapshot commit when dir is a Hugging Face cache snapshot (.../snapshots/<40 hex>). */
+static json_t *snapshot_commit(const char *dir)
+{
+    char *real = realpath(dir, NULL);
+    json_t *c = json_null();
+    const char *slash = real ? strrchr(real, '/') : NULL;
+    if (slash && strlen(slash + 1) == 40 && strspn(slash + 1, "0123456789abcdef") == 40 &&
+        slash - real >= 10 && !strncmp(slash - 10, "/snapshots", 10))
+        c = json_string(slash + 1);
+    free(real);
+    return c;
+}
+
+static json_t *build(const mv_run_info *ri, const char *manifest_name)
+{
+    const mv_run_opts *o = ri->o;
+    const mv_run_result *r = ri->res;
+    json_t *failures = json_object();
+    json_int_t bytes = 0;
+    tally(ri, failures, &bytes);
+    double secs = ri->t_end - ri->t_start;
+    long inputs = r->ok + r->failed + r->skipped;
+    const char *status = ri->fatal ? "fatal" : r->signal ? "interrupted" : "complete";
+    json_t *shard = ri->shard_n > 1 ? json_pack("{s:i,s:i}", "k", ri->shard_k, "n", ri->shard_n) : json_null();
+    json_t *j = json_pack(
+        "{s:i,s:s,s:s,s:s,s:o,s:s,s:f,s:f,s:f,s:s,s:s*,"
+        "s:{s:s,s:s,s:o},s:s,s:s,s:o,"
+        "s:{s:s,s:s,s:s,s:i,s:i,s:b,s:b},"
+        "s:{s:I,s:I,s:I,s:I},s:o,s:I,s:{s:f,s:f,s:f}}",
+        "schema", MV_RUN_RECORD_SCHEMA, "run", mv_manifest_run_id(), "mvembed_version", MV_VERSION,
+        "status", status, "shard", shard, "manifest", manifest_name, "started_at", ri->started_at,
+        "finished_at", ri->started_at + secs, "seconds", secs, "out", o->out_dir, "fatal_error", ri->fatal,
+        "model", "given", o->model_dir ? o->model_dir : "", "dir", ri->model_dir, "commit",
+        snapshot_commit(ri->model_dir),
+        "fingerprint", ri->fingerprint, "settings_line", ri->settings, "settings", settings_object(ri->settings),
+        "options", "out_dtype", o->out_dtype == MV_DT_F16 ? "f16" : "f32", "layout",
+        o->layout == MV_LAYOUT_TAR ? "tar" : "files", "pool", o->pool ? "mean" : "none", "zstd_level",
+        o->zstd_level, "num_frames", o->num_frames, "force", o->force, "input_hash", o->input_hash,
+        "counts", "inputs", (json_int_t)inputs, "ok", (json_int_t)r->ok, "failed", (json_int_t)r->failed,
+        "skipped", (json_int_t)r->skipped, "failures", failures, "bytes_written", bytes,
+        "rates", "inputs_per_second", secs > 0 ? inputs / secs : 0.0, "ok_per_second",
+        secs > 0 ? r->ok / secs : 0.0, "bytes_per_second", secs > 0 ? bytes / secs : 0.0);
+    return j;
+}
+
+mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e)
+{
+    const char *out = ri->o->out_dir;
+    char fin[4200], man[4200], tmp[4300];
+    mv_name_run_record(fin, sizeof fin, out, ri->shard_k, ri->shard_n, mv_manifest_run_id());
+    mv_name_manifest(man, sizeof man, out, ri->shard_k, ri->shard_n);
+    const char *slash = strrchr(man, '/');
+    json_t *j = build(ri, slash ? slash + 1 : man);
+    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    if (!text)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory building the run record", fin);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-run-%s.json", out, (long)getpid(), mv_manifest_run_id());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    mv_status st = MV_OK;
+    if (fd < 0) {
+        st = mv_fail(e, MV_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        free(text);
+        return st;
+    }
+    mv_output_lock_temp(fd); /* the sweep leaves it alone; best effort where there are no locks */
+    size_t len = strlen(text);
+    text[len] = '\n'; /* json_dumps' NUL: the file ends in a newline */
+    const char *p = text;
+    size_t left = len + 1;
+    while (left > 0 && !st) {
+        ssize_t k = write(fd, p, left);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            st = mv_fail(e, MV_ERR_IO, "%s: write: %s", tmp, k < 0 ? strerror(errno) : "no progress");
+        else {
+            p += k;
+            left -= (size_t)k;
+        }
+    }
+    free(text);
+    if (!st && fsync(fd) != 0)
+        st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
+    if (!st && rename(tmp, fin) != 0)
+        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
+    close(fd);
+    if (st) {
+        unlink(tmp);
+        return st;
+    }
+    int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL)) {
+        st = mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", out, strerror(errno));
+    }
+    if (dfd >= 0)
+        close(dfd);
+    if (!st && path)
+        snprintf(path, cap, "%s", fin);
+    return st;
+}
