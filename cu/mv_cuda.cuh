@@ -18,6 +18,7 @@
 extern "C" {
 #include "mv_common.h"
 #include "mv_plan.h"
+#include "mv_preprocess.h" /* mv_resize_axis */
 }
 
 typedef __nv_bfloat16 bf16;
@@ -221,6 +222,48 @@ typedef struct {
 cudaError_t mv_cuda_patchify(float *out, const uint8_t *frames, const mv_patch_seg *segs, int nseg,
                              int64_t n_rows, const float *lut, int patch, int merge, int temporal,
                              cudaStream_t st);
+
+/* ---- resize.cu -------------------------------------------------------------------------- */
+/* One axis of torch's uint8 antialiased bicubic resize in device memory: mv_resize_axis's arrays
+ * (include/mv_preprocess.h), uploaded. */
+typedef struct {
+    const int *xmin, *xsize; /* [n] */
+    const int16_t *w;        /* [n][ksize] */
+    int n, ksize;
+    unsigned prec;
+} mv_cuda_resize_axis;
+/* Bytes of a's arrays packed by mv_cuda_resize_axis_pack (each part 16-byte aligned). */
+size_t mv_cuda_resize_axis_bytes(const mv_resize_axis *a);
+/* Copies a's arrays into host memory h (mv_cuda_resize_axis_bytes(a) bytes) and sets *d to
+ * point at the same layout in device memory dev, where the caller uploads h. */
+void mv_cuda_resize_axis_pack(const mv_resize_axis *a, void *h, void *dev, mv_cuda_resize_axis *d);
+/* dst [nf][dh][dw][3] = mv_resize_bicubic_aa_u8 of each frame of src [nf][sh][sw][3], bit for
+ * bit: ax (sw -> dw) when the width changes, ay (sh -> dh) when the height does (NULL or ignored
+ * otherwise; a->n must be dw / dh), both through tmp [nf][sh][dw][3] when both change (tmp may be
+ * NULL otherwise); equal sizes copy. All pointers are device memory; asynchronous on st. */
+cudaError_t mv_cuda_resize_u8(uint8_t *dst, const uint8_t *src, uint8_t *tmp, int nf, int sw, int sh,
+                              int dw, int dh, const mv_cuda_resize_axis *ax,
+                              const mv_cuda_resize_axis *ay, cudaStream_t st);
+
+/* A forward's device resize (mv_forward_req.src_size), for the backend: one segment of a chunk
+ * (a temporal group of one entry) with its source frames at byte src of the forward's input and
+ * its resized frames at byte dst of the packed resized frames (mv_patch_seg.src); segments of
+ * one entry are consecutive and share its axes. */
+typedef struct {
+    int64_t src, dst;
+    int32_t nf, sw, sh, dw, dh, entry;
+} mv_resize_seg;
+typedef struct mv_cuda_resizer mv_cuda_resizer;
+mv_cuda_resizer *mv_cuda_resizer_new(void); /* NULL: out of memory */
+void mv_cuda_resizer_free(mv_cuda_resizer *r);
+/* Enqueues on io the upload of chunk buffer buf's source frames (host_frames: page-locked; the
+ * segments' bytes are consecutive) and axes (computed here, mv_resize_axis_init), growing the
+ * device buffers as needed (cudaFree / cudaMalloc: the device's earlier work ends first). */
+mv_status mv_cuda_resizer_upload(mv_cuda_resizer *r, int buf, const uint8_t *host_frames, const mv_resize_seg *segs,
+                                 int nseg, cudaStream_t io, mv_err *e);
+/* Enqueues on st the resizes of buffer buf's segments into dst (offsets relative to the first
+ * segment's dst), once its upload is waited for. */
+cudaError_t mv_cuda_resizer_run(mv_cuda_resizer *r, int buf, uint8_t *dst, cudaStream_t st);
 
 /* ---- gemm.cu (cuBLASLt) ---------------------------------------------------------------- */
 typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;

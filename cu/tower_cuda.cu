@@ -89,6 +89,7 @@ typedef struct {
     uint8_t *u8[2];         /* [cap * patch_dim] bytes: a chunk's uint8 frames (req.frames), at
                              * most temporal * patch^2 * 3 = patch_dim bytes per patch row */
     mv_patch_seg *pseg[2];  /* [cap / merge^2 + 1]: the chunk's segments for the patchify */
+    mv_cuda_resizer *rz;    /* req.src_size: source frames, axes and the resize of each chunk */
     float *lut;             /* [3 * 256] mv_norm_lut of the model's preprocessing */
     void *x, *xn, *qkv, *att, *mlp; /* T: [cap, H] [cap, H] [cap, sz.qkv_cols] [cap, H]
                                      * [cap, sz.mlp_cols] (x is f32 with f32res) */
@@ -331,6 +332,7 @@ typedef struct {
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
     int dnn;                /* attention through cuDNN (else fa3 or the builtin kernel: b->fa3) */
+    int resize;             /* req.src_size: u8[buf] is resized from the source frames first */
     mv_fa3_plan fa3;        /* fa3: the launch (plan_fa3) */
 } chunk;
 
@@ -426,6 +428,7 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     const mv_attn_tile *tiles = b->tiles[ch->buf];
 
     if (!host_pixels) {
+        if (ch->resize) CK(mv_cuda_resizer_run(b->rz, ch->buf, b->u8[ch->buf], st), "resize");
         CK(mv_cuda_patchify(pix, b->u8[ch->buf], b->pseg[ch->buf], ch->nseg, n, b->lut, c->patch, c->merge,
                             c->temporal, st),
            "patchify");
@@ -557,9 +560,30 @@ static mv_patch_seg *u8_segments(const mv_vision_config *c, const int32_t *n_fra
     return ps;
 }
 
+/* req.src_size: each segment's source frames (entry i's frames are src_size[2i] x src_size[2i+1])
+ * and where its resized frames go (ps[s].src, absolute), for mv_cuda_resizer_upload. NULL when
+ * out of memory. */
+static mv_resize_seg *u8_src_segments(const mv_vision_config *c, const int32_t *n_frames, const int32_t *src_size,
+                                      const mv_plan *plan, const mv_patch_seg *ps)
+{
+    mv_resize_seg *rs = (mv_resize_seg *)malloc(sizeof(mv_resize_seg) * (size_t)plan->nseg);
+    if (!rs) return NULL;
+    int64_t src = 0;
+    for (int s = 0, i = -1, g = 0; s < plan->nseg; s++) {
+        const mv_segment *sg = &plan->seg[s];
+        g = s > 0 && plan->seg[s - 1].entry == sg->entry ? g + 1 : 0;
+        for (; i < sg->entry; i++) /* entries before this one (also any without patches) */
+            if (i >= 0) src += (int64_t)n_frames[i] * src_size[2 * i] * src_size[2 * i + 1] * 3;
+        const int64_t fsz = (int64_t)src_size[2 * sg->entry] * src_size[2 * sg->entry + 1] * 3;
+        rs[s] = mv_resize_seg{src + (int64_t)g * c->temporal * fsz, ps[s].src, ps[s].nf, src_size[2 * sg->entry],
+                              src_size[2 * sg->entry + 1], sg->w * c->patch, sg->h * c->patch, sg->entry};
+    }
+    return rs;
+}
+
 /* Enqueues on b->io the upload of a chunk's uint8 frames (one contiguous byte range: its segments
- * are consecutive) into u8[ch->buf] and of its segment table, made chunk-relative in place, into
- * pseg[ch->buf]. */
+ * are consecutive) into u8[ch->buf] (frames NULL: the resizer makes them on the device) and of its
+ * segment table, made chunk-relative in place, into pseg[ch->buf]. */
 static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *frames, mv_patch_seg *ps)
 {
     const mv_vision_config *c = &b->base.model->cfg;
@@ -572,8 +596,9 @@ static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *fr
         s0[j].src -= base;
         s0[j].row0 -= ch->r0;
     }
-    cudaError_t r = cudaMemcpyAsync(b->u8[ch->buf], frames + base, (size_t)(end - base),
-                                    cudaMemcpyHostToDevice, b->io);
+    cudaError_t r = frames ? cudaMemcpyAsync(b->u8[ch->buf], frames + base, (size_t)(end - base),
+                                             cudaMemcpyHostToDevice, b->io)
+                           : cudaSuccess;
     if (r == cudaSuccess)
         r = cudaMemcpyAsync(b->pseg[ch->buf], s0, sizeof(mv_patch_seg) * (size_t)ch->nseg,
                             cudaMemcpyHostToDevice, b->io);
@@ -619,6 +644,11 @@ static mv_status forward_check(cuda_backend *b, const mv_forward_req *req, mv_pl
         int64_t NF;
         ST(mv_frames_check(m, req->n_frames, req->grid, req->n_entries, &NF, NULL, e));
     }
+    if (req->src_size && !req->frames) return mv_fail(e, MV_ERR_USAGE, "cuda: source sizes without frames");
+    for (int i = 0; req->src_size && i < req->n_entries; i++)
+        if (req->src_size[2 * i] < 1 || req->src_size[2 * i + 1] < 1)
+            return mv_fail(e, MV_ERR_USAGE, "cuda: entry %d: source frames of %dx%d", i, req->src_size[2 * i],
+                           req->src_size[2 * i + 1]);
     mv_status st = mv_plan_segments(plan, &m->cfg, req->grid, req->n_entries, MV_ROWINFO_MAX_SIDE, e);
     if (st != MV_OK) return st == MV_ERR_LIMIT ? mv_fail_prefix(e, st, "cuda") : st;
     if (plan->n_patches == 0) return MV_OK;
@@ -727,10 +757,11 @@ static mv_status chunk_meta(cuda_backend *b, const mv_plan *plan, int k, chunk *
  * pixel_values, which the kernel patchifies; or f32 rows) and metadata; the compute stream waits
  * for it. first: the forward's first chunk, whose start is the forward's first kernel (ev_f0). */
 static mv_status chunk_upload(cuda_backend *b, const mv_forward_req *req, const chunk &ch, mv_patch_seg *psegs,
-                              int first, mv_err *e)
+                              const mv_resize_seg *rsegs, int first, mv_err *e)
 {
     const int P = b->base.model->cfg.patch_dim;
-    cudaError_t r = req->frames ? upload_u8(b, &ch, req->frames, psegs)
+    if (rsegs) ST(mv_cuda_resizer_upload(b->rz, ch.buf, req->frames, rsegs + ch.seg0, ch.nseg, b->io, e));
+    cudaError_t r = req->frames ? upload_u8(b, &ch, rsegs ? NULL : req->frames, psegs)
                                 : cudaMemcpyAsync(b->pix[ch.buf], req->pixels + ch.r0 * P,
                                                   (size_t)(ch.n * P) * sizeof(float), cudaMemcpyHostToDevice, b->io);
     if (r == cudaSuccess)
@@ -783,7 +814,7 @@ static mv_status chunk_download(cuda_backend *b, const mv_forward_req *req, cons
  * (io). Once the last chunk's kernels are queued, so is the forward's device work (req->queued;
  * with req->mean, after pool_end). */
 static mv_status run_chunks(cuda_backend *b, const mv_forward_req *req, const mv_plan *plan, mv_patch_seg *psegs,
-                            mv_err *e)
+                            const mv_resize_seg *rsegs, mv_err *e)
 {
     chunk prev = {};
     int have_prev = 0;
@@ -794,7 +825,8 @@ static mv_status run_chunks(cuda_backend *b, const mv_forward_req *req, const mv
         const int have_cur = k < plan->nchunk;
         if (have_cur) {
             st = chunk_meta(b, plan, k, &ch, e);
-            if (st == MV_OK) st = chunk_upload(b, req, ch, psegs, k == 0, e);
+            ch.resize = rsegs != NULL;
+            if (st == MV_OK) st = chunk_upload(b, req, ch, psegs, rsegs, k == 0, e);
             if (st == MV_OK) st = chunk_compute(b, req, plan, ch, e);
             if (st != MV_OK) break;
             if (k == plan->nchunk - 1 && !req->mean && req->queued) req->queued(req->queued_arg);
@@ -838,16 +870,21 @@ static mv_status forward_impl(cuda_backend *b, const mv_forward_req *req, mv_for
     const int64_t N = plan.n_patches;
     mv_patch_seg *psegs = NULL;
     st = forward_workspace(b, req, &plan, e);
+    mv_resize_seg *rsegs = NULL;
     if (st == MV_OK && req->frames && !(psegs = u8_segments(c, req->n_frames, &plan)))
+        st = mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", plan.nseg);
+    if (st == MV_OK && req->src_size && !(rsegs = u8_src_segments(c, req->n_frames, req->src_size, &plan, psegs)))
         st = mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %d segments", plan.nseg);
     if (st != MV_OK) {
         mv_plan_free(&plan);
+        free(psegs);
         return st;
     }
-    st = run_chunks(b, req, &plan, psegs, e);
+    st = run_chunks(b, req, &plan, psegs, rsegs, e);
     const int timed = plan.nchunk > 0; /* ev_f0 and ev_f1 were recorded by this forward */
     mv_plan_free(&plan);
     free(psegs);
+    free(rsegs);
     if (st == MV_OK && req->mean) st = pool_end(b, req, e);
     if (st != MV_OK) {
         cudaStreamSynchronize(b->st);
@@ -884,6 +921,7 @@ static void cuda_destroy(mv_backend *be)
     mv_gemm_destroy(b->gemm);
     if (b->arena) cudaFree(b->arena);
     if (b->lut) cudaFree(b->lut);
+    mv_cuda_resizer_free(b->rz);
     for (int i = 0; i < 2; i++) {
         if (b->ev_up[i]) cudaEventDestroy(b->ev_up[i]);
         if (b->ev_done[i]) cudaEventDestroy(b->ev_done[i]);
@@ -1076,6 +1114,8 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.name = "cuda";
     b->base.forward = cuda_forward;
     b->base.pools_mean = 1;
+    b->base.out_bf16 = prec == MV_PREC_BF16; /* T = bf16: the output conversion widens bf16 values */
+    b->base.resizes = 1;
     b->base.destroy = cuda_destroy;
     b->base.host_alloc = cuda_host_alloc;
     b->base.host_free = cuda_host_free;
@@ -1127,6 +1167,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
         if (r == cudaSuccess) r = cudaMemcpy(b->lut, lut, sizeof lut, cudaMemcpyHostToDevice);
         if (r != cudaSuccess) st = mv_cuda_check(r, e, "normalisation table upload");
     }
+    if (st == MV_OK && !(b->rz = mv_cuda_resizer_new())) st = mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
     if (st == MV_OK) st = choose_attention(b, o, e);
     if (st == MV_OK) {
         long long bt = o ? o->batch_tokens : 0;

@@ -39,6 +39,12 @@ typedef struct {
     const float *pixels;
     const uint8_t *frames;
     const int32_t *n_frames; /* [n_entries]: with frames, each entry's frame count */
+    /* [n_entries][2] or NULL: with frames, only where mv_backend.resizes: entry i's frames are
+     * the decoded ones, src_size[2i] x src_size[2i+1] (w x h) each, back to back as above, and the
+     * backend resizes them to w_i * patch x h_i * patch first, bit for bit as
+     * mv_resize_bicubic_aa_u8 (the weights are mv_resize_axis_init's); the "pixel_values" dump is
+     * then made from its own resize. */
+    const int32_t *src_size;
     const int32_t *grid;     /* [n_entries][3]: {t, h, w} in patches */
     int n_entries;
     /* mean 0: out [n_patches / merge^2, out_hidden], the merger's output tokens. mean 1 (--pool
@@ -84,9 +90,13 @@ struct mv_backend {
      * forward (opts.batch_tokens, resolved): 0 = one input per forward (the CPU by default: keeps
      * results independent of batching); CUDA: its workspace's patches, sized from free memory
      * unless asked. pools_mean: 1 when forward takes req.mean (CUDA), else the caller pools the
-     * tokens on the host (mv_pool_mean). */
+     * tokens on the host (mv_pool_mean). out_bf16: 1 when every value of out (mean 0) is a bf16
+     * value widened to f32 (CUDA in bf16 precision), so that --out-dtype auto may store it as f16
+     * without losing any (mv_output_dtype). */
     int64_t batch_tokens;
     int pools_mean;
+    int out_bf16;
+    int resizes; /* 1: forward takes mv_forward_req.src_size (CUDA: cu/resize.cu) */
     void *impl;
 };
 
@@ -119,6 +129,12 @@ typedef struct {
      * first backend of the process that loads cuDNN decides. */
     const char *cudnn_lib;
     int verbose;            /* CUDA: say on stderr which attention implementation runs */
+    /* CPU, a test hook (MVEMBED_TEST_OUT_BF16): outputs rounded to bf16 and out_bf16 set, as the
+     * CUDA bf16 tower's are, so that --out-dtype auto's choice is tested where there is no GPU */
+    int test_out_bf16;
+    /* CPU, a test hook (MVEMBED_TEST_CPU_RESIZES): resizes set, decoded frames (src_size) resized
+     * by the backend with the CPU's resize, as the CUDA backend takes them */
+    int test_resizes;
 } mv_backend_opts;
 
 mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_backend **out,

@@ -23,6 +23,8 @@ typedef struct {
                        * freed once the forward ran */
     int n_frames;     /* images 1; videos the sampled frames (grid t = ceil(n_frames / temporal)) */
     int rw, rh;
+    int sw, sh;       /* 0: frames are resized; else (mv_item_ctx.device_resize) frames holds the
+                       * decoded image, sw x sh, which the backend resizes to rw x rh */
     int32_t grid[3];  /* t, h, w in patches */
     const char *kind; /* "image" / "video" */
     int width, height;
@@ -70,6 +72,8 @@ typedef struct {
     int video_threads;   /* videos: decoder threads (mv_video_limits.threads; 0 = FFmpeg's choice) */
     const char *dump_dir; /* --dump-stages: write input.png / input_NNN.png (and an image's
                            * decoded.png) under DIR/<rel>/ */
+    int device_resize;   /* every backend resizes (mv_backend.resizes): an image keeps its decoded
+                          * frame (mv_prepared.sw), unless it is over 4x the resized pixels */
     int input_hash;       /* --input-hash: XXH64 of each input file's bytes (mv_filehash.h) */
 } mv_item_ctx;
 
@@ -94,6 +98,8 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *e);
 
 /* Patches of a prepared item: t * h * w. */
 int64_t mv_item_patches(const mv_item *it);
+/* The bytes of its frames: resized (rw x rh) or decoded (sw x sh) ones. */
+size_t mv_item_frame_bytes(const mv_item *it);
 
 /* The manifest record of a finished item (ok with its output, or its error). out_rel is the
  * output's name relative to OUT; r's pointers point into it and into the item. */

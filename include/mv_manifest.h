@@ -37,7 +37,7 @@ typedef struct {
     int64_t grid_thw[3];
     int has_shape;       /* shape [rows, cols] of the saved array */
     int64_t shape[2];
-    const char *dtype;   /* "f32" / "f16"; NULL = omitted */
+    const char *dtype;   /* "f32" / "f16" / "bfloat16"; NULL = omitted */
     int has_bytes;       /* bytes: size of the output file as written (resume checks it) */
     int64_t bytes;
     const char *model;   /* model fingerprint; NULL = omitted */

@@ -1,11 +1,15 @@
 /* mv_npy.h - NPY v1.0 files: read (.npy, and .npy.zst), encode, save.
- * Little-endian C-order arrays only; dtypes <f4 <f8 <f2 <i8 <i4 |u1. */
+ * Little-endian C-order arrays only; dtypes <f4 <f8 <f2 <i8 <i4 |u1, and bfloat16 stored as its
+ * bit patterns under <u2 (numpy has no bfloat16: a <u2 file is read as bfloat16). */
 #ifndef MV_NPY_H
 #define MV_NPY_H
 
 #include "mv_common.h"
 
-typedef enum { MV_DT_F32 = 0, MV_DT_F64, MV_DT_F16, MV_DT_I64, MV_DT_I32, MV_DT_U8 } mv_dtype;
+/* MV_DT_AUTO is no array's type: the output writers' per-output choice (mv_output_dtype). */
+typedef enum {
+    MV_DT_F32 = 0, MV_DT_F64, MV_DT_F16, MV_DT_I64, MV_DT_I32, MV_DT_U8, MV_DT_BF16, MV_DT_AUTO
+} mv_dtype;
 
 #define MV_NPY_MAXDIM 8
 
@@ -35,8 +39,8 @@ size_t mv_npy_header(mv_dtype t, int ndim, const int64_t *shape, uint8_t hdr[MV_
 /* Encodes a complete NPY v1.0 file into a malloc'd buffer. */
 mv_status mv_npy_encode(mv_dtype t, int ndim, const int64_t *shape, const void *data,
                         uint8_t **buf, size_t *len, mv_err *e);
-/* The NPY v1.0 file of f32 data [rows, cols] stored as dt: MV_DT_F32 as is, MV_DT_F16 rounded to
- * nearest even (what outputs are written as, in files and in tar shards). */
+/* The NPY v1.0 file of f32 data [rows, cols] stored as dt: MV_DT_F32 as is, MV_DT_F16 or
+ * MV_DT_BF16 rounded to nearest even (what outputs are written as, in files and in tar shards). */
 mv_status mv_npy_encode_f32_as(mv_dtype dt, int64_t rows, int64_t cols, const float *data,
                                uint8_t **buf, size_t *len, mv_err *e);
 /* Writes a plain .npy file (not atomic; used for --dump-stages and tools). */
@@ -49,7 +53,11 @@ uint16_t mv_f32_to_f16(float f);
 void mv_f32_to_f16_n(const float *x, uint16_t *y, size_t n);
 float mv_f16_to_f32(uint16_t h);
 uint16_t mv_f32_to_bf16(float f);
+void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
 float mv_bf16_to_f32(uint16_t b);
+/* 1 when every x[i] converts to f16 and back to the same bits (mv_f32_to_f16, mv_f16_to_f32):
+ * f16 holds them all exactly. Fast on bf16 values in f16's normal range and zeros, which are. */
+int mv_f16_exact_n(const float *x, size_t n);
 static inline float mv_round_bf16(float f) { return mv_bf16_to_f32(mv_f32_to_bf16(f)); }
 
 #endif

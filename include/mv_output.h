@@ -42,6 +42,12 @@ typedef struct mv_output_writer mv_output_writer;
 mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, mv_err *e);
 void mv_output_writer_free(mv_output_writer *w);
 
+/* The dtype an output of count values is stored as when want was asked for: want itself, except
+ * MV_DT_AUTO: MV_DT_F16 when f16 holds every value exactly (mv_f16_exact_n; bf16 values inside
+ * f16's range do), else MV_DT_F32. The caller resolves auto to f32 up front where the values are
+ * not bf16 (an f32 tower, pooled means), so that files do not switch type by chance. */
+mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count);
+
 /* A claim on the output name rel, asked by mv_output_write once the temp file is whole and
  * synced, just before it takes the final name: a status other than MV_OK leaves the final name as
  * it is (the temp file is removed) and is returned by mv_output_write. *may_replace (preset to 1)
@@ -52,7 +58,8 @@ typedef mv_status (*mv_output_claim_fn)(void *ud, const char *rel, int *may_repl
 void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud);
 
 /* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst through writer w, stored as
- * dt (MV_DT_F32, or MV_DT_F16 converted with round-to-nearest-even), compressed at zstd_level.
+ * dt (MV_DT_F32, or MV_DT_F16 / MV_DT_BF16 (<u2 bit patterns) converted with round-to-nearest-
+ * even; never MV_DT_AUTO: see mv_output_dtype), compressed at zstd_level.
  * Creates missing parent directories (mode 0777 & ~umask). The first time w's run writes into a
  * directory, abandoned temp files there are removed (mv_output_clean_temps). Data holding NaN or
  * Inf is not written (MV_ERR_MODEL). On success final_path (if non-NULL) receives the final path

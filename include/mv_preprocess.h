@@ -31,11 +31,28 @@ mv_status mv_smart_resize_video(int t, int h, int w, int factor, int tfactor, lo
 
 /* torch CPU uint8 antialiased bicubic resize (interpolate(..., mode="bicubic", antialias=True,
  * align_corners=False) on uint8, as torchvision's resize runs it): a = -0.5 Keys kernel, double
- * weights turned into int16 with a per-axis precision, horizontal pass then vertical pass with
- * a uint8 intermediate, an axis of unchanged size skipped, identical size copied.
- * src [sh][sw][3] -> dst [dh][dw][3]. Fails only for lack of memory (MV_ERR_NOMEM) or
- * non-positive sizes (MV_ERR_USAGE). */
+ * weights turned into int16 with a per-axis precision (mv_resize_axis), horizontal pass then
+ * vertical pass with a uint8 intermediate [sh][dw][3], an axis of unchanged size skipped,
+ * identical size copied. src [sh][sw][3] -> dst [dh][dw][3]. Fails only for lack of memory
+ * (MV_ERR_NOMEM) or non-positive sizes (MV_ERR_USAGE). cu/resize.cu is its CUDA twin. */
 mv_status mv_resize_bicubic_aa_u8(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh);
+
+/* The integer weights of one axis of that resize, in -> out pixels (torch's
+ * _compute_index_ranges_int16_weights): output index o takes input indices xmin[o] ..
+ * xmin[o] + xsize[o] - 1 with weights w[o * ksize + j] (int16, zero past xsize[o]), and each
+ * channel of the output is clamp((2^(prec-1) + sum_j in[xmin[o] + j] * w[o * ksize + j]) >> prec,
+ * 0, 255) in int arithmetic (an arithmetic shift). The CPU passes and the CUDA kernels
+ * (cu/resize.cu) both apply exactly these, so they agree bit for bit. */
+typedef struct {
+    int n;             /* output pixels along the axis */
+    int ksize;         /* max_interp_size: weights stored per output index */
+    int *xmin, *xsize; /* [out] */
+    int16_t *w;        /* [out][ksize] */
+    unsigned prec;     /* weights_precision */
+} mv_resize_axis;
+/* MV_OK, MV_ERR_NOMEM, or MV_ERR_USAGE for a non-positive size; a is zeroed on failure. */
+mv_status mv_resize_axis_init(mv_resize_axis *a, int in, int out);
+void mv_resize_axis_free(mv_resize_axis *a); /* and zeroes it; a zeroed axis is fine */
 
 /* lut[c][v] = fl32(fl32(v - mean'_c) / std'_c), mean'_c = fl32(mean_c / rescale),
  * std'_c = fl32(std_c / rescale): HF's fused rescale+normalize for every uint8 value. */
@@ -51,6 +68,12 @@ long long mv_patchify_rows(int n_frames, int h, int w, const mv_preproc_config *
  * The CPU backend's forward of uint8 frames runs it; cu/patchify.cu is its CUDA twin. */
 void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
                  const mv_preproc_config *pp, float *out, int32_t grid[3]);
+
+/* The size the image path resizes img to (smart_resize with factor = patch * merge and pp's
+ * min/max pixels): *rw x *rh, grid = {1, rh / patch, rw / patch}; for a backend that resizes on its
+ * device (mv_forward_req.src_size). Errors as mv_preprocess_image's. */
+mv_status mv_preprocess_image_size(const mv_image *img, const mv_preproc_config *pp, int32_t grid[3], int *rw,
+                                   int *rh, mv_err *e);
 
 /* The whole image path: smart_resize(img) with factor = patch * merge and pp's min/max pixels,
  * resize, patchify. *pixels (malloc'd, [gh*gw, patch_dim]) and grid = {1, gh, gw}. If resized

@@ -5,6 +5,7 @@
 #   .device/bin/test_cuda_ops   kernel-vs-CPU-twin tests + whole-tower CUDA-vs-CPU tests (TAP)
 #   .device/bin/mvtower         tower driver: `run` (stage dumps for parity) and `bench` (timing)
 #   .device/bin/test_fa3        the Hopper attention kernel's layout probes and twin tests (TAP)
+#   .device/bin/test_resize     the CUDA uint8 bicubic resize against its CPU twin (TAP)
 #   .device/bin/attnbench       the attention kernels alone (TFLOP/s, agreement)
 #                               (the test/cuda programs carry the variants build: kernel versions
 #                               and options chosen on their command lines, test/cuda/variants/)
@@ -38,7 +39,7 @@ make -s -j"${BUNDLE_JOBS:-2}" BUILD=$BUILD $VIDEO cuda-tests $BUILD/mvembed $BUI
 [ -x $BUILD/cuda/mvtower ] || { echo "device-bundle: make built no CUDA programs (no usable nvcc? make info)" >&2; exit 1; }
 mkdir -p $OUTD/bin $OUTD/lib
 rm -f $OUTD/bin/* $OUTD/lib/*
-for t in test_cuda_ops test_fa3 attnbench mvtower; do
+for t in test_cuda_ops test_fa3 test_resize attnbench mvtower; do
     echo "device-bundle: $BUILD/cuda/$t -> $OUTD/bin/$t"
     cp $BUILD/cuda/$t $OUTD/bin/
 done

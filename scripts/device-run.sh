@@ -4,7 +4,8 @@
 # (default /tmp/mvout) and prints short summaries. Steps:
 #   tests      .device/bin/test_cuda_ops (kernel twins incl. cuDNN attention, whole-tower CUDA
 #              vs CPU with both attentions, two backends on two GPUs / two threads), then
-#              test_cuda_ops --big (one 47376-row cuDNN segment)                  -> tests.log
+#              test_cuda_ops --big (one 47376-row cuDNN segment), test_resize (the
+#              uint8 bicubic resize kernel against its CPU twin)                  -> tests.log
 #   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
 #   attn       .device/bin/attnbench (builtin vs cuDNN kernels) and scripts/bench_attn_torch.py
 #              (torch sdpa FlashAttention-2 / cuDNN) on the same shapes           -> attn.log/jsonl
@@ -93,6 +94,8 @@ for step in "$@"; do
         timeout 360 "$BIN/test_cuda_ops" >>"$OUT/tests.log" 2>&1 || { rc=1; echo "test_cuda_ops: exit $?" | tee -a "$OUT/tests.log"; }
         echo "== test_cuda_ops --big" >>"$OUT/tests.log"
         timeout ${BIG_TIMEOUT:-200} "$BIN/test_cuda_ops" --big >>"$OUT/tests.log" 2>&1 || { rc=1; echo "test_cuda_ops --big: exit $?" | tee -a "$OUT/tests.log"; }
+        echo "== test_resize" >>"$OUT/tests.log"
+        timeout 120 "$BIN/test_resize" >>"$OUT/tests.log" 2>&1 || { rc=1; echo "test_resize: exit $?" | tee -a "$OUT/tests.log"; }
         grep -E "^not ok|^1\.\.|Bail|^# only|two devices" "$OUT/tests.log" | head -40
         echo "tests: $(grep -c '^ok' "$OUT/tests.log") ok, $(grep -c '^not ok' "$OUT/tests.log") not ok"
         ;;

@@ -50,6 +50,9 @@ check "files layout, --pool mean" --jobs 4 -j 1 --pool mean
 MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 2 forwards in flight (8 tower threads)" --jobs 4 -j 1
 MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 3 in flight, packed forwards, tar layout" --jobs 4 -j 1 \
     --inflight 3 --batch-tokens 2048 --layout tar --shard-size 16K
+# the CPU backend taking decoded images and rounding tokens to bf16, as CUDA does (--out-dtype auto)
+MVEMBED_TEST_CPU_DEVICES=2 MVEMBED_TEST_CPU_RESIZES=1 MVEMBED_TEST_OUT_BF16=1 \
+    check "2 test devices resizing decoded images, bf16 tokens, packed forwards" --jobs 4 -j 1 --batch-tokens 4096
 # resuming the finished run (ok inputs skipped, failed ones retried), in the layout it wrote (an OUT
 # holds one layout: another is refused)
 KEEP=1 check "8 decode threads, resuming the finished tar-layout run" --jobs 8 -j 1 --layout tar --shard-size 16K

@@ -41,7 +41,7 @@ static void on_signal(int sig)
 static void defaults(mv_run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->out_dtype = MV_DT_F32;
+    o->out_dtype = MV_DT_AUTO; /* f16 where exact (bf16 tokens), else f32 (mv_output_dtype) */
     o->zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
     o->max_decode_pixels = 178956970LL;
     o->timeout = 600;
@@ -86,9 +86,13 @@ static int from_environment(mv_run_opts *o)
     /* 0 (comparisons): the forwards in flight on one device queue their work at once */
     const char *turns = getenv("MVEMBED_FORWARD_TURNS");
     o->forward_overlap = turns && !strcmp(turns, "0");
-    /* a test hook: 1 packs only full windows, so that tests of packing do not depend on timing */
-    const char *fill = getenv("MVEMBED_TEST_FILL_WINDOW");
+    /* test hooks, on with 1: full windows only (packing without timing); the CPU backend's tokens
+     * rounded to bf16, or decoded images resized by it, as the CUDA backend does both */
+    const char *fill = getenv("MVEMBED_TEST_FILL_WINDOW"), *ob = getenv("MVEMBED_TEST_OUT_BF16");
+    const char *rz = getenv("MVEMBED_TEST_CPU_RESIZES");
     o->test_fill_window = fill && !strcmp(fill, "1");
+    o->bopts.test_out_bf16 = ob && !strcmp(ob, "1");
+    o->bopts.test_resizes = rz && !strcmp(rz, "1");
     return -1;
 }
 

@@ -81,7 +81,8 @@ typedef struct {
 #define CUSTOM(nm, sh, fn, m, mt, h) \
     {.kind = K_CUSTOM, .name = nm, .short_name = sh, .parse = fn, .must = m, .meta = mt, .help = h}
 
-static const opt_name dtype_names[] = {{"f32", MV_DT_F32}, {"f16", MV_DT_F16}, {NULL, 0}};
+static const opt_name dtype_names[] = {
+    {"auto", MV_DT_AUTO}, {"f32", MV_DT_F32}, {"f16", MV_DT_F16}, {"bf16", MV_DT_BF16}, {NULL, 0}};
 static const opt_name layout_names[] = {{"files", MV_LAYOUT_FILES}, {"tar", MV_LAYOUT_TAR}, {NULL, 0}};
 static const opt_name pool_names[] = {{"none", MV_POOL_NONE}, {"mean", MV_POOL_MEAN}, {NULL, 0}};
 static const opt_name device_names[] = {
@@ -120,7 +121,8 @@ static const opt_def options[] = {
          "hidden ones, other extensions, non-files and OUT's are passed over"),
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
     FLAG("input-hash", 0, input_hash, 1, "record each input's XXH64; resume redoes inputs whose bytes changed"),
-    ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings (default f32)"),
+    ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings: auto (default):\n"
+         "f16 where it holds every value exactly, else f32; bf16: <u2 bits"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
     ENUM("layout", layout, layout_names,
          "files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"

@@ -115,13 +115,6 @@ mv_status mv_smart_resize_video(int t, int h, int w, int factor, int tfactor, lo
  * torch uint8 antialiased bicubic
  * ------------------------------------------------------------------------------------------- */
 
-typedef struct {
-    int ksize;          /* max_interp_size: weights stored per output index */
-    int *xmin, *xsize;  /* [out] */
-    int16_t *w;         /* [out][ksize] */
-    unsigned prec;      /* weights_precision */
-} aa_axis;
-
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #define NOCONTRACT
@@ -139,7 +132,7 @@ static NOCONTRACT double aa_cubic(double x)
     return 0.0;
 }
 
-static void aa_axis_free(aa_axis *a)
+void mv_resize_axis_free(mv_resize_axis *a)
 {
     free(a->xmin);
     free(a->xsize);
@@ -147,10 +140,11 @@ static void aa_axis_free(aa_axis *a)
     memset(a, 0, sizeof *a);
 }
 
-/* Weights for one axis, in -> out. Returns 0, or -1 when out of memory. */
-static NOCONTRACT int aa_axis_init(aa_axis *a, int in, int out)
+NOCONTRACT mv_status mv_resize_axis_init(mv_resize_axis *a, int in, int out)
 {
     memset(a, 0, sizeof *a);
+    if (in <= 0 || out <= 0)
+        return MV_ERR_USAGE;
     const int interp_size = 4;
     double scale = out > 1 ? (double)in / (double)out : 0.0;
     double support = (scale >= 1.0) ? (interp_size * 0.5) * scale : interp_size * 0.5;
@@ -161,9 +155,10 @@ static NOCONTRACT int aa_axis_init(aa_axis *a, int in, int out)
     a->w = malloc(sizeof(int16_t) * (size_t)out * ksize);
     if (!wd || !a->xmin || !a->xsize || !a->w) {
         free(wd);
-        aa_axis_free(a);
-        return -1;
+        mv_resize_axis_free(a);
+        return MV_ERR_NOMEM;
     }
+    a->n = out;
     a->ksize = ksize;
     double wt_max = 0.0;
     for (int64_t i = 0; i < out; i++) {
@@ -207,7 +202,7 @@ static NOCONTRACT int aa_axis_init(aa_axis *a, int in, int out)
         a->w[k] = (int16_t)((v < 0) ? (int)(-0.5 + v) : (int)(0.5 + v));
     }
     free(wd);
-    return 0;
+    return MV_OK;
 }
 
 static inline uint8_t clamp_shift(int acc, unsigned p)
@@ -217,7 +212,7 @@ static inline uint8_t clamp_shift(int acc, unsigned p)
 }
 
 /* src [h][sw][3] -> dst [h][dw][3] along x */
-static void resize_h(const uint8_t *src, int sw, int h, uint8_t *dst, int dw, const aa_axis *a)
+static void resize_h(const uint8_t *src, int sw, int h, uint8_t *dst, int dw, const mv_resize_axis *a)
 {
     const int bias = 1 << (a->prec - 1);
     #pragma omp parallel for schedule(static) if ((long long)h * dw > 65536)
@@ -238,7 +233,7 @@ static void resize_h(const uint8_t *src, int sw, int h, uint8_t *dst, int dw, co
 }
 
 /* src [sh][w][3] -> dst [dh][w][3] along y */
-static void resize_v(const uint8_t *src, int w, uint8_t *dst, int dh, const aa_axis *a)
+static void resize_v(const uint8_t *src, int w, uint8_t *dst, int dh, const mv_resize_axis *a)
 {
     const int bias = 1 << (a->prec - 1);
     const size_t row = (size_t)w * 3;
@@ -263,27 +258,27 @@ mv_status mv_resize_bicubic_aa_u8(const uint8_t *src, int sw, int sh, uint8_t *d
         memcpy(dst, src, (size_t)sw * sh * 3);
         return MV_OK;
     }
-    aa_axis ax = {0}, ay = {0};
+    mv_resize_axis ax = {0}, ay = {0};
     uint8_t *tmp = NULL;
     mv_status s = MV_OK;
     if (sw != dw && sh != dh) {
         tmp = malloc((size_t)dw * sh * 3);
-        if (!tmp || aa_axis_init(&ax, sw, dw) || aa_axis_init(&ay, sh, dh)) {
+        if (!tmp)
             s = MV_ERR_NOMEM;
-        } else {
+        else if (!(s = mv_resize_axis_init(&ax, sw, dw)) && !(s = mv_resize_axis_init(&ay, sh, dh))) {
             resize_h(src, sw, sh, tmp, dw, &ax);
             resize_v(tmp, dw, dst, dh, &ay);
         }
     } else if (sw != dw) {
-        if (aa_axis_init(&ax, sw, dw)) s = MV_ERR_NOMEM;
-        else resize_h(src, sw, sh, dst, dw, &ax);
+        if (!(s = mv_resize_axis_init(&ax, sw, dw)))
+            resize_h(src, sw, sh, dst, dw, &ax);
     } else {
-        if (aa_axis_init(&ay, sh, dh)) s = MV_ERR_NOMEM;
-        else resize_v(src, sw, dst, dh, &ay);
+        if (!(s = mv_resize_axis_init(&ay, sh, dh)))
+            resize_v(src, sw, dst, dh, &ay);
     }
     free(tmp);
-    aa_axis_free(&ax);
-    aa_axis_free(&ay);
+    mv_resize_axis_free(&ax);
+    mv_resize_axis_free(&ay);
     return s;
 }
 
@@ -364,6 +359,21 @@ static void hand_over_resized(uint8_t *rs, int ow, int oh, uint8_t **resized, in
     }
 }
 
+mv_status mv_preprocess_image_size(const mv_image *img, const mv_preproc_config *pp, int32_t grid[3], int *rw,
+                                   int *rh, mv_err *e)
+{
+    if (!img || !img->rgb || img->width <= 0 || img->height <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty image");
+    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
+                       pp->patch, pp->merge, pp->temporal);
+    mv_status s = mv_smart_resize(img->height, img->width, pp->patch * pp->merge, pp->min_pixels, pp->max_pixels,
+                                  rh, rw, e);
+    if (s == MV_OK)
+        patch_grid(1, *rh, *rw, pp, grid);
+    return s;
+}
+
 mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, float **pixels,
                               int32_t grid[3], uint8_t **resized, int *rw, int *rh, mv_err *e)
 {
@@ -371,14 +381,8 @@ mv_status mv_preprocess_image(const mv_image *img, const mv_preproc_config *pp, 
     if (resized) *resized = NULL;
     if (!pixels && !resized)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
-    if (!img || !img->rgb || img->width <= 0 || img->height <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty image");
-    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
-                       pp->patch, pp->merge, pp->temporal);
-    int factor = pp->patch * pp->merge, oh, ow;
-    mv_status s = mv_smart_resize(img->height, img->width, factor, pp->min_pixels, pp->max_pixels,
-                                  &oh, &ow, e);
+    int oh, ow;
+    mv_status s = mv_preprocess_image_size(img, pp, grid, &ow, &oh, e);
     if (s != MV_OK) return s;
     uint8_t *rs = malloc((size_t)ow * oh * 3);
     if (!rs) return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory for a %dx%d image", ow, oh);

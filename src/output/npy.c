@@ -18,6 +18,8 @@ size_t mv_dtype_size(mv_dtype t)
     case MV_DT_I64: return 8;
     case MV_DT_I32: return 4;
     case MV_DT_U8: return 1;
+    case MV_DT_BF16: return 2;
+    case MV_DT_AUTO: return 0;
     }
     return 0;
 }
@@ -31,6 +33,8 @@ const char *mv_dtype_descr(mv_dtype t)
     case MV_DT_I64: return "<i8";
     case MV_DT_I32: return "<i4";
     case MV_DT_U8: return "|u1";
+    case MV_DT_BF16: return "<u2";
+    case MV_DT_AUTO: return "?";
     }
     return "?";
 }
@@ -40,6 +44,7 @@ static int parse_descr(const char *d, mv_dtype *t)
     static const struct { const char *s; mv_dtype t; } tab[] = {
         {"<f4", MV_DT_F32}, {"<f8", MV_DT_F64}, {"<f2", MV_DT_F16}, {"<i8", MV_DT_I64},
         {"<i4", MV_DT_I32}, {"|u1", MV_DT_U8},  {"<u1", MV_DT_U8},  {"|i1", MV_DT_U8},
+        {"<u2", MV_DT_BF16},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(d, tab[i].s)) {
@@ -203,7 +208,8 @@ mv_status mv_npy_load_f32(const char *path, mv_array *a, mv_err *e)
         case MV_DT_I64: f[i] = (float)((int64_t *)a->data)[i]; break;
         case MV_DT_I32: f[i] = (float)((int32_t *)a->data)[i]; break;
         case MV_DT_U8: f[i] = ((uint8_t *)a->data)[i]; break;
-        case MV_DT_F32: break;
+        case MV_DT_BF16: f[i] = mv_bf16_to_f32(((uint16_t *)a->data)[i]); break;
+        case MV_DT_F32: case MV_DT_AUTO: break;
         }
     }
     free(a->data);
@@ -388,6 +394,40 @@ uint16_t mv_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = mv_f32_to_bf16(x[i]);
+}
+
+/* x (the bits of a float) is bf16 (low half zero) and zero or in f16's normal range
+ * [2^-14, 65504]: f16's 10 mantissa bits hold bf16's 7 */
+static int f16_plain(uint32_t x)
+{
+    uint32_t a = x & 0x7fffffff;
+    return (x & 0xffff) == 0 && (a == 0 || (a >= 0x38800000 && a <= 0x477fe000));
+}
+
+int mv_f16_exact_n(const float *x, size_t n)
+{
+    enum { BLOCK = 1024 };
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+        int plain = 1;
+        for (size_t i = 0; i < m; i++) { /* branch-free: the common case vectorises */
+            uint32_t u;
+            memcpy(&u, x + i0 + i, 4);
+            plain &= f16_plain(u);
+        }
+        for (size_t i = 0; !plain && i < m; i++) { /* the rest: the round trip decides */
+            float back = mv_f16_to_f32(mv_f32_to_f16(x[i0 + i]));
+            if (memcmp(&back, x + i0 + i, 4) != 0)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 float mv_bf16_to_f32(uint16_t b)
 {
     uint32_t x = (uint32_t)b << 16;
@@ -399,15 +439,19 @@ float mv_bf16_to_f32(uint16_t b)
 mv_status mv_npy_encode_f32_as(mv_dtype dt, int64_t rows, int64_t cols, const float *data,
                                uint8_t **buf, size_t *len, mv_err *e)
 {
-    if (dt != MV_DT_F32 && dt != MV_DT_F16)
-        return mv_fail(e, MV_ERR_UNSUPPORTED, "outputs are stored as f32 or f16");
+    if (dt != MV_DT_F32 && dt != MV_DT_F16 && dt != MV_DT_BF16)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "outputs are stored as f32, f16 or bf16");
     size_t count = (size_t)rows * (size_t)cols;
     uint16_t *half = NULL;
     const void *payload = data;
-    if (dt == MV_DT_F16) {
+    if (dt != MV_DT_F32) {
         if (!(half = malloc(count * sizeof *half + 1)))
-            return mv_fail(e, MV_ERR_NOMEM, "out of memory converting to f16");
-        mv_f32_to_f16_n(data, half, count);
+            return mv_fail(e, MV_ERR_NOMEM, "out of memory converting to %s",
+                           dt == MV_DT_F16 ? "f16" : "bf16");
+        if (dt == MV_DT_F16)
+            mv_f32_to_f16_n(data, half, count);
+        else
+            mv_f32_to_bf16_n(data, half, count);
         payload = half;
     }
     int64_t shape[2] = {rows, cols};

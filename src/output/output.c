@@ -288,8 +288,8 @@ static int z_feed(mv_output_writer *z, int fd, const void *src, size_t n, ZSTD_E
 }
 
 /* Streams the NPY bytes of data as dt, in one zstd frame (content size + checksum), into fd;
- * *written = compressed bytes. f32 data goes to zstd where it lies (no copy); f16 is converted a
- * piece at a time. */
+ * *written = compressed bytes. f32 data goes to zstd where it lies (no copy); f16 and bf16 are
+ * converted a piece at a time. */
 static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dtype dt, int64_t rows,
                              int64_t cols, const float *data, int level, size_t *written, mv_err *e)
 {
@@ -313,12 +313,16 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
         size_t n = count * sizeof(float);
         for (size_t off = 0; rc == 0 && off < n; off += PIECE)
             rc = z_feed(z, fd, p + off, n - off < PIECE ? n - off : PIECE, ZSTD_e_continue, written, &r);
-    } else {
+    } else { /* f16 or bf16 */
         for (size_t off = 0; rc == 0 && off < count; off += HALF) {
             size_t m = count - off < HALF ? count - off : HALF;
-            mv_f32_to_f16_n(data + off, z->half, m);
-            for (size_t k = 0; k < m; k++) /* what is written: past f16's range is Inf there */
-                inf += (z->half[k] & 0x7c00) == 0x7c00;
+            if (dt == MV_DT_F16) {
+                mv_f32_to_f16_n(data + off, z->half, m);
+                for (size_t k = 0; k < m; k++) /* what is written: past f16's range is Inf there */
+                    inf += (z->half[k] & 0x7c00) == 0x7c00;
+            } else {
+                mv_f32_to_bf16_n(data + off, z->half, m);
+            }
             rc = z_feed(z, fd, z->half, m * sizeof *z->half, ZSTD_e_continue, written, &r);
         }
     }
@@ -334,6 +338,13 @@ static mv_status write_image(mv_output_writer *z, int fd, const char *fin, mv_dt
         return mv_fail(e, MV_ERR_INTERNAL, "%s: zstd compression (level %d): %s", fin, level,
                        ZSTD_getErrorName(r));
     return MV_OK;
+}
+
+mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count)
+{
+    if (want != MV_DT_AUTO)
+        return want;
+    return mv_f16_exact_n(data, count) ? MV_DT_F16 : MV_DT_F32;
 }
 
 /* Puts the whole temp file tmp at fin (both names in the directory dfd): when fin is free, exclusively (link(2) then unlink of tmp:
@@ -387,9 +398,9 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
         final_path[0] = 0;
     if (bytes)
         *bytes = 0;
-    if (dt != MV_DT_F32 && dt != MV_DT_F16)
-        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s/%s: output dtype must be f32 or f16", out_dir,
-                       rel);
+    if (dt != MV_DT_F32 && dt != MV_DT_F16 && dt != MV_DT_BF16)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s/%s: output dtype must be f32, f16 or bf16 (auto "
+                       "is chosen by mv_output_dtype first)", out_dir, rel);
     if (rows < 0 || cols < 0 || (cols > 0 && rows > (int64_t)(SIZE_MAX / 4) / cols))
         return mv_fail(e, MV_ERR_INTERNAL, "%s/%s: bad shape [%lld, %lld]", out_dir, rel,
                        (long long)rows, (long long)cols);

@@ -264,7 +264,7 @@ static mv_status read_row(const char *out_dir, const pool_entry *en, int64_t col
     if (*dt < 0)
         *dt = (int)a.dtype;
     if (a.ndim != 2 || a.shape[0] != 1 || a.shape[1] != cols || (int)a.dtype != *dt ||
-        (a.dtype != MV_DT_F32 && a.dtype != MV_DT_F16))
+        (a.dtype != MV_DT_F32 && a.dtype != MV_DT_F16 && a.dtype != MV_DT_BF16))
         st = mv_fail(e, MV_ERR_FORMAT, "%s: not a pooled output like the others ([1, %lld] %s): "
                      "written without --pool mean or with another --out-dtype? (--force redoes it)",
                      path, (long long)cols, mv_dtype_descr((mv_dtype)*dt));

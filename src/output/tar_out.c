@@ -497,8 +497,8 @@ mv_status mv_tar_add_copy(mv_tar_set *s, mv_tar_shard **shp, const uint8_t *npy,
 mv_status mv_tar_add(mv_tar_set *s, mv_tar_shard **shp, mv_record *r, mv_dtype dt, int64_t rows,
                      int64_t cols, const float *data, mv_err *e)
 {
-    if (dt != MV_DT_F32 && dt != MV_DT_F16)
-        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tar layout: dtype must be f32 or f16", r->input);
+    if (dt != MV_DT_F32 && dt != MV_DT_F16 && dt != MV_DT_BF16)
+        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tar layout: dtype must be f32, f16 or bf16", r->input);
     uint8_t *npy = NULL;
     size_t npy_len = 0;
     mv_status st = mv_npy_encode_f32_as(dt, rows, cols, data, &npy, &npy_len, e);

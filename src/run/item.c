@@ -88,6 +88,33 @@ int64_t mv_item_patches(const mv_item *it)
     return (int64_t)it->p.grid[0] * it->p.grid[1] * it->p.grid[2];
 }
 
+size_t mv_item_frame_bytes(const mv_item *it)
+{
+    const mv_prepared *p = &it->p;
+    return (size_t)p->n_frames * (p->sw ? (size_t)p->sw * p->sh : (size_t)p->rw * p->rh) * 3;
+}
+
+/* An image the backend resizes on its device (c->device_resize): its target size and grid, and
+ * the decoded frame itself in p->frames (taken from img, or a copy when keep wants img too), with
+ * p->sw set; p->sw stays 0 when the CPU is to resize it after all (over 4x the target's pixels:
+ * the staging and the upload stay bounded). */
+static mv_status keep_decoded(const mv_item_ctx *c, mv_prepared *p, mv_image *img, int keep, mv_err *e)
+{
+    mv_status st = mv_preprocess_image_size(img, &c->m->pp, p->grid, &p->rw, &p->rh, e);
+    size_t n = (size_t)img->width * img->height;
+    if (st || n > 4 * (size_t)p->rw * p->rh)
+        return st;
+    if (!(p->frames = keep ? malloc(n * 3) : img->rgb))
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory for a %dx%d frame", img->width, img->height);
+    if (keep)
+        memcpy(p->frames, img->rgb, n * 3);
+    else
+        img->rgb = NULL;
+    p->sw = img->width;
+    p->sh = img->height;
+    return MV_OK;
+}
+
 /* keep: NULL, or where the decoded image goes instead of being freed (--dump-stages) */
 static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, mv_image *keep, mv_err *e)
 {
@@ -102,8 +129,10 @@ static mv_status prepare_image(const mv_item_ctx *c, mv_item *it, mv_input *in, 
     p->width = img.width;
     p->height = img.height;
     t = mv_now();
+    st = c->device_resize ? keep_decoded(c, p, &img, keep != NULL, e) : MV_OK;
     /* no pixel_values here: the backend normalises and patchifies the frame (mv_forward_req.frames) */
-    st = mv_preprocess_image(&img, &c->m->pp, NULL, p->grid, &p->frames, &p->rw, &p->rh, e);
+    if (!st && !p->sw)
+        st = mv_preprocess_image(&img, &c->m->pp, NULL, p->grid, &p->frames, &p->rw, &p->rh, e);
     it->t_preprocess = mv_now() - t;
     if (!st)
         p->n_frames = 1;
@@ -189,6 +218,16 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_input *in, 
 
 static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
 {
+    if (p->sw) { /* resized on the device: input.png from the CPU's resize, the same bytes */
+        char path[4300];
+        snprintf(path, sizeof path, "%s/input.png", dir);
+        uint8_t *rs = malloc((size_t)p->rw * p->rh * 3);
+        mv_status st = !rs || mv_resize_bicubic_aa_u8(p->frames, p->sw, p->sh, rs, p->rw, p->rh)
+                           ? mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for input.png", dir)
+                           : mv_png_write_rgb(path, rs, p->rw, p->rh, e);
+        free(rs);
+        return st;
+    }
     for (int i = 0; i < p->n_frames; i++) {
         char path[4300];
         if (p->n_frames == 1 && !strcmp(p->kind, "image"))
@@ -317,7 +356,8 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
     r->has_shape = 1;
     r->shape[0] = it->rows;
     r->shape[1] = c->out_hidden;
-    r->dtype = out_dtype == MV_DT_F16 ? "f16" : "f32";
+    /* the type this output is stored as (--out-dtype auto: its writer's choice) */
+    r->dtype = out_dtype == MV_DT_F16 ? "f16" : out_dtype == MV_DT_BF16 ? "bfloat16" : "f32";
     r->has_input_stat = it->has_stat;
     r->input_bytes = it->in_bytes;
     r->input_mtime_ns = it->in_mtime_ns;

@@ -277,6 +277,10 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
         for (int d = 0; d < n_dev; d++)
             dev[d] = pl_towers_time(T, d);
         pl_timeline(R, wall, th->jobs, th->nt, th->nw, dev, n_dev);
+        if (R->ictx.device_resize)
+            fprintf(stderr, "mvembed: %ld input%s resized by the backend on its device (the others by the "
+                    "decode threads)\n", (long)atomic_load(&R->n_dev_resized),
+                    atomic_load(&R->n_dev_resized) == 1 ? "" : "s");
     }
 }
 
@@ -302,6 +306,9 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     }
     threads th = {0};
     size_threads(R, n_be, &th);
+    R->ictx.device_resize = 1; /* images stay decoded where every backend resizes on its device */
+    for (int i = 0; i < n_be; i++)
+        R->ictx.device_resize &= be[i]->resizes;
     mv_interrupt_watch(o->interrupt); /* decodes in flight stop at an interrupt too */
     pl_towers *T = pl_towers_new(R, be, n_be, n_dev);
     mv_err fe;

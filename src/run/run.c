@@ -13,6 +13,7 @@
 #include "mv_output.h"
 #include "mv_pipeline.h"
 #include "mv_plan.h"
+#include "mv_pool.h"
 #include "mv_preprocess.h"
 #include "mv_run_record.h"
 #include "mv_shard.h"
@@ -152,7 +153,9 @@ static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, m
     if (o->out_dir) {
         mv_output_writer *w; /* one output: its own writer, which sweeps its directory */
         if (!(st = mv_output_writer_new(NULL, &w, e)))
-            st = mv_output_write(w, o->out_dir, name, o->out_dtype, rows, m->cfg.out_hidden, out,
+            st = mv_output_write(w, o->out_dir, name,
+                                 mv_output_dtype(o->out_dtype, out, (size_t)rows * m->cfg.out_hidden),
+                                 rows, m->cfg.out_hidden, out,
                                  o->zstd_level, final_path, sizeof final_path, NULL, e);
         mv_output_writer_free(w);
         if (st)
@@ -302,6 +305,12 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int n_dev = 1;
     if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, &n_dev, e)))
         goto out;
+    /* --out-dtype auto: f16 where it holds every value, which only bf16 tokens are sure to be; an
+     * f32 tower or pooled means get f32 (the run's fingerprint then stays f32's) */
+    mv_run_opts ro = *o;
+    if (ro.out_dtype == MV_DT_AUTO && (!be[0]->out_bf16 || o->pool != MV_POOL_NONE))
+        ro.out_dtype = MV_DT_F32;
+    o = &ro;
     fingerprint(o, m, be[0]); /* the backend that really runs (AUTO may fall back to the CPU) */
     if (o->verbose) {
         char rule[512];

@@ -103,6 +103,7 @@ typedef struct {
     size_t bytes;    /* the frames' bytes */
     int mean;        /* --pool mean where the backend pools on the device: one row per input */
     int32_t *grid, *nfr;
+    int32_t *src_size; /* [n][2] when an input's frames are decoded ones (mv_prepared.sw), else NULL */
     const uint8_t *frames;
     pl_slab *sb;
 } batch;
@@ -138,7 +139,7 @@ static int stage_in(tower_arg *ta, batch *bt)
         const mv_prepared *p = &bt->items[i]->p;
         memcpy(bt->grid + 3 * i, p->grid, sizeof p->grid);
         bt->nfr[i] = p->n_frames;
-        size_t fb = (size_t)p->n_frames * p->rw * p->rh * 3;
+        size_t fb = mv_item_frame_bytes(bt->items[i]);
         if (gather)
             memcpy((uint8_t *)ta->pix + off, p->frames, fb);
         off += fb;
@@ -162,7 +163,8 @@ static mv_status run_forward(tower_arg *ta, const batch *bt, mv_err *e)
     if (R->o->dump_dir) /* stages are dumped one input per forward */
         snprintf(dc.dir, sizeof dc.dir, "%s/%s", R->o->dump_dir, bt->items[0]->rel);
     turn tn = {d, 0};
-    mv_forward_req req = {.frames = bt->frames, .n_frames = bt->nfr, .grid = bt->grid, .n_entries = bt->n,
+    mv_forward_req req = {.frames = bt->frames, .n_frames = bt->nfr, .src_size = bt->src_size, .grid = bt->grid,
+                          .n_entries = bt->n,
                           .out = bt->sb->buf, .mean = bt->mean, .dump = R->o->dump_dir ? mv_dump_stage : NULL,
                           .dump_ud = &dc, .queued = turn_give, .queued_arg = &tn};
     mv_forward_info info;
@@ -216,13 +218,25 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
 {
     runner *R = ta->R;
     batch bt = {.items = items, .n = n};
+    int decoded = 0; /* some input's frames are decoded ones, for the backend to resize */
     for (int i = 0; i < n; i++) {
         bt.N += mv_item_patches(items[i]);
-        bt.bytes += (size_t)items[i]->p.n_frames * items[i]->p.rw * items[i]->p.rh * 3;
+        bt.bytes += mv_item_frame_bytes(items[i]);
+        decoded |= items[i]->p.sw != 0;
     }
     bt.mean = R->o->pool == MV_POOL_MEAN && ta->be->pools_mean && !R->o->dump_dir;
     mv_err e;
     mv_status st = MV_OK;
+    if (decoded && !(bt.src_size = malloc(2 * (size_t)n * sizeof *bt.src_size))) {
+        mv_fail(&e, MV_ERR_NOMEM, "out of memory for a batch of %d inputs", n);
+        pl_set_fatal(R, &e);
+        return;
+    }
+    for (int i = 0; bt.src_size && i < n; i++) { /* the others' frames are resized: their own size */
+        const mv_prepared *p = &items[i]->p;
+        bt.src_size[2 * i] = p->sw ? p->sw : p->rw;
+        bt.src_size[2 * i + 1] = p->sw ? p->sh : p->rh;
+    }
     if (stage_in(ta, &bt) == 0 && (st = run_forward(ta, &bt, &e)) == MV_OK)
         stage_out(ta, &bt);
     if (st == MV_ERR_DEVICE || (st && R->o->dump_dir)) {
@@ -238,6 +252,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         pl_slab_release(bt.sb); /* the forward's own reference */
     free(bt.grid);
     free(bt.nfr);
+    free(bt.src_size);
 }
 
 /* Items a tower thread gathers at most before packing them into forwards. */

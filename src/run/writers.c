@@ -48,13 +48,15 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, it->rel);
     size_t bytes = 0;
+    mv_dtype dt = o->out_dtype;
     cc->input = it->path;
     cc->taken = 0;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
+        dt = mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
         /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
-        mv_status st = mv_output_write(ow, o->out_dir, it->rel, o->out_dtype, it->rows, c->out_hidden,
+        mv_status st = mv_output_write(ow, o->out_dir, it->rel, dt, it->rows, c->out_hidden,
                                        it->out, o->zstd_level, final_path, sizeof final_path,
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
@@ -67,7 +69,7 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
         if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
     }
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, out_rel, r);
+    mv_item_record(it, c, dt, R->m->fingerprint, out_rel, r);
     if (!it->error) {
         r->has_bytes = 1;
         r->bytes = (int64_t)bytes;
@@ -150,15 +152,17 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const cha
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
     mv_record r;
-    mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
+    mv_dtype dt = it->error ? o->out_dtype
+                            : mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
+    mv_item_record(it, c, dt, R->m->fingerprint, NULL, &r);
     char esc[8192];
     if (!it->error) {
         double t = mv_now();
-        mv_status st = mv_tar_add(R->tars, tar, &r, o->out_dtype, it->rows, c->out_hidden, it->out, &e);
+        mv_status st = mv_tar_add(R->tars, tar, &r, dt, it->rows, c->out_hidden, it->out, &e);
         pl_t_add(R, T_WRITE, t);
         if (st == MV_ERR_MODEL) { /* this input only: its error line below */
             mv_item_fail(it, e.msg);
-            mv_item_record(it, c, o->out_dtype, R->m->fingerprint, NULL, &r);
+            mv_item_record(it, c, dt, R->m->fingerprint, NULL, &r);
         } else if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
             mv_tar_abandon(*tar);
             *tar = NULL;

@@ -421,9 +421,10 @@ static mv_status tower_f32(mv_backend *be, const float *pixels, const int32_t *g
     return st;
 }
 
-/* mv_patchify (the CPU twin of cu/patchify.cu) of every entry's frames of req into one
- * pixel_values tensor *pixp [N, patch_dim] (malloc'ed). */
-static mv_status patchify_frames(mv_backend *be, const mv_forward_req *req, float **pixp, mv_err *e)
+/* mv_patchify (the CPU twin of cu/patchify.cu) of every entry's frames (src, laid out as req
+ * says) into one pixel_values tensor *pixp [N, patch_dim] (malloc'ed). */
+static mv_status patchify_frames(mv_backend *be, const mv_forward_req *req, const uint8_t *src, float **pixp,
+                                 mv_err *e)
 {
     const mv_model *m = be->model;
     const mv_vision_config *c = &m->cfg;
@@ -446,7 +447,6 @@ static mv_status patchify_frames(mv_backend *be, const mv_forward_req *req, floa
                        (long long)N, c->patch_dim);
     }
     omp_set_num_threads(((const cpu_impl *)be->impl)->threads); /* mv_patchify's loop: this backend's threads */
-    const uint8_t *src = req->frames;
     int64_t row = 0;
     for (int i = 0; i < n_entries; i++) {
         int h = grid[3 * i + 1] * c->patch, w = grid[3 * i + 2] * c->patch;
@@ -473,14 +473,18 @@ static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forwa
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: no per-entry mean (pool the tokens with mv_pool_mean)");
     if (!req->pixels == !req->frames)
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: a forward takes pixel values or frames");
-    if (req->pixels)
-        return tower_f32(be, req->pixels, req->grid, req->n_entries, req->out, req->dump, req->dump_ud, e);
     float *pix = NULL;
-    mv_status st = patchify_frames(be, req, &pix, e);
-    if (st)
-        return st;
-    st = tower_f32(be, pix, req->grid, req->n_entries, req->out, req->dump, req->dump_ud, e);
+    uint8_t *rs = NULL; /* the test hook test_resizes: decoded frames (src_size) resized first */
+    mv_status st = req->src_size ? mv_cpu_hook_resize(req, &be->model->cfg, &rs, e) : MV_OK;
+    if (!st && !req->pixels)
+        st = patchify_frames(be, req, rs ? rs : req->frames, &pix, e);
+    free(rs);
+    if (!st)
+        st = tower_f32(be, pix ? pix : req->pixels, req->grid, req->n_entries, req->out, req->dump,
+                       req->dump_ud, e);
     free(pix);
+    if (!st && be->out_bf16) /* the test hook test_out_bf16 */
+        mv_cpu_hook_round_out(req, &be->model->cfg);
     return st;
 }
 
@@ -581,6 +585,8 @@ mv_status mv_backend_cpu_create(const mv_model *m, const mv_backend_opts *o, mv_
     b->destroy = cpu_destroy;
     b->model = m;
     b->batch_tokens = o && o->batch_tokens > 0 ? o->batch_tokens : 0; /* 0: one input per forward */
+    b->out_bf16 = o && o->test_out_bf16;
+    b->resizes = o && o->test_resizes;
     *out = b;
     return MV_OK;
 }

@@ -5,6 +5,7 @@
 #ifndef MV_TOWER_CPU_INT_H
 #define MV_TOWER_CPU_INT_H
 
+#include "mv_backend.h"
 #include "mv_gemm_cpu.h"
 #include "mv_model.h" /* mv_act */
 
@@ -116,5 +117,10 @@ void mv_cpu_split_heads_range(float *hm, const float *qkv, const float *cos_t, c
 /* qkv[n, 3H] -> hm[3][heads][n][D], q and k rotated when cos_t / sin_t are given (OpenMP over rows). */
 void mv_cpu_split_heads(float *hm, const float *qkv, const float *cos_t, const float *sin_t, int64_t n, int heads,
                         int D);
+
+/* cpu_hooks.c, the CPU backend's test hooks: req's tokens rounded to bf16 (test_out_bf16); req's
+ * decoded frames (src_size) resized into *out (malloc'd, packed as frames of the grid's size). */
+void mv_cpu_hook_round_out(const mv_forward_req *req, const mv_vision_config *c);
+mv_status mv_cpu_hook_resize(const mv_forward_req *req, const mv_vision_config *c, uint8_t **out, mv_err *e);
 
 #endif

@@ -5,7 +5,8 @@
  * CUDA tower against the CPU tower on random models (head_dim 72 and 64), chunked and unchunked,
  * with stage dumps, with the residual stream in f32 (the default, which must beat HF's bf16
  * rounding), and under memory pressure; the patchify kernel (uint8 frames -> pixel_values) bit for
- * bit against mv_patchify and forward of frames against forward of the same pixel_values; cuDNN's fused
+ * bit against mv_patchify and forward of frames against forward of the same pixel_values; forward
+ * of decoded frames resized on the device (src_size) against forward of host-resized ones; cuDNN's fused
  * attention (cu/attention_cudnn.cu, loaded from MV_CUDNN_LIB as the CLI does) against the same
  * twin, through both graphs, and in the whole tower (--attention cudnn); two backends on two GPUs
  * (or two threads on one) bit for bit against solo runs. `--big` runs only the 47376-row
@@ -894,6 +895,80 @@ static void test_tower_u8(const std::vector<int> &ent)
     free(rm.m.blocks);
 }
 
+/* forward of decoded frames with src_size (resized on the device, cu/resize.cu) against forward
+ * of the same frames resized by mv_resize_bicubic_aa_u8 on the host: the same output bits in one
+ * chunk and chunked, from page-locked frames, and the same pixel_values dump (so the device's
+ * resize is the CPU's, byte for byte, inside the backend). ent: {n_frames, sw, sh, gh, gw}... */
+static void test_tower_resize(const std::vector<int> &ent)
+{
+    rmodel rm;
+    make_model(&rm, 2, 144, 2, 160, 48, 16);
+    const mv_vision_config *c = &rm.m.cfg;
+    const int P = c->patch;
+    std::vector<uint8_t> src, rs;
+    std::vector<int32_t> grid, nfr, ssz;
+    int64_t rows = 0;
+    for (size_t i = 0; i + 4 < ent.size(); i += 5) {
+        int nf = ent[i], sw = ent[i + 1], sh = ent[i + 2], gh = ent[i + 3], gw = ent[i + 4];
+        size_t sb = (size_t)sw * sh * 3, db = (size_t)gw * P * gh * P * 3, s0 = src.size(), d0 = rs.size();
+        for (size_t b = 0; b < sb * nf; b++) src.push_back(u8rand());
+        rs.resize(d0 + db * nf);
+        for (int f = 0; f < nf; f++)
+            mv_resize_bicubic_aa_u8(src.data() + s0 + sb * f, sw, sh, rs.data() + d0 + db * f, gw * P, gh * P);
+        nfr.push_back(nf);
+        grid.push_back((nf + 1) / 2);
+        grid.push_back(gh);
+        grid.push_back(gw);
+        ssz.push_back(sw);
+        ssz.push_back(sh);
+        rows += (int64_t)((nf + 1) / 2) * gh * gw;
+    }
+    int ne = (int)nfr.size();
+    size_t nout = (size_t)(rows / 4) * c->out_hidden;
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    long long bts[] = {0, 64};
+    for (long long bt : bts) {
+        o.precision = MV_PREC_BF16;
+        o.batch_tokens = bt;
+        o.attention = MV_ATTN_BUILTIN;
+        mv_backend *cb = NULL;
+        mv_err e;
+        mv_status s = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+        CHECK(s == MV_OK && cb->resizes, "cuda create (resizes): %s", s ? e.msg : "ok");
+        if (s) continue;
+        std::vector<float> want(nout, NAN), got(nout, NAN), wpix, gpix;
+        uint8_t *hf = (uint8_t *)cb->host_alloc(cb, src.size());
+        mv_status s1 = fwd_frames(cb, rs.data(), nfr.data(), grid.data(), ne, want.data(), bt ? NULL : keep_pixels,
+                                  &wpix, &e);
+        mv_status s2 = MV_ERR_NOMEM;
+        if (hf && s1 == MV_OK) {
+            memcpy(hf, src.data(), src.size());
+            mv_forward_req req = {};
+            req.frames = hf;
+            req.n_frames = nfr.data();
+            req.src_size = ssz.data();
+            req.grid = grid.data();
+            req.n_entries = ne;
+            req.out = got.data();
+            req.dump = bt ? NULL : keep_pixels;
+            req.dump_ud = &gpix;
+            s2 = cb->forward(cb, &req, NULL, &e);
+        }
+        cb->host_free(cb, hf);
+        CHECK(s1 == MV_OK && s2 == MV_OK && memcmp(want.data(), got.data(), nout * 4) == 0,
+              "tower bf16%s: forward of %d decoded entries resized on the device equals forward of the host-resized "
+              "frames bit for bit %s", bt ? " chunked (64-patch workspace)" : "", ne, (s1 || s2) ? e.msg : "");
+        if (!bt)
+            CHECK(s2 == MV_OK && gpix.size() == wpix.size() && !gpix.empty() &&
+                      memcmp(gpix.data(), wpix.data(), gpix.size() * 4) == 0,
+                  "tower bf16: the pixel_values dump of the device-resized forward is the host-resized one's (%zu values)",
+                  gpix.size());
+        cb->destroy(cb);
+    }
+    free(rm.m.blocks);
+}
+
 /* workspace sizing under memory pressure: a smaller batch, or a clear error, never a crash */
 static void test_oom(void)
 {
@@ -1213,6 +1288,9 @@ int main(int argc, char **argv)
     test_pool_mean(MV_PREC_BF16, 0, gpool);
     test_pool_mean(MV_PREC_BF16, 100, gpool);
     test_tower_u8({1, 8, 8, 3, 4, 6, 5, 2, 2, 1, 2, 30, 2, 6, 4});
+    /* {frames, source w, h, grid h, w}: down, up, 1xN, Nx1, unchanged, one axis, a video */
+    test_tower_resize({1, 300, 200, 4, 6, 1, 17, 9, 2, 4, 1, 1, 90, 8, 2, 1, 90, 1, 2, 6, 1, 64, 32, 2, 4,
+                       1, 64, 100, 4, 4, 5, 50, 70, 6, 4, 1, 999, 333, 2, 6});
     test_two_devices(MV_ATTN_BUILTIN);
     test_two_devices(MV_ATTN_CUDNN);
     if (!quick) test_oom();

@@ -28,6 +28,8 @@ static int load64(const char *p, mv_array *a, double **out)
         case MV_DT_I64: d[i] = (double)((int64_t *)a->data)[i]; break;
         case MV_DT_I32: d[i] = ((int32_t *)a->data)[i]; break;
         case MV_DT_U8: d[i] = ((uint8_t *)a->data)[i]; break;
+        case MV_DT_BF16: d[i] = mv_bf16_to_f32(((uint16_t *)a->data)[i]); break;
+        case MV_DT_AUTO: d[i] = 0; break; /* no array has it */
         }
     }
     *out = d;

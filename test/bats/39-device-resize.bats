@@ -1,0 +1,50 @@
+#!/usr/bin/env bats
+# A backend that resizes on its device (mv_backend.resizes: CUDA) gets each image's decoded frame
+# and its target size instead of the resized frame. No GPU here: the test hook
+# MVEMBED_TEST_CPU_RESIZES=1 makes the CPU backend take them the same way (it resizes with the
+# CPU's resize, which the CUDA kernel matches byte for byte: test/cuda/test_resize.cu,
+# test_cuda_ops's device-resize forward). Oracles: cmp and diff (the same bytes as the path that
+# resizes in the decode threads, itself held to HF's references by 30-images.bats), -v's count.
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    IMGS="$ROOT/fixtures/media/images"
+}
+
+@test "images handed over decoded to a resizing backend: every output and --dump-stages file the same bytes" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/a" --dump-stages "$T/da" "$IMGS"
+    run env MVEMBED_TEST_CPU_RESIZES=1 "$MVEMBED" -v --device cpu --model "$MODEL" --out "$T/b" \
+        --dump-stages "$T/db" "$IMGS"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: 21 inputs resized by the backend on its device" ]]
+    same_bytes "$T/a" "$T/b"
+    diff -r "$T/da" "$T/db" # pixel_values, input.png, decoded.png, every stage
+    [ "$(find "$T/db" -name pixel_values.npy | wc -l)" -eq 21 ]
+}
+
+@test "packed forwards mixing decoded images with resized video frames give the same bytes" {
+    export MVEMBED_TEST_FILL_WINDOW=1 # packing independent of timing
+    mvembed -q --device cpu --model "$MODEL" --out "$T/a" --batch-tokens 4096 "$ROOT/fixtures/media"
+    run env MVEMBED_TEST_CPU_RESIZES=1 "$MVEMBED" -v --device cpu --model "$MODEL" --out "$T/b" \
+        --batch-tokens 4096 "$ROOT/fixtures/media"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: 21 inputs resized by the backend on its device" ]]
+    n_fwd=$(forwards "$output")
+    [ "$n_fwd" -lt 5 ] # images and videos share forwards
+    same_bytes "$T/a" "$T/b"
+    [ "$(find "$T/b" -name '*.npy.zst' | wc -l)" -gt 30 ]
+}
+
+@test "an image over 4x its target's pixels is resized by the decode threads, with the same bytes" {
+    cd "$IMGS"
+    # 320x256 = 81920 pixels; --max-pixels 16384 makes the target at most a quarter of that
+    mvembed -q --device cpu --model "$MODEL" --out "$T/a" --max-pixels 16384 png_rgb_320x256.png
+    run env MVEMBED_TEST_CPU_RESIZES=1 "$MVEMBED" -v --device cpu --model "$MODEL" --out "$T/b" \
+        --max-pixels 16384 png_rgb_320x256.png
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "mvembed: 0 inputs resized by the backend on its device" ]]
+    same_bytes "$T/a" "$T/b"
+    run "$PY" -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(r["width"]*r["height"] > 4*r["resized"][0]*r["resized"][1])' "$T/b/manifest.jsonl"
+    [ "$output" = True ]
+}
