@@ -103,6 +103,8 @@ int pl_decode(runner *R, mv_item *it)
     atomic_fetch_add(&R->t_ns[T_PREPROCESS], (long long)(it->t_preprocess * 1e9));
     if (!it->error)
         atomic_fetch_add(&R->n_decoded, 1);
+    if (!it->error && it->p.sw) /* kept decoded: the backend resizes it on its device */
+        atomic_fetch_add(&R->n_dev_resized, 1);
     return it->error && pl_interrupted(R);
 }
 

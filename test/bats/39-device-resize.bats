@@ -48,3 +48,13 @@ setup() {
     run "$PY" -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(r["width"]*r["height"] > 4*r["resized"][0]*r["resized"][1])' "$T/b/manifest.jsonl"
     [ "$output" = True ]
 }
+
+@test "-v counts the images the backend resized: every image of a folder, none without the hook" {
+    run env MVEMBED_TEST_CPU_RESIZES=1 "$MVEMBED" -v --no-progress --device cpu --model "$MODEL" --out "$T/v1" \
+        "$ROOT/fixtures/media/images"
+    [ "$status" -eq 0 ]
+    n=$(ls "$ROOT/fixtures/media/images" | wc -l)
+    [[ "$output" == *"mvembed: $n inputs resized by the backend on its device"* ]]
+    run "$MVEMBED" -v --no-progress --device cpu --model "$MODEL" --out "$T/v2" "$ROOT/fixtures/media/images"
+    [[ "$output" != *"resized by the backend on its device"* || "$output" == *"mvembed: 0 inputs resized by the backend"* ]]
+}
