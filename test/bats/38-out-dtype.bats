@@ -177,7 +177,7 @@ EOF
     [ "$status" -eq 0 ]
     [ "$output" = "bfloat16=21" ]
     run "$PY" -c 'import numpy as np,sys; p=np.load(sys.argv[1]); f=np.load(sys.argv[2]); u=f.view(np.uint32).astype(np.uint64); print(p.dtype, p.shape==f.shape and bool((p==((u+0x7FFF+((u>>16)&1))>>16).astype(np.uint16)).all()))' \
-        "$T/b/pooled.npy" "$T/f/pooled.npy"
+        "$T/b/pooled/pooled.npy" "$T/f/pooled/pooled.npy"
     echo "$output"
     [ "$output" = "uint16 True" ]
 }
