@@ -46,13 +46,13 @@ QUIET= check "progress ticker, -v lines and packed forwards sharing output slabs
     --batch-tokens 4096 -v --progress-every 0.01
 check "tar layout: 4 writers each filling 16K shards, --pool mean" --jobs 8 -j 1 --layout tar --shard-size 16K --pool mean
 check "files layout, --pool mean" --jobs 4 -j 1 --pool mean
+# the CPU backend taking decoded images and rounding tokens to bf16, as CUDA does (--out-dtype auto)
+MVEMBED_TEST_CPU_DEVICES=2 MVEMBED_TEST_CPU_RESIZES=1 MVEMBED_TEST_OUT_BF16=1 \
+    check "2 test devices resizing decoded images, bf16 tokens, packed forwards" --jobs 4 -j 1 --batch-tokens 4096
 # many devices without a GPU (src/run/run.c's test hook): a tower thread per backend, 8 or 12 of them
 MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 2 forwards in flight (8 tower threads)" --jobs 4 -j 1
 MVEMBED_TEST_CPU_DEVICES=4 check "4 test devices x 3 in flight, packed forwards, tar layout" --jobs 4 -j 1 \
     --inflight 3 --batch-tokens 2048 --layout tar --shard-size 16K
-# the CPU backend taking decoded images and rounding tokens to bf16, as CUDA does (--out-dtype auto)
-MVEMBED_TEST_CPU_DEVICES=2 MVEMBED_TEST_CPU_RESIZES=1 MVEMBED_TEST_OUT_BF16=1 \
-    check "2 test devices resizing decoded images, bf16 tokens, packed forwards" --jobs 4 -j 1 --batch-tokens 4096
 # resuming the finished run (ok inputs skipped, failed ones retried), in the layout it wrote (an OUT
 # holds one layout: another is refused)
 KEEP=1 check "8 decode threads, resuming the finished tar-layout run" --jobs 8 -j 1 --layout tar --shard-size 16K
