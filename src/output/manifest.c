@@ -266,6 +266,15 @@ static void sb_path(sbuf *b, const char *key, const char *path)
     }
 }
 
+/* "key":"<16 lowercase hex digits>" (an XXH64) */
+static void sb_hex64(sbuf *b, const char *key, uint64_t v)
+{
+    char t[24];
+    snprintf(t, sizeof t, "\"%016" PRIx64 "\"", v);
+    sb_key(b, key);
+    sb_str(b, t);
+}
+
 /* The fields after dtype, bytes and model: video timing, seconds, the tar sample, the input
  * file, the order (mv_manifest_format). */
 static void sb_tail(sbuf *b, const mv_record *r)
@@ -310,24 +319,16 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_key(b, "offset");
         sb_i64(b, r->offset);
     }
-    if (r->has_xxh64) {
-        char t[24];
-        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->xxh64);
-        sb_key(b, "xxh64");
-        sb_str(b, t);
-    }
+    if (r->has_xxh64)
+        sb_hex64(b, "xxh64", r->xxh64);
     if (r->has_input_stat) {
         sb_key(b, "input_bytes");
         sb_i64(b, r->input_bytes);
         sb_key(b, "input_mtime_ns");
         sb_i64(b, r->input_mtime_ns);
     }
-    if (r->has_input_xxh64) {
-        char t[24];
-        snprintf(t, sizeof t, "\"%016" PRIx64 "\"", r->input_xxh64);
-        sb_key(b, "input_xxh64");
-        sb_str(b, t);
-    }
+    if (r->has_input_xxh64)
+        sb_hex64(b, "input_xxh64", r->input_xxh64);
     if (r->schema) {
         sb_key(b, "schema");
         sb_i64(b, r->schema);
