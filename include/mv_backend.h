@@ -91,8 +91,8 @@ struct mv_backend {
      * results independent of batching); CUDA: its workspace's patches, sized from free memory
      * unless asked. pools_mean: 1 when forward takes req.mean (CUDA), else the caller pools the
      * tokens on the host (mv_pool_mean). out_bf16: 1 when every value of out (mean 0) is a bf16
-     * value widened to f32 (CUDA in bf16 precision), so that --out-dtype auto may store it as f16
-     * without losing any (mv_output_dtype). */
+     * value widened to f32 (CUDA in bf16 precision), so that --out-dtype auto stores it as f16, which
+     * keeps bf16's 8 significant bits from 2^-17 to 65504 (mv_output_dtype). */
     int64_t batch_tokens;
     int pools_mean;
     int out_bf16;

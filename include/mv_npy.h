@@ -55,9 +55,9 @@ float mv_f16_to_f32(uint16_t h);
 uint16_t mv_f32_to_bf16(float f);
 void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
 float mv_bf16_to_f32(uint16_t b);
-/* 1 when every x[i] converts to f16 and back to the same bits (mv_f32_to_f16, mv_f16_to_f32):
- * f16 holds them all exactly. Fast on bf16 values in f16's normal range and zeros, which are. */
-int mv_f16_exact_n(const float *x, size_t n);
+/* 1 when every x[i] is finite and inside f16's range once rounded (|x| < 65520, which rounds to
+ * at most 65504): mv_f32_to_f16 makes no Inf of any of them. */
+int mv_f16_fits_n(const float *x, size_t n);
 static inline float mv_round_bf16(float f) { return mv_bf16_to_f32(mv_f32_to_bf16(f)); }
 
 #endif

@@ -43,9 +43,11 @@ mv_status mv_output_writer_new(mv_output_swept *swept, mv_output_writer **out, m
 void mv_output_writer_free(mv_output_writer *w);
 
 /* The dtype an output of count values is stored as when want was asked for: want itself, except
- * MV_DT_AUTO: MV_DT_F16 when f16 holds every value exactly (mv_f16_exact_n; bf16 values inside
- * f16's range do), else MV_DT_F32. The caller resolves auto to f32 up front where the values are
- * not bf16 (an f32 tower, pooled means), so that files do not switch type by chance. */
+ * MV_DT_AUTO: MV_DT_F16 when every value is inside f16's range (mv_f16_fits_n), else MV_DT_F32.
+ * f16 keeps a bf16 value exactly when it is zero or its magnitude lies in [2^-17, 65504]; one
+ * under 2^-17 is rounded to a multiple of 2^-24 (an absolute error of at most 2^-25). The caller
+ * resolves auto to f32 up front where the values are not the bf16 tower's (an f32 tower, pooled
+ * means), whose precision f16 would not keep. */
 mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count);
 
 /* A claim on the output name rel, asked by mv_output_write once the temp file is whole and

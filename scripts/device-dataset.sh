@@ -11,7 +11,9 @@
 #   4. HF's plain pipeline ANCHOR (a script given by path: hf_strong_e2e.py's interface, --files
 #      LIST --limit N --batch B --out DIR) on the first DS_HF_SMALL (2000) small images (batch 64)
 #      and DS_HF_PHOTOS (400) photos (batch 8); ANCHOR unset or missing: skipped, said so
-# Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4").
+#   5. the files layout with each --out-dtype of DS_DTYPES (default "f32 bf16"; the default auto is
+#      step 3's): output bytes, rate and the writers' CPU of each choice
+# Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5").
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
@@ -21,7 +23,7 @@ mkdir -p $W
 L=$OUT/dataset.log
 : >"$L"
 log() { echo "$*" | tee -a "$L"; }
-steps=${DS_STEPS:-1 2 3 4}
+steps=${DS_STEPS:-1 2 3 4 5}
 want() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee -a "$L"
 log "cpus: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -56,8 +58,27 @@ if want 3; then
             /usr/bin/time -v timeout 300 $MV -v --no-progress --layout $lay --model $W/m27 --out $O $W/$s \
                 >$OUT/ds-mv-$s-$lay.log 2>&1
             log "exit $?; output $(du -sb $O | cut -f1) bytes in $(find $O -type f | wc -l) files"
+            log "dtypes: $(grep -ho '"dtype": *"[a-z0-9]*"' $O/manifest*.jsonl | sort | uniq -c | tr -s ' \n' ' ')"
             grep -E "ok, .* failed|end to end|executing|timeline|decode|preprocess|write|Maximum resident|Elapsed" \
                 $OUT/ds-mv-$s-$lay.log | cut -c1-400 | tee -a "$L"
+            rm -rf $O
+        done
+    done
+fi
+
+if want 5; then
+    for s in small photos; do
+        for dt in ${DS_DTYPES:-f32 bf16}; do
+            O=$W/out-$s-$dt
+            rm -rf $O
+            sync
+            log "== mvembed $s --out-dtype $dt"
+            /usr/bin/time -v timeout 300 $MV -v --no-progress --out-dtype $dt --model $W/m27 --out $O $W/$s \
+                >$OUT/ds-mv-$s-$dt.log 2>&1
+            log "exit $?; output $(du -sb $O | cut -f1) bytes in $(find $O -type f | wc -l) files"
+            log "dtypes: $(grep -ho '"dtype": *"[a-z0-9]*"' $O/manifest*.jsonl | sort | uniq -c | tr -s ' \n' ' ')"
+            grep -E "ok, .* failed|end to end|executing|write|Maximum resident" $OUT/ds-mv-$s-$dt.log |
+                cut -c1-400 | tee -a "$L"
             rm -rf $O
         done
     done

@@ -22,7 +22,8 @@
 #              with BENCH_ATTN (auto,builtin,cudnn) attention beside HF          -> bench.log/json
 #   ncu        Nsight Compute on the attention kernel and a GEMM (448x448 batch) -> ncu.log
 #   profile    GPU time by kernel family for one forward (nsys, else ncu durations) at
-#              PROFILE_SIZES (default 64 x 448² and one 2048²)                 -> profile.log
+#              PROFILE_SIZES (default 64 x 448² and one 2048²; grid cells of 16 px) of each
+#              PROFILE_CONFIGS layout (default 27b)                              -> profile.log
 #   u8dump     the CLI on every fixture (tiny model) with --device cuda and --device cpu and
 #              --dump-stages: the GPU-patchified pixel_values (the uint8 forward, cu/patchify.cu) equal
 #              the CPU's and HF's (fixtures/ref sha256) bit for bit                -> u8dump.log
@@ -134,6 +135,20 @@ for step in "$@"; do
                 --json "$OUT/parity_$cfg.json" >/tmp/mv/cmp.txt 2>&1 || rc=1
             cat /tmp/mv/cmp.txt >>"$OUT/parity.log"
             grep -E "^(PASS|FAIL)|^stage|^output|^embed|^patch_embed|^block_00|^merger|Error" /tmp/mv/cmp.txt
+            # the bf16 tower's output as each --out-dtype stores it (numpy's conversions), vs HF f64
+            python3 - /tmp/mv/hf_$cfg/p/output.f64.npy /tmp/mv/our_${cfg}_bf16/output.npy <<'PYEOF' |
+import sys
+import numpy as np
+ref = np.load(sys.argv[1]).astype(np.float64)
+ours = np.load(sys.argv[2]).astype(np.float32).reshape(ref.shape)
+u = ours.view(np.uint32).astype(np.uint64)
+bf = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+for name, a in (("f32", ours), ("auto/f16", ours.astype(np.float16)), ("bf16", bf)):
+    a = a.astype(np.float64)
+    rel = np.linalg.norm(a - ref) / np.linalg.norm(ref)
+    print(f"out-dtype {name}: rel L2 vs HF f64 {rel:.4e}, values not kept exactly {int((a != ours).sum())} of {ours.size}")
+PYEOF
+                tee -a "$OUT/parity.log"
         done
         ;;
     attn)
@@ -188,7 +203,9 @@ for step in "$@"; do
     profile)
         # where one forward's GPU time goes, by kernel family: nsys when installed, else ncu with one
         # metric (kernel durations; ncu serialises kernels, so the sum is GPU time, not wall time)
-        m=$(ensure_model 27b)
+        for cfg in ${PROFILE_CONFIGS:-27b}; do
+        m=$(ensure_model $cfg)
+        echo "== profile $cfg" | tee -a "$OUT/profile.log"
         for sz in ${PROFILE_SIZES:-64x28x28 1x128x128}; do
             IFS=x read -r cnt gh gw <<< "$sz"
             G=$(python3 -c "print(';'.join(['1,$gh,$gw']*$cnt))")
@@ -206,7 +223,8 @@ for step in "$@"; do
                     "$BIN/mvtower" bench --model "$m" --pixels /tmp/mv/prof.npy --grid "$G" --iters 1 --warmup 0 \
                     >"$OUT/profile_$sz.csv" 2>"$OUT/profile_$sz.log"
             fi
-            python3 scripts/profile_summary.py "$OUT/profile_$sz.csv" "$sz" | tee -a "$OUT/profile.log"
+            python3 scripts/profile_summary.py "$OUT/profile_$sz.csv" "$cfg $sz" | tee -a "$OUT/profile.log"
+        done
         done
         ;;
     u8dump)

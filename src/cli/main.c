@@ -41,7 +41,7 @@ static void on_signal(int sig)
 static void defaults(mv_run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->out_dtype = MV_DT_AUTO; /* f16 where exact (bf16 tokens), else f32 (mv_output_dtype) */
+    o->out_dtype = MV_DT_AUTO; /* f16 for bf16 tokens, else f32 (run.c, mv_output_dtype) */
     o->zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
     o->max_decode_pixels = 178956970LL;
     o->timeout = 600;

@@ -122,7 +122,7 @@ static const opt_def options[] = {
     FLAG("force", 0, force, 1, "redo inputs the manifest already lists as ok"),
     FLAG("input-hash", 0, input_hash, 1, "record each input's XXH64; resume redoes inputs whose bytes changed"),
     ENUM("out-dtype", out_dtype, dtype_names, "element type of the saved embeddings: auto (default):\n"
-         "f16 where it holds every value exactly, else f32; bf16: <u2 bits"),
+         "f16 for the bf16 tower's tokens, else f32; bf16: <u2 bits"),
     INT("zstd-level", 0, zstd_level, 1, 19, "1..19", "N", "compression level (default 2)"),
     ENUM("layout", layout, layout_names,
          "files: one OUT/<path>.npy.zst per input (default); tar: WebDataset\n"

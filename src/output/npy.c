@@ -402,30 +402,15 @@ void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n)
 
 /* x (the bits of a float) is bf16 (low half zero) and zero or in f16's normal range
  * [2^-14, 65504]: f16's 10 mantissa bits hold bf16's 7 */
-static int f16_plain(uint32_t x)
+int mv_f16_fits_n(const float *x, size_t n)
 {
-    uint32_t a = x & 0x7fffffff;
-    return (x & 0xffff) == 0 && (a == 0 || (a >= 0x38800000 && a <= 0x477fe000));
-}
-
-int mv_f16_exact_n(const float *x, size_t n)
-{
-    enum { BLOCK = 1024 };
-    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
-        size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
-        int plain = 1;
-        for (size_t i = 0; i < m; i++) { /* branch-free: the common case vectorises */
-            uint32_t u;
-            memcpy(&u, x + i0 + i, 4);
-            plain &= f16_plain(u);
-        }
-        for (size_t i = 0; !plain && i < m; i++) { /* the rest: the round trip decides */
-            float back = mv_f16_to_f32(mv_f32_to_f16(x[i0 + i]));
-            if (memcmp(&back, x + i0 + i, 4) != 0)
-                return 0;
-        }
+    int fits = 1;
+    for (size_t i = 0; i < n; i++) { /* branch-free: vectorises */
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        fits &= (u & 0x7fffffff) < 0x477ff000; /* |x| < 65520: rounds to at most 65504; not NaN */
     }
-    return 1;
+    return fits;
 }
 
 float mv_bf16_to_f32(uint16_t b)

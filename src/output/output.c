@@ -344,7 +344,7 @@ mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count)
 {
     if (want != MV_DT_AUTO)
         return want;
-    return mv_f16_exact_n(data, count) ? MV_DT_F16 : MV_DT_F32;
+    return mv_f16_fits_n(data, count) ? MV_DT_F16 : MV_DT_F32;
 }
 
 /* Puts the whole temp file tmp at fin (both names in the directory dfd): when fin is free, exclusively (link(2) then unlink of tmp:

@@ -305,8 +305,9 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int n_dev = 1;
     if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, &n_dev, e)))
         goto out;
-    /* --out-dtype auto: f16 where it holds every value, which only bf16 tokens are sure to be; an
-     * f32 tower or pooled means get f32 (the run's fingerprint then stays f32's) */
+    /* --out-dtype auto: f16 for the bf16 tower's tokens (per output: f32 where one is past f16's
+     * range, mv_output_dtype); an f32 tower or pooled means get f32, whose precision f16 would not
+     * keep (the run's fingerprint then stays f32's) */
     mv_run_opts ro = *o;
     if (ro.out_dtype == MV_DT_AUTO && (!be[0]->out_bf16 || o->pool != MV_POOL_NONE))
         ro.out_dtype = MV_DT_F32;
