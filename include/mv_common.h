@@ -80,6 +80,12 @@ mv_status mv_mkdirs(const char *dir, mv_err *e);
  * default thread counts; the online CPU count when the mask cannot be read. */
 int mv_cpu_count(void);
 
+/* A file written sequentially up to pos: starts (without waiting) the writeback of what it gained
+ * since *flushed once that is 32 MiB, so that the fsync completing it waits for the last part
+ * only rather than for all of it at once. A hint: where sync_file_range is missing or fails, the
+ * fsync does it all. */
+void mv_start_writeback(int fd, int64_t *flushed, int64_t pos);
+
 /* Monotonic clock in seconds. */
 double mv_now(void);
 

@@ -8,7 +8,6 @@
  * otherwise, so a different libarchive behaviour cannot record wrong offsets silently).
  * This file does not append to the manifest (the commit callback does) nor pick inputs.
  */
-#define _GNU_SOURCE /* sync_file_range */
 #include "mv_tar.h"
 #include "mv_names.h"
 #include "mv_output.h"
@@ -55,7 +54,7 @@ struct mv_tar_shard {
     char stem[80];        /* key prefix: name between "shard-" and ".tar" */
     char key[100];        /* key of the latest sample */
     int64_t pos;          /* bytes written so far (the write callback's count) */
-    int64_t flushed;      /* bytes whose writeback has been started (start_writeback) */
+    int64_t flushed;      /* bytes whose writeback has been started (mv_start_writeback) */
     long n;               /* samples written */
     char *lines;          /* manifest lines of the samples, each ending in '\n' */
     size_t nlines, cap;
@@ -230,21 +229,6 @@ void mv_tar_set_free(mv_tar_set *s)
 
 /* ---- one shard ---------------------------------------------------------------------------- */
 
-/* Starts the writeback of what the shard gained since the last call, once that is WRITEBACK_STEP
- * bytes, without waiting for it: the disk writes while the shard grows, so the fsync that
- * completes the shard waits for its last step only rather than for the whole shard at once. A
- * hint: where sync_file_range is missing or fails, the fsync does it all. */
-enum { WRITEBACK_STEP = 32 << 20 };
-static void start_writeback(mv_tar_shard *sh)
-{
-    if (sh->pos - sh->flushed < WRITEBACK_STEP)
-        return;
-#ifdef SYNC_FILE_RANGE_WRITE
-    (void)sync_file_range(sh->fd, sh->flushed, sh->pos - sh->flushed, SYNC_FILE_RANGE_WRITE);
-#endif
-    sh->flushed = sh->pos;
-}
-
 static la_ssize_t write_cb(struct archive *a, void *ud, const void *buf, size_t len)
 {
     mv_tar_shard *sh = ud;
@@ -263,7 +247,7 @@ static la_ssize_t write_cb(struct archive *a, void *ud, const void *buf, size_t 
         left -= (size_t)k;
     }
     sh->pos += (int64_t)len;
-    start_writeback(sh);
+    mv_start_writeback(sh->fd, &sh->flushed, sh->pos);
     return (la_ssize_t)len;
 }
 
