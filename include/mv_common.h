@@ -35,11 +35,12 @@ typedef struct {
  * PIL's decompression-bomb error threshold, 2 * Image.MAX_IMAGE_PIXELS. */
 #define MV_DECODE_MAX_PIXELS_DEFAULT 178956970LL
 
-/* Formats the message into e (if non-NULL) and returns s. */
+/* Formats the message into e (if non-NULL) and returns s. A message longer than e->msg keeps its
+ * start and its end around " ... " (the cause after a long path), cut between UTF-8 sequences. */
 mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Prefixes an existing message: "prefix: old message". Returns s. */
+/* Prefixes an existing message: "prefix: old message", shortened as mv_fail does. Returns s. */
 mv_status mv_fail_prefix(mv_err *e, mv_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

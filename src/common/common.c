@@ -13,12 +13,46 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Puts the len bytes of src into dst[cap] (cap >= 64): as they are when they fit, else their start
+ * and their end around " ... ", so that a message keeps its cause (its end) after a long path.
+ * The cuts fall between UTF-8 sequences. */
+static void fit_msg(char *dst, size_t cap, const char *src, size_t len)
+{
+    if (len < cap) {
+        memmove(dst, src, len);
+        dst[len] = 0;
+        return;
+    }
+    static const char mid[] = " ... ";
+    size_t head = (cap - sizeof mid) / 4, tail = cap - sizeof mid - head;
+    size_t from = len - tail;
+    while (head > 0 && ((unsigned char)src[head] & 0xc0) == 0x80)
+        head--; /* src[head] starts a sequence: the head ends before it */
+    while (from < len && ((unsigned char)src[from] & 0xc0) == 0x80)
+        from++;
+    char *p = dst;
+    memmove(p, src, head);
+    p += head;
+    memcpy(p, mid, sizeof mid - 1);
+    p += sizeof mid - 1;
+    memmove(p, src + from, len - from);
+    p[len - from] = 0;
+}
+
 mv_status mv_fail(mv_err *e, mv_status s, const char *fmt, ...)
 {
     if (e) {
-        va_list ap;
+        va_list ap, again;
         va_start(ap, fmt);
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_copy(again, ap);
+        int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        char *full = n >= (int)sizeof e->msg ? malloc((size_t)n + 1) : NULL;
+        if (full) { /* too long: the whole message, then its start and its end (else: its start) */
+            vsnprintf(full, (size_t)n + 1, fmt, again);
+            fit_msg(e->msg, sizeof e->msg, full, (size_t)n);
+            free(full);
+        }
+        va_end(again);
         va_end(ap);
     }
     return s;
@@ -124,22 +158,13 @@ size_t mv_count_nonfinite(const float *x, size_t n)
 mv_status mv_fail_prefix(mv_err *e, mv_status s, const char *fmt, ...)
 {
     if (e) {
-        char prefix[512], old[sizeof e->msg];
+        char prefix[512], all[sizeof prefix + 2 + sizeof e->msg];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(prefix, sizeof prefix, fmt, ap);
         va_end(ap);
-        memcpy(old, e->msg, sizeof old);
-        size_t pl = strlen(prefix);
-        if (pl > sizeof e->msg - 3)
-            pl = sizeof e->msg - 3;
-        memcpy(e->msg, prefix, pl);
-        memcpy(e->msg + pl, ": ", 2);
-        size_t rest = sizeof e->msg - pl - 3, ol = strlen(old);
-        if (ol > rest)
-            ol = rest;
-        memcpy(e->msg + pl + 2, old, ol);
-        e->msg[pl + 2 + ol] = 0;
+        int n = snprintf(all, sizeof all, "%s: %s", prefix, e->msg);
+        fit_msg(e->msg, sizeof e->msg, all, n < (int)sizeof all ? (size_t)n : sizeof all - 1);
     }
     return s;
 }

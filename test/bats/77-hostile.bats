@@ -455,3 +455,26 @@ PYEOF
     [ "$status" -eq 1 ]
     [[ "$output" == *"not a regular file (a fifo)"* ]]
 }
+
+@test "a failed input under a 3000-byte path: its error line ends with the cause a short path gets" {
+    short="$T/in/bad.jpg"
+    mkdir -p "$T/in"
+    cp "$ROOT/fixtures/bad/truncated.jpg" "$short"
+    deep="$T/in"
+    for i in $(seq 13); do deep="$deep/$(printf 'd%.0s' $(seq 240))"; done
+    mkdir -p "$deep"
+    cp "$ROOT/fixtures/bad/truncated.jpg" "$deep/bad.jpg"
+    run timeout 120 "$MVEMBED" -q -j 1 --device cpu --model "$MODEL" --out "$T/o" "$T/in"
+    echo "$output"
+    [ "$status" -eq 2 ]
+    "$PY" - "$MAN" "$short" "$deep/bad.jpg" <<'PYEOF'
+import json, sys
+rows = {r["input"]: r for r in map(json.loads, open(sys.argv[1], "rb"))}
+short, deep = rows[sys.argv[2]], rows[sys.argv[3]]
+assert len(sys.argv[3]) > 3000 and short["status"] == deep["status"] == "error", (short, deep)
+cause = short["error"].split(sys.argv[2])[-1]  # what follows the path in the short one's message
+assert len(cause) > 10, short["error"]
+assert deep["error"].endswith(cause), (cause, deep["error"][-200:])
+assert len(deep["error"]) < 1024 and " ... " in deep["error"], len(deep["error"])
+PYEOF
+}
