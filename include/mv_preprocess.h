@@ -115,4 +115,13 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],
                               uint8_t **resized, int *rw, int *rh, mv_err *e);
 
+/* For a backend that resizes on its device (mv_backend.resizes): the target size *rw x *rh and the
+ * grid mv_preprocess_video gives n frames of w x h, and the n frames as read, back to back in
+ * *decoded (malloc'd, [n][h][w][3]). *decoded stays NULL (and nothing is read) when a frame has
+ * over 4x the target's pixels: the caller then takes mv_preprocess_video, so that what is held
+ * and uploaded stays within 4x the resized frames. Callers prefix errors with the file. */
+mv_status mv_preprocess_video_decoded(mv_frame_reader read, void *ud, int chunk, int n, int w, int h,
+                                      const mv_preproc_config *pp, int32_t grid[3], uint8_t **decoded,
+                                      int *rw, int *rh, mv_err *e);
+
 #endif

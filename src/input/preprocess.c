@@ -497,3 +497,39 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
     hand_over_resized(rs, ow, oh, resized, rw, rh);
     return MV_OK;
 }
+
+mv_status mv_preprocess_video_decoded(mv_frame_reader read, void *ud, int chunk, int n, int w, int h,
+                                      const mv_preproc_config *pp, int32_t grid[3], uint8_t **decoded,
+                                      int *rw, int *rh, mv_err *e)
+{
+    *decoded = NULL;
+    if (!read || n < 1 || w <= 0 || h <= 0 || pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video or bad patch/merge/temporal");
+    int oh, ow;
+    mv_status st = mv_smart_resize_video(n, h, w, pp->patch * pp->merge, pp->temporal, pp->video_min_pixels,
+                                         mv_video_max_pixels(pp, n), &oh, &ow, e);
+    if (st)
+        return st;
+    *rw = ow;
+    *rh = oh;
+    patch_grid(n, oh, ow, pp, grid);
+    size_t isz = (size_t)w * h * 3;
+    if ((size_t)w * h > 4 * (size_t)ow * oh)
+        return MV_OK;
+    uint8_t *all = malloc(isz * n);
+    if (!all)
+        return mv_fail(e, MV_ERR_NOMEM, "preprocess: out of memory for %d frames of %dx%d", n, w, h);
+    if (chunk < 1) chunk = 1;
+    for (int k0 = 0; k0 < n && !st; k0 += chunk) {
+        int nk = n - k0 < chunk ? n - k0 : chunk;
+        uint8_t *frames = NULL;
+        if (!(st = read(ud, k0, nk, &frames, e)))
+            memcpy(all + isz * k0, frames, isz * nk);
+        free(frames);
+    }
+    if (st)
+        free(all);
+    else
+        *decoded = all;
+    return st;
+}

@@ -203,9 +203,19 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_input *in, 
     video_reader vr = {v, p->frame_idx, p->ts};
     it->t_decode = mv_now() - t;
     t = mv_now();
-    /* decoding happens inside, chunk by chunk: its time counts as preprocessing here */
-    st = mv_preprocess_video(read_frames, &vr, mv_video_frames_per_read(v), n, info.width, info.height,
-                             pp, NULL, p->grid, &p->frames, &p->rw, &p->rh, e);
+    /* decoding happens inside, chunk by chunk: its time counts as preprocessing here. Where the
+     * backend resizes (and the frames are within 4x the target's pixels), the frames stay decoded. */
+    int chunk = mv_video_frames_per_read(v);
+    st = c->device_resize ? mv_preprocess_video_decoded(read_frames, &vr, chunk, n, info.width, info.height, pp,
+                                                        p->grid, &p->frames, &p->rw, &p->rh, e)
+                          : MV_OK;
+    if (!st && p->frames) {
+        p->sw = info.width;
+        p->sh = info.height;
+    } else if (!st) {
+        st = mv_preprocess_video(read_frames, &vr, chunk, n, info.width, info.height, pp, NULL, p->grid,
+                                 &p->frames, &p->rw, &p->rh, e);
+    }
     mv_video_close(v);
     it->t_preprocess = mv_now() - t;
     if (st && strncmp(e->msg, path, strlen(path))) /* decoding errors name the file already */
@@ -218,26 +228,26 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_input *in, 
 
 static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
 {
-    if (p->sw) { /* resized on the device: input.png from the CPU's resize, the same bytes */
-        char path[4300];
-        snprintf(path, sizeof path, "%s/input.png", dir);
-        uint8_t *rs = malloc((size_t)p->rw * p->rh * 3);
-        mv_status st = !rs || mv_resize_bicubic_aa_u8(p->frames, p->sw, p->sh, rs, p->rw, p->rh)
-                           ? mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for input.png", dir)
-                           : mv_png_write_rgb(path, rs, p->rw, p->rh, e);
-        free(rs);
-        return st;
-    }
+    /* resized on the device (p->sw): each input PNG from the CPU's resize, the same bytes */
+    uint8_t *rs = p->sw ? malloc((size_t)p->rw * p->rh * 3) : NULL;
+    if (p->sw && !rs)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for the input PNGs", dir);
     for (int i = 0; i < p->n_frames; i++) {
         char path[4300];
         if (p->n_frames == 1 && !strcmp(p->kind, "image"))
             snprintf(path, sizeof path, "%s/input.png", dir);
         else
             snprintf(path, sizeof path, "%s/input_%03d.png", dir, i);
-        mv_status st = mv_png_write_rgb(path, p->frames + (size_t)i * p->rw * p->rh * 3, p->rw, p->rh, e);
-        if (st)
+        const uint8_t *f = p->frames + (size_t)i * (p->sw ? (size_t)p->sw * p->sh : (size_t)p->rw * p->rh) * 3;
+        mv_status st = p->sw && mv_resize_bicubic_aa_u8(f, p->sw, p->sh, rs, p->rw, p->rh)
+                           ? mv_fail(e, MV_ERR_NOMEM, "%s: out of memory resizing %s", dir, path)
+                           : mv_png_write_rgb(path, p->sw ? rs : f, p->rw, p->rh, e);
+        if (st) {
+            free(rs);
             return st;
+        }
     }
+    free(rs);
     return MV_OK;
 }
 
