@@ -1,6 +1,6 @@
 /* tar_limit.c - OUT's record of the tar shards' sample limit (see mv_tar_limit.h): read with
  * jansson, written through a locked temporary file (fsync) given the record's name exclusively
- * (mv_place_exclusive), then the directory synced. */
+ * (mv_place), then the directory synced. */
 #include "mv_tar_limit.h"
 
 #include "mv_output.h"
@@ -94,12 +94,12 @@ static int write_record(const char *out_dir, const char *path, long long limit, 
                 path, tmp, strerror(err));
         return -1;
     }
-    mv_status st = mv_place_exclusive(tmp, path, e);
+    int err;
+    mv_status st = mv_place(AT_FDCWD, tmp, path, 0, &err, e);
     close(fd); /* its lock held until it has its name */
-    struct stat sb;
     if (st) {
         unlink(tmp);
-        return lstat(path, &sb) == 0 ? 0 : -1; /* another run's record won the name */
+        return err == EEXIST ? 0 : -1; /* another run's record won the name */
     }
     int dfd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS)) {

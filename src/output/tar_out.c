@@ -569,7 +569,7 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
     }
     /* never over an existing file (mv_place.h); the descriptor, and with it the temporary
      * shard's lock, stays open until the shard has its name */
-    if ((st = mv_place_exclusive(sh->tmp, sh->fin, e))) {
+    if ((st = mv_place(AT_FDCWD, sh->tmp, sh->fin, 0, NULL, e))) {
         mv_tar_abandon(sh);
         return st;
     }

@@ -48,18 +48,18 @@ two_runs() {
         -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
 
-# shim: builds the LD_PRELOAD library that makes renameat2's RENAME_NOREPLACE fail with EINVAL
-# (an ASan build of mvembed takes it after its own runtime: verify_asan_link_order=0)
+# shim: the LD_PRELOAD library (fs_shim) in $preload, set to make renameat2's RENAME_NOREPLACE
+# fail with EINVAL, each refusal logged to $T/shim.log
 shim() {
-    cc -shared -fPIC -O1 -o "$T/no_noreplace.so" "$ROOT/test/preload/no_noreplace.c" -ldl
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+    preload=$(fs_shim "$T")
+    export FS_SHIM_RENAME2=noreplace FS_SHIM_LOG="$T/shim.log"
 }
 
 @test "without RENAME_NOREPLACE (EINVAL, as on NFS): a file at a shard's name is not replaced; the run fails naming it" {
     shim
     mkdir -p "$T/o"
     inputs "$T/a" a 4 # one shard, open for a second or more (with the hook, 1.5 s more)
-    MVEMBED_TEST_PAUSE_TAR_OPEN=1500 LD_PRELOAD="$T/no_noreplace.so" NO_NOREPLACE_LOG="$T/shim.log" \
+    MVEMBED_TEST_PAUSE_TAR_OPEN=1500 LD_PRELOAD="$preload" \
         "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --jobs 1 "$T/a" 2> "$T/err" &
     p=$!
     # once the run's temporary shard exists, another writer (not mvembed) takes the final name
@@ -83,7 +83,7 @@ shim() {
     inputs "$T/a" a 2
     inputs "$T/b" b 2
     n=$(( $(ls "$T/a" | wc -l) + $(ls "$T/b" | wc -l) ))
-    export MVEMBED_TEST_PAUSE_TAR_OPEN=500 LD_PRELOAD="$T/no_noreplace.so" NO_NOREPLACE_LOG="$T/shim.log"
+    export MVEMBED_TEST_PAUSE_TAR_OPEN=500 LD_PRELOAD="$preload"
     two_runs
     unset LD_PRELOAD
     cat "$T/err-a" "$T/err-b"

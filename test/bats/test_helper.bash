@@ -65,13 +65,15 @@ small_set() {
     [ -z "${2:-}" ] || cp "$ROOT/fixtures/bad/empty.jpg" "$1/$2"
 }
 
-# nolock_preload DIR: builds test/bats/nolock_shim.c into DIR/nolock.so and prints what LD_PRELOAD
-# must hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires)
-nolock_preload() {
-    cc -shared -fPIC -o "$1/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+# fs_shim DIR: builds test/preload/fs_shim.c into DIR/fs_shim.so and prints what LD_PRELOAD must
+# hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires). What it takes
+# away is set in the environment (FS_SHIM_NOLOCK=1, FS_SHIM_RENAME2=noreplace|all, FS_SHIM_LOG:
+# see fs_shim.c).
+fs_shim() {
+    cc -shared -fPIC -O1 -o "$1/fs_shim.so" "$ROOT/test/preload/fs_shim.c" -ldl
     local asan
     asan=$(ldd "$MVEMBED" 2>/dev/null | awk '/libasan/ {print $3}')
-    echo "${asan:+$asan }$1/nolock.so"
+    echo "${asan:+$asan }$1/fs_shim.so"
 }
 
 # readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
