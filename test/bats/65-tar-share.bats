@@ -164,13 +164,7 @@ PYEOF
     wait "$dead2"
     locked="$T/o/.tmp-$dead2-manifest.jsonl"
     echo partial > "$locked"
-    "$PY" -c '
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-open(sys.argv[2], "w").close()
-time.sleep(1000)' "$locked" "$T/ready" & holder=$!
-    for i in $(seq 500); do [ -e "$T/ready" ] && break; sleep 0.02; done
+    hold_lock "$locked"
     run "$MVEMBED" manifest compact "$T/o"
     kill "$holder"
     [ "$status" -eq 0 ]

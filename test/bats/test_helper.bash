@@ -89,3 +89,20 @@ inputs() {
         for f in "$ROOT"/fixtures/media/images/*; do cp "$f" "$1/$2-$i-$(basename "$f")"; done
     done
 }
+
+# hold_lock FILE: starts a process (its pid in $holder) that holds an exclusive fcntl lock on FILE
+# (created when missing), as a writer in another PID namespace or on another machine would, until
+# it is killed; returns once the lock is held, fails when it cannot be taken
+hold_lock() {
+    local ready
+    ready=$(mktemp -u "$BATS_TEST_TMPDIR/hold_lock.XXXXXX")
+    "$PY" -c '
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(1000)' "$1" "$ready" &
+    holder=$!
+    for _ in $(seq 500); do [ -e "$ready" ] && break; sleep 0.02; done
+    [ -e "$ready" ]
+}
