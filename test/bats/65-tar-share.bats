@@ -11,14 +11,6 @@ setup() {
     IMG="$ROOT/fixtures/media/images"
 }
 
-# check OUT [ARGS...]: tar_check.py's verdict on OUT
-check() {
-    run "$PY" "$ROOT/test/bats/tar_check.py" "$@"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [[ "${lines[-1]}" =~ ^ok ]]
-}
-
 # two_runs: tar runs over $T/a and $T/b into $T/o at once (64K shards); exit statuses in ra, rb
 two_runs() {
     "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 64K "$T/a" 2> "$T/err-a" &
@@ -43,7 +35,7 @@ two_runs() {
     [ "$ra" -eq 0 ]
     [ "$rb" -eq 0 ]
     [ "$(grep -c '"status":"ok"' "$T/o/manifest.jsonl")" -eq "$n" ]
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
         -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
@@ -90,7 +82,7 @@ shim() {
     [ "$ra" -eq 0 ]
     [ "$rb" -eq 0 ]
     grep -q "RENAME_NOREPLACE" "$T/shim.log"
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
         -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
@@ -128,7 +120,7 @@ shim() {
     echo "run in the namespace: exit $r"
     cat "$T/err-a"
     [ "$r" -eq 0 ]
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
 }
 
 @test "manifest compact killed by SIGTERM leaves no temporary manifest; a dead one's is swept, a locked one kept" {

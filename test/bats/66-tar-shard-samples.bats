@@ -11,22 +11,6 @@ setup() {
     IMG="$ROOT/fixtures/media/images"
 }
 
-# tar_run OUT [ARGS...]: a tar-layout run over $IMG into OUT (status and output in run's)
-tar_run() {
-    local out=$1
-    shift
-    run "$MVEMBED" --device cpu --model "$MODEL" --out "$out" --layout tar "$@" "$IMG"
-    echo "$output"
-}
-
-# check OUT [ARGS...]: tar_check.py's verdict on OUT
-check() {
-    run "$PY" "$ROOT/test/bats/tar_check.py" "$@"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [[ "${lines[-1]}" =~ ^ok ]]
-}
-
 # limit OUT: the "shard_samples" of OUT's record as Python's json reads it
 limit() {
     "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/.mvembed-tar.json"))["shard_samples"])' "$1"
@@ -36,13 +20,13 @@ limit() {
     n=$(ls "$IMG" | wc -l)
     tar_run "$T/o" -q --shard-samples 4
     [ "$status" -eq 0 ]
-    check "$T/o" --ok "$n" --one-sample --max-samples 4 --some-full
+    tar_check "$T/o" --ok "$n" --one-sample --max-samples 4 --some-full
     [ "$(ls "$T/o"/shard-*.tar | wc -l)" -ge $(( (n + 3) / 4 )) ]
     [ "$(limit "$T/o")" = 4 ]
     # 40K shards hold about 4 of these samples: the size cuts before 50 samples
     tar_run "$T/s" -q --shard-samples 50 --shard-size 40K
     [ "$status" -eq 0 ]
-    check "$T/s" --ok "$n" --one-sample --max-samples 50
+    tar_check "$T/s" --ok "$n" --one-sample --max-samples 50
     for s in "$T/s"/shard-*.tar; do [ "$(stat -c %s "$s")" -le $((40 * 1024)) ]; done
     [ "$(ls "$T/s"/shard-*.tar | wc -l)" -gt 2 ]
 }
@@ -71,7 +55,7 @@ limit() {
     [ "$status" -eq 0 ]
     [[ "$output" =~ " $((n - 7)) ok, 0 failed, 7 skipped" ]]
     (cd "$T/o" && sha256sum -c "$T/sums1") # shards are never reopened
-    check "$T/o" --ok "$n" --one-sample --max-samples 3 --some-full
+    tar_check "$T/o" --ok "$n" --one-sample --max-samples 3 --some-full
     # the state a SIGKILL between a shard's rename and its lines leaves; the rerun leaves out N
     orphan=$(basename "$(ls "$T"/o/shard-*.tar | sed -n 2p)")
     grep -v "\"shard\":\"$orphan\"" "$T/o/manifest.jsonl" > "$T/m"
@@ -85,7 +69,7 @@ limit() {
     [[ "$output" =~ ".mvembed-tar.json: shards hold at most 3 samples, as OUT's earlier runs cut them (--shard-samples 3)" ]]
     [[ "$output" =~ "samples of complete shards had no manifest line (a run stopped in between): adopted" ]]
     [[ "$output" =~ " $m ok, 0 failed, $n skipped" ]]
-    check "$T/o" --ok $((n + m)) --one-sample --max-samples 3 --some-full
+    tar_check "$T/o" --ok $((n + m)) --one-sample --max-samples 3 --some-full
     [ "$(limit "$T/o")" = 3 ]
 }
 
@@ -131,7 +115,7 @@ limit() {
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" =~ "compacted shards: "[0-9]+" dead samples (inputs redone since) removed, "[1-9][0-9]*" shards rewritten" ]]
-    check "$T/o" --ok "$n" --one-sample --max-samples 5
+    tar_check "$T/o" --ok "$n" --one-sample --max-samples 5
 }
 
 # two_runs N_A N_B [ARGS...]: tar runs over $T/a (--shard-samples N_A) and $T/b (N_B) into $T/o
@@ -158,7 +142,7 @@ two_runs() {
     two_runs 3 3
     [ "$ra" -eq 0 ]
     [ "$rb" -eq 0 ]
-    check "$T/o" --ok "$n" --one-sample --max-samples 3 --some-full
+    tar_check "$T/o" --ok "$n" --one-sample --max-samples 3 --some-full
     # and two --shard K/2 runs, each with its own manifest and naming, under the same record
     rm -rf "$T/o"
     two_runs 3 3 --shard 0/2
@@ -166,7 +150,7 @@ two_runs() {
     two_runs 3 3 --shard 1/2
     [ "$ra" -eq 0 ] && [ "$rb" -eq 0 ]
     ls "$T/o"/shard-00000-of-00002-*.tar "$T/o"/shard-00001-of-00002-*.tar
-    check "$T/o" --ok "$n" --one-sample --max-samples 3 --some-full
+    tar_check "$T/o" --ok "$n" --one-sample --max-samples 3 --some-full
 }
 
 @test "two tar runs at once with different --shard-samples: one is refused, every shard keeps the other's limit" {
@@ -179,5 +163,5 @@ two_runs() {
     if [ "$ra" -eq 0 ]; then won=2 lost=5 dir=a; else won=5 lost=2 dir=b; fi
     grep -q "hold at most $won samples each (--shard-samples $won); this run asks for at most $lost samples each" "$T/err-a" "$T/err-b"
     [ "$(limit "$T/o")" = "$won" ]
-    check "$T/o" --ok "$(ls "$T/$dir" | wc -l)" --one-sample --max-samples "$won" --some-full
+    tar_check "$T/o" --ok "$(ls "$T/$dir" | wc -l)" --one-sample --max-samples "$won" --some-full
 }

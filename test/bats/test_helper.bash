@@ -106,3 +106,20 @@ time.sleep(1000)' "$1" "$ready" &
     for _ in $(seq 500); do [ -e "$ready" ] && break; sleep 0.02; done
     [ -e "$ready" ]
 }
+
+# tar_run OUT [ARGS...]: a tar-layout run over $IMG into OUT (status and output as run sets them,
+# the output echoed for the test's log)
+tar_run() {
+    local out=$1
+    shift
+    run "$MVEMBED" --device cpu --model "$MODEL" --out "$out" --layout tar "$@" "$IMG"
+    echo "$output"
+}
+
+# tar_check OUT [ARGS...]: test/bats/tar_check.py's verdict on OUT (its options: see there)
+tar_check() {
+    run "$PY" "$ROOT/test/bats/tar_check.py" "$@"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "${lines[-1]}" =~ ^ok ]]
+}
