@@ -46,7 +46,7 @@ static int read_record(const char *path, long long *have, mv_err *e)
     json_decref(o);
     if (!ok) {
         mv_fail(e, MV_ERR_IO, "%s: not a record of the tar shards' sample limit (want {\"shard_samples\": "
-                "N} with N >= 1, or null): %s", path, o ? "no such number in it" : je.text);
+                "N} with N >= 1, or null): %s", path, o ? "\"shard_samples\" is missing or neither" : je.text);
         return -1;
     }
     return 1;
@@ -127,19 +127,24 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
     *limit = want;
     *adopted = 0;
     long long have = 0;
-    int r = 0;
+    int r = 0, legacy = 0;
     for (int tries = 0; tries < 3 && r == 0; tries++) {
         if ((r = read_record(path, &have, e)) != 0)
+            break; /* read (1), or unreadable (-1) */
+        if (want > 0 && holds_shards(out_dir)) {
+            /* shards and no record: written without a limit (an earlier version), unless a run
+             * starting meanwhile wrote its record before its first shard */
+            if ((r = read_record(path, &have, e)) == 0)
+                legacy = 1;
             break;
-        /* none yet: shards already here were written without a limit (an earlier version) */
-        have = holds_shards(out_dir) ? 0 : want;
-        if (have != want)
-            break;
+        }
         if ((r = write_record(out_dir, path, want, e)) == 1)
-            return MV_OK;
+            return MV_OK; /* 0: another run's record took the name first: read it */
     }
     if (r < 0)
         return MV_ERR_IO;
+    if (r == 0 && !legacy)
+        return mv_fail(e, MV_ERR_IO, "%s: the record appears and goes while it is read", path);
     if (have == want)
         return MV_OK;
     if (want == 0) {
@@ -155,6 +160,6 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
     else
         snprintf(give, sizeof give, "no --shard-samples");
     return mv_fail(e, MV_ERR_USAGE, "%s: the tar shards of %s hold %s%s; this run asks for %s, which would "
-                   "mix the two in one OUT: give %s, or another OUT", r ? path : out_dir, out_dir, was,
-                   r ? "" : ", written before OUT had this record", asked, give);
+                   "mix the two in one OUT: give %s, or another OUT", legacy ? out_dir : path, out_dir, was,
+                   legacy ? ", written before OUT had this record" : "", asked, give);
 }

@@ -104,6 +104,23 @@ limit() {
     [ "$(limit "$T/u")" = None ]
 }
 
+@test "a damaged OUT/.mvembed-tar.json (not JSON, a limit of 0, a directory) stops a tar run naming it (exit 1), no shard" {
+    mkdir -p "$T/o"
+    for bad in 'garbage' '{"shard_samples": 0}' '{"shard_samples": "4"}' '{}'; do
+        printf '%s\n' "$bad" > "$T/o/.mvembed-tar.json"
+        tar_run "$T/o" -q
+        [ "$status" -eq 1 ]
+        [[ "$output" =~ "$T/o/.mvembed-tar.json: not a record of the tar shards' sample limit" ]]
+    done
+    rm "$T/o/.mvembed-tar.json"
+    mkdir "$T/o/.mvembed-tar.json"
+    tar_run "$T/o" -q --shard-samples 4
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "$T/o/.mvembed-tar.json: cannot read OUT's record of the tar shards' sample limit: not a regular file" ]]
+    [ -z "$(ls "$T/o" | grep '^shard-')" ]
+    [ ! -s "$T/o/manifest.jsonl" ]
+}
+
 @test "manifest compact after --force reruns with --shard-samples: shards still hold at most N samples, one per input" {
     inputs "$T/in" a 2
     n=$(ls "$T/in" | wc -l)
