@@ -11,6 +11,9 @@ setup() {
     IMG="$ROOT/fixtures/media/images"
 }
 
+# Runs that must fill a shard take --jobs 2: two writer threads (each fills its own shard), so
+# one of them gets at least half the inputs on any machine.
+
 # limit OUT: the "shard_samples" of OUT's record as Python's json reads it
 limit() {
     "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/.mvembed-tar.json"))["shard_samples"])' "$1"
@@ -18,7 +21,7 @@ limit() {
 
 @test "--shard-samples 4: every shard holds at most 4 samples, some 4; with a smaller --shard-size the size cuts first" {
     n=$(ls "$IMG" | wc -l)
-    tar_run "$T/o" -q --shard-samples 4
+    tar_run "$T/o" -q --jobs 2 --shard-samples 4
     [ "$status" -eq 0 ]
     tar_check "$T/o" --ok "$n" --one-sample --max-samples 4 --some-full
     [ "$(ls "$T/o"/shard-*.tar | wc -l)" -ge $(( (n + 3) / 4 )) ]
@@ -48,10 +51,10 @@ limit() {
 @test "tar resume with --shard-samples: a rerun (N given or left out) and an adopted orphan shard keep every shard at N or fewer" {
     n=$(ls "$IMG" | wc -l)
     # a first run over part of the inputs (as if stopped), then the rest with the same N
-    ls "$IMG"/* | head -7 | "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar \
+    ls "$IMG"/* | head -7 | "$MVEMBED" -q --device cpu --jobs 2 --model "$MODEL" --out "$T/o" --layout tar \
         --shard-samples 3 -
     (cd "$T/o" && sha256sum shard-*.tar) > "$T/sums1"
-    tar_run "$T/o" --shard-samples 3
+    tar_run "$T/o" --jobs 2 --shard-samples 3
     [ "$status" -eq 0 ]
     [[ "$output" =~ " $((n - 7)) ok, 0 failed, 7 skipped" ]]
     (cd "$T/o" && sha256sum -c "$T/sums1") # shards are never reopened
@@ -63,7 +66,7 @@ limit() {
     mkdir "$T/more"
     for f in "$IMG"/*.png; do cp "$f" "$T/more/more-$(basename "$f")"; done
     m=$(ls "$T/more" | wc -l)
-    run "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --layout tar "$IMG" "$T/more"
+    run "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --layout tar --jobs 2 "$IMG" "$T/more"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" =~ ".mvembed-tar.json: shards hold at most 3 samples, as OUT's earlier runs cut them (--shard-samples 3)" ]]
@@ -71,6 +74,35 @@ limit() {
     [[ "$output" =~ " $m ok, 0 failed, $n skipped" ]]
     tar_check "$T/o" --ok $((n + m)) --one-sample --max-samples 3 --some-full
     [ "$(limit "$T/o")" = 3 ]
+}
+
+@test "tar resume with --shard-samples after kill -9 mid-shard: the open shard's inputs are redone, every shard at N or fewer" {
+    mkdir "$T/in"
+    for i in $(seq -w 1 12); do cp "$IMG/png_rgb_odd_173x97.png" "$T/in/a$i.png"; done
+    # the paths come through a FIFO the test keeps open: the run waits with a shard open
+    mkfifo "$T/paths"
+    "$MVEMBED" -q --device cpu --threads 1 --jobs 1 --model "$MODEL" --out "$T/o" --layout tar \
+        --shard-samples 3 - < "$T/paths" 2> "$T/err1" &
+    pid=$!
+    exec 7> "$T/paths"
+    ls "$T/in"/* | head -7 >&7 # two writers or more: one of them gets 4 or more, a shard of 3 completes
+    for _ in $(seq 1 1200); do
+        [ "$(cat "$T/o/manifest.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && ls "$T/o"/.tmp-tar-* >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    sleep 1 # the 7 inputs are through; the last ones sit in open shards
+    kill -9 "$pid"
+    wait "$pid" || true
+    exec 7>&-
+    done1=$(wc -l < "$T/o/manifest.jsonl")
+    [ "$done1" -ge 3 ] && [ "$done1" -lt 7 ] && [ $((done1 % 3)) -eq 0 ] # whole shards only
+    ls "$T/o"/.tmp-tar-*-shard-*.tar
+    run "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --layout tar "$T/in"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ " $((12 - done1)) ok, 0 failed, $done1 skipped" ]]
+    [ -z "$(ls -A "$T/o" | grep '^\.tmp-')" ]
+    tar_check "$T/o" --ok 12 --one-sample --max-samples 3 --some-full
 }
 
 @test "a rerun with another --shard-samples, or with one into an OUT cut without, is refused naming OUT's record; nothing written" {
@@ -125,7 +157,7 @@ limit() {
     inputs "$T/in" a 2
     n=$(ls "$T/in" | wc -l)
     IMG="$T/in"
-    tar_run "$T/o" -q --shard-samples 5
+    tar_run "$T/o" -q --jobs 2 --shard-samples 5
     run "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-samples 5 --force "$IMG"/*png*
     [ "$status" -eq 0 ]
     run "$MVEMBED" manifest compact "$T/o"
@@ -140,9 +172,9 @@ limit() {
 two_runs() {
     local na=$1 nb=$2
     shift 2
-    "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-samples "$na" "$@" "$T/a" 2> "$T/err-a" &
+    "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --jobs 2 --shard-samples "$na" "$@" "$T/a" 2> "$T/err-a" &
     local pa=$!
-    "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-samples "$nb" "$@" "$T/b" 2> "$T/err-b" &
+    "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --jobs 2 --shard-samples "$nb" "$@" "$T/b" 2> "$T/err-b" &
     local pb=$!
     ra=0
     rb=0
