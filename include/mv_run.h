@@ -68,6 +68,7 @@ typedef struct {
                                 * a full window, so that packing does not depend on timing */
     int layout;                /* MV_LAYOUT_FILES (OUT/<rel>.npy.zst) or MV_LAYOUT_TAR (mv_tar.h) */
     long long shard_size;      /* --layout tar: target bytes per tar shard (0 = default) */
+    long long shard_samples;   /* --layout tar: most samples per tar shard (0 = OUT's record, or any) */
     int pool;                  /* mv_pool_kind (mv_pool.h): MV_POOL_NONE or MV_POOL_MEAN */
     /* Test hook (MVEMBED_TEST_CPU_DEVICES): 2..MV_TEST_CPU_DEVICES_MAX makes the CPU backend that
      * many devices of --inflight backends each, laid out as CUDA's, so that the many-device

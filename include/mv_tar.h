@@ -13,7 +13,7 @@
  *
  * Each writer thread owns one open shard (mv_tar_shard), written under a temporary name
  * ".tmp-tar-<pid>-<host hash>-<final name>" in OUT. When the shard reaches about the target size
- * (or the run ends) it is completed: end-of-archive, fsync, renamed to its final name (never over
+ * or holds the most samples a shard may (or the run ends) it is completed: end-of-archive, fsync, renamed to its final name (never over
  * an existing file), directory fsync'd, and only then are the manifest lines of its samples handed
  * to the commit callback, all at once. A crash therefore loses only open shards (their inputs
  * have no manifest line and are redone by the next run); a manifest line never points into a
@@ -45,10 +45,12 @@ typedef struct mv_tar_shard mv_tar_shard; /* one open shard, used by one thread 
 #define MV_TAR_DEFAULT_SHARD_SIZE (1024LL * 1024 * 1024)
 
 /* Prepares writing shards into out_dir (which must exist) for shard k of n (n <= 1: unsharded
- * names), each about target_bytes large (a shard is completed before a sample would take it past
- * that size; a shard holds at least one sample). Removes temporary shards left by dead processes
- * of this host, then starts the shard counter above every number used in out_dir. */
-mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes,
+ * names), each about target_bytes large and of at most max_samples samples (0: any number): a
+ * shard is completed before a sample would take it past that size or past that count, whichever
+ * comes first (a shard holds at least one sample). Removes temporary shards left by dead processes
+ * of this host, then starts the shard counter above every number used in out_dir. Whether
+ * max_samples agrees with OUT's earlier shards is the caller's (mv_tar_limit.h). */
+mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes, long long max_samples,
                           mv_tar_commit_fn commit, void *ud, mv_tar_set **s, mv_err *e);
 void mv_tar_set_free(mv_tar_set *s);
 

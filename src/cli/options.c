@@ -129,6 +129,10 @@ static const opt_def options[] = {
          "shards OUT/shard-SSSSS.tar of <key>.npy + <key>.json samples"),
     CUSTOM("shard-size", 0, parse_shard_size, "a positive size like 1000000, 512M or 1G", "BYTES",
            "--layout tar: bytes per shard, suffix K/M/G allowed (default 1G)"),
+    LL("shard-samples", shard_samples, 1, LLONG_MAX, "a positive integer", "N",
+       "--layout tar: at most N samples per shard, whichever of this and\n"
+       "--shard-size comes first; kept in OUT: later runs give the same N\n"
+       "or none (default: OUT's, else no limit)"),
     ENUM("pool", pool, pool_names,
          "mean: save one [1, out_hidden] mean vector per input instead of its\n"
          "tokens (files layout: also OUT/pooled.npy + pooled.jsonl)"),
@@ -453,6 +457,8 @@ int cli_check_args(mv_run_opts *o)
     o->bopts.verbose = o->verbose;
     if (o->fps > 0 && o->num_frames)
         return cli_usage_error("--fps and --num-frames are mutually exclusive", NULL);
+    if (o->shard_samples && o->layout != MV_LAYOUT_TAR)
+        return cli_usage_error("--shard-samples needs --layout tar", NULL);
     if (!o->model_dir || !*o->model_dir)
         return cli_usage_error("no model: give --model DIR or set MVEMBED_MODEL", NULL);
     if (o->pixels) {

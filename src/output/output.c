@@ -16,6 +16,7 @@
 #include "mv_beneath.h"
 #include "mv_hashset.h"
 #include "mv_names.h"
+#include "mv_place.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -347,34 +348,10 @@ mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count)
     return mv_f16_fits_n(data, count) ? MV_DT_F16 : MV_DT_F32;
 }
 
-/* Puts the whole temp file tmp at fin (both names in the directory dfd): when fin is free, exclusively (link(2) then unlink of tmp:
- * atomic on NFS too, and never over a file another process put there meanwhile); over an
- * existing fin only when may_replace. Where the file system has no hard links, a rename (checked
- * for an existing fin first when !may_replace). 0, or -1 with errno (EEXIST: fin exists and may
- * not be replaced). */
-static int take_name(int dfd, const char *tmp, const char *fin, int may_replace)
-{
-    if (linkat(dfd, tmp, dfd, fin, 0) == 0) {
-        unlinkat(dfd, tmp, 0); /* fin is the file now; a failure leaves a name the sweep removes */
-        return 0;
-    }
-    if (errno == EEXIST) {
-        if (!may_replace)
-            return -1;
-        return renameat(dfd, tmp, dfd, fin);
-    }
-    if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK)
-        return -1;
-    struct stat sb; /* no hard links here */
-    if (!may_replace && fstatat(dfd, fin, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-        errno = EEXIST;
-        return -1;
-    }
-    return renameat(dfd, tmp, dfd, fin);
-}
-
-/* The output's claim (w->claim, when set) and its temp file tmp put at base in dfd (take_name);
- * MV_OK, or the reason naming fin. */
+/* The output's claim (w->claim, when set) and its temp file tmp put at base in dfd: exclusively
+ * when the name is free, over an existing file only when the claim lets this input replace it
+ * (mv_place; under the claim's lock, so a checked rename where the file system has neither
+ * RENAME_NOREPLACE nor hard links); MV_OK, or the reason naming fin. */
 static mv_status place(mv_output_writer *w, const char *rel, int dfd, const char *tmp, const char *base,
                        const char *fin, mv_err *e)
 {
@@ -382,12 +359,15 @@ static mv_status place(mv_output_writer *w, const char *rel, int dfd, const char
     mv_status s;
     if (w->claim && (s = w->claim(w->claim_ud, rel, &may_replace, e)) != MV_OK)
         return s; /* another input holds the name: the final name is left alone */
-    if (take_name(dfd, strrchr(tmp, '/') + 1, base, may_replace) == 0)
+    int err;
+    mv_err pe;
+    if (mv_place(dfd, strrchr(tmp, '/') + 1, base, (may_replace ? MV_PLACE_REPLACE : 0) | MV_PLACE_CHECK_RENAME,
+                 &err, &pe) == MV_OK)
         return MV_OK;
-    if (errno == EEXIST)
+    if (err == EEXIST)
         return mv_fail(e, MV_ERR_OUTPUT, "%s: exists, and no manifest line gives it to this input (another "
                        "run may be writing it; this file system offers no locks to tell): not replaced", fin);
-    return mv_fail(e, io_status(errno), "%s: rename from '%s': %s", fin, tmp, strerror(errno));
+    return mv_fail(e, io_status(err), "%s: rename from '%s': %s", fin, tmp, strerror(err));
 }
 
 mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *rel, mv_dtype dt,

@@ -1,5 +1,6 @@
 /* place.c - the exclusive final name (see mv_place.h): renameat2(RENAME_NOREPLACE), else
- * link(2) + unlink(2), else a refusal naming the file system (statfs(2)'s magic number). */
+ * linkat(2) + unlinkat(2), else a refusal naming the file system (statfs(2)'s magic number) or,
+ * where the caller asks, a checked rename. */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_place.h"
 
@@ -12,8 +13,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-/* A name for the file system holding path: the common ones by statfs's f_type, else the magic. */
-static void fs_name(const char *path, char *buf, size_t cap)
+/* A name for the file system holding tmp (in dfd): the common ones by statfs's f_type, else the
+ * magic. */
+static void fs_name(int dfd, const char *tmp, char *buf, size_t cap)
 {
     static const struct { long magic; const char *name; } known[] = {
         {0x6969, "nfs"}, {0xff534d42, "cifs"}, {0xfe534d42, "smb2"}, {0x65735546, "fuse"},
@@ -23,7 +25,7 @@ static void fs_name(const char *path, char *buf, size_t cap)
         {0x9123683e, "btrfs"}, {0x01021994, "tmpfs"}, {0x2fc12fc1, "zfs"},
     };
     struct statfs sf;
-    if (statfs(path, &sf) != 0) {
+    if ((dfd == AT_FDCWD ? statfs(tmp, &sf) : fstatfs(dfd, &sf)) != 0) {
         snprintf(buf, cap, "unknown: %s", strerror(errno));
         return;
     }
@@ -35,36 +37,66 @@ static void fs_name(const char *path, char *buf, size_t cap)
     snprintf(buf, cap, "type 0x%lx", (unsigned long)sf.f_type);
 }
 
-mv_status mv_place_exclusive(const char *tmp, const char *fin, mv_err *e)
+/* fin exists: replaced with MV_PLACE_REPLACE, else kept (EEXIST). */
+static mv_status taken(int dfd, const char *tmp, const char *fin, unsigned flags, int *err, mv_err *e)
 {
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_NOREPLACE) == 0)
+    if (!(flags & MV_PLACE_REPLACE)) {
+        *err = EEXIST;
+        return mv_fail(e, MV_ERR_IO, "%s: exists already: not replaced", fin);
+    }
+    if (renameat(dfd, tmp, dfd, fin) == 0)
+        return MV_OK;
+    *err = errno;
+    return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
+}
+
+mv_status mv_place(int dfd, const char *tmp, const char *fin, unsigned flags, int *err, mv_err *e)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    *err = 0;
+    if (renameat2(dfd, tmp, dfd, fin, RENAME_NOREPLACE) == 0)
         return MV_OK;
     if (errno == EEXIST)
-        return mv_fail(e, MV_ERR_IO, "%s: exists already: not replaced", fin);
-    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+        return taken(dfd, tmp, fin, flags, err, e);
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+        *err = errno;
         return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
-    /* no RENAME_NOREPLACE here: a hard link is just as exclusive */
-    int lr = link(tmp, fin), lerr = errno;
-    struct stat a, b;
-    if (lr != 0 && lerr == EEXIST && stat(tmp, &a) == 0 && a.st_nlink == 2 && stat(fin, &b) == 0 &&
-        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        lr = 0; /* NFS: the link was made, the reply to a retransmission said EEXIST */
-    if (lr != 0 && lerr == EEXIST)
-        return mv_fail(e, MV_ERR_IO, "%s: exists already: not replaced", fin);
-    if (lr != 0) {
-        char fs[64];
-        fs_name(tmp, fs, sizeof fs);
-        if (lerr == EPERM || lerr == EOPNOTSUPP || lerr == ENOSYS)
-            return mv_fail(e, MV_ERR_IO, "%s: the file system (%s) offers neither rename without "
-                           "replacing (RENAME_NOREPLACE) nor hard links, so the file cannot be given its "
-                           "name safely: use another file system for OUT", fin, fs);
-        return mv_fail(e, MV_ERR_IO, "%s: link from %s (file system %s, without RENAME_NOREPLACE): %s",
-                       fin, tmp, fs, strerror(lerr));
     }
-    if (unlink(tmp) != 0)
-        return mv_fail(e, MV_ERR_IO, "%s: linked, but the temporary name %s stays: %s", fin, tmp,
-                       strerror(errno));
-    return MV_OK;
+    /* no RENAME_NOREPLACE here: a hard link is just as exclusive */
+    int lr = linkat(dfd, tmp, dfd, fin, 0), lerr = errno;
+    struct stat a, b;
+    if (lr != 0 && lerr == EEXIST && fstatat(dfd, tmp, &a, 0) == 0 && a.st_nlink == 2 &&
+        fstatat(dfd, fin, &b, 0) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        lr = 0; /* NFS: the link was made, the reply to a retransmission said EEXIST */
+    if (lr == 0) {
+        unlinkat(dfd, tmp, 0); /* fin is the file now; a name left is the sweep's */
+        return MV_OK;
+    }
+    if (lerr == EEXIST)
+        return taken(dfd, tmp, fin, flags, err, e);
+    if (lerr == EPERM || lerr == EOPNOTSUPP || lerr == ENOSYS || lerr == EMLINK) { /* no hard links */
+        if (flags & MV_PLACE_CHECK_RENAME) {
+            if (fstatat(dfd, fin, &b, AT_SYMLINK_NOFOLLOW) == 0)
+                return taken(dfd, tmp, fin, flags, err, e);
+            if (renameat(dfd, tmp, dfd, fin) == 0)
+                return MV_OK;
+            *err = errno;
+            return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
+        }
+        char fs[64];
+        fs_name(dfd, tmp, fs, sizeof fs);
+        *err = lerr;
+        return mv_fail(e, MV_ERR_IO, "%s: the file system (%s) offers neither rename without "
+                       "replacing (RENAME_NOREPLACE) nor hard links, so the file cannot be given its "
+                       "name safely: use another file system for OUT", fin, fs);
+    }
+    char fs[64];
+    fs_name(dfd, tmp, fs, sizeof fs);
+    *err = lerr;
+    return mv_fail(e, MV_ERR_IO, "%s: link from %s (file system %s, without RENAME_NOREPLACE): %s", fin,
+                   tmp, fs, strerror(lerr));
 }
 
 static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};

@@ -409,7 +409,7 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
                 live += smp[i].live;
             mv_tar_set *S = NULL;
             collected c = {0};
-            if (live && !(st = mv_tar_set_open(out_dir, k, n, 1LL << 62, collect, &c, &S, e)) &&
+            if (live && !(st = mv_tar_set_open(out_dir, k, n, 1LL << 62, 0, collect, &c, &S, e)) &&
                 !(st = copy_live(fd, path, smp, ns, S, e)))
                 st = note_moves(&M, de->d_name, smp, ns, &c, e);
             mv_tar_set_free(S);

@@ -34,7 +34,7 @@
 struct mv_tar_set {
     char *dir;
     int k, n;
-    long long target;
+    long long target, max_samples; /* bytes; samples (0: no limit) */
     atomic_llong next;    /* next shard number to try */
     /* choosing a shard number and creating its temporary file is one step under this mutex (the
      * run's writers) and an flock of the manifest this naming shares (other runs into OUT) */
@@ -167,7 +167,7 @@ static mv_status max_used(mv_tar_set *s, int sweep, long long *maxp, mv_err *e)
     return MV_OK;
 }
 
-mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes,
+mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_bytes, long long max_samples,
                           mv_tar_commit_fn commit, void *ud, mv_tar_set **out, mv_err *e)
 {
     *out = NULL;
@@ -179,6 +179,7 @@ mv_status mv_tar_set_open(const char *out_dir, int k, int n, long long target_by
     s->k = k;
     s->n = n;
     s->target = target_bytes > 0 ? target_bytes : MV_TAR_DEFAULT_SHARD_SIZE;
+    s->max_samples = max_samples > 0 ? max_samples : 0;
     s->commit = commit;
     s->ud = ud;
     char hn[256] = "";
@@ -404,19 +405,20 @@ static size_t nonfinite_written(mv_dtype dt, const uint8_t *p, const float *data
     return bad;
 }
 
-/* The first half of a sample: completes *shp when the sample would take it past the target (its
- * .json counted as one block plus a header; the end-of-archive is 1024 bytes), opens a shard when
- * there is none, gives the sample its key and writes npy[0..npy_len) as <key>.npy; *shp and *shp_out
- * are the shard, *data_off where the array data (after npy_hdr header bytes) starts. */
+/* The first half of a sample: completes *shp when it holds max_samples or the sample would take
+ * it past the target, opens a shard when there is none, gives the sample its key and writes
+ * npy[0..npy_len) as <key>.npy; *shp and *shp_out are the shard, *data_off where the array data
+ * (after npy_hdr header bytes) starts. */
 static mv_status sample_npy(mv_tar_set *s, mv_tar_shard **shp, const uint8_t *npy, size_t npy_len,
                             size_t npy_hdr, int64_t json_blocks, mv_tar_shard **sh_out, int64_t *data_off,
                             mv_err *e)
 {
     mv_status st;
     mv_tar_shard *sh = *shp;
-    /* complete a shard that this sample (its .npy, its .json's json_blocks) would take past the
-     * target; the end-of-archive is 1024 bytes */
-    if (sh && sh->n > 0 && sh->pos + 512 + pad512((int64_t)npy_len) + json_blocks + 1024 > s->target) {
+    /* complete a shard that is full, or that this sample (its .npy, its .json's json_blocks) would
+     * take past the target; the end-of-archive is 1024 bytes */
+    if (sh && sh->n > 0 && ((s->max_samples && sh->n >= s->max_samples) ||
+                            sh->pos + 512 + pad512((int64_t)npy_len) + json_blocks + 1024 > s->target)) {
         *shp = NULL;
         if ((st = mv_tar_close(s, sh, e)))
             return st;
@@ -569,7 +571,7 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
     }
     /* never over an existing file (mv_place.h); the descriptor, and with it the temporary
      * shard's lock, stays open until the shard has its name */
-    if ((st = mv_place_exclusive(sh->tmp, sh->fin, e))) {
+    if ((st = mv_place(AT_FDCWD, sh->tmp, sh->fin, 0, NULL, e))) {
         mv_tar_abandon(sh);
         return st;
     }

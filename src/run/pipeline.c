@@ -20,6 +20,7 @@
 #include "mv_pool.h"
 #include "mv_queue.h"
 #include "mv_tar.h"
+#include "mv_tar_limit.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -63,6 +64,21 @@ typedef struct {
     int nd, nt, nw, counting; /* started */
 } threads;
 
+/* --layout tar: the shard set, cutting shards at the sample limit OUT's record agrees on. */
+static mv_status open_tars(runner *R, int shard_k, int shard_n, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    long long limit;
+    int adopted;
+    mv_status st = mv_tar_limit_agree(o->out_dir, o->shard_samples, &limit, &adopted, e);
+    if (st)
+        return st;
+    if (adopted && !o->quiet)
+        fprintf(stderr, "mvembed: %s/%s: shards hold at most %lld samples, as OUT's earlier runs cut them "
+                "(--shard-samples %lld)\n", o->out_dir, MV_TAR_LIMIT_FILE, limit, limit);
+    return mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit, R, &R->tars, e);
+}
+
 /* Opens what the run writes into: the resume state (*done), the manifest, the tar shards
  * (--layout tar) and the list of pooled outputs (--pool mean, files layout). On failure closes
  * what it opened. */
@@ -92,8 +108,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         goto fail_claims;
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
-    if (o->layout == MV_LAYOUT_TAR &&
-        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, pl_tar_commit, R, &R->tars, e)))
+    if (o->layout == MV_LAYOUT_TAR && (st = open_tars(R, shard_k, shard_n, e)))
         goto fail_man;
     if (R->tars)
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);

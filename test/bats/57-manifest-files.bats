@@ -246,7 +246,8 @@ print("ok")' "$T/o-$layout/manifest.jsonl"
 }
 
 @test "without locks or RENAME_NOREPLACE (NFS nolock): concurrent runs never replace an output another input holds; an input redoes its own" {
-    preload=$(nolock_preload "$T")
+    preload=$(fs_shim "$T")
+    export FS_SHIM_NOLOCK=1 FS_SHIM_RENAME2=all # an NFS client mounted nolock
     many_cams 40
     emb --out "$T/refA" "$T/camA"
     emb --out "$T/refB" "$T/camB"

@@ -99,7 +99,8 @@ PYEOF
 }
 
 @test "without RENAME_EXCHANGE (NFS) the pooled directory is still replaced whole" {
-    preload=$(nolock_preload "$T")
+    preload=$(fs_shim "$T")
+    export FS_SHIM_NOLOCK=1 FS_SHIM_RENAME2=all # an NFS client mounted nolock
     mvembed -q --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
     run env LD_PRELOAD="$preload" "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --pool mean \
         --max-pixels 40000 "$T/in"

@@ -10,22 +10,6 @@ setup() {
     IMG="$ROOT/fixtures/media/images"
 }
 
-# tar_run OUT [ARGS...]: a tar-layout run over the images into OUT
-tar_run() {
-    local out=$1
-    shift
-    run "$MVEMBED" --device cpu --model "$MODEL" --out "$out" --layout tar "$@" "$IMG"
-    echo "$output"
-}
-
-# check OUT [ARGS...]: tar_check.py's verdict on OUT
-check() {
-    run "$PY" "$ROOT/test/bats/tar_check.py" "$@"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [[ "${lines[-1]}" =~ ^ok ]]
-}
-
 @test "tar resume: a rerun with --out-dtype f16, --max-pixels or --pool mean redoes every input" {
     n=$(ls "$IMG" | wc -l)
     tar_run "$T/o" -q
@@ -33,7 +17,7 @@ check() {
     tar_run "$T/o" --out-dtype f16
     [ "$status" -eq 0 ]
     [[ "$output" =~ "$n ok, 0 failed, 0 skipped" ]]
-    check "$T/o" --ok "$n" --dtype f16
+    tar_check "$T/o" --ok "$n" --dtype f16
     tar_run "$T/o" --out-dtype f16 --max-pixels 40000
     [[ "$output" =~ "$n ok, 0 failed, 0 skipped" ]]
     "$PY" - "$T/o/manifest.jsonl" <<'PYEOF'
@@ -52,7 +36,7 @@ for l in open(sys.argv[1]):
     r = json.loads(l); latest[r["input"]] = r
 assert all(r["shape"][0] == 1 for r in latest.values()), latest
 PYEOF
-    check "$T/o" --ok "$n" --dtype f16
+    tar_check "$T/o" --ok "$n" --dtype f16
     tar_run "$T/o" --out-dtype f16 --max-pixels 40000 --pool mean
     [[ "$output" =~ "0 ok, 0 failed, $n skipped" ]]
 }
@@ -78,7 +62,7 @@ PYEOF
     [[ "$output" =~ "$redo ok, 0 failed, $((n - redo)) skipped" ]]
     [[ "$output" =~ "its sample is missing or damaged" ]]
     [[ "$output" =~ "XXH64" ]]
-    check "$T/o" --ok "$n"
+    tar_check "$T/o" --ok "$n"
 }
 
 @test "tar layout: an embedding that is Inf or NaN as written fails its input (f32 and f16), no sample" {
@@ -124,7 +108,7 @@ PYEOF
     rm -rf "$T/o"
     run "$MVEMBED" -q --device cpu --model "$T/m-f16" --out "$T/o" --layout tar "$IMG/png_rgb_320x256.png"
     [ "$status" -eq 0 ]
-    check "$T/o" --ok 1
+    tar_check "$T/o" --ok 1
 }
 
 @test "layout switch: --layout tar into a files-layout OUT (and back) is refused naming the layout OUT holds" {
@@ -147,7 +131,7 @@ PYEOF
     [ "$status" -eq 1 ]
     [[ "$output" =~ "$T/t holds the tar layout (21 inputs" ]]
     [ -z "$(find "$T/t" -name '*.npy.zst')" ]
-    check "$T/t" --ok 21 --one-sample
+    tar_check "$T/t" --ok 21 --one-sample
 }
 
 @test "tar resume: the same folder as in, ./in and /abs/in makes no second sample" {
@@ -159,7 +143,7 @@ PYEOF
         [ "$status" -eq 0 ]
     done
     [[ "$output" =~ "0 ok, 0 failed, 21 skipped" ]]
-    check "$T/o" --ok 21 --one-sample
+    tar_check "$T/o" --ok 21 --one-sample
 }
 
 @test "tar resume: a complete shard whose manifest lines were never written (killed in between) is adopted, not redone" {
@@ -176,7 +160,7 @@ PYEOF
     [ "$status" -eq 0 ]
     [[ "$output" =~ "$m samples of complete shards had no manifest line (a run stopped in between): adopted" ]]
     [[ "$output" =~ "0 ok, 0 failed, $n skipped" ]]
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
 }
 
 @test "tar layout: after --force reruns, manifest compact rewrites the shards: a reader sees one sample per input" {
@@ -191,7 +175,7 @@ PYEOF
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" =~ "compacted shards: "[0-9]+" dead samples (inputs redone since) removed" ]]
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
     # the README's memmap recipe reads the moved samples where the manifest now says
     cd "$T" && mv o emb
     readme_recipe "Tar shards without copying" > "$T/reader.py"

@@ -11,14 +11,6 @@ setup() {
     IMG="$ROOT/fixtures/media/images"
 }
 
-# check OUT [ARGS...]: tar_check.py's verdict on OUT
-check() {
-    run "$PY" "$ROOT/test/bats/tar_check.py" "$@"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [[ "${lines[-1]}" =~ ^ok ]]
-}
-
 # two_runs: tar runs over $T/a and $T/b into $T/o at once (64K shards); exit statuses in ra, rb
 two_runs() {
     "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 64K "$T/a" 2> "$T/err-a" &
@@ -43,23 +35,23 @@ two_runs() {
     [ "$ra" -eq 0 ]
     [ "$rb" -eq 0 ]
     [ "$(grep -c '"status":"ok"' "$T/o/manifest.jsonl")" -eq "$n" ]
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
-        -e '^\.mvembed\.lock$')" ]
+        -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
 
-# shim: builds the LD_PRELOAD library that makes renameat2's RENAME_NOREPLACE fail with EINVAL
-# (an ASan build of mvembed takes it after its own runtime: verify_asan_link_order=0)
+# shim: the LD_PRELOAD library (fs_shim) in $preload, set to make renameat2's RENAME_NOREPLACE
+# fail with EINVAL, each refusal logged to $T/shim.log
 shim() {
-    cc -shared -fPIC -O1 -o "$T/no_noreplace.so" "$ROOT/test/preload/no_noreplace.c" -ldl
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+    preload=$(fs_shim "$T")
+    export FS_SHIM_RENAME2=noreplace FS_SHIM_LOG="$T/shim.log"
 }
 
 @test "without RENAME_NOREPLACE (EINVAL, as on NFS): a file at a shard's name is not replaced; the run fails naming it" {
     shim
     mkdir -p "$T/o"
     inputs "$T/a" a 4 # one shard, open for a second or more (with the hook, 1.5 s more)
-    MVEMBED_TEST_PAUSE_TAR_OPEN=1500 LD_PRELOAD="$T/no_noreplace.so" NO_NOREPLACE_LOG="$T/shim.log" \
+    MVEMBED_TEST_PAUSE_TAR_OPEN=1500 LD_PRELOAD="$preload" \
         "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --jobs 1 "$T/a" 2> "$T/err" &
     p=$!
     # once the run's temporary shard exists, another writer (not mvembed) takes the final name
@@ -83,16 +75,16 @@ shim() {
     inputs "$T/a" a 2
     inputs "$T/b" b 2
     n=$(( $(ls "$T/a" | wc -l) + $(ls "$T/b" | wc -l) ))
-    export MVEMBED_TEST_PAUSE_TAR_OPEN=500 LD_PRELOAD="$T/no_noreplace.so" NO_NOREPLACE_LOG="$T/shim.log"
+    export MVEMBED_TEST_PAUSE_TAR_OPEN=500 LD_PRELOAD="$preload"
     two_runs
     unset LD_PRELOAD
     cat "$T/err-a" "$T/err-b"
     [ "$ra" -eq 0 ]
     [ "$rb" -eq 0 ]
     grep -q "RENAME_NOREPLACE" "$T/shim.log"
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
-        -e '^\.mvembed\.lock$')" ]
+        -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
 
 @test "a tar run in another PID namespace keeps its temporary shards while a second run sweeps OUT" {
@@ -128,7 +120,7 @@ shim() {
     echo "run in the namespace: exit $r"
     cat "$T/err-a"
     [ "$r" -eq 0 ]
-    check "$T/o" --ok "$n" --one-sample
+    tar_check "$T/o" --ok "$n" --one-sample
 }
 
 @test "manifest compact killed by SIGTERM leaves no temporary manifest; a dead one's is swept, a locked one kept" {
@@ -164,13 +156,7 @@ PYEOF
     wait "$dead2"
     locked="$T/o/.tmp-$dead2-manifest.jsonl"
     echo partial > "$locked"
-    "$PY" -c '
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-open(sys.argv[2], "w").close()
-time.sleep(1000)' "$locked" "$T/ready" & holder=$!
-    for i in $(seq 500); do [ -e "$T/ready" ] && break; sleep 0.02; done
+    hold_lock "$locked"
     run "$MVEMBED" manifest compact "$T/o"
     kill "$holder"
     [ "$status" -eq 0 ]

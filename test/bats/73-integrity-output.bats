@@ -134,14 +134,7 @@ EOF
     # a live writer elsewhere: its pid means nothing here (dead here), it holds the lock
     locked="$T/o/.tmp-$dead-livewr"
     echo partial >"$locked"
-    "$PY" -c '
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-open(sys.argv[2], "w").close()
-time.sleep(1000)' "$locked" "$T/locked.ready" & holder=$!
-    for _ in $(seq 500); do [ -e "$T/locked.ready" ] && break; sleep 0.02; done
-    [ -e "$T/locked.ready" ]
+    hold_lock "$locked"
     # abandoned: nobody holds its lock, last written two days ago (its pid number runs here)
     stale="$T/o/.tmp-$live-abandn"
     echo partial >"$stale"

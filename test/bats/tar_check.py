@@ -2,7 +2,7 @@
 """tar_check.py - what a reader of a tar-layout OUT sees, by Python's tarfile, json, numpy and
 xxhash (none of them mvembed's code).
 
-  tar_check.py OUT [--ok N] [--one-sample] [--dtype f16]
+  tar_check.py OUT [--ok N] [--one-sample] [--dtype f16] [--max-samples N [--some-full]]
 
 Reads every manifest*.jsonl in OUT line by line (the latest line of an input wins) and checks
 each input whose latest line is ok: its shard opens with tarfile and holds <key>.npy and
@@ -10,7 +10,9 @@ each input whose latest line is ok: its shard opens with tarfile and holds <key>
 dtype, every value is finite; the .json member is the manifest's record. --ok N: exactly N such
 inputs. --one-sample: iterating every shard-*.tar as WebDataset does (members grouped by the name
 up to the first dot), each ok input is the input of exactly one sample, and no other sample is
-seen. Prints "ok ..." last, or fails with an assertion.
+seen. --max-samples N: every shard-*.tar holds at most N samples (members grouped by key as
+WebDataset groups them, each sample exactly one .npy and one .json), --some-full: one holds N;
+prints "samples per shard: ..." (in name order). Prints "ok ..." last, or fails with an assertion.
 """
 import glob
 import io
@@ -61,4 +63,20 @@ if "--one-sample" in args:
     many = {i: v for i, v in seen.items() if len(v) != 1}
     assert not many, ("inputs with several samples", many)
     assert sorted(seen) == sorted(ok), ("samples a reader sees", sorted(set(seen) ^ set(ok)))
+if "--max-samples" in args:
+    cap = int(args[args.index("--max-samples") + 1])
+    counts = []
+    for s in sorted(glob.glob(os.path.join(out, "shard-*.tar"))):
+        with tarfile.open(s) as t:
+            groups = {}
+            for m in t.getmembers():
+                key, _, ext = m.name.partition(".")
+                groups.setdefault(key, []).append(ext)
+        assert all(sorted(v) == ["json", "npy"] for v in groups.values()), (s, groups)
+        assert len(groups) <= cap, (os.path.basename(s), len(groups), "samples, more than", cap)
+        counts.append(len(groups))
+    print("samples per shard:", " ".join(map(str, counts)))
+    assert counts, "no shards"
+    if "--some-full" in args:
+        assert max(counts) == cap, ("no shard holds", cap, counts)
 print("ok", len(ok), "inputs verified in", len(members), "shards")

@@ -65,13 +65,15 @@ small_set() {
     [ -z "${2:-}" ] || cp "$ROOT/fixtures/bad/empty.jpg" "$1/$2"
 }
 
-# nolock_preload DIR: builds test/bats/nolock_shim.c into DIR/nolock.so and prints what LD_PRELOAD
-# must hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires)
-nolock_preload() {
-    cc -shared -fPIC -o "$1/nolock.so" "$ROOT/test/bats/nolock_shim.c" -ldl
+# fs_shim DIR: builds test/preload/fs_shim.c into DIR/fs_shim.so and prints what LD_PRELOAD must
+# hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires). What it takes
+# away is set in the environment (FS_SHIM_NOLOCK=1, FS_SHIM_RENAME2=noreplace|all, FS_SHIM_LOG:
+# see fs_shim.c).
+fs_shim() {
+    cc -shared -fPIC -O1 -o "$1/fs_shim.so" "$ROOT/test/preload/fs_shim.c" -ldl
     local asan
     asan=$(ldd "$MVEMBED" 2>/dev/null | awk '/libasan/ {print $3}')
-    echo "${asan:+$asan }$1/nolock.so"
+    echo "${asan:+$asan }$1/fs_shim.so"
 }
 
 # readme_recipe TITLE: the first ```python block after the README paragraph starting **TITLE**
@@ -86,4 +88,38 @@ inputs() {
     for i in $(seq "$3"); do
         for f in "$ROOT"/fixtures/media/images/*; do cp "$f" "$1/$2-$i-$(basename "$f")"; done
     done
+}
+
+# hold_lock FILE: starts a process (its pid in $holder) that holds an exclusive fcntl lock on FILE
+# (created when missing), as a writer in another PID namespace or on another machine would, until
+# it is killed; returns once the lock is held, fails when it cannot be taken
+hold_lock() {
+    local ready
+    ready=$(mktemp -u "$BATS_TEST_TMPDIR/hold_lock.XXXXXX")
+    "$PY" -c '
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(1000)' "$1" "$ready" &
+    holder=$!
+    for _ in $(seq 500); do [ -e "$ready" ] && break; sleep 0.02; done
+    [ -e "$ready" ]
+}
+
+# tar_run OUT [ARGS...]: a tar-layout run over $IMG into OUT (status and output as run sets them,
+# the output echoed for the test's log)
+tar_run() {
+    local out=$1
+    shift
+    run "$MVEMBED" --device cpu --model "$MODEL" --out "$out" --layout tar "$@" "$IMG"
+    echo "$output"
+}
+
+# tar_check OUT [ARGS...]: test/bats/tar_check.py's verdict on OUT (its options: see there)
+tar_check() {
+    run "$PY" "$ROOT/test/bats/tar_check.py" "$@"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "${lines[-1]}" =~ ^ok ]]
 }

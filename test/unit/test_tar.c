@@ -92,7 +92,7 @@ int main(void)
     commit_log log = {.dir = dir};
     mv_tar_set *s;
     mv_err e;
-    CHECK(mv_tar_set_open(dir, 0, 1, 1 << 20, commit, &log, &s, &e) == MV_OK, "set open");
+    CHECK(mv_tar_set_open(dir, 0, 1, 1 << 20, 0, commit, &log, &s, &e) == MV_OK, "set open");
     CHECK(!exists(dir, t1), "a dead process's temporary shard of this host is removed");
     CHECK(exists(dir, t2), "another host's temporary shard is kept (its pid means nothing here)");
     CHECK(exists(dir, t3), "a live process's temporary shard is kept");
@@ -115,7 +115,7 @@ int main(void)
 
     /* a full shard is completed before the next sample: 2 samples of ~1 KB, target 2.5 KB */
     mv_tar_set_free(s);
-    CHECK(mv_tar_set_open(dir, 0, 1, 2560, commit, &log, &s, &e) == MV_OK, "set open, small");
+    CHECK(mv_tar_set_open(dir, 0, 1, 2560, 0, commit, &log, &s, &e) == MV_OK, "set open, small");
     sh = NULL;
     log.calls = 0;
     mv_record r2 = r;

@@ -1,0 +1,86 @@
+/* fs_shim.c - an LD_PRELOAD shim for tests: the file systems OUT may be on that lack locks or
+ * renameat2's flags (NFS clients, some FUSE and network file systems), on a local disk. What it
+ * takes away is chosen by environment variables, read at each call; everything else passes
+ * through to the real calls:
+ *   FS_SHIM_NOLOCK=1           fcntl's record and OFD locks fail with ENOLCK (an NFS client
+ *                              mounted nolock);
+ *   FS_SHIM_RENAME2=noreplace  renameat2 with RENAME_NOREPLACE fails with EINVAL;
+ *   FS_SHIM_RENAME2=all        renameat2 with any flags fails with EINVAL (RENAME_EXCHANGE too);
+ *   FS_SHIM_LOG=FILE           each call refused appends a line to FILE (so that a test can tell
+ *                              the shim was in the way).
+ * Built by test_helper.bash's fs_shim: cc -shared -fPIC -o fs_shim.so fs_shim.c -ldl */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Appends what was refused to FS_SHIM_LOG, when set (errno kept). */
+static void note(const char *what, const char *a, const char *b)
+{
+    const char *log = getenv("FS_SHIM_LOG");
+    int saved = errno;
+    int fd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+    if (fd >= 0) {
+        char line[4200];
+        int n = snprintf(line, sizeof line, "%s %s%s%s\n", what, a, b ? " -> " : "", b ? b : "");
+        if (n > 0 && write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0)
+            n = 0;
+        close(fd);
+    }
+    errno = saved;
+}
+
+static int is_lock(int cmd)
+{
+    return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_GETLK || cmd == F_OFD_SETLK ||
+           cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
+}
+
+/* fcntl or fcntl64 (name): with FS_SHIM_NOLOCK, locks fail with ENOLCK; the rest goes to the
+ * real one */
+static int shim_fcntl(const char *name, int fd, int cmd, void *arg)
+{
+    const char *nolock = getenv("FS_SHIM_NOLOCK");
+    if (nolock && !strcmp(nolock, "1") && is_lock(cmd)) {
+        note(name, "lock: ENOLCK", NULL);
+        errno = ENOLCK;
+        return -1;
+    }
+    int (*real)(int, int, ...) = (int (*)(int, int, ...))dlsym(RTLD_NEXT, name);
+    return real(fd, cmd, arg);
+}
+
+#define SHIM(name)                                                                                  \
+    int name(int fd, int cmd, ...)                                                                  \
+    {                                                                                               \
+        va_list ap;                                                                                 \
+        va_start(ap, cmd);                                                                          \
+        void *arg = va_arg(ap, void *);                                                             \
+        va_end(ap);                                                                                 \
+        return shim_fcntl(#name, fd, cmd, arg);                                                     \
+    }
+SHIM(fcntl)
+SHIM(fcntl64)
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)
+{
+    const char *r2 = getenv("FS_SHIM_RENAME2");
+    if (r2 && (!strcmp(r2, "all") || (!strcmp(r2, "noreplace") && (flags & RENAME_NOREPLACE)))) {
+        note(flags & RENAME_NOREPLACE ? "renameat2 RENAME_NOREPLACE: EINVAL" : "renameat2: EINVAL", oldpath,
+             newpath);
+        errno = EINVAL;
+        return -1;
+    }
+    int (*real)(int, const char *, int, const char *, unsigned int) =
+        (int (*)(int, const char *, int, const char *, unsigned int))dlsym(RTLD_NEXT, "renameat2");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(olddirfd, oldpath, newdirfd, newpath, flags);
+}
