@@ -234,7 +234,9 @@ static const char usage_head[] =
 static const char usage_tail[] =
     "\n"
     "Exit status: 0 all inputs ok; 2 some inputs failed (see the manifest); 1 usage or fatal error;\n"
-    "130 interrupted. See mvembed(1).\n";
+    "130 interrupted. Each run writes its statistics to OUT/run-RUN.json and, when it got through\n"
+    "every input (failed ones included), OUT/_SUCCESS (per shard _SUCCESS-KKKKK-of-NNNNN).\n"
+    "See mvembed(1).\n";
 
 /* ---- --help, from the table ------------------------------------------------------------------ */
 

@@ -45,7 +45,7 @@ two_runs() {
     [ "$(grep -c '"status":"ok"' "$T/o/manifest.jsonl")" -eq "$n" ]
     check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
-        -e '^\.mvembed\.lock$')" ]
+        -e '^_SUCCESS$' -e '^\.mvembed\.lock$')" ]
 }
 
 # shim: builds the LD_PRELOAD library that makes renameat2's RENAME_NOREPLACE fail with EINVAL
@@ -92,7 +92,7 @@ shim() {
     grep -q "RENAME_NOREPLACE" "$T/shim.log"
     check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
-        -e '^\.mvembed\.lock$')" ]
+        -e '^_SUCCESS$' -e '^\.mvembed\.lock$')" ]
 }
 
 @test "a tar run in another PID namespace keeps its temporary shards while a second run sweeps OUT" {

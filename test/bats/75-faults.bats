@@ -90,9 +90,9 @@ assert not dup, "inputs listed more than once: %s" % dup
 assert len(a) == n, "%d manifest lines for %d inputs" % (len(a), n)
 key = lambda r: r["input"]
 assert sorted(a, key=key) == sorted(b, key=key), "manifest differs from the uninterrupted run"
-def files(d): # run records (run-RUN.json) are per run
+def files(d): # run records (run-RUN.json) and the completion marker (_SUCCESS) are per run
     return sorted(os.path.relpath(os.path.join(p, f), d) for p, _, fs in os.walk(d) for f in fs
-                  if not (p == d and f.startswith("run-") and f.endswith(".json"))
+                  if not (p == d and f.startswith("run-") and f.endswith(".json")) and not (p == d and f == "_SUCCESS")
                   if f != "manifest.jsonl")
 fa, fb = files(out), files(ref)
 assert fa == fb, "output files differ: %s" % sorted(set(fa) ^ set(fb))
