@@ -224,6 +224,8 @@ static const char usage_head[] =
     "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
     "       mvembed manifest merge OUT\n"
     "       mvembed manifest compact [--all] OUT\n"
+    "       mvembed manifest failed OUT [-0]    (the inputs whose newest line failed; to retry them:\n"
+    "         mvembed manifest failed OUT -0 | mvembed --model DIR --out OUT -0 -)\n"
     "\n"
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
