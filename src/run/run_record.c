@@ -299,19 +299,25 @@ static mv_status write_json(const char *out, const char *tmp, const char *fin, j
     return sync_dir(out, e);
 }
 
+/* write_json, then j freed and fin copied into path[cap] (when non-NULL and written). */
+static mv_status write_owned(const char *out, const char *tmp, const char *fin, json_t *j, char *path,
+                             size_t cap, mv_err *e)
+{
+    mv_status st = write_json(out, tmp, fin, j, e);
+    json_decref(j);
+    if (!st && path)
+        snprintf(path, cap, "%s", fin);
+    return st;
+}
+
 mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e)
 {
     const char *out = ri->o->out_dir;
     char fin[4200], man[4200], tmp[4300];
     mv_name_run_record(fin, sizeof fin, out, ri->shard_k, ri->shard_n, mv_manifest_run_id());
     mv_name_manifest(man, sizeof man, out, ri->shard_k, ri->shard_n);
-    json_t *j = build(ri, base_name(man));
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-run-%s.json", out, (long)getpid(), mv_manifest_run_id());
-    mv_status st = write_json(out, tmp, fin, j, e);
-    json_decref(j);
-    if (!st && path)
-        snprintf(path, cap, "%s", fin);
-    return st;
+    return write_owned(out, tmp, fin, build(ri, base_name(man)), path, cap, e);
 }
 
 mv_status mv_run_marker_remove(const char *out, int k, int n, int *removed, mv_err *e)
@@ -344,9 +350,5 @@ mv_status mv_run_marker_write(const mv_run_info *ri, char *path, size_t cap, mv_
                           "finished_at", ri->started_at + secs, "finished_at_utc", iso_utc(ri->started_at + secs),
                           "counts", counts_object(ri->res));
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-marker-%s", out, (long)getpid(), mv_manifest_run_id());
-    mv_status st = write_json(out, tmp, fin, j, e);
-    json_decref(j);
-    if (!st && path)
-        snprintf(path, cap, "%s", fin);
-    return st;
+    return write_owned(out, tmp, fin, j, path, cap, e);
 }

@@ -39,16 +39,6 @@ print("failed=%d" % c["failed"])
 PYEOF
 }
 
-# wait_lines FILE N: waits (up to 60 s) until FILE has at least N lines
-wait_lines() {
-    for _ in $(seq 1200); do
-        [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
-        sleep 0.05
-    done
-    echo "timed out waiting for $2 lines in $1"
-    return 1
-}
-
 # first_run OUT: a complete run over two of the inputs, which writes OUT/_SUCCESS
 first_run() {
     mkdir "$T/first"
@@ -180,4 +170,22 @@ import glob, json, sys
 print(sorted(json.load(open(p))["status"] for p in glob.glob(sys.argv[1] + "/run-*.json")))' "$T/o"
     echo "$output"
     [ "$output" = "['complete', 'fatal', 'fatal']" ] # the refused run's record too
+}
+
+@test "--walk-rules: a listed path gone since the list was made (OUT's _SUCCESS) is passed over by its name; a gone x.jpg fails" {
+    run mvembed $(args) --out "$T/in/emb" "$T/in"
+    [ -f "$T/in/emb/_SUCCESS" ]
+    find "$T/in" -type f -print0 > "$T/list" # OUT's files too, as find lists them
+    printf '%s\0' "$T/in/gone.txt" "$T/in/.gone.png" "$T/in/gone.jpg" >> "$T/list"
+    rm "$T/in/emb/_SUCCESS" # as the next run of a list in chunks (xargs) removes it first
+    run mvembed $(args) -v --force --out "$T/in/emb" --walk-rules -0 - < "$T/list"
+    echo "$output"
+    [ "$status" -eq 2 ]
+    # gone.jpg is the only failure: "No such file or directory"
+    run "$PY" -c '
+import json, sys
+bad = [l for l in map(json.loads, open(sys.argv[1] + "/manifest.jsonl")) if l["status"] != "ok"]
+print([(l["input"].rsplit("/", 1)[1], l["error"].rsplit(": ", 1)[1]) for l in bad])' "$T/in/emb"
+    [ "$output" = "[('gone.jpg', 'No such file or directory')]" ]
+    [ -f "$T/in/emb/_SUCCESS" ] # written again: this run got through its list
 }

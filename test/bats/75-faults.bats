@@ -30,16 +30,6 @@ args() { echo -q -j 1 --device cpu --model "$MODEL"; }
 # start OUT: runs the batch in the background (pid in $pid)
 start() { "$MVEMBED" $(args) --out "$1" "$IN" 2>"$T/stderr" & pid=$!; }
 
-# wait_lines FILE N: waits (up to 60 s) until FILE has at least N lines
-wait_lines() {
-    for _ in $(seq 3000); do
-        [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
-        sleep 0.02
-    done
-    echo "timed out waiting for $2 lines in $1"
-    return 1
-}
-
 # no_temps DIR: no ".tmp-*" file anywhere under DIR
 no_temps() {
     local left

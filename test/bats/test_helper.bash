@@ -87,3 +87,13 @@ inputs() {
         for f in "$ROOT"/fixtures/media/images/*; do cp "$f" "$1/$2-$i-$(basename "$f")"; done
     done
 }
+
+# wait_lines FILE N: waits (up to 60 s) until FILE has at least N lines
+wait_lines() {
+    for _ in $(seq 3000); do
+        [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+        sleep 0.02
+    done
+    echo "timed out waiting for $2 lines in $1"
+    return 1
+}
