@@ -8,7 +8,8 @@
 #   make test       unit tests + bats end-to-end tests; ends with "N passed, N failed"
 #   make demo       install deps, build, embed fixtures/media into out/
 #   make install    PREFIX=/usr/local DESTDIR= : bin/mvembed, share/man/man1/mvembed.1 and
-#                   share/mvembed/embed-array.sbatch (the Slurm job script); make uninstall
+#                   share/mvembed/embed-array.sbatch (the Slurm job script) and
+#                   share/mvembed/run-record.md (the run record's fields); make uninstall
 SHELL := /bin/bash
 CC      ?= cc
 BUILD   := build
@@ -249,10 +250,11 @@ install: $(BIN)
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/mvembed
 	install -m 644 man/mvembed.1 $(DESTDIR)$(MANDIR)/man1/mvembed.1
 	install -m 755 scripts/embed-array.sbatch $(DESTDIR)$(DATADIR)/embed-array.sbatch
+	install -m 644 docs/run-record.md $(DESTDIR)$(DATADIR)/run-record.md
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/mvembed $(DESTDIR)$(MANDIR)/man1/mvembed.1 \
-	    $(DESTDIR)$(DATADIR)/embed-array.sbatch
+	    $(DESTDIR)$(DATADIR)/embed-array.sbatch $(DESTDIR)$(DATADIR)/run-record.md
 	rmdir $(DESTDIR)$(DATADIR) 2>/dev/null || true
 
 # A real one-node Slurm cluster (root; installs slurm-wlm + munge): a 3-task array against one

@@ -84,6 +84,11 @@ int mv_name_manifest_parse(const char *name, int *k, int *n);
  * mv_name_manifest), so that no two runs or shards share one. Returns snprintf's count. */
 int mv_name_run_record(char *buf, size_t cap, const char *dir, int k, int n, const char *run);
 
+/* The completion marker of shard k of n in dir, into buf[cap]: "dir/_SUCCESS" when n <= 1, else
+ * "dir/_SUCCESS-KKKKK-of-NNNNN" (padded as mv_name_manifest): one file per naming, so that shards
+ * never share one. Returns snprintf's count. */
+int mv_name_marker(char *buf, size_t cap, const char *dir, int k, int n);
+
 /* The final name of tar shard number num of shard k of n (--layout tar), into buf[cap]:
  * "shard-SSSSS.tar" when n <= 1, else "shard-KKKKK-of-NNNNN-SSSSS.tar" (zero-padded to 5 digits). */
 void mv_name_tar_shard(char *buf, size_t cap, int k, int n, long long num);

@@ -9,6 +9,7 @@
 #include "mv_npy.h"
 
 #include <signal.h>
+#include <stdio.h>
 
 typedef enum { MV_DEV_AUTO = 0, MV_DEV_CPU, MV_DEV_CUDA } mv_device_kind;
 typedef enum { MV_LAYOUT_FILES = 0, MV_LAYOUT_TAR } mv_layout;
@@ -102,5 +103,13 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e);
  * OUT/manifest-*-of-*.jsonl, each in place) with one line per input, the latest line winning;
  * unparsable lines are dropped and counted. Returns 0, or 1 with the reason in e. */
 int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e);
+
+/* `mvembed manifest failed OUT [-0]`: writes to `to` the inputs of OUT whose newest line, over
+ * every manifest there (mv_line_order_cmp, as merge), is not ok, one a line ('\n', or NUL with
+ * null_sep), byte for byte (input_b64's bytes where a line has them), each once, in the order they
+ * first appear; a tar member as its tar's path (once), which a rerun of the tar retries. Reads
+ * only, takes no lock. Returns 0, or 1 with the reason in e (OUT missing, not a directory, no
+ * manifest in it, a manifest unreadable, stdout failing). */
+int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *e);
 
 #endif

@@ -96,17 +96,23 @@ static int from_environment(mv_run_opts *o)
     return -1;
 }
 
-/* `mvembed manifest merge OUT` and `mvembed manifest compact [--all] OUT`. */
+/* `mvembed manifest merge OUT`, `mvembed manifest compact [--all] OUT` and
+ * `mvembed manifest failed OUT [-0]`. */
 static int manifest_command(int argc, char **argv)
 {
     mv_err e;
     int rc, all = argc == 5 && !strcmp(argv[3], "--all");
+    int nul = argc == 5 && (!strcmp(argv[3], "-0") || !strcmp(argv[3], "--null"));
+    int nul_after = argc == 5 && (!strcmp(argv[4], "-0") || !strcmp(argv[4], "--null"));
     if (argc == 4 && !strcmp(argv[2], "merge"))
         rc = mv_manifest_merge_dir(argv[3], 0, &e);
     else if ((argc == 4 || all) && !strcmp(argv[2], "compact"))
         rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
+    else if ((argc == 4 || nul || nul_after) && !strcmp(argv[2], "failed"))
+        rc = mv_manifest_failed_dir(argv[nul ? 4 : 3], nul || nul_after, stdout, &e);
     else
-        return cli_usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT", NULL);
+        return cli_usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT | "
+                               "mvembed manifest failed OUT [-0]", NULL);
     char esc[4200];
     if (rc)
         fprintf(stderr, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));

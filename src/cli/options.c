@@ -228,6 +228,8 @@ static const char usage_head[] =
     "       mvembed --model DIR --pixels FILE.npy --grid T,H,W[;T,H,W...] [--out DIR] [--dump-stages DIR]\n"
     "       mvembed manifest merge OUT\n"
     "       mvembed manifest compact [--all] OUT\n"
+    "       mvembed manifest failed OUT [-0]    (the inputs whose newest line failed; to retry them:\n"
+    "         mvembed manifest failed OUT -0 | mvembed --model DIR --out OUT -0 -)\n"
     "\n"
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
@@ -238,7 +240,9 @@ static const char usage_head[] =
 static const char usage_tail[] =
     "\n"
     "Exit status: 0 all inputs ok; 2 some inputs failed (see the manifest); 1 usage or fatal error;\n"
-    "130 interrupted. See mvembed(1).\n";
+    "130 interrupted. Each run writes its statistics to OUT/run-RUN.json and, when it got through\n"
+    "every input (failed ones included), OUT/_SUCCESS (per shard _SUCCESS-KKKKK-of-NNNNN).\n"
+    "See mvembed(1).\n";
 
 /* ---- --help, from the table ------------------------------------------------------------------ */
 

@@ -189,3 +189,10 @@ int mv_name_run_record(char *buf, size_t cap, const char *dir, int k, int n, con
         return snprintf(buf, cap, "%s/run-%s.json", dir, run);
     return snprintf(buf, cap, "%s/run-%05d-of-%05d-%s.json", dir, k, n, run);
 }
+
+int mv_name_marker(char *buf, size_t cap, const char *dir, int k, int n)
+{
+    if (n <= 1)
+        return snprintf(buf, cap, "%s/_SUCCESS", dir);
+    return snprintf(buf, cap, "%s/_SUCCESS-%05d-of-%05d", dir, k, n);
+}

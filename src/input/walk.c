@@ -138,14 +138,14 @@ static void skip(mv_walk *w, size_t dirlen, const char *name, mv_walk_skip why)
     w->pb[dirlen] = keep;
 }
 
-/* listed_rules: why the listed path p (sb: its stat) is passed over, or -1 when it is an input
- * (or a directory to walk); -2 out of memory (e set). */
+/* listed_rules: why listed path p (sb: its stat; NULL when gone, judged by name and place) is
+ * passed over, or -1 when it is an input (or a directory to walk); -2 out of memory (e set). */
 static int listed_skip(mv_walk *w, const char *p, const struct stat *sb, mv_err *e)
 {
     if (!w->o.hidden && mv_path_hidden(p))
         return MV_WALK_SKIP_HIDDEN;
-    int dir = S_ISDIR(sb->st_mode);
-    if (!dir && !S_ISREG(sb->st_mode))
+    int dir = sb && S_ISDIR(sb->st_mode);
+    if (sb && !dir && !S_ISREG(sb->st_mode))
         return MV_WALK_SKIP_SPECIAL;
     if (!dir && !w->o.all_files && !mv_name_is_media(p) && mv_name_kind_of(p) != MV_NAME_TAR)
         return MV_WALK_SKIP_NAME;
@@ -508,16 +508,17 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         if (!rel)
             return -1;
         struct stat sb;
-        if (stat(p, &sb) != 0) {
-            snprintf(w->err, sizeof w->err, "%s", strerror(errno));
-            return yield_error(w, it, p, rel);
-        }
-        int why = w->o.listed_rules ? listed_skip(w, p, &sb, e) : -1;
+        int gone = stat(p, &sb) != 0, err = errno;
+        int why = w->o.listed_rules && (!gone || err == ENOENT) ? listed_skip(w, p, gone ? NULL : &sb, e) : -1;
         if (why == -2)
             return -1;
         if (why >= 0) {
             told(w, p, (mv_walk_skip)why);
             continue;
+        }
+        if (gone) {
+            snprintf(w->err, sizeof w->err, "%s", strerror(err));
+            return yield_error(w, it, p, rel);
         }
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);

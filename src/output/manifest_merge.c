@@ -7,7 +7,8 @@
  * line) are dropped and counted. Written atomically: temp file in OUT, fsync, rename, fsync of OUT,
  * so a crash leaves the old manifest or the new one, never half of one. Both take OUT's run lock
  * exclusively first (mv_claims_exclusive) and refuse while a run holds it: a run's lines are never
- * lost to a rewrite; a run starting meanwhile waits. */
+ * lost to a rewrite; a run starting meanwhile waits. `mvembed manifest failed OUT` folds every
+ * manifest the same way, read-only, and prints the inputs whose newest line failed. */
 #include "mv_run.h"
 
 #include "mv_claims.h"
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The lines kept, one per input in first-seen order, each its input's newest (mv_line_order_cmp);
@@ -364,5 +366,116 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 out:
     mv_manifest_list_free(names, nn);
     mv_claims_close(lock);
+    return rc;
+}
+
+/* ---- manifest failed -------------------------------------------------------------------------- */
+
+/* What retries in[0..n): for a tar member (a path whose leading part names a tar that is a
+ * regular file now, mv_name_kind_of), that tar's path; else in itself. The length kept. */
+static size_t retry_path(char *in, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (in[i] != '/')
+            continue;
+        in[i] = 0;
+        struct stat sb;
+        int tar = mv_name_kind_of(in) == MV_NAME_TAR && stat(in, &sb) == 0 && S_ISREG(sb.st_mode);
+        in[i] = '/';
+        if (tar)
+            return i;
+    }
+    return n;
+}
+
+/* The raw input of line (input_b64's bytes, else input's), malloc'd, *n its length; NULL when the
+ * line has none (or out of memory: *n is then 1). */
+static char *line_input(const char *line, size_t *n, int *failed)
+{
+    json_error_t je;
+    json_t *j = json_loads(line, 0, &je);
+    const char *in = json_string_value(json_object_get(j, "input"));
+    const char *b64 = json_string_value(json_object_get(j, "input_b64"));
+    const char *st = json_string_value(json_object_get(j, "status"));
+    char *key = NULL;
+    *n = 0;
+    *failed = !st || strcmp(st, "ok") != 0;
+    if (b64)
+        key = (char *)mv_base64_decode(b64, n);
+    else if (in && (key = malloc(strlen(in) + 1))) {
+        *n = strlen(in);
+        memcpy(key, in, *n + 1);
+    }
+    if (!key && in)
+        *n = 1;
+    json_decref(j);
+    return key;
+}
+
+int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *e)
+{
+    struct stat sb;
+    if (stat(out_dir, &sb) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno)), 1;
+    if (!S_ISDIR(sb.st_mode))
+        return mv_fail(e, MV_ERR_USAGE, "%s: not a directory", out_dir), 1;
+    char **names;
+    size_t nn;
+    if (mv_manifest_list(out_dir, &names, &nn, e))
+        return 1;
+    folded fd = {0};
+    mv_hashset printed = {0};
+    int rc = 1;
+    char path[4200];
+    mv_name_manifest(path, sizeof path, out_dir, 0, 1);
+    int have_main = access(path, F_OK) == 0;
+    if (!have_main && !nn) {
+        mv_fail(e, MV_ERR_USAGE, "%s: not an mvembed output directory (no manifest.jsonl or "
+                "manifest-*-of-*.jsonl)", out_dir);
+        goto out;
+    }
+    if (have_main && read_manifest(path, &fd.t, &fd.bad, NULL, e))
+        goto out;
+    for (size_t i = 0; i < nn; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
+        if (read_manifest(p, &fd.t, &fd.bad, NULL, e))
+            goto out;
+    }
+    for (size_t i = 0; i < fd.t.n; i++) {
+        size_t n;
+        int failed, added = 0;
+        char *in = line_input(fd.t.lines[i], &n, &failed);
+        if (!in && n) {
+            mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir);
+            goto out;
+        }
+        if (in && failed) {
+            n = retry_path(in, n);
+            if (!mv_hashset_add(&printed, in, n, &added)) {
+                free(in);
+                mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir);
+                goto out;
+            }
+            if (added && (fwrite(in, 1, n, to) != n || fputc(null_sep ? 0 : '\n', to) == EOF)) {
+                free(in);
+                mv_fail(e, MV_ERR_IO, "<stdout>: %s", strerror(errno));
+                goto out;
+            }
+        }
+        free(in);
+    }
+    if (fflush(to) != 0) {
+        mv_fail(e, MV_ERR_IO, "<stdout>: %s", strerror(errno));
+        goto out;
+    }
+    if (fd.bad)
+        fprintf(stderr, "mvembed: %s: %zu unreadable manifest line%s skipped (a line torn by a crash, or one "
+                "being written)\n", out_dir, fd.bad, fd.bad == 1 ? "" : "s");
+    rc = 0;
+out:
+    mv_hashset_free(&printed);
+    mv_manifest_list_free(names, nn);
+    folded_free(&fd);
     return rc;
 }

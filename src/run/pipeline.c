@@ -19,6 +19,7 @@
 #include "mv_names.h"
 #include "mv_pool.h"
 #include "mv_queue.h"
+#include "mv_run_record.h"
 #include "mv_tar.h"
 #include "mv_tar_limit.h"
 
@@ -106,6 +107,13 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
                 "writes here\n", o->out_dir);
     if ((st = pl_load_done(o, done, e)))
         goto fail_claims;
+    /* the run is let in: an earlier run's completion marker goes before its first change to OUT,
+     * so a run that dies from here on leaves none (a refused run changed nothing: it stays) */
+    int stale = 0;
+    if ((st = mv_run_marker_remove(o->out_dir, shard_k, shard_n, &stale, e)))
+        goto fail_done;
+    if (stale && o->verbose)
+        fprintf(stderr, "mvembed: %s: the completion marker of an earlier run removed\n", o->out_dir);
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
     if (o->layout == MV_LAYOUT_TAR && (st = open_tars(R, shard_k, shard_n, e)))

@@ -266,7 +266,8 @@ static double wall_now(void)
 }
 
 /* Writes the run record once the pipeline ran (st: its status, e its error): after a fatal
- * error too, when OUT takes it (that error stays the run's). */
+ * error too, when OUT takes it (that error stays the run's); then, for a run that went through
+ * every input it owns, the completion marker. */
 static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
 {
     const mv_run_opts *o = ri->o;
@@ -287,6 +288,13 @@ static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
     }
     if (o->verbose)
         fprintf(stderr, "mvembed: run record %s\n", path);
+    /* the manifest was synced when it closed, the outputs before their lines: the marker last */
+    if (!st && mv_run_complete(ri)) {
+        if ((st = mv_run_marker_write(ri, path, sizeof path, e)))
+            return st;
+        if (o->verbose)
+            fprintf(stderr, "mvembed: completion marker %s\n", path);
+    }
     return st;
 }
 
@@ -326,11 +334,11 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
             res->ok = 1;
         goto out;
     }
+    /* make_backends puts one backend per device first, then the next forward in flight of each
+     * (n_dev <= n_be: every device has all its forwards in flight) */
     int shard_k, shard_n;
     if ((st = mv_shard_resolve(o, &shard_k, &shard_n, e)))
         goto out;
-    /* make_backends puts one backend per device first, then the next forward in flight of each
-     * (n_dev <= n_be: every device has all its forwards in flight) */
     mv_run_info ri = {.o = o, .model_dir = dir, .fingerprint = m->fingerprint,
                       .settings = mv_backend_settings(be[0]), .shard_k = shard_k, .shard_n = shard_n,
                       .t_start = mv_now(), .started_at = wall_now(), .res = res};

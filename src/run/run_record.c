@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Causes by what the message says, first match wins; "decode" for the rest. */
@@ -52,9 +54,41 @@ const char *mv_run_failure_cause(const char *msg)
     return "decode";
 }
 
-/* What the run's own manifest lines say: failures by cause (count and the first message) and
- * the bytes of its ok lines. */
-static void tally(const mv_run_info *ri, json_t *failures, json_int_t *bytes)
+/* What the run's own manifest lines say: failures by cause (count, the first message and its
+ * input), the bytes of its ok lines, and in the tar layout its samples by tar shard. */
+typedef struct {
+    json_t *failures; /* cause -> {"count", "example", "example_input"} */
+    json_t *shards;   /* tar shard name -> {"samples", "embedding_bytes"}; NULL: files layout */
+    json_int_t bytes;
+} tallies;
+
+static void count_failure(tallies *t, json_t *line)
+{
+    const char *err = json_string_value(json_object_get(line, "error"));
+    const char *input = json_string_value(json_object_get(line, "input"));
+    const char *cause = mv_run_failure_cause(err ? err : "");
+    json_t *c = json_object_get(t->failures, cause);
+    if (!c && (c = json_pack("{s:I,s:s,s:s}", "count", (json_int_t)0, "example", err ? err : "",
+                             "example_input", input ? input : "")))
+        json_object_set_new(t->failures, cause, c);
+    json_t *k = json_object_get(c, "count");
+    if (k)
+        json_integer_set(k, json_integer_value(k) + 1);
+}
+
+static void count_sample(tallies *t, const char *shard, json_int_t bytes)
+{
+    json_t *c = json_object_get(t->shards, shard);
+    if (!c && (c = json_pack("{s:I,s:I}", "samples", (json_int_t)0, "embedding_bytes", (json_int_t)0)))
+        json_object_set_new(t->shards, shard, c);
+    json_t *n = json_object_get(c, "samples"), *b = json_object_get(c, "embedding_bytes");
+    if (n && b) {
+        json_integer_set(n, json_integer_value(n) + 1);
+        json_integer_set(b, json_integer_value(b) + bytes);
+    }
+}
+
+static void tally(const mv_run_info *ri, tallies *t)
 {
     char path[4200];
     mv_name_manifest(path, sizeof path, ri->o->out_dir, ri->shard_k, ri->shard_n);
@@ -82,23 +116,45 @@ static void tally(const mv_run_info *ri, json_t *failures, json_int_t *bytes)
         const char *st = json_string_value(json_object_get(o, "status"));
         if (run && st && !strcmp(run, id)) {
             json_t *b = json_object_get(o, "bytes");
-            const char *err = json_string_value(json_object_get(o, "error"));
-            if (!strcmp(st, "ok") && json_is_integer(b))
-                *bytes += json_integer_value(b);
-            if (strcmp(st, "ok") != 0) {
-                const char *cause = mv_run_failure_cause(err ? err : "");
-                json_t *c = json_object_get(failures, cause);
-                if (!c && (c = json_pack("{s:I,s:s}", "count", (json_int_t)0, "example", err ? err : "")))
-                    json_object_set_new(failures, cause, c);
-                json_t *k = json_object_get(c, "count");
-                if (k)
-                    json_integer_set(k, json_integer_value(k) + 1);
+            const char *shard = json_string_value(json_object_get(o, "shard"));
+            if (!strcmp(st, "ok") && json_is_integer(b)) {
+                t->bytes += json_integer_value(b);
+                if (t->shards && shard)
+                    count_sample(t, shard, json_integer_value(b));
             }
+            if (strcmp(st, "ok") != 0)
+                count_failure(t, o);
         }
         json_decref(o);
     }
     free(line);
     fclose(f);
+}
+
+/* Each tar shard's file size as it is now ("bytes"; null when it is gone). */
+static void shard_sizes(const char *out, json_t *shards)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(shards, name, v) {
+        char p[4400];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", out, name);
+        json_object_set_new(v, "bytes", stat(p, &sb) == 0 ? json_integer((json_int_t)sb.st_size) : json_null());
+    }
+}
+
+/* t (seconds since the epoch) as ISO 8601 UTC to the microsecond, "2026-01-31T12:00:00.000000Z". */
+static json_t *iso_utc(double t)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    char buf[64], out[80];
+    if (!gmtime_r(&s, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm))
+        return json_null();
+    long us = (long)((t - (double)s) * 1e6);
+    snprintf(out, sizeof out, "%s.%06ldZ", buf, us < 0 ? 0 : us > 999999 ? 999999 : us);
+    return json_string(out);
 }
 
 /* The backend's "k=v k=v" line as an object. */
@@ -133,51 +189,80 @@ static json_t *snapshot_commit(const char *dir)
     return c;
 }
 
+/* fsync of the directory out (EINVAL: a file system that cannot). */
+static mv_status sync_dir(const char *out, mv_err *e)
+{
+    mv_status st = MV_OK;
+    int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL))
+        st = mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", out, strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    return st;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The record's counts: {"inputs", "ok", "failed", "skipped"}. */
+static json_t *counts_object(const mv_run_result *r)
+{
+    return json_pack("{s:I,s:I,s:I,s:I}", "inputs", (json_int_t)(r->ok + r->failed + r->skipped), "ok",
+                     (json_int_t)r->ok, "failed", (json_int_t)r->failed, "skipped", (json_int_t)r->skipped);
+}
+
+int mv_run_complete(const mv_run_info *ri)
+{
+    return !ri->fatal && !ri->res->signal;
+}
+
 static json_t *build(const mv_run_info *ri, const char *manifest_name)
 {
     const mv_run_opts *o = ri->o;
     const mv_run_result *r = ri->res;
-    json_t *failures = json_object();
-    json_int_t bytes = 0;
-    tally(ri, failures, &bytes);
+    tallies t = {.failures = json_object(), .shards = o->layout == MV_LAYOUT_TAR ? json_object() : NULL};
+    tally(ri, &t);
+    if (t.shards)
+        shard_sizes(o->out_dir, t.shards);
     double secs = ri->t_end - ri->t_start;
     long inputs = r->ok + r->failed + r->skipped;
     const char *status = ri->fatal ? "fatal" : r->signal ? "interrupted" : "complete";
     json_t *shard = ri->shard_n > 1 ? json_pack("{s:i,s:i}", "k", ri->shard_k, "n", ri->shard_n) : json_null();
+    char marker[4200];
+    mv_name_marker(marker, sizeof marker, o->out_dir, ri->shard_k, ri->shard_n);
     json_t *j = json_pack(
-        "{s:i,s:s,s:s,s:s,s:o,s:s,s:f,s:f,s:f,s:s,s:s*,"
+        "{s:i,s:s,s:s,s:s,s:o,s:s,s:f,s:f,s:o,s:o,s:f,s:s,s:s*,"
         "s:{s:s,s:s,s:o},s:s,s:s,s:o,"
         "s:{s:s,s:s,s:s,s:i,s:i,s:b,s:b},"
-        "s:{s:I,s:I,s:I,s:I},s:o,s:I,s:{s:f,s:f,s:f}}",
+        "s:o,s:o,s:I,s:o,s:o,s:{s:f,s:f,s:f}}",
         "schema", MV_RUN_RECORD_SCHEMA, "run", mv_manifest_run_id(), "mvembed_version", MV_VERSION,
         "status", status, "shard", shard, "manifest", manifest_name, "started_at", ri->started_at,
-        "finished_at", ri->started_at + secs, "seconds", secs, "out", o->out_dir, "fatal_error", ri->fatal,
+        "finished_at", ri->started_at + secs, "started_at_utc", iso_utc(ri->started_at), "finished_at_utc",
+        iso_utc(ri->started_at + secs), "seconds", secs, "out", o->out_dir, "fatal_error", ri->fatal,
         "model", "given", o->model_dir ? o->model_dir : "", "dir", ri->model_dir, "commit",
         snapshot_commit(ri->model_dir),
         "fingerprint", ri->fingerprint, "settings_line", ri->settings, "settings", settings_object(ri->settings),
         "options", "out_dtype", o->out_dtype == MV_DT_F16 ? "f16" : "f32", "layout",
         o->layout == MV_LAYOUT_TAR ? "tar" : "files", "pool", o->pool ? "mean" : "none", "zstd_level",
         o->zstd_level, "num_frames", o->num_frames, "force", o->force, "input_hash", o->input_hash,
-        "counts", "inputs", (json_int_t)inputs, "ok", (json_int_t)r->ok, "failed", (json_int_t)r->failed,
-        "skipped", (json_int_t)r->skipped, "failures", failures, "bytes_written", bytes,
+        "counts", counts_object(r), "failures", t.failures, "bytes_written", t.bytes,
+        "tar_shards", t.shards ? t.shards : json_null(),
+        "marker", mv_run_complete(ri) ? json_string(base_name(marker)) : json_null(),
         "rates", "inputs_per_second", secs > 0 ? inputs / secs : 0.0, "ok_per_second",
-        secs > 0 ? r->ok / secs : 0.0, "bytes_per_second", secs > 0 ? bytes / secs : 0.0);
+        secs > 0 ? r->ok / secs : 0.0, "bytes_per_second", secs > 0 ? t.bytes / secs : 0.0);
     return j;
 }
 
-mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e)
+/* Writes j (with a final newline) to fin through tmp in out: created exclusively, locked (the
+ * sweep leaves it alone), fsync'd, renamed, and out fsync'd. */
+static mv_status write_json(const char *out, const char *tmp, const char *fin, json_t *j, mv_err *e)
 {
-    const char *out = ri->o->out_dir;
-    char fin[4200], man[4200], tmp[4300];
-    mv_name_run_record(fin, sizeof fin, out, ri->shard_k, ri->shard_n, mv_manifest_run_id());
-    mv_name_manifest(man, sizeof man, out, ri->shard_k, ri->shard_n);
-    const char *slash = strrchr(man, '/');
-    json_t *j = build(ri, slash ? slash + 1 : man);
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_ENSURE_ASCII) : NULL;
-    json_decref(j);
     if (!text)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory building the run record", fin);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-run-%s.json", out, (long)getpid(), mv_manifest_run_id());
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", fin);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     mv_status st = MV_OK;
     if (fd < 0) {
@@ -185,7 +270,7 @@ mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_
         free(text);
         return st;
     }
-    mv_output_lock_temp(fd); /* the sweep leaves it alone; best effort where there are no locks */
+    mv_output_lock_temp(fd); /* best effort where there are no locks */
     size_t len = strlen(text);
     text[len] = '\n'; /* json_dumps' NUL: the file ends in a newline */
     const char *p = text;
@@ -211,13 +296,59 @@ mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_
         unlink(tmp);
         return st;
     }
-    int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL)) {
-        st = mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", out, strerror(errno));
-    }
-    if (dfd >= 0)
-        close(dfd);
+    return sync_dir(out, e);
+}
+
+/* write_json, then j freed and fin copied into path[cap] (when non-NULL and written). */
+static mv_status write_owned(const char *out, const char *tmp, const char *fin, json_t *j, char *path,
+                             size_t cap, mv_err *e)
+{
+    mv_status st = write_json(out, tmp, fin, j, e);
+    json_decref(j);
     if (!st && path)
         snprintf(path, cap, "%s", fin);
     return st;
+}
+
+mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e)
+{
+    const char *out = ri->o->out_dir;
+    char fin[4200], man[4200], tmp[4300];
+    mv_name_run_record(fin, sizeof fin, out, ri->shard_k, ri->shard_n, mv_manifest_run_id());
+    mv_name_manifest(man, sizeof man, out, ri->shard_k, ri->shard_n);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-run-%s.json", out, (long)getpid(), mv_manifest_run_id());
+    return write_owned(out, tmp, fin, build(ri, base_name(man)), path, cap, e);
+}
+
+mv_status mv_run_marker_remove(const char *out, int k, int n, int *removed, mv_err *e)
+{
+    char p[4200];
+    mv_name_marker(p, sizeof p, out, k, n);
+    *removed = 0;
+    if (unlink(p) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) /* none, or no OUT yet (the run says what OUT is) */
+            return MV_OK;
+        return mv_fail(e, MV_ERR_IO, "%s: cannot remove the completion marker of an earlier run: %s", p,
+                       strerror(errno));
+    }
+    *removed = 1;
+    return sync_dir(out, e); /* a crash from here on must not bring it back */
+}
+
+mv_status mv_run_marker_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e)
+{
+    const char *out = ri->o->out_dir;
+    char fin[4200], man[4200], rec[4200], tmp[4300];
+    mv_name_marker(fin, sizeof fin, out, ri->shard_k, ri->shard_n);
+    mv_name_manifest(man, sizeof man, out, ri->shard_k, ri->shard_n);
+    mv_name_run_record(rec, sizeof rec, out, ri->shard_k, ri->shard_n, mv_manifest_run_id());
+    double secs = ri->t_end - ri->t_start;
+    json_t *shard = ri->shard_n > 1 ? json_pack("{s:i,s:i}", "k", ri->shard_k, "n", ri->shard_n) : json_null();
+    json_t *j = json_pack("{s:i,s:s,s:s,s:o,s:s,s:s,s:f,s:f,s:o,s:o}", "schema", MV_RUN_MARKER_SCHEMA,
+                          "status", "complete", "run", mv_manifest_run_id(), "shard", shard, "record",
+                          base_name(rec), "manifest", base_name(man), "started_at", ri->started_at,
+                          "finished_at", ri->started_at + secs, "finished_at_utc", iso_utc(ri->started_at + secs),
+                          "counts", counts_object(ri->res));
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-marker-%s", out, (long)getpid(), mv_manifest_run_id());
+    return write_owned(out, tmp, fin, j, path, cap, e);
 }

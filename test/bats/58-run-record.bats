@@ -22,13 +22,22 @@ lines = [json.loads(l) for l in open(man)]
 mine = [l for l in lines if l.get("run") == r["run"]]
 assert mine and len(mine) == len(lines), (len(mine), len(lines))
 ok = [l for l in mine if l["status"] == "ok"]
-assert r["schema"] == 1 and r["status"] == "complete" and r["mvembed_version"] == version, r
+assert r["schema"] == 2 and r["status"] == "complete" and r["mvembed_version"] == version, r
 assert r["manifest"] == os.path.basename(man), r["manifest"]
 assert r["counts"]["ok"] == len(ok) and r["counts"]["failed"] == len(mine) - len(ok), r["counts"]
 assert r["counts"]["inputs"] == r["counts"]["ok"] + r["counts"]["failed"] + r["counts"]["skipped"]
 assert r["bytes_written"] == sum(os.stat(os.path.join(out, l["output"])).st_size for l in ok)
 assert {l["model"] for l in mine} == {r["fingerprint"]}, r["fingerprint"]
 assert sum(v["count"] for v in r["failures"].values()) == r["counts"]["failed"], r["failures"]
+bad = [l for l in mine if l["status"] != "ok"]
+for cause, f in r["failures"].items(): # each cause's example is the message of one of its lines
+    assert any(f["example"] == l["error"] and f["example_input"] == l["input"] for l in bad), f
+import datetime
+for k in ("started_at", "finished_at"):
+    t = datetime.datetime.strptime(r[k + "_utc"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    assert abs(t.timestamp() - r[k]) < 1e-3, (k, r[k], r[k + "_utc"])
+assert r["tar_shards"] is None and r["marker"] == ("_SUCCESS" if r["shard"] is None else
+                                                    "_SUCCESS-%05d-of-%05d" % (r["shard"]["k"], r["shard"]["n"]))
 assert r["settings"]["backend"] == "cpu" and r["settings_line"].startswith("backend=cpu ")
 assert r["seconds"] > 0 and r["finished_at"] >= r["started_at"] > 1.6e9
 assert abs(r["rates"]["ok_per_second"] - len(ok) / r["seconds"]) < 1e-6 * max(1, len(ok) / r["seconds"])
@@ -86,4 +95,64 @@ assert m["given"] == "Org/Tiny" and m["commit"] == sys.argv[2], m
 assert os.path.samefile(m["dir"], sys.argv[3]), m
 print("ok")' "$T/o" "$c" "$repo/snapshots/$c"
     [ "$output" = ok ]
+}
+
+# check_tar_shards OUT RECORD: the record's tar_shards equal what Python's tarfile counts in each
+# shard (.npy members, their bytes, the file's size) and name exactly the shards whose samples
+# the run's manifest lines name; prints the number of shards
+check_tar_shards() {
+    "$PY" - "$@" <<'PYEOF'
+import json, os, sys, tarfile
+out, rec = sys.argv[1:]
+r = json.load(open(rec))
+lines = [json.loads(l) for l in open(os.path.join(out, r["manifest"]), "rb")]
+named = {l["shard"] for l in lines if l.get("run") == r["run"] and l["status"] == "ok"}
+shards = r["tar_shards"]
+assert set(shards) == named and named, (sorted(shards), sorted(named))
+for name, s in shards.items():
+    with tarfile.open(os.path.join(out, name)) as t:
+        npy = [m for m in t.getmembers() if m.name.endswith(".npy")]
+    assert s["samples"] == len(npy), (name, s, len(npy))
+    assert s["embedding_bytes"] == sum(m.size for m in npy), (name, s)
+    assert s["bytes"] == os.path.getsize(os.path.join(out, name)), (name, s)
+assert sum(s["samples"] for s in shards.values()) == r["counts"]["ok"], r["counts"]
+assert sum(s["embedding_bytes"] for s in shards.values()) == r["bytes_written"]
+print(len(shards))
+PYEOF
+}
+
+@test "tar layout: the run record's per-tar-shard counts equal what tarfile counts in each shard" {
+    rm "$T/in/empty.jpg"
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 20K "$T/in"
+    [ "$status" -eq 2 ]
+    recs=("$T"/o/run-*.json)
+    run check_tar_shards "$T/o" "${recs[0]}"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" -eq "$(ls "$T"/o/shard-*.tar | wc -l)" ] && [ "$output" -ge 2 ]
+    # a rerun redoing two inputs names only the shards it wrote
+    old=$(ls "$T"/o/shard-*.tar)
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard-size 20K --force \
+        "$T/in/png_rgb_320x256.png" "$T/in/jpeg_gray_200x149.jpg"
+    [ "$status" -eq 0 ]
+    rec=$(ls -t "$T"/o/run-*.json | head -1)
+    run check_tar_shards "$T/o" "$rec"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run "$PY" -c 'import json,sys; print(sorted(json.load(open(sys.argv[1]))["tar_shards"]))' "$rec"
+    for f in $old; do [[ "$output" != *"$(basename "$f")"* ]]; done
+}
+
+@test "tar layout, sharded: each shard's run record lists only its own tar shards" {
+    rm "$T/in/empty.jpg" "$T/in/notmedia.jpg"
+    for k in 0 1; do
+        run mvembed -q --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard "$k/2" "$T/in"
+        [ "$status" -eq 0 ]
+        recs=("$T"/o/run-0000$k-of-00002-*.json)
+        run check_tar_shards "$T/o" "${recs[0]}"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        run "$PY" -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["tar_shards"]))' "${recs[0]}"
+        for s in $output; do [[ "$s" == shard-0000$k-of-00002-* ]]; done
+    done
 }

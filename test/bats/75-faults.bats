@@ -30,16 +30,6 @@ args() { echo -q -j 1 --device cpu --model "$MODEL"; }
 # start OUT: runs the batch in the background (pid in $pid)
 start() { "$MVEMBED" $(args) --out "$1" "$IN" 2>"$T/stderr" & pid=$!; }
 
-# wait_lines FILE N: waits (up to 60 s) until FILE has at least N lines
-wait_lines() {
-    for _ in $(seq 3000); do
-        [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
-        sleep 0.02
-    done
-    echo "timed out waiting for $2 lines in $1"
-    return 1
-}
-
 # no_temps DIR: no ".tmp-*" file anywhere under DIR
 no_temps() {
     local left
@@ -90,9 +80,9 @@ assert not dup, "inputs listed more than once: %s" % dup
 assert len(a) == n, "%d manifest lines for %d inputs" % (len(a), n)
 key = lambda r: r["input"]
 assert sorted(a, key=key) == sorted(b, key=key), "manifest differs from the uninterrupted run"
-def files(d): # run records (run-RUN.json) are per run
+def files(d): # run records (run-RUN.json) and the completion marker (_SUCCESS) are per run
     return sorted(os.path.relpath(os.path.join(p, f), d) for p, _, fs in os.walk(d) for f in fs
-                  if not (p == d and f.startswith("run-") and f.endswith(".json"))
+                  if not (p == d and f.startswith("run-") and f.endswith(".json")) and not (p == d and f == "_SUCCESS")
                   if f != "manifest.jsonl")
 fa, fb = files(out), files(ref)
 assert fa == fb, "output files differ: %s" % sorted(set(fa) ^ set(fb))

@@ -123,3 +123,13 @@ tar_check() {
     [ "$status" -eq 0 ]
     [[ "${lines[-1]}" =~ ^ok ]]
 }
+
+# wait_lines FILE N: waits (up to 60 s) until FILE has at least N lines
+wait_lines() {
+    for _ in $(seq 3000); do
+        [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+        sleep 0.02
+    done
+    echo "timed out waiting for $2 lines in $1"
+    return 1
+}
