@@ -158,10 +158,9 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
-static int utf8_valid(const char *s)
+static int utf8_valid(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         size_t k = utf8_seq(u + i, n - i);
         if (!k)
@@ -171,12 +170,11 @@ static int utf8_valid(const char *s)
     return 1;
 }
 
-/* Appends s as a JSON string, invalid UTF-8 bytes replaced by U+FFFD. */
-static void sb_json_string(sbuf *b, const char *s)
+/* Appends s[n] as a JSON string, invalid UTF-8 bytes replaced by U+FFFD. */
+static void sb_json_stringn(sbuf *b, const char *s, size_t n)
 {
     sbuf clean = {0};
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         size_t k = utf8_seq(u + i, n - i);
         if (k) {
@@ -202,6 +200,8 @@ static void sb_json_string(sbuf *b, const char *s)
     json_decref(js);
     free(clean.p);
 }
+
+static void sb_json_string(sbuf *b, const char *s) { sb_json_stringn(b, s, strlen(s)); }
 
 static void sb_key(sbuf *b, const char *key)
 {
@@ -246,14 +246,15 @@ static void sb_i64_array(sbuf *b, const int64_t *v, size_t n)
     sb_add(b, "]", 1);
 }
 
-static void sb_path(sbuf *b, const char *key, const char *path)
+/* "key":"<s[n] as a string>", and "key_b64":"<base64 of s's exact bytes>" when s is not UTF-8 */
+static void sb_bytes(sbuf *b, const char *key, const char *s, size_t n)
 {
     sb_key(b, key);
-    sb_json_string(b, path);
-    if (!utf8_valid(path)) {
+    sb_json_stringn(b, s, n);
+    if (!utf8_valid(s, n)) {
         char k64[64];
         snprintf(k64, sizeof k64, "%s_b64", key);
-        char *enc = mv_base64_encode(path, strlen(path));
+        char *enc = mv_base64_encode(s, n);
         if (!enc) {
             b->oom = 1;
             return;
@@ -265,6 +266,8 @@ static void sb_path(sbuf *b, const char *key, const char *path)
         free(enc);
     }
 }
+
+static void sb_path(sbuf *b, const char *key, const char *path) { sb_bytes(b, key, path, strlen(path)); }
 
 /* "key":"<16 lowercase hex digits>" (an XXH64) */
 static void sb_hex64(sbuf *b, const char *key, uint64_t v)
@@ -329,6 +332,19 @@ static void sb_tail(sbuf *b, const mv_record *r)
     }
     if (r->has_input_xxh64)
         sb_hex64(b, "input_xxh64", r->input_xxh64);
+    if (r->input_key)
+        sb_path(b, "input_key", r->input_key);
+    if (r->json) {
+        sb_key(b, "json");
+        sb_str(b, r->json);
+    }
+    if (r->txt)
+        sb_bytes(b, "txt", r->txt, r->txt_len);
+    if (r->cls && r->has_cls_int) {
+        sb_key(b, "cls");
+        sb_i64(b, r->cls_int);
+    } else if (r->cls)
+        sb_bytes(b, "cls", r->cls, r->cls_len);
     if (r->schema) {
         sb_key(b, "schema");
         sb_i64(b, r->schema);
