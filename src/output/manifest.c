@@ -219,20 +219,40 @@ static void sb_i64(sbuf *b, int64_t v)
     sb_str(b, t);
 }
 
-/* Shortest %.Ng that reads back as exactly v; null for NaN/inf (not JSON numbers). */
+/* A real as Python's repr writes it: the fewest significant digits that read back as exactly v,
+ * in positional notation with a fraction ("30.0", "0.1", "1796186244.449735") for 1e-4 <= |v| <
+ * 1e16 and 0, else with an exponent ("1e-05", "1.5e+20"), so that every JSON reader keeps it a
+ * real; null for NaN/inf (not JSON numbers: only array elements, sb_f64_field leaves a field out). */
 static void sb_f64(sbuf *b, double v)
 {
     if (!isfinite(v)) {
         sb_str(b, "null");
         return;
     }
-    char t[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(t, sizeof t, "%.*g", prec, v);
+    char t[400];
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(t, sizeof t, "%.*e", prec - 1, v);
         if (strtod(t, NULL) == v)
             break;
     }
+    snprintf(t, sizeof t, "%.*e", prec - 1, v);
+    int x = atoi(strchr(t, 'e') + 1); /* the decimal exponent */
+    if (v == 0 || (x >= -4 && x < 16)) {
+        snprintf(t, sizeof t, "%.*f", prec - 1 - x > 0 ? prec - 1 - x : 0, v);
+        if (!strchr(t, '.'))
+            strcat(t, ".0");
+    }
     sb_str(b, t);
+}
+
+/* "key":<v as sb_f64 writes it>; nothing when v is NaN or inf (a field never null) */
+static void sb_f64_field(sbuf *b, const char *key, double v)
+{
+    if (!isfinite(v))
+        return;
+    sb_key(b, key);
+    sb_f64(b, v);
 }
 
 static void sb_i64_array(sbuf *b, const int64_t *v, size_t n)
@@ -296,22 +316,16 @@ static void sb_tail(sbuf *b, const mv_record *r)
         }
         sb_add(b, "]", 1);
     }
-    if (r->has_fps) {
-        sb_key(b, "fps");
-        sb_f64(b, r->fps);
-    }
-    if (r->has_duration) {
-        sb_key(b, "duration");
-        sb_f64(b, r->duration);
-    }
+    if (r->has_fps)
+        sb_f64_field(b, "fps", r->fps);
+    if (r->has_duration)
+        sb_f64_field(b, "duration", r->duration);
     if (r->has_rotation) {
         sb_key(b, "rotation");
         sb_i64(b, r->rotation);
     }
-    if (r->has_seconds) {
-        sb_key(b, "seconds");
-        sb_f64(b, round(r->seconds * 1e6) / 1e6);
-    }
+    if (r->has_seconds)
+        sb_f64_field(b, "seconds", round(r->seconds * 1e6) / 1e6);
     if (r->shard)
         sb_path(b, "shard", r->shard);
     if (r->key) {
@@ -352,8 +366,7 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_json_string(b, r->run ? r->run : "");
         sb_key(b, "seq");
         sb_i64(b, r->seq);
-        sb_key(b, "time");
-        sb_f64(b, r->time);
+        sb_f64_field(b, "time", r->time);
     }
 }
 
