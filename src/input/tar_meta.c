@@ -127,15 +127,25 @@ mv_tar_meta *mv_tar_meta_copy(const mv_tar_meta *m)
     return c;
 }
 
-/* JSON text s[n] (checked) without the white space between its tokens: one line. */
-static char *json_one_line(const char *s, size_t n)
+/* How deep a .json may nest: the record holds it one level deeper, and jansson, which reads the
+ * manifest back, takes JSON_PARSER_MAX_DEPTH levels. */
+#define JSON_MAX_DEPTH 1000
+
+/* JSON text s[n] (checked) without the white space between its tokens: one line; its deepest
+ * nesting in *depth. */
+static char *json_one_line(const char *s, size_t n, int *depth)
 {
     char *o = malloc(n + 1);
     if (!o)
         return NULL;
     size_t k = 0;
-    for (size_t i = 0, in_str = 0; i < n; i++) {
+    *depth = 0;
+    for (size_t i = 0, in_str = 0, d = 0; i < n; i++) {
         char c = s[i];
+        if (!in_str && (c == '[' || c == '{') && (int)++d > *depth)
+            *depth = (int)d;
+        else if (!in_str && (c == ']' || c == '}'))
+            d--;
         if (in_str) {
             o[k++] = c;
             if (c == '\\' && i + 1 < n)
@@ -192,15 +202,21 @@ int mv_tar_meta_build(mv_tar_meta *m, const char *key, const mv_tar_raw *before,
     }
     if (src[MV_TAR_META_JSON]) {
         json_error_t je;
-        json_t *j = json_loadb(src[MV_TAR_META_JSON], len[MV_TAR_META_JSON], JSON_DECODE_ANY | JSON_ALLOW_NUL |
-                               JSON_DECODE_INT_AS_REAL, &je);
+        /* as the manifest's readers (resume, merge, compact) will read it back, inside the record */
+        json_t *j = json_loadb(src[MV_TAR_META_JSON], len[MV_TAR_META_JSON], JSON_DECODE_ANY, &je);
         if (!j) {
-            snprintf(err, cap, "tar member %.400s.json is not JSON: %.120s (line %d, column %d)",
-                     key, je.text, je.line, je.column);
+            snprintf(err, cap, "tar member %.400s.json is not JSON that a manifest can hold: %.120s "
+                     "(line %d, column %d)", key, je.text, je.line, je.column);
             return -1;
         }
         json_decref(j);
-        m->json = json_one_line(src[MV_TAR_META_JSON], len[MV_TAR_META_JSON]);
+        int depth;
+        m->json = json_one_line(src[MV_TAR_META_JSON], len[MV_TAR_META_JSON], &depth);
+        if (m->json && depth > JSON_MAX_DEPTH) {
+            snprintf(err, cap, "tar member %.400s.json nests %d levels deep, over the %d a manifest "
+                     "line may hold", key, depth, JSON_MAX_DEPTH);
+            return -1;
+        }
     }
     m->key = strdup(key);
     if (src[MV_TAR_META_TXT])

@@ -128,12 +128,13 @@ static void sb_add(sbuf *b, const char *s, size_t n)
 
 static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the byte at s is invalid. */
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the byte at s is invalid
+ * (or NUL: a string holds no U+0000, so that the line reads back). */
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     if (c < 0x80)
-        return 1;
+        return c ? 1 : 0; /* a NUL byte is not taken: jansson reads no \u0000 back */
     size_t len;
     unsigned lo = 0x80, hi = 0xbf;
     if (c >= 0xc2 && c <= 0xdf)

@@ -55,10 +55,12 @@ for l in lines:
     if "txt" in s:
         raw = t.extractfile(s["txt"]).read()
         try:
+            if b"\0" in raw:  # a NUL is carried in txt_b64 only, as bytes that are not UTF-8
+                raise UnicodeDecodeError("utf-8", raw, 0, 1, "NUL")
             assert l["txt"] == raw.decode("utf-8") and "txt_b64" not in l, l
         except UnicodeDecodeError:
             assert base64.b64decode(l["txt_b64"]) == raw, l
-            assert l["txt"] == raw.decode("utf-8", "replace"), l
+            assert l["txt"] == raw.decode("utf-8", "replace").replace("\0", "\ufffd"), l
     else:
         assert "txt" not in l, l
     if "cls" in s:
@@ -83,7 +85,7 @@ PYEOF
   "size": [200, 149], "score": 0.125, "nsfw": null}' \
         'a.txt=a cat
 on a mat' \
-        'sub/b.json={"url": "https://example.com/b.png", "id": 12345678901234567890}' \
+        'sub/b.json={"url": "https://example.com/b.png", "id": -9223372036854775808, "h": 1.5e300}' \
         "sub/b.png=@$IMG/png_gray_128x72.png" 'sub/b.cls=dog ' \
         "c.webp=@$IMG/webp_lossy_192x128.webp" 'c.txt=only a caption'
     run mvembed -q --device cpu --model "$MODEL" --out o 00000.tar
@@ -131,14 +133,33 @@ PYEOF
     [ "$output" = 2 ]
 }
 
-@test "WebDataset metadata: a .txt that is not UTF-8 is txt with U+FFFD and txt_b64 with its exact bytes" {
-    mktar in.tar "a.jpg=@$IMG/jpeg_gray_200x149.jpg" 'a.txt=hex:ff4361c7e920ee0a'
+@test "WebDataset metadata: a .txt that is not UTF-8 (or holds a NUL) is txt with U+FFFD and txt_b64 with its exact bytes" {
+    mktar in.tar "a.jpg=@$IMG/jpeg_gray_200x149.jpg" 'a.txt=hex:ff4361c7e920ee0a' \
+        "b.jpg=@$IMG/jpeg_gray_200x149.jpg" 'b.txt=hex:610062'
     run mvembed -q --device cpu --model "$MODEL" --out o in.tar
     [ "$status" -eq 0 ]
     run check_meta o/manifest.jsonl in.tar
     echo "$output"
+    [ "$output" = 2 ]
+    [ "$(grep -c '"txt_b64":' o/manifest.jsonl)" -eq 2 ]
+    # the lines read back: a second run skips both
+    run mvembed --device cpu --model "$MODEL" --out o in.tar
+    [[ "$output" == *" 0 ok, 0 failed, 2 skipped"* ]]
+}
+
+@test "WebDataset metadata: lines with metadata read back (resume skips them); a .json a manifest cannot hold fails its sample" {
+    mktar in.tar "a.jpg=@$IMG/jpeg_gray_200x149.jpg" 'a.json={"id": 12345678901234567890}' \
+        "b.jpg=@$IMG/jpeg_gray_200x149.jpg" 'b.json={"id": 123, "deep": [[[[{"x": ["\u00e9", 1e-300]}]]]]}' 'b.txt=t' 'b.cls=4'
+    run mvembed -q --device cpu --model "$MODEL" --out o in.tar
+    echo "$output"
+    [ "$status" -eq 2 ]
+    # Python reads it (an integer over 64 bits); jansson, which reads the manifest back, does not
+    "$PY" -c 'import json; json.loads("{\"id\": 12345678901234567890}")'
+    [[ "$output" == *"in.tar/a.jpg: tar member a.json is not JSON that a manifest can hold: too big integer"* ]]
+    run check_meta <(grep '"status":"ok"' o/manifest.jsonl) in.tar
     [ "$output" = 1 ]
-    grep -q '"txt_b64":' o/manifest.jsonl
+    run mvembed --device cpu --model "$MODEL" --out o in.tar
+    [[ "$output" == *" 0 ok, 1 failed, 1 skipped"* ]]
 }
 
 @test "WebDataset metadata: a metadata member over 1 MiB fails its sample, naming the member; the batch goes on" {
@@ -172,7 +193,7 @@ try:
 except json.JSONDecodeError:
     pass
 e = rows["in.tar/a.jpg"]
-assert e["status"] == "error" and e["error"].startswith("in.tar/a.jpg: tar member a.json is not JSON: "), e
+assert e["status"] == "error" and e["error"].startswith("in.tar/a.jpg: tar member a.json is not JSON"), e
 assert "line 1, column" in e["error"], e
 assert rows["in.tar/b.png"]["status"] == "ok" and rows["in.tar/b.png"]["json"] == [1, 2]
 PYEOF
