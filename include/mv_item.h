@@ -14,6 +14,7 @@
 #include "mv_manifest.h"
 #include "mv_model.h"
 #include "mv_npy.h"
+#include "mv_tar_in.h"
 
 /* What decoding + preprocessing produced for one input: the resized frames, the tower's input
  * (the backend's forward normalises and patchifies them; 3 bytes a pixel instead of the 24 of
@@ -61,6 +62,7 @@ typedef struct {
     int64_t in_bytes, in_mtime_ns;
     int has_xxh64;     /* mv_item_ctx.input_hash */
     uint64_t in_xxh64;
+    mv_tar_meta *meta; /* a tar member's sample metadata (owned), for its record; or NULL */
 } mv_item;
 
 /* Settings one item's preparation needs (a view of the run's options). */

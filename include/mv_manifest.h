@@ -14,13 +14,13 @@
 /* The version of the record's schema, written as "schema" in every line (and in the tar layout's
  * .json members). The schema is defined once, in the MANIFEST section of man/mvembed.1; a field
  * added or changed there bumps it. Lines without "schema" are version 1 (before it existed). */
-#define MV_MANIFEST_SCHEMA 2
+#define MV_MANIFEST_SCHEMA 3
 
 /* One manifest line (and a tar sample's .json). Zero-initialise, then set what applies; absent
  * fields are omitted. Field order in the line: input, input_b64, output, output_b64, status,
  * error, kind, width, height, resized, grid_thw, shape, dtype, bytes, model, frame_indices,
  * timestamps, fps, duration, rotation, seconds, shard, key, offset, xxh64, input_bytes,
- * input_mtime_ns, input_xxh64, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
+ * input_mtime_ns, input_xxh64, input_key, json, txt, cls, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
  * written with each invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the
  * exact bytes. */
 typedef struct {
@@ -71,6 +71,15 @@ typedef struct {
     double time;         /* when the record was made: seconds since the epoch (microseconds) */
     int has_xxh64;       /* xxh64: XXH64 (seed 0) of the sample's <key>.npy member, as written */
     uint64_t xxh64;      /* (16 lowercase hex digits in the line); "bytes" is that member's size */
+    /* a tar input member's WebDataset sample (mv_tar_in.h's mv_tar_meta); NULL = omitted */
+    const char *input_key; /* its key (raw bytes, input_key_b64 when not UTF-8) */
+    const char *json;    /* its .json: JSON text on one line, written as the value as it is */
+    const char *txt;     /* its .txt: bytes [txt_len], a string (txt_b64 when not UTF-8) */
+    size_t txt_len;
+    const char *cls;     /* its .cls, trimmed [cls_len]: the integer cls_int when has_cls_int, */
+    size_t cls_len;      /* else a string (cls_b64 when not UTF-8) */
+    int has_cls_int;
+    int64_t cls_int;
 } mv_record;
 
 /* This process's run id: 16 hex digits drawn at random once (thread-safe), the same in every

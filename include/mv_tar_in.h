@@ -7,8 +7,14 @@
  * decodes it before asking for the next member), and a member over the bound on a member's
  * bytes (mv_tar_in_limits) fails alone, checked on its header before anything is read: a sparse
  * member of 4 GiB of holes is never materialised.
- * Members are read in archive order (a tar is a stream). Other members (.json, .txt, .cls ...,
- * directories, links) are skipped. Uses libarchive (plain, gzip, zstd ... tars alike).
+ * Members are read in archive order (a tar is a stream). A sample is WebDataset's: the run of
+ * consecutive members sharing a key (a member's name up to the first '.' of its basename,
+ * directory included); its metadata members <key>.json, <key>.txt and <key>.cls (mv_tar_meta,
+ * each at most MV_TAR_META_MAX bytes; never inputs, --all-files or not) are handed out with every
+ * input member of the sample, whether they come before or after it: what follows an input member
+ * is read ahead through a second reader of the tar, so a streamed member gets it too. Other
+ * members (directories, other extensions) are skipped; a sample without an input member makes
+ * nothing. Uses libarchive (plain, gzip, zstd ... tars alike).
  * Not here: which paths are tars and what members are named as outputs (mv_names.h), decoding.
  */
 #ifndef MV_TAR_IN_H
@@ -25,6 +31,26 @@
 #define MV_TAR_MEMBER_MAX_OF(max_decode_pixels) (4 * (long long)(max_decode_pixels) + (16LL << 20))
 /* Image members of more bytes than this are streamed (mv_tar_in_stream), not copied into memory. */
 #define MV_TAR_STREAM_FROM (16LL << 20)
+
+/* The most bytes of a metadata member (.json, .txt, .cls): one over it fails its sample. */
+#define MV_TAR_META_MAX (1 << 20)
+
+/* A sample's metadata, as the record carries it (mv_manifest.h's input_key, json, txt, cls). */
+typedef struct mv_tar_meta {
+    char *key;          /* the sample key (raw bytes) */
+    char *json;         /* <key>.json, checked to be JSON and with the whitespace between its
+                         * tokens removed (one line); NULL when the sample has none */
+    char *txt;          /* <key>.txt's bytes as they are ([txt_len], NUL-terminated); NULL: none */
+    size_t txt_len;
+    char *cls;          /* <key>.cls's bytes, ASCII white space trimmed ([cls_len]); NULL: none */
+    size_t cls_len;
+    int cls_is_int;     /* cls is [+-]digits within int64: cls_int */
+    long long cls_int;
+} mv_tar_meta;
+
+/* A malloc'd deep copy (NULL when out of memory); mv_tar_meta_free frees one (NULL is fine). */
+mv_tar_meta *mv_tar_meta_copy(const mv_tar_meta *m);
+void mv_tar_meta_free(mv_tar_meta *m);
 
 typedef struct mv_tar_in mv_tar_in;
 
@@ -48,6 +74,12 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
  * a large image, to be read as a stream: *io and *user read its bytes (mv_input_open_io) until
  * the next mv_tar_in_next, which skips what was not read. 0, or -1 when the member is not one. */
 int mv_tar_in_stream(mv_tar_in *t, const mv_input_io **io, void **user);
+
+/* The metadata of the sample of the input member mv_tar_in_next last handed out (valid until the
+ * next call), or NULL (names_only, an error member). A metadata member that is over
+ * MV_TAR_META_MAX, unreadable, a link, or (.json) not JSON fails each input member of its sample:
+ * mv_tar_in_next's *err names that member and why. */
+const mv_tar_meta *mv_tar_in_meta(const mv_tar_in *t);
 
 void mv_tar_in_close(mv_tar_in *t);
 

@@ -15,6 +15,7 @@
 
 #include "mv_common.h"
 #include "mv_input.h"
+#include "mv_tar_in.h"
 
 /* Why a directory entry was passed over (not an input, not an error): counted by the walk
  * (mv_walk_skipped) and, with mv_walk_opts.on_skip, told one by one. */
@@ -80,6 +81,7 @@ typedef struct {
     int fd;
     const mv_input_io *io;
     void *io_user;
+    const mv_tar_meta *meta; /* a tar member's sample metadata (mv_tar_in_meta), else NULL */
 } mv_walk_item;
 
 /* args[0..nargs) are PATH arguments; "-" reads further PATHs from stdin_fp (read incrementally;

@@ -135,7 +135,10 @@ static const opt_def options[] = {
        "or none (default: OUT's, else no limit)"),
     ENUM("pool", pool, pool_names,
          "mean: save one [1, out_hidden] mean vector per input instead of its\n"
-         "tokens (files layout: also OUT/pooled.npy + pooled.jsonl)"),
+         "tokens; a run that goes through its inputs (exit 0 or 2, either layout)\n"
+         "also writes OUT/pooled/ (a shard: pooled-KKKKK-of-NNNNN/): pooled.npy,\n"
+         "a row per ok input, and pooled.jsonl, failed inputs too (row null); a\n"
+         "run that stops early after writing outputs removes it"),
 
     SECTION("Compute"),
     ENUM("device", device, device_names, "backend (default auto: CUDA when a GPU is usable)"),
@@ -234,8 +237,8 @@ static const char usage_head[] =
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
     "directory (walked recursively), a tar (.tar, .tar.gz, .tgz, .tar.zst, .tar.xz, .tar.bz2:\n"
-    "a WebDataset shard, each image or video member an input), or - to read paths from\n"
-    "standard input.\n";
+    "a WebDataset shard, each image or video member an input carrying its sample's\n"
+    ".json, .txt and .cls), or - to read paths from standard input.\n";
 
 static const char usage_tail[] =
     "\n"

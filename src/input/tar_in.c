@@ -3,11 +3,16 @@
  * hard-link member (what GNU tar writes for a second name of one file) has no data of its own:
  * the tar is read again from its start up to the member it links to, whose data it gets; a
  * symbolic-link member likewise gets the data of the regular member its target names, resolved
- * within the tar (an absolute target, or one that leaves the tar, fails that member). */
+ * within the tar (an absolute target, or one that leaves the tar, fails that member).
+ * Samples (mv_tar_meta): the main reader keeps the metadata members of the sample it is in as it
+ * passes them; a second reader of the tar, opened at the first input member and only ever moved
+ * forward, reads what follows an input member within its sample, so each tar is read at most
+ * twice (the second reader skips data it does not want: a seek in a plain tar). */
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 
 #include "mv_names.h"
+#include "tar_int.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -21,6 +26,17 @@
 
 struct mv_tar_in {
     struct archive *a;
+    long long at;        /* headers the main reader has read */
+    int in_sample;       /* gkey is the sample of the main reader's current member */
+    char gkey[4096];
+    mv_tar_raw before;     /* that sample's metadata members passed so far */
+    struct archive *ahead; /* the second reader (NULL until wanted) */
+    long long ahead_at;  /* headers it has read */
+    int ahead_end;       /* it reached the end (or a damaged part) of the tar */
+    char akey[4096];     /* the sample it last scanned, and what it found after its member */
+    mv_tar_raw after;
+    mv_tar_meta meta;    /* handed out (mv_tar_in_meta) when has_meta */
+    int has_meta;
     char *path;
     int all_files, names_only;
     char name[4096];
@@ -30,6 +46,22 @@ struct mv_tar_in {
     long long streamed;               /* its bytes read so far */
     mv_input_io io;
 };
+
+/* A new reader of the tar at path (every filter, the tar formats), or NULL. */
+static struct archive *open_reader(const char *path)
+{
+    struct archive *a = archive_read_new();
+    if (!a)
+        return NULL;
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    archive_read_support_format_gnutar(a);
+    if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+        archive_read_free(a);
+        return NULL;
+    }
+    return a;
+}
 
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
 {
@@ -194,39 +226,105 @@ static int link_to_memfd(mv_tar_in *t, const char *target, int sym)
         snprintf(t->err, sizeof t->err, "%s to %.200s, which leads outside the tar", kind, target);
         return -1;
     }
-    struct archive *a = archive_read_new();
+    struct archive *a = open_reader(t->path);
     int fd = -1;
     snprintf(t->err, sizeof t->err, "%s to %.200s, which is not a regular member %s the tar", kind, want,
              sym ? "of" : "before it in");
     if (!a) {
-        snprintf(t->err, sizeof t->err, "out of memory");
+        snprintf(t->err, sizeof t->err, "%s to %.200s: cannot read the tar again: %s", kind, want,
+                 strerror(errno));
         return -1;
     }
-    archive_read_support_filter_all(a);
-    archive_read_support_format_tar(a);
-    archive_read_support_format_gnutar(a);
     struct archive_entry *en;
-    if (archive_read_open_filename(a, t->path, 1 << 16) == ARCHIVE_OK)
-        while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
-            const char *nm = archive_entry_pathname(en);
-            if (!nm || strcmp(member_name(nm), want))
-                continue;
-            if (!sym && !strcmp(member_name(nm), t->name))
-                break; /* reached the link itself: its target is not before it */
-            if (archive_entry_filetype(en) != AE_IFREG || archive_entry_hardlink(en))
-                continue; /* the same name as a directory or another link: a later one may do */
-            int64_t size = archive_entry_size_is_set(en) ? archive_entry_size(en) : 0;
-            if (size > t->max_bytes)
-                snprintf(t->err, sizeof t->err, "%s to %.200s, a member of %lld bytes, over the "
-                         "%lld-byte bound on a member (--max-member-bytes)", kind, want, (long long)size,
-                         t->max_bytes);
-            else
-                fd = member_to_memfd(t, a, size);
-            break;
-        }
+    while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
+        const char *nm = archive_entry_pathname(en);
+        if (!nm || strcmp(member_name(nm), want))
+            continue;
+        if (!sym && !strcmp(member_name(nm), t->name))
+            break; /* reached the link itself: its target is not before it */
+        if (archive_entry_filetype(en) != AE_IFREG || archive_entry_hardlink(en))
+            continue; /* the same name as a directory or another link: a later one may do */
+        int64_t size = archive_entry_size_is_set(en) ? archive_entry_size(en) : 0;
+        if (size > t->max_bytes)
+            snprintf(t->err, sizeof t->err, "%s to %.200s, a member of %lld bytes, over the "
+                     "%lld-byte bound on a member (--max-member-bytes)", kind, want, (long long)size,
+                     t->max_bytes);
+        else
+            fd = member_to_memfd(t, a, size);
+        break;
+    }
     archive_read_free(a);
     return fd;
 }
+
+/* --- samples and their metadata ----------------------------------------------------------- */
+
+/* The main reader is at member nm (entry ent): one of another key than the sample's starts a new
+ * sample; a metadata member is kept (not names_only). 1 when nm is a metadata member. */
+static int track_sample(mv_tar_in *t, struct archive_entry *ent, const char *nm)
+{
+    char key[sizeof t->gkey];
+    int k = mv_tar_meta_kind(mv_tar_split_key(nm, key, sizeof key));
+    if (!t->in_sample || strcmp(key, t->gkey)) {
+        mv_tar_raw_clear(&t->before);
+        memcpy(t->gkey, key, strlen(key) + 1);
+        t->in_sample = 1;
+    }
+    if (k >= 0 && !t->names_only)
+        mv_tar_read_meta(t->a, ent, nm, k, &t->before);
+    return k >= 0;
+}
+
+/* The metadata members after the main reader's current member (header t->at) that share its key
+ * t->gkey, into t->after, read by the second reader. 0, or -1 with t->err set when the tar cannot
+ * be opened again. */
+static int scan_after(mv_tar_in *t)
+{
+    if (t->ahead && t->ahead_at > t->at && !strcmp(t->akey, t->gkey))
+        return 0; /* an earlier input member of this sample was scanned past this one */
+    mv_tar_raw_clear(&t->after);
+    memcpy(t->akey, t->gkey, strlen(t->gkey) + 1);
+    if (!t->ahead && !(t->ahead = open_reader(t->path))) {
+        snprintf(t->err, sizeof t->err, "cannot read the tar a second time for the metadata after "
+                 "this member: %s", strerror(errno ? errno : EIO));
+        return -1;
+    }
+    struct archive_entry *en;
+    while (!t->ahead_end) {
+        int r = archive_read_next_header(t->ahead, &en);
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            t->ahead_end = 1; /* the main reader tells what is wrong when it gets there */
+            break;
+        }
+        if (++t->ahead_at <= t->at)
+            continue;
+        const char *nm = archive_entry_pathname(en);
+        if (!nm || (archive_entry_filetype(en) != AE_IFREG && archive_entry_filetype(en) != AE_IFLNK &&
+                    !archive_entry_hardlink(en)))
+            continue; /* as the main reader: directories are in no sample */
+        char key[sizeof t->gkey];
+        nm = member_name(nm);
+        int k = mv_tar_meta_kind(mv_tar_split_key(nm, key, sizeof key));
+        if (strcmp(key, t->gkey))
+            break; /* the next sample: where the next scan starts */
+        if (k >= 0)
+            mv_tar_read_meta(t->ahead, en, nm, k, &t->after);
+    }
+    return 0;
+}
+
+/* t->meta for the input member the main reader is at: its sample's metadata members before it
+ * and after it (the later where both hold one kind). 0, or -1 with t->err set: the member fails. */
+static int sample_meta(mv_tar_in *t)
+{
+    mv_tar_meta_clear(&t->meta);
+    if (scan_after(t) || mv_tar_meta_build(&t->meta, t->gkey, &t->before, &t->after, t->err, sizeof t->err))
+        return -1;
+    t->has_meta = 1;
+    return 0;
+}
+
+const mv_tar_meta *mv_tar_in_meta(const mv_tar_in *t) { return t->has_meta ? &t->meta : NULL; }
 
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e)
 {
@@ -234,6 +332,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
     *fd = -1;
     *err = NULL;
     t->streaming = 0;
+    t->has_meta = 0;
     for (;;) {
         int r = archive_read_next_header(t->a, &ent);
         if (r == ARCHIVE_EOF)
@@ -243,11 +342,14 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
                     t->name[0] ? t->name : "(none)", archive_error_string(t->a));
             return -1;
         }
+        t->at++;
         const char *link = archive_entry_hardlink(ent), *nm = archive_entry_pathname(ent);
         const char *sym = archive_entry_filetype(ent) == AE_IFLNK ? archive_entry_symlink(ent) : NULL;
         if ((archive_entry_filetype(ent) != AE_IFREG && !link && !sym) || !nm)
             continue;
         nm = member_name(nm);
+        if (track_sample(t, ent, nm))
+            continue; /* a metadata member: never an input */
         const char *base = strrchr(nm, '/');
         base = base ? base + 1 : nm;
         if (!*base || (!t->all_files && !mv_name_is_media(base)))
@@ -265,6 +367,10 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             return 1;
         }
         memcpy(t->name, nm, nl + 1);
+        if (!t->names_only && sample_meta(t)) {
+            *err = t->err;
+            return 1;
+        }
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
         if ((link || sym) && !t->names_only) {
             *fd = link ? link_to_memfd(t, link, 0) : link_to_memfd(t, sym, 1);
@@ -296,6 +402,11 @@ void mv_tar_in_close(mv_tar_in *t)
         return;
     if (t->a)
         archive_read_free(t->a);
+    if (t->ahead)
+        archive_read_free(t->ahead);
+    mv_tar_raw_clear(&t->before);
+    mv_tar_raw_clear(&t->after);
+    mv_tar_meta_clear(&t->meta);
     free(t->path);
     free(t);
 }

@@ -128,12 +128,13 @@ static void sb_add(sbuf *b, const char *s, size_t n)
 
 static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the byte at s is invalid. */
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the byte at s is invalid
+ * (or NUL: a string holds no U+0000, so that the line reads back). */
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     if (c < 0x80)
-        return 1;
+        return c ? 1 : 0; /* a NUL byte is not taken: jansson reads no \u0000 back */
     size_t len;
     unsigned lo = 0x80, hi = 0xbf;
     if (c >= 0xc2 && c <= 0xdf)
@@ -158,10 +159,9 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
-static int utf8_valid(const char *s)
+static int utf8_valid(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         size_t k = utf8_seq(u + i, n - i);
         if (!k)
@@ -171,12 +171,11 @@ static int utf8_valid(const char *s)
     return 1;
 }
 
-/* Appends s as a JSON string, invalid UTF-8 bytes replaced by U+FFFD. */
-static void sb_json_string(sbuf *b, const char *s)
+/* Appends s[n] as a JSON string, invalid UTF-8 bytes replaced by U+FFFD. */
+static void sb_json_stringn(sbuf *b, const char *s, size_t n)
 {
     sbuf clean = {0};
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         size_t k = utf8_seq(u + i, n - i);
         if (k) {
@@ -203,6 +202,8 @@ static void sb_json_string(sbuf *b, const char *s)
     free(clean.p);
 }
 
+static void sb_json_string(sbuf *b, const char *s) { sb_json_stringn(b, s, strlen(s)); }
+
 static void sb_key(sbuf *b, const char *key)
 {
     if (b->n > 1)
@@ -219,20 +220,40 @@ static void sb_i64(sbuf *b, int64_t v)
     sb_str(b, t);
 }
 
-/* Shortest %.Ng that reads back as exactly v; null for NaN/inf (not JSON numbers). */
+/* A real as Python's repr writes it: the fewest significant digits that read back as exactly v,
+ * in positional notation with a fraction ("30.0", "0.1", "1796186244.449735") for 1e-4 <= |v| <
+ * 1e16 and 0, else with an exponent ("1e-05", "1.5e+20"), so that every JSON reader keeps it a
+ * real; null for NaN/inf (not JSON numbers: only array elements, sb_f64_field leaves a field out). */
 static void sb_f64(sbuf *b, double v)
 {
     if (!isfinite(v)) {
         sb_str(b, "null");
         return;
     }
-    char t[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(t, sizeof t, "%.*g", prec, v);
+    char t[400];
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(t, sizeof t, "%.*e", prec - 1, v);
         if (strtod(t, NULL) == v)
             break;
     }
+    snprintf(t, sizeof t, "%.*e", prec - 1, v);
+    int x = atoi(strchr(t, 'e') + 1); /* the decimal exponent */
+    if (v == 0 || (x >= -4 && x < 16)) {
+        snprintf(t, sizeof t, "%.*f", prec - 1 - x > 0 ? prec - 1 - x : 0, v);
+        if (!strchr(t, '.'))
+            strcat(t, ".0");
+    }
     sb_str(b, t);
+}
+
+/* "key":<v as sb_f64 writes it>; nothing when v is NaN or inf (a field never null) */
+static void sb_f64_field(sbuf *b, const char *key, double v)
+{
+    if (!isfinite(v))
+        return;
+    sb_key(b, key);
+    sb_f64(b, v);
 }
 
 static void sb_i64_array(sbuf *b, const int64_t *v, size_t n)
@@ -246,14 +267,15 @@ static void sb_i64_array(sbuf *b, const int64_t *v, size_t n)
     sb_add(b, "]", 1);
 }
 
-static void sb_path(sbuf *b, const char *key, const char *path)
+/* "key":"<s[n] as a string>", and "key_b64":"<base64 of s's exact bytes>" when s is not UTF-8 */
+static void sb_bytes(sbuf *b, const char *key, const char *s, size_t n)
 {
     sb_key(b, key);
-    sb_json_string(b, path);
-    if (!utf8_valid(path)) {
+    sb_json_stringn(b, s, n);
+    if (!utf8_valid(s, n)) {
         char k64[64];
         snprintf(k64, sizeof k64, "%s_b64", key);
-        char *enc = mv_base64_encode(path, strlen(path));
+        char *enc = mv_base64_encode(s, n);
         if (!enc) {
             b->oom = 1;
             return;
@@ -265,6 +287,8 @@ static void sb_path(sbuf *b, const char *key, const char *path)
         free(enc);
     }
 }
+
+static void sb_path(sbuf *b, const char *key, const char *path) { sb_bytes(b, key, path, strlen(path)); }
 
 /* "key":"<16 lowercase hex digits>" (an XXH64) */
 static void sb_hex64(sbuf *b, const char *key, uint64_t v)
@@ -293,22 +317,16 @@ static void sb_tail(sbuf *b, const mv_record *r)
         }
         sb_add(b, "]", 1);
     }
-    if (r->has_fps) {
-        sb_key(b, "fps");
-        sb_f64(b, r->fps);
-    }
-    if (r->has_duration) {
-        sb_key(b, "duration");
-        sb_f64(b, r->duration);
-    }
+    if (r->has_fps)
+        sb_f64_field(b, "fps", r->fps);
+    if (r->has_duration)
+        sb_f64_field(b, "duration", r->duration);
     if (r->has_rotation) {
         sb_key(b, "rotation");
         sb_i64(b, r->rotation);
     }
-    if (r->has_seconds) {
-        sb_key(b, "seconds");
-        sb_f64(b, round(r->seconds * 1e6) / 1e6);
-    }
+    if (r->has_seconds)
+        sb_f64_field(b, "seconds", round(r->seconds * 1e6) / 1e6);
     if (r->shard)
         sb_path(b, "shard", r->shard);
     if (r->key) {
@@ -329,6 +347,19 @@ static void sb_tail(sbuf *b, const mv_record *r)
     }
     if (r->has_input_xxh64)
         sb_hex64(b, "input_xxh64", r->input_xxh64);
+    if (r->input_key)
+        sb_path(b, "input_key", r->input_key);
+    if (r->json) {
+        sb_key(b, "json");
+        sb_str(b, r->json);
+    }
+    if (r->txt)
+        sb_bytes(b, "txt", r->txt, r->txt_len);
+    if (r->cls && r->has_cls_int) {
+        sb_key(b, "cls");
+        sb_i64(b, r->cls_int);
+    } else if (r->cls)
+        sb_bytes(b, "cls", r->cls, r->cls_len);
     if (r->schema) {
         sb_key(b, "schema");
         sb_i64(b, r->schema);
@@ -336,8 +367,7 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_json_string(b, r->run ? r->run : "");
         sb_key(b, "seq");
         sb_i64(b, r->seq);
-        sb_key(b, "time");
-        sb_f64(b, r->time);
+        sb_f64_field(b, "time", r->time);
     }
 }
 

@@ -283,6 +283,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi.path, strerror(errno));
             mv_item_fail(it, msg);
         }
+        if (wi.meta && !(it->meta = mv_tar_meta_copy(wi.meta)))
+            mv_item_fail(it, "out of memory");
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;

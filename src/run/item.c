@@ -54,6 +54,7 @@ void mv_item_free(mv_item *it)
     free(it->path);
     free(it->rel);
     free(it->error_copy);
+    mv_tar_meta_free(it->meta);
     prepared_free(&it->p);
     if (it->out_release)
         it->out_release(it->out_owner);
@@ -346,6 +347,16 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
     r->model = model_fingerprint;
     r->has_seconds = 1;
     r->seconds = mv_now() - it->t0;
+    if (it->meta) {
+        r->input_key = it->meta->key;
+        r->json = it->meta->json;
+        r->txt = it->meta->txt;
+        r->txt_len = it->meta->txt_len;
+        r->cls = it->meta->cls;
+        r->cls_len = it->meta->cls_len;
+        r->has_cls_int = it->meta->cls_is_int;
+        r->cls_int = it->meta->cls_int;
+    }
     if (it->error) {
         r->ok = 0;
         r->error = it->error;

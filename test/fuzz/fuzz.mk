@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_ONLY    ?=
 FZ_CC      := clang
 FZ_BUILD   := build-fuzz
-FZ_NAMES   := safetensors config image video manifest npy
+FZ_NAMES   := safetensors config image video manifest npy tar
 FZ_PKGS    := jansson libzstd libpng libjpeg libwebp libgif libtiff-4 libarchive libxxhash libavformat libavcodec libavutil libswscale
 FZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FZ_CFLAGS  := -std=gnu11 -g -O1 -Wall -Wextra -Wno-unknown-pragmas -Iinclude -DMV_HAVE_FFMPEG=1 \

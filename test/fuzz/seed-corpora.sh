@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 D=${1:?usage: seed-corpora.sh DIR}
 PY=/usr/bin/python3
-mkdir -p "$D"/{safetensors,config,image,video,manifest,npy}
+mkdir -p "$D"/{safetensors,config,image,video,manifest,npy,tar}
 
 # images: every fixture image, the parity images, the crafted GIF/BMP/TIFF files (decoded and
 # refused ones) and the bad ones
@@ -104,4 +104,23 @@ np.save(f"{out}/u1.npy", np.arange(10, dtype="u1"))
 np.save(f"{out}/scalar.npy", np.float32(3.5))
 np.save(f"{out}/empty.npy", np.zeros((0, 7), "<f4"))
 np.save(f"{out}/8d.npy", np.zeros((1, 2, 1, 2, 1, 2, 1, 2), "<f4"))
+PYEOF
+
+# tars: WebDataset samples with metadata before and after their images, a .json that is not
+# JSON, a .txt with a NUL and bytes that are not UTF-8, two images of one key, a gzip'd one
+$PY - "$D/tar" fixtures/media/images/png_gray_128x72.png <<'PYEOF'
+import gzip, io, sys, tarfile
+out, png = sys.argv[1], open(sys.argv[2], "rb").read()
+def tar(name, members, mode="w"):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as t:
+        for n, data in members:
+            ti = tarfile.TarInfo(n)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    open(f"{out}/{name}", "wb").write(buf.getvalue())
+tar("meta", [("a.cls", b" 3\n"), ("a.png", png), ("a.json", b'{"caption": "x", "n": [1, 2.5]}'),
+             ("a.txt", b"a\x00b\xff"), ("b.json", b"{bad"), ("b.png", png), ("c.png", png),
+             ("c.1.png", png), ("c.txt", b"two"), ("lonely.txt", b"none")])
+tar("meta.gz", [("d/k.json", b"[[[]]]"), ("d/k.png", png), ("d/k.cls", b"dog")], "w:gz")
 PYEOF
