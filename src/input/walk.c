@@ -517,10 +517,8 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             told(w, p, (mv_walk_skip)why);
             continue;
         }
-        if (gone) {
-            snprintf(w->err, sizeof w->err, "%s", strerror(err));
+        if (gone && snprintf(w->err, sizeof w->err, "%s", strerror(err)) >= 0) /* not passed over */
             return yield_error(w, it, p, rel);
-        }
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);
             if (r < 0)

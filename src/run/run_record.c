@@ -219,6 +219,12 @@ int mv_run_complete(const mv_run_info *ri)
     return !ri->fatal && !ri->res->signal;
 }
 
+/* --out-dtype as the run resolved it: auto stays auto where each output's type is its own */
+static const char *dtype_option(mv_dtype d)
+{
+    return d == MV_DT_F16 ? "f16" : d == MV_DT_BF16 ? "bf16" : d == MV_DT_AUTO ? "auto" : "f32";
+}
+
 static json_t *build(const mv_run_info *ri, const char *manifest_name)
 {
     const mv_run_opts *o = ri->o;
@@ -236,7 +242,7 @@ static json_t *build(const mv_run_info *ri, const char *manifest_name)
     json_t *j = json_pack(
         "{s:i,s:s,s:s,s:s,s:o,s:s,s:f,s:f,s:o,s:o,s:f,s:s,s:s*,"
         "s:{s:s,s:s,s:o},s:s,s:s,s:o,"
-        "s:{s:s,s:s,s:s,s:i,s:i,s:b,s:b},"
+        "s:{s:s,s:s,s:s,s:i,s:i,s:b,s:b,s:I,s:I},"
         "s:o,s:o,s:I,s:o,s:o,s:{s:f,s:f,s:f}}",
         "schema", MV_RUN_RECORD_SCHEMA, "run", mv_manifest_run_id(), "mvembed_version", MV_VERSION,
         "status", status, "shard", shard, "manifest", manifest_name, "started_at", ri->started_at,
@@ -245,10 +251,10 @@ static json_t *build(const mv_run_info *ri, const char *manifest_name)
         "model", "given", o->model_dir ? o->model_dir : "", "dir", ri->model_dir, "commit",
         snapshot_commit(ri->model_dir),
         "fingerprint", ri->fingerprint, "settings_line", ri->settings, "settings", settings_object(ri->settings),
-        "options", "out_dtype", o->out_dtype == MV_DT_F16 ? "f16" : "f32", "layout",
+        "options", "out_dtype", dtype_option(o->out_dtype), "layout",
         o->layout == MV_LAYOUT_TAR ? "tar" : "files", "pool", o->pool ? "mean" : "none", "zstd_level",
         o->zstd_level, "num_frames", o->num_frames, "force", o->force, "input_hash", o->input_hash,
-        "counts", counts_object(r), "failures", t.failures, "bytes_written", t.bytes,
+        "shard_size", (json_int_t)o->shard_size, "shard_samples", (json_int_t)o->shard_samples, "counts", counts_object(r), "failures", t.failures, "bytes_written", t.bytes,
         "tar_shards", t.shards ? t.shards : json_null(),
         "marker", mv_run_complete(ri) ? json_string(base_name(marker)) : json_null(),
         "rates", "inputs_per_second", secs > 0 ? inputs / secs : 0.0, "ok_per_second",

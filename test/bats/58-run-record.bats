@@ -156,3 +156,27 @@ PYEOF
         for s in $output; do [[ "$s" == shard-0000$k-of-00002-* ]]; done
     done
 }
+
+@test "the run record's options say the out-dtype each run resolved and the tar shard limits given" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/f32" "$IMG"                 # an f32 tower: f32
+    MVEMBED_TEST_OUT_BF16=1 mvembed -q --device cpu --model "$MODEL" --out "$T/auto" "$IMG" # bf16 tokens
+    mvembed -q --device cpu --model "$MODEL" --out "$T/bf16" --out-dtype bf16 "$IMG"
+    mvembed -q --device cpu --model "$MODEL" --out "$T/tar" --layout tar --shard-samples 4 --shard-size 64M "$IMG"
+    run "$PY" - "$T" <<'PYEOF'
+import glob, json, sys
+t = sys.argv[1]
+def opts(d):
+    (rec,) = glob.glob(f"{t}/{d}/run-*.json")
+    return json.load(open(rec))["options"]
+dtypes = {d: {json.loads(l)["dtype"] for l in open(f"{t}/{d}/manifest.jsonl")} for d in ("f32", "auto", "bf16")}
+assert opts("f32")["out_dtype"] == "f32" and dtypes["f32"] == {"f32"}, (opts("f32"), dtypes)
+assert opts("auto")["out_dtype"] == "auto" and dtypes["auto"] == {"f16"}, (opts("auto"), dtypes)
+assert opts("bf16")["out_dtype"] == "bf16" and dtypes["bf16"] == {"bfloat16"}, (opts("bf16"), dtypes)
+o = opts("tar")
+assert (o["layout"], o["shard_samples"], o["shard_size"]) == ("tar", 4, 64 << 20), o
+assert (opts("f32")["shard_samples"], opts("f32")["shard_size"]) == (0, 0), opts("f32")
+print("ok")
+PYEOF
+    echo "$output"
+    [ "$output" = ok ]
+}
