@@ -48,39 +48,31 @@ if want 2; then
     grep -vE '^\s*$' $OUT/ds-tower.log | tail -8 | tee -a "$L"
 fi
 
+# mv_run SET NAME ARGS...: mvembed -v ARGS on the set into a fresh OUT, logged as ds-mv-SET-NAME.log:
+# exit status, output bytes and files, the dtypes its manifest says, the -v summary
+mv_run() {
+    local s=$1 name=$2 O=$W/out-$1-$2
+    shift 2
+    rm -rf $O
+    sync
+    log "== mvembed $s $*"
+    /usr/bin/time -v timeout 300 $MV -v --no-progress "$@" --model $W/m27 --out $O $W/$s >$OUT/ds-mv-$s-$name.log 2>&1
+    log "exit $?; output $(du -sb $O | cut -f1) bytes in $(find $O -type f | wc -l) files"
+    log "dtypes: $(grep -ho '"dtype": *"[a-z0-9]*"' $O/manifest*.jsonl | sort | uniq -c | tr -s ' \n' ' ')"
+    grep -E "ok, .* failed|end to end|executing|timeline|decode|preprocess|write|Maximum resident|Elapsed" \
+        $OUT/ds-mv-$s-$name.log | cut -c1-400 | tee -a "$L"
+    rm -rf $O
+}
+
 if want 3; then
     for s in small photos; do
-        for lay in ${DS_LAYOUTS:-files tar}; do
-            O=$W/out-$s-$lay
-            rm -rf $O
-            sync
-            log "== mvembed $s --layout $lay"
-            /usr/bin/time -v timeout 300 $MV -v --no-progress --layout $lay --model $W/m27 --out $O $W/$s \
-                >$OUT/ds-mv-$s-$lay.log 2>&1
-            log "exit $?; output $(du -sb $O | cut -f1) bytes in $(find $O -type f | wc -l) files"
-            log "dtypes: $(grep -ho '"dtype": *"[a-z0-9]*"' $O/manifest*.jsonl | sort | uniq -c | tr -s ' \n' ' ')"
-            grep -E "ok, .* failed|end to end|executing|timeline|decode|preprocess|write|Maximum resident|Elapsed" \
-                $OUT/ds-mv-$s-$lay.log | cut -c1-400 | tee -a "$L"
-            rm -rf $O
-        done
+        for lay in ${DS_LAYOUTS:-files tar}; do mv_run $s $lay --layout $lay; done
     done
 fi
 
 if want 5; then
     for s in small photos; do
-        for dt in ${DS_DTYPES:-f32 bf16}; do
-            O=$W/out-$s-$dt
-            rm -rf $O
-            sync
-            log "== mvembed $s --out-dtype $dt"
-            /usr/bin/time -v timeout 300 $MV -v --no-progress --out-dtype $dt --model $W/m27 --out $O $W/$s \
-                >$OUT/ds-mv-$s-$dt.log 2>&1
-            log "exit $?; output $(du -sb $O | cut -f1) bytes in $(find $O -type f | wc -l) files"
-            log "dtypes: $(grep -ho '"dtype": *"[a-z0-9]*"' $O/manifest*.jsonl | sort | uniq -c | tr -s ' \n' ' ')"
-            grep -E "ok, .* failed|end to end|executing|write|Maximum resident" $OUT/ds-mv-$s-$dt.log |
-                cut -c1-400 | tee -a "$L"
-            rm -rf $O
-        done
+        for dt in ${DS_DTYPES:-f32 bf16}; do mv_run $s $dt --out-dtype $dt; done
     done
 fi
 
