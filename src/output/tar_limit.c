@@ -28,13 +28,15 @@ static int read_record(const char *path, long long *have, mv_err *e)
     char buf[4096];
     ssize_t n = -1;
     struct stat sb;
-    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+    int err = fd < 0 ? errno : fstat(fd, &sb) != 0 ? errno : 0; /* 0 and n < 0: not a regular file */
+    if (!err && S_ISREG(sb.st_mode)) {
         while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
             ;
-    int err = fd < 0 || n < 0 ? errno : 0;
+        err = n < 0 ? errno : 0;
+    }
     if (fd >= 0)
         close(fd);
-    if (fd < 0 || n < 0 || !S_ISREG(sb.st_mode)) {
+    if (n < 0) {
         mv_fail(e, MV_ERR_IO, "%s: cannot read OUT's record of the tar shards' sample limit: %s", path,
                 err ? strerror(err) : "not a regular file");
         return -1;

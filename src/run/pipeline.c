@@ -65,19 +65,16 @@ typedef struct {
     int nd, nt, nw, counting; /* started */
 } threads;
 
-/* --layout tar: the shard set, cutting shards at the sample limit OUT's record agrees on. */
-static mv_status open_tars(runner *R, int shard_k, int shard_n, mv_err *e)
+/* --layout tar: the sample limit OUT's record agrees on (*limit), said when taken from it. */
+static mv_status agree_tar_limit(runner *R, long long *limit, mv_err *e)
 {
     const mv_run_opts *o = R->o;
-    long long limit;
     int adopted;
-    mv_status st = mv_tar_limit_agree(o->out_dir, o->shard_samples, &limit, &adopted, e);
-    if (st)
-        return st;
-    if (adopted && !o->quiet)
+    mv_status st = mv_tar_limit_agree(o->out_dir, o->shard_samples, limit, &adopted, e);
+    if (!st && adopted && !o->quiet)
         fprintf(stderr, "mvembed: %s/%s: shards hold at most %lld samples, as OUT's earlier runs cut them "
-                "(--shard-samples %lld)\n", o->out_dir, MV_TAR_LIMIT_FILE, limit, limit);
-    return mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit, R, &R->tars, e);
+                "(--shard-samples %lld)\n", o->out_dir, MV_TAR_LIMIT_FILE, *limit, *limit);
+    return st;
 }
 
 /* Opens what the run writes into: the resume state (*done), the manifest, the tar shards
@@ -107,6 +104,9 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
                 "writes here\n", o->out_dir);
     if ((st = pl_load_done(o, done, e)))
         goto fail_claims;
+    long long limit = 0; /* a run refused for its --shard-samples leaves the marker too */
+    if (o->layout == MV_LAYOUT_TAR && (st = agree_tar_limit(R, &limit, e)))
+        goto fail_done;
     /* the run is let in: an earlier run's completion marker goes before its first change to OUT,
      * so a run that dies from here on leaves none (a refused run changed nothing: it stays) */
     int stale = 0;
@@ -116,7 +116,8 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         fprintf(stderr, "mvembed: %s: the completion marker of an earlier run removed\n", o->out_dir);
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
-    if (o->layout == MV_LAYOUT_TAR && (st = open_tars(R, shard_k, shard_n, e)))
+    if (o->layout == MV_LAYOUT_TAR &&
+        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit, R, &R->tars, e)))
         goto fail_man;
     if (R->tars)
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
