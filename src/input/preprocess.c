@@ -440,6 +440,20 @@ void mv_video_rule_describe(const mv_preproc_config *pp, char *buf, size_t size)
                  "sampled frames", from[src], pp->video_min_pixels, pp->video_max_pixels);
 }
 
+/* The size n frames of w x h are resized to (both video paths: the decode threads' and a
+ * resizing backend's), after checking the arguments. */
+static mv_status video_target(mv_frame_reader read, int n, int w, int h, const mv_preproc_config *pp, int *ow,
+                              int *oh, mv_err *e)
+{
+    if (!read || n < 1 || w <= 0 || h <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video");
+    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
+        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
+                       pp->patch, pp->merge, pp->temporal);
+    return mv_smart_resize_video(n, h, w, pp->patch * pp->merge, pp->temporal, pp->video_min_pixels,
+                                 mv_video_max_pixels(pp, n), oh, ow, e);
+}
+
 mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, int w, int h,
                               const mv_preproc_config *pp, float **pixels, int32_t grid[3],
                               uint8_t **resized, int *rw, int *rh, mv_err *e)
@@ -448,15 +462,9 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
     if (resized) *resized = NULL;
     if (!pixels && !resized)
         return mv_fail(e, MV_ERR_USAGE, "preprocess: neither pixel_values nor resized frames asked for");
-    if (!read || n < 1 || w <= 0 || h <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video");
-    if (pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: bad patch/merge/temporal %d/%d/%d",
-                       pp->patch, pp->merge, pp->temporal);
     if (chunk < 1) chunk = 1;
-    int oh, ow, f = pp->patch * pp->merge;
-    mv_status st = mv_smart_resize_video(n, h, w, f, pp->temporal, pp->video_min_pixels,
-                                         mv_video_max_pixels(pp, n), &oh, &ow, e);
+    int oh, ow;
+    mv_status st = video_target(read, n, w, h, pp, &ow, &oh, e);
     if (st) return st;
     size_t fsz = (size_t)ow * oh * 3, isz = (size_t)w * h * 3;
     uint8_t *rs = malloc(fsz * n);
@@ -503,11 +511,8 @@ mv_status mv_preprocess_video_decoded(mv_frame_reader read, void *ud, int chunk,
                                       int *rw, int *rh, mv_err *e)
 {
     *decoded = NULL;
-    if (!read || n < 1 || w <= 0 || h <= 0 || pp->patch <= 0 || pp->merge <= 0 || pp->temporal <= 0)
-        return mv_fail(e, MV_ERR_USAGE, "preprocess: empty video or bad patch/merge/temporal");
     int oh, ow;
-    mv_status st = mv_smart_resize_video(n, h, w, pp->patch * pp->merge, pp->temporal, pp->video_min_pixels,
-                                         mv_video_max_pixels(pp, n), &oh, &ow, e);
+    mv_status st = video_target(read, n, w, h, pp, &ow, &oh, e);
     if (st)
         return st;
     *rw = ow;
