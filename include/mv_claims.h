@@ -2,11 +2,13 @@
  * lock that tells `manifest compact`/`merge` a run is writing there.
  *
  * OUT/.mvembed.lock holds the names of the manifests runs append to, one a line, and is locked
- * with OFD locks (fcntl(2): per open file, shared by NFSv4 and local file systems): byte 0 shared by every run for its whole life ,
- * byte 1 exclusive while one output is claimed, renamed into place and its manifest line appended
- * (mv_claims_take ... mv_claims_release); compact and merge take byte 0 exclusively
- * (mv_claims_exclusive), so they never rewrite a manifest a run appends to. Under byte 1 the claimer first reads the manifest lines
- * every process appended since its last look (every manifest of OUT, from where it stopped), so an
+ * with OFD locks (fcntl(2): per open file, shared by NFSv4 and local file systems): byte 0 shared
+ * by every run for its whole life; byte 1 + slot exclusive while one output whose name falls in
+ * that slot (a hash of the name, 256 slots) is claimed, renamed into place and its manifest line
+ * appended (mv_claims_take ... mv_claims_release), so outputs of different names are written side
+ * by side; compact and merge take byte 0 exclusively (mv_claims_exclusive), so they never rewrite
+ * a manifest a run appends to. Under its slot the claimer first reads the manifest lines every
+ * process appended since its last look (every manifest of OUT, from where it stopped), so an
  * output name another input holds is never taken: the later input fails "already holds". What it
  * is not: the resume decision at the start of a run (feed.c, over the manifests read then), and
  * the tar layout's shards (tar_out.c).
@@ -17,6 +19,10 @@
 #include "mv_common.h"
 
 typedef struct mv_claims mv_claims;
+
+/* Claim slots: names whose mv_claims_slot differ never wait for each other. */
+#define MV_CLAIM_SLOTS 256
+int mv_claims_slot(const char *out_rel);
 
 /* The lock file's name in OUT. */
 #define MV_CLAIMS_LOCK ".mvembed.lock"
@@ -29,7 +35,8 @@ typedef struct mv_claims mv_claims;
  * tell: mv_claims_take's *may_replace). MV_ERR_IO when the file cannot be made. */
 mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **c, int *no_locks, mv_err *e);
 
-/* Takes the claim lock (this process's threads and other processes wait), reads the new manifest
+/* Takes the claim lock of out_rel's slot (*slot; this process's threads and other processes
+ * claiming a name of that slot wait), reads the new manifest
  * lines and checks that no other input than `input` (mv_done_same_input) holds out_rel (an
  * output name with its suffix). MV_OK: the lock is held until mv_claims_release, and
  * *may_replace says whether an existing file at out_rel may be replaced: 1 under a working lock
@@ -37,8 +44,9 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
  * without locks otherwise (another run may be writing it: the caller only takes a free name).
  * MV_ERR_OUTPUT with e naming both inputs: held by another (the lock is released); MV_ERR_IO /
  * MV_ERR_NOMEM: the lock or reading failed (released). */
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, mv_err *e);
-void mv_claims_release(mv_claims *c);
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, int *slot,
+                         mv_err *e);
+void mv_claims_release(mv_claims *c, int slot);
 
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);

@@ -29,26 +29,41 @@ typedef struct {
     int64_t off; /* read up to here */
 } seen_file;
 
+/* Claims are taken per name slot: byte 1 + slot of the lock file, slot = mv_hash64(name) mod
+ * CLAIM_SLOTS, so that writers of different names (in one process or several) rename, fsync and
+ * append their lines side by side (one lock for all made the directory fsyncs of every writer
+ * wait in one line), while two claims of one name still wait for each other. One lock of bytes
+ * 1 .. CLAIM_SLOTS (mv_claims_open) waits for every claim in progress. */
+#define CLAIM_SLOTS MV_CLAIM_SLOTS
+
+int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
+
 struct mv_claims {
     char *out_dir;
     int fd;
     int no_locks;
-    pthread_mutex_t mu; /* this process's threads: one OFD serves them all */
+    /* this process's threads share one open file description, whose OFD locks never exclude
+     * each other: a slot's mutex keeps them apart, and `mu` guards the view below */
+    pthread_mutex_t slot_mu[CLAIM_SLOTS];
+    pthread_mutex_t mu;
     mv_done *seen;      /* the lines read since open */
     seen_file *files;
     size_t n_files;
 };
 
-/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on byte `byte` of fd: 0, or -1 with errno. */
-static int ofd_lock(int fd, short type, off_t byte, int wait)
+/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on bytes byte .. byte + len - 1 of fd: 0, or -1
+ * with errno. */
+static int ofd_lock_range(int fd, short type, off_t byte, off_t len, int wait)
 {
-    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = len};
     int r;
     do
         r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
     while (r != 0 && errno == EINTR);
     return r;
 }
+
+static int ofd_lock(int fd, short type, off_t byte, int wait) { return ofd_lock_range(fd, type, byte, 1, wait); }
 
 static int no_lock_errno(int err) { return err == ENOLCK || err == EINVAL || err == EOPNOTSUPP; }
 
@@ -70,6 +85,8 @@ static mv_status open_lock(const char *out_dir, mv_claims **out, mv_err *e)
         return mv_fail(e, MV_ERR_IO, "%s: cannot open OUT's lock file: %s", path, strerror(err));
     }
     pthread_mutex_init(&c->mu, NULL);
+    for (int i = 0; i < CLAIM_SLOTS; i++)
+        pthread_mutex_init(&c->slot_mu[i], NULL);
     *out = c;
     return MV_OK;
 }
@@ -204,7 +221,8 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
         }
         c->no_locks = *no_locks = 1;
     }
-    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
+    /* every slot: no claim of another process is in progress while the list grows */
+    if (!c->no_locks && ofd_lock_range(c->fd, F_WRLCK, 1, CLAIM_SLOTS, 1) != 0) {
         int err = errno;
         mv_claims_close(c);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
@@ -214,7 +232,7 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
     if (!st)
         st = look(c, 1, !c->no_locks, e);
     if (!c->no_locks)
-        ofd_lock(c->fd, F_UNLCK, 1, 0);
+        ofd_lock_range(c->fd, F_UNLCK, 1, CLAIM_SLOTS, 0);
     if (st) {
         mv_claims_close(c);
         return st;
@@ -223,14 +241,18 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
     return MV_OK;
 }
 
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, mv_err *e)
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, int *slot,
+                         mv_err *e)
 {
-    pthread_mutex_lock(&c->mu);
-    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1, 1) != 0) {
+    int k = mv_claims_slot(out_rel);
+    pthread_mutex_lock(&c->slot_mu[k]);
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1 + k, 1) != 0) {
         int err = errno;
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->slot_mu[k]);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
     }
+    *slot = k;
+    pthread_mutex_lock(&c->mu);
     mv_status st = look(c, 0, 0, e);
     mv_done_owner w;
     int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
@@ -240,16 +262,17 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, i
                      "%s: output name %s already holds the embedding of %s (written by another run "
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "
                      "output and its manifest lines", input, out_rel, w.input);
+    pthread_mutex_unlock(&c->mu);
     if (st)
-        mv_claims_release(c);
+        mv_claims_release(c, k);
     return st;
 }
 
-void mv_claims_release(mv_claims *c)
+void mv_claims_release(mv_claims *c, int slot)
 {
     if (!c->no_locks)
-        ofd_lock(c->fd, F_UNLCK, 1, 0);
-    pthread_mutex_unlock(&c->mu);
+        ofd_lock(c->fd, F_UNLCK, 1 + slot, 0);
+    pthread_mutex_unlock(&c->slot_mu[slot]);
 }
 
 void mv_claims_close(mv_claims *c)
@@ -263,6 +286,8 @@ void mv_claims_close(mv_claims *c)
     free(c->files);
     mv_done_free(c->seen);
     pthread_mutex_destroy(&c->mu);
+    for (int i = 0; i < CLAIM_SLOTS; i++)
+        pthread_mutex_destroy(&c->slot_mu[i]);
     free(c->out_dir);
     free(c);
 }

@@ -25,7 +25,7 @@
 typedef struct {
     mv_claims *claims;
     const char *input;
-    int taken;
+    int taken, slot;
 } claim_ctx;
 
 static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err *e)
@@ -33,7 +33,7 @@ static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err 
     claim_ctx *cc = ud;
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, rel);
-    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, may_replace, e);
+    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, may_replace, &cc->slot, e);
     cc->taken = st == MV_OK;
     return st;
 }
@@ -62,7 +62,7 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
         pl_t_add(R, T_WRITE, t);
         if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
             if (cc->taken)
-                mv_claims_release(cc->claims);
+                mv_claims_release(cc->claims, cc->slot);
             pl_set_fatal(R, &e);
             return -1;
         }
@@ -76,7 +76,7 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
     }
     mv_status st = pl_append_record(R, r, &e);
     if (cc->taken)
-        mv_claims_release(cc->claims);
+        mv_claims_release(cc->claims, cc->slot);
     if (st) {
         pl_set_fatal(R, &e);
         return -1;
@@ -203,7 +203,7 @@ void *pl_writer_main(void *arg)
     runner *R = arg;
     mv_tar_shard *tar = NULL; /* --layout tar: this thread's open shard */
     mv_output_writer *ow = NULL; /* files layout: this thread's compression context and buffers */
-    claim_ctx cc = {R->claims, NULL, 0};
+    claim_ctx cc = {.claims = R->claims};
     mv_err e;
     if (!R->tars && mv_output_writer_new(&R->swept, &ow, &e))
         pl_set_fatal(R, &e); /* the loop below then only drains */

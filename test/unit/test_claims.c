@@ -1,0 +1,192 @@
+/* test_claims.c - output-name claims (src/output/claims.c) between processes and threads sharing
+ * one OUT: a name claimed by another process waits for it and then sees its manifest line (the
+ * later input fails "already holds"), while a name in another slot is taken at once; threads of
+ * one process claiming one name take turns, names in different slots do not wait. The kernel's
+ * own view of the lock (F_OFD_GETLK from another open file) is the oracle for which bytes are
+ * held. A wait is proven by a claim still pending after 300 ms and finishing once released. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mv_claims.h"
+#include "mv_manifest.h"
+#include "unit.h"
+
+static char out_dir[256];
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A name whose slot differs from every slot in avoid[0..n) */
+static void name_not_in(char *buf, size_t cap, const int *avoid, int n)
+{
+    for (int i = 0;; i++) {
+        snprintf(buf, cap, "other-%d.jpg.npy.zst", i);
+        int s = mv_claims_slot(buf), clash = 0;
+        for (int k = 0; k < n; k++)
+            clash |= s == avoid[k];
+        if (!clash)
+            return;
+    }
+}
+
+/* 1 when some other open file holds a write lock on byte `byte` of OUT's lock file */
+static int byte_locked(int byte)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", out_dir, MV_CLAIMS_LOCK);
+    int fd = open(p, O_RDWR);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    int r = fd >= 0 ? fcntl(fd, F_OFD_GETLK, &fl) : -1;
+    if (fd >= 0)
+        close(fd);
+    return r == 0 && fl.l_type != F_UNLCK;
+}
+
+typedef struct {
+    mv_claims *c;
+    const char *input, *name;
+    atomic_int done;
+    mv_status st;
+    char msg[1200];
+    int hold_ms; /* keep the claim this long before releasing it */
+} claimer;
+
+static void *claim_main(void *arg)
+{
+    claimer *k = arg;
+    int may, slot;
+    mv_err e = {0};
+    k->st = mv_claims_take(k->c, k->input, k->name, &may, &slot, &e);
+    snprintf(k->msg, sizeof k->msg, "%s", k->st ? e.msg : "");
+    if (!k->st) {
+        sleep_ms(k->hold_ms);
+        mv_claims_release(k->c, slot);
+    }
+    atomic_store(&k->done, 1);
+    return NULL;
+}
+
+/* waits up to ms for k to finish: 1 when it did */
+static int finished_within(claimer *k, int ms)
+{
+    for (int t = 0; t < ms; t += 5) {
+        if (atomic_load(&k->done))
+            return 1;
+        sleep_ms(5);
+    }
+    return atomic_load(&k->done);
+}
+
+/* The other process: claims a.jpg.npy.zst for in/a, says so on `held`, waits for a byte on
+ * `go`, appends its ok line and releases. */
+static int child(int held, int go)
+{
+    mv_claims *c;
+    int no_locks, may, slot;
+    mv_err e;
+    if (mv_claims_open(out_dir, "manifest-00000-of-00002.jsonl", &c, &no_locks, &e))
+        return 10;
+    if (mv_claims_take(c, "in/a", "a.jpg.npy.zst", &may, &slot, &e))
+        return 11;
+    char b = 'h';
+    if (write(held, &b, 1) != 1 || read(go, &b, 1) != 1)
+        return 12;
+    char mp[400];
+    snprintf(mp, sizeof mp, "%s/manifest-00000-of-00002.jsonl", out_dir);
+    mv_manifest *m;
+    mv_record r = {.input = "in/a", .output = "a.jpg.npy.zst", .ok = 1};
+    if (mv_manifest_open(mp, &m, &e) || mv_manifest_append(m, &r, &e) || mv_manifest_close(m, &e))
+        return 13;
+    mv_claims_release(c, slot);
+    mv_claims_close(c);
+    return 0;
+}
+
+int main(void)
+{
+    snprintf(out_dir, sizeof out_dir, "/tmp/mv-claims-XXXXXX");
+    if (!mkdtemp(out_dir))
+        return 1;
+    mv_claims *c;
+    int no_locks;
+    mv_err e;
+    CHECK(mv_claims_open(out_dir, "manifest-00001-of-00002.jsonl", &c, &no_locks, &e) == MV_OK && !no_locks,
+          "the claims of OUT open, with locks");
+    int held[2], go[2];
+    if (pipe(held) || pipe(go))
+        return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(child(held[1], go[0]));
+    char b;
+    CHECK(read(held[0], &b, 1) == 1, "the other process holds its claim of a.jpg.npy.zst");
+    int sa = mv_claims_slot("a.jpg.npy.zst");
+    CHECK(byte_locked(1 + sa), "the kernel shows byte %d (1 + the name's slot) write-locked", 1 + sa);
+
+    /* another slot: taken at once */
+    char other[64];
+    name_not_in(other, sizeof other, &sa, 1);
+    claimer k1 = {.c = c, .input = "in/b", .name = other};
+    pthread_t t1;
+    pthread_create(&t1, NULL, claim_main, &k1);
+    CHECK(finished_within(&k1, 10000) && k1.st == MV_OK, "%s (slot %d) is claimed while slot %d is held",
+          other, mv_claims_slot(other), sa);
+    pthread_join(t1, NULL);
+
+    /* the same name: waits, then sees the other's line */
+    claimer k2 = {.c = c, .input = "in/a-elsewhere", .name = "a.jpg.npy.zst"};
+    pthread_t t2;
+    pthread_create(&t2, NULL, claim_main, &k2);
+    CHECK(!finished_within(&k2, 300), "a claim of the same name waits while the other process holds it");
+    b = 'g';
+    CHECK(write(go[1], &b, 1) == 1, "the other process is let go");
+    CHECK(finished_within(&k2, 10000), "the waiting claim ends once the other process released");
+    pthread_join(t2, NULL);
+    CHECK(k2.st == MV_ERR_OUTPUT && strstr(k2.msg, "already holds the embedding of in/a"),
+          "and it sees the line appended under the claim: %s", k2.msg);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the other process finished cleanly (%d)", status);
+    CHECK(!byte_locked(1 + sa), "byte %d is free again", 1 + sa);
+
+    /* threads of this process: one name takes turns, another slot does not wait */
+    claimer h = {.c = c, .input = "in/x", .name = "x.jpg.npy.zst", .hold_ms = 1500};
+    pthread_t th;
+    pthread_create(&th, NULL, claim_main, &h);
+    sleep_ms(100);
+    int sx = mv_claims_slot("x.jpg.npy.zst");
+    char y[64];
+    name_not_in(y, sizeof y, &sx, 1);
+    claimer ky = {.c = c, .input = "in/y", .name = y};
+    claimer kx = {.c = c, .input = "in/x", .name = "x.jpg.npy.zst"};
+    pthread_t ty, tx;
+    pthread_create(&ty, NULL, claim_main, &ky);
+    pthread_create(&tx, NULL, claim_main, &kx);
+    CHECK(finished_within(&ky, 1000) && ky.st == MV_OK && !atomic_load(&h.done),
+          "a thread claims %s while another thread holds x.jpg.npy.zst", y);
+    CHECK(!atomic_load(&kx.done), "a second thread's claim of x.jpg.npy.zst waits for the first");
+    CHECK(finished_within(&kx, 10000) && kx.st == MV_OK && atomic_load(&h.done),
+          "and is taken once the first released it");
+    pthread_join(th, NULL);
+    pthread_join(ty, NULL);
+    pthread_join(tx, NULL);
+    mv_claims_close(c);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out_dir);
+    if (system(cmd) != 0)
+        return 1;
+    return UNIT_DONE();
+}
