@@ -16,4 +16,13 @@
  * or -1 when out of memory. Deterministic: equal sizes keep their input order. */
 int mv_pack_ffd(const int64_t *tok, int n, int64_t limit, int *bin, int64_t *bin_tokens);
 
+/* Which of a window's nb forwards (bin_tokens[b] patches each) to hold back for the next window
+ * instead of running now: those under half of limit, when at least one forward of the window is
+ * at least half full (so every window runs something). A window of whole forwards plus a sliver
+ * (the one input past two forwards' worth) would otherwise run the sliver as a forward of its
+ * own, a third of the forwards at a thirtieth of the work. fixed[b] != 0: bin b holds an input
+ * held back once already, which runs now. Sets keep[b] (0/1); returns how many are kept. */
+int mv_pack_keep(const int64_t *bin_tokens, const unsigned char *fixed, int nb, int64_t limit,
+                 unsigned char *keep);
+
 #endif

@@ -17,6 +17,7 @@ typedef struct {
     double (*iv)[2]; /* [n][t0, t1] */
     size_t n, cap;
     double folded; /* seconds of the intervals folded away */
+    double first, last; /* the earliest start and the latest end added (when n or folded) */
 } mv_busy;
 
 /* Adds [t0, t1] (t1 > t0). Returns 0, or -1 without memory (the interval is then not counted). */

@@ -2,7 +2,8 @@
  *
  *   walker (caller's thread): shard / resume / duplicate-name checks, in input order
  *     -> jobs -> decode pool (--jobs threads): mv_item_prepare (sniff, decode, preprocess)
- *     -> ready -> one tower thread per backend (per GPU): packs ready inputs into forwards
+ *     -> ready (past 2 x jobs + 4 inputs, as many as two forwards per tower thread hold)
+ *     -> one tower thread per backend (per GPU): packs ready inputs into forwards
  *     -> done -> writer threads: zstd + atomic write of OUT/<rel>.npy.zst, then the manifest line.
  *
  * Also: progress lines, the per-stage timeline of -v, and the reaction to an interrupt (queued

@@ -52,6 +52,7 @@ typedef struct {
     int force, quiet, verbose;
     int input_hash;            /* --input-hash: record each input's XXH64; resume compares it */
     int jobs;                  /* decode threads (0 = cores) */
+    int writers;               /* writer threads (0 = 7/8 of jobs, at least 2) */
     int shard_k, shard_n;      /* --shard K/N (n = 0: none given; k = -1: auto/N) */
     mv_slurm_array slurm;      /* the array task's variables (main.c reads them) */
     const char *k8s_index;     /* JOB_COMPLETION_INDEX (a Kubernetes Indexed Job; NULL unset) */

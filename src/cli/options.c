@@ -164,6 +164,9 @@ static const opt_def options[] = {
          "accuracy (needs AMX); auto (default): bf16x6 where AMX is usable"),
     INT("jobs", 0, jobs, 1, 1024, "1..1024", "N",
         "decode/preprocess threads (default: the CPUs of the affinity mask)"),
+    INT("writers", 0, writers, 1, 64, "1..64", "N",
+        "threads writing outputs and manifest lines (default: 7/8 of\n"
+        "--jobs, at least 2); more where each file's fsync waits long"),
     CUSTOM("devices", 0, parse_devices, "a list of GPU ordinals like 0,1, or all (with a usable GPU)",
            "LIST|all", "CUDA: one worker per GPU, e.g. 0,1 (default: --gpu)"),
     INT("inflight", 0, inflight, 1, 8, "1..8", "N",

@@ -55,3 +55,17 @@ int mv_pack_ffd(const int64_t *tok, int n, int64_t limit, int *bin, int64_t *bin
     free(fill);
     return nb;
 }
+
+int mv_pack_keep(const int64_t *bin_tokens, const unsigned char *fixed, int nb, int64_t limit,
+                 unsigned char *keep)
+{
+    int full = 0, kept = 0;
+    for (int b = 0; b < nb; b++) {
+        keep[b] = 0;
+        full |= limit > 0 && 2 * bin_tokens[b] >= limit;
+    }
+    for (int b = 0; full && b < nb; b++)
+        if (2 * bin_tokens[b] < limit && !(fixed && fixed[b]))
+            kept += keep[b] = 1;
+    return kept;
+}

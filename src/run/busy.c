@@ -48,6 +48,11 @@ int mv_busy_add(mv_busy *b, double t0, double t1)
         b->iv = p;
         b->cap = cap;
     }
+    int any = b->n > 0 || b->folded > 0;
+    if (!any || t0 < b->first)
+        b->first = t0;
+    if (!any || t1 > b->last)
+        b->last = t1;
     b->iv[b->n][0] = t0;
     b->iv[b->n++][1] = t1;
     return 0;

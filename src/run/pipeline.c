@@ -47,7 +47,8 @@ static void *decode_main(void *arg)
             mv_item_free(it);
             continue;
         }
-        if (mv_queue_push(&R->ready, it))
+        /* weighed by patches: the ready queue holds what fills the next forwards */
+        if (mv_queue_push_w(&R->ready, it, it->error ? 0 : (size_t)mv_item_patches(it)))
             mv_item_free(it);
     }
     return NULL;
@@ -157,8 +158,9 @@ static void size_threads(runner *R, int n_be, threads *th)
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
     /* half the CPUs held back two GPUs (bench/RESULTS.md, writers); writers sleep when there is
      * nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
-    int writers = jobs - jobs / 8;
-    writers = writers < 2 ? 2 : (writers > MAX_WRITERS ? MAX_WRITERS : writers);
+    int writers = o->writers > 0 ? o->writers : jobs - jobs / 8;
+    writers = o->writers > 0 ? writers : writers < 2 ? 2 : writers;
+    writers = writers > MAX_WRITERS ? MAX_WRITERS : writers;
     if (o->verbose)
         fprintf(stderr, "mvembed: pipeline: %d decode threads, %d tower thread%s, %d writers (%d CPUs in "
                 "this process's affinity mask)\n", jobs, n_be, n_be > 1 ? "s" : "", writers, cpus);
@@ -171,10 +173,16 @@ static void size_threads(runner *R, int n_be, threads *th)
 static mv_status start_threads(runner *R, pl_towers *T, int n_be, threads *th, mv_err *e)
 {
     const mv_run_opts *o = R->o;
-    size_t qcap = (size_t)th->jobs * 2 + 4;
+    size_t qcap = (size_t)th->jobs * 2 + 4, ready_items = 0, ready_patches = 0;
+    if (T)
+        pl_towers_ready_room(T, R, &ready_items, &ready_patches);
+    /* ready: at least qcap inputs, more while their patches fit two forwards per tower thread
+     * (36 inputs made forwards of ~27 small images where 42 fit); done: a forward's inputs
+     * whose outputs are in the tower threads' slabs (bounded there) */
+    size_t rcap = ready_patches && ready_items > qcap ? ready_items : qcap;
     int qfail = mv_queue_init(&R->jobs, qcap);
-    qfail |= mv_queue_init(&R->ready, qcap);
-    qfail |= mv_queue_init(&R->done, qcap);
+    qfail |= mv_queue_init_weighted(&R->ready, rcap, qcap, ready_patches);
+    qfail |= mv_queue_init(&R->done, rcap);
     pl_progress_start(R);
     if (R->progress) {
         int from_stdin = 0;

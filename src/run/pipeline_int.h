@@ -24,6 +24,10 @@ mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e);
 typedef struct pl_towers pl_towers;
 pl_towers *pl_towers_new(runner *R, mv_backend **be, int n_be, int n_dev);
 void *pl_tower_arg(pl_towers *T, int i);
+/* What the ready queue should hold for the tower threads to fill their windows (two forwards'
+ * worth of each backend's batch_tokens patches): *items inputs at most, *patches patches (0:
+ * one input per forward, nothing to fill). */
+void pl_towers_ready_room(const pl_towers *T, const runner *R, size_t *items, size_t *patches);
 void *pl_tower_main(void *arg);
 /* Device d's -v time, once the threads are joined. */
 pl_device_time pl_towers_time(pl_towers *T, int d);

@@ -262,7 +262,9 @@ void pl_timeline(runner *R, double wall, int jobs, int n_tower, int writers, con
             fprintf(stderr, "mvembed: GPU executing the tower's kernels (CUDA events, union over forwards in "
                             "flight):");
             for (int d = 0; d < n_dev; d++)
-                fprintf(stderr, "%s %.1fs = %.0f%% of the run", d ? "," : "", dev[d].gpu, 100 * dev[d].gpu / wall);
+                fprintf(stderr, "%s %.1fs = %.0f%% of the run (idle %.2fs before the first forward, %.2fs after the "
+                        "last)", d ? "," : "", dev[d].gpu, 100 * dev[d].gpu / wall, dev[d].first - R->t0,
+                        R->t0 + wall - dev[d].last);
             fputc('\n', stderr);
         }
     }

@@ -104,9 +104,11 @@ void pl_say(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 mv_status pl_append_record(runner *R, const mv_record *r, mv_err *e);
 
 /* -v's time of one device: busy (at least one forward running on it, host-timed) and, when the
- * backend timed its kernels (timed), the union of their intervals. */
+ * backend timed its kernels (timed), the union of their intervals and its first and last
+ * moments (the GPU's idle time before the first forward and after the last one). */
 typedef struct {
     double busy, gpu;
+    double first, last; /* when timed: the first kernel's start, the last one's end (mv_now) */
     int timed;
 } pl_device_time;
 

@@ -258,18 +258,22 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
 /* Items a tower thread gathers at most before packing them into forwards. */
 #define TOWER_WINDOW 512
 
-/* The next window of inputs to pack, in win[0..n) with their patch counts in tok: waits for one
- * ready input, then takes whatever else is ready (test hook o->test_fill_window: waits for it)
- * until the window holds two forwards' worth of `limit` patches or TOWER_WINDOW inputs (limit 0:
- * one input). Inputs that failed go on to the writers, those not started after an interrupt are
- * dropped (the next run does them). Returns n (0: nothing to pack this time), or -1 once the
- * ready queue is closed and drained. */
-static int take_window(runner *R, int64_t limit, mv_item **win, int64_t *tok)
+/* The next window of inputs to pack, in win[0..n) with their patch counts in tok, after the nc
+ * held back from the last window (already in win[0..nc)): waits for one ready input when none is
+ * held back (else takes only what is ready now), then whatever else is ready (test hook
+ * o->test_fill_window: waits for it) until the window holds two forwards' worth of `limit`
+ * patches or TOWER_WINDOW inputs (limit 0: one input). Inputs that failed go on to the writers,
+ * those not started after an interrupt are dropped (the next run does them). Returns n (0:
+ * nothing to pack this time), or -1 once the ready queue is closed and drained and nothing is
+ * held back. */
+static int take_window(runner *R, int64_t limit, mv_item **win, int64_t *tok, int nc)
 {
-    int n = 0;
+    int n = nc;
     int64_t wtok = 0;
-    mv_item *it = pl_pop_timed(R, &R->ready, T_TOWER_WAIT);
-    if (!it)
+    for (int i = 0; i < nc; i++)
+        wtok += tok[i];
+    mv_item *it = nc ? mv_queue_try_pop(&R->ready) : pl_pop_timed(R, &R->ready, T_TOWER_WAIT);
+    if (!it && !nc)
         return -1;
     while (it) {
         if (!it->error && pl_interrupted(R)) { /* not started: the next run does it */
@@ -296,32 +300,60 @@ void *pl_tower_main(void *arg)
     mv_backend *be = ta->be;
     /* CPU: one input per forward unless --batch-tokens asks otherwise (results then do not depend
      * on what else was ready); CUDA: up to the backend's batch size. Each window is packed with
-     * first fit decreasing, so mixed sizes still fill each forward. */
+     * first fit decreasing, so mixed sizes still fill each forward; a sliver of a forward beside
+     * fuller ones waits for the next window (once: mv_pack_keep). */
     int64_t limit = R->o->dump_dir ? 0 : be->batch_tokens;
-    mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW];
-    int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW];
-    int bin[TOWER_WINDOW], n;
-    while ((n = take_window(R, limit, win, tok)) >= 0) {
+    mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW], *held[TOWER_WINDOW];
+    int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW], held_tok[TOWER_WINDOW];
+    int bin[TOWER_WINDOW], n, nc = 0;
+    unsigned char was_held[TOWER_WINDOW], fixed[TOWER_WINDOW], keep[TOWER_WINDOW];
+    while ((n = take_window(R, limit, win, tok, nc)) >= 0) {
+        for (int i = 0; i < n; i++)
+            was_held[i] = i < nc;
+        nc = 0;
         if (n == 0)
             continue;
         int nb = mv_pack_ffd(tok, n, limit, bin, bt);
         if (nb < 0) /* no memory for the packing: one input per forward */
             nb = mv_pack_ffd(tok, n, 0, bin, bt);
+        memset(fixed, 0, (size_t)nb);
+        for (int i = 0; i < n; i++)
+            fixed[bin[i]] |= was_held[i];
+        int stopping = atomic_load(&R->fatal) || pl_interrupted(R);
+        if (stopping || !mv_pack_keep(bt, fixed, nb, limit, keep))
+            memset(keep, 0, (size_t)nb);
+        int started = 0;
         for (int b = 0; b < nb; b++) {
             int k = 0;
             for (int i = 0; i < n; i++)
                 if (bin[i] == b)
                     fwd[k++] = win[i];
-            /* after an interrupt only the forward already started (b == 0 was) completes */
-            int run = !atomic_load(&R->fatal) && !(pl_interrupted(R) && b > 0);
+            if (keep[b]) { /* into the next window, in front */
+                for (int i = 0; i < n; i++)
+                    if (bin[i] == b) {
+                        held[nc] = win[i];
+                        held_tok[nc++] = tok[i];
+                    }
+                continue;
+            }
+            /* after an interrupt only the forward already started (the first) completes */
+            int run = !atomic_load(&R->fatal) && !(pl_interrupted(R) && started);
             if (run) {
                 tower_batch(ta, fwd, k);
                 atomic_fetch_add(&R->n_forwards, 1);
             }
+            started = 1;
             for (int i = 0; i < k; i++)
                 if (!run || mv_queue_push(&R->done, fwd[i]))
                     mv_item_free(fwd[i]);
         }
+        if (nc && (atomic_load(&R->fatal) || pl_interrupted(R))) { /* stopped meanwhile: not run, */
+            for (int i = 0; i < nc; i++)                            /* as a forward not started */
+                mv_item_free(held[i]);
+            nc = 0;
+        }
+        memcpy(win, held, (size_t)nc * sizeof *win);
+        memcpy(tok, held_tok, (size_t)nc * sizeof *tok);
     }
     stage_release(ta);
     return NULL;
@@ -347,6 +379,17 @@ pl_towers *pl_towers_new(runner *R, mv_backend **be, int n_be, int n_dev)
     return T;
 }
 
+void pl_towers_ready_room(const pl_towers *T, const runner *R, size_t *items, size_t *patches)
+{
+    *items = 0;
+    *patches = 0;
+    for (int i = 0; i < T->n_be; i++) {
+        int64_t limit = R->o->dump_dir ? 0 : T->ta[i].be->batch_tokens;
+        *items += 2 * TOWER_WINDOW;
+        *patches += limit > 0 ? 2 * (size_t)limit : 0;
+    }
+}
+
 void *pl_tower_arg(pl_towers *T, int i)
 {
     return &T->ta[i];
@@ -357,6 +400,8 @@ pl_device_time pl_towers_time(pl_towers *T, int d)
     dev_busy *db = &T->dev[d];
     pl_device_time t = {.busy = db->busy, .timed = db->gpu.n > 0};
     t.gpu = mv_busy_seconds(&db->gpu);
+    t.first = db->gpu.first;
+    t.last = db->gpu.last;
     return t;
 }
 

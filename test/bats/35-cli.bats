@@ -169,6 +169,8 @@ refused() {
     refused "--jobs must be 1..1024: 1025" --jobs 1025
     refused "--max-frames must be 1..100000: 100001" --max-frames 100001
     refused "--jobs must be 1..1024:  2" --jobs " 2"
+    refused "--writers must be 1..64: 0" --writers 0
+    refused "--writers must be 1..64: 65" --writers 65
 }
 
 @test "unwritable OUT is a fatal error (exit 1)" {

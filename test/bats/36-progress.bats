@@ -89,3 +89,31 @@ PY
     [[ "$output" =~ "stage-in "[0-9.]+"s ("[0-9]+"%; on CPU "[0-9]+\.[0-9]{2}"s, buffers "[0-9]+\.[0-9]{2}"s, copy "[0-9]+\.[0-9]{2}"s)" ]]
     [[ "$output" =~ "writers on CPU "[0-9]+\.[0-9]{2}"s" ]]
 }
+
+@test "--writers sets the writer threads; outputs and lines do not depend on it" {
+    for w in 1 5; do
+        run "$MVEMBED" -v --device cpu --jobs 3 --writers $w --model "$MODEL" --out "$T/w$w" "$IMG"
+        [ "$status" -eq 0 ]
+        [[ "$output" =~ "mvembed: pipeline: 3 decode threads, 1 tower thread, $w writers" ]]
+    done
+    "$PY" - "$T/w1" "$T/w5" <<'PY'
+import io, json, os, subprocess, sys
+import numpy as np
+a, b = sys.argv[1:]
+def lines(d):
+    out = {}
+    for l in open(os.path.join(d, 'manifest.jsonl')):
+        r = json.loads(l)
+        out[r['input']] = r
+    return out
+la, lb = lines(a), lines(b)
+assert la.keys() == lb.keys() and len(la) > 5, (len(la), len(lb))
+for k, r in la.items():
+    assert r['status'] == lb[k]['status'] == 'ok', k
+    assert r['output'] == lb[k]['output'], k
+    x, y = (np.load(io.BytesIO(subprocess.run(['zstd', '-q', '-d', '-c', os.path.join(d, r['output'])],
+                                              check=True, capture_output=True).stdout)) for d in (a, b))
+    assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), k
+print('ok', len(la))
+PY
+}

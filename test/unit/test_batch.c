@@ -139,5 +139,40 @@ int main(void)
             printf("# run %d: %s\n", r, why);
     }
     CHECK(ok_large, "200 random windows of 10..512 inputs: valid packings, never below sum/limit");
+
+    /* held back: the sliver of a window past two forwards' worth, not a half-full forward, not
+     * an input held back once already, nothing when no forward of the window is half full */
+    unsigned char keep[8], fixed[8] = {0};
+    int64_t w1[3] = {32256, 32256, 768};
+    CHECK(mv_pack_keep(w1, fixed, 3, 32768, keep) == 1 && !keep[0] && !keep[1] && keep[2],
+          "two full forwards and one input: the input waits for the next window");
+    int64_t w2[2] = {32256, 16384};
+    CHECK(mv_pack_keep(w2, fixed, 2, 32768, keep) == 0 && !keep[1], "a forward half full runs");
+    fixed[2] = 1;
+    CHECK(mv_pack_keep(w1, fixed, 3, 32768, keep) == 0 && !keep[2], "an input held back once runs in the next window");
+    int64_t w3[2] = {700, 900};
+    CHECK(mv_pack_keep(w3, NULL, 2, 32768, keep) == 0, "a window of slivers only runs them (the queue had no more)");
+    CHECK(mv_pack_keep(w1, NULL, 3, 0, keep) == 0, "one input per forward (limit 0): nothing held back");
+    /* the oracle: windows of random sizes, kept bins are exactly the under-half ones beside a
+     * half-full one */
+    int ok_keep = 1;
+    for (int r = 0; r < 500 && ok_keep; r++) {
+        int n = (int)rnd(1, 60);
+        int64_t limit = rnd(100, 40000);
+        for (int i = 0; i < n; i++)
+            tok[i] = rnd(1, limit);
+        nb = mv_pack_ffd(tok, n, limit, bin, bt);
+        unsigned char k2[600];
+        int kept = mv_pack_keep(bt, NULL, nb, limit, k2), any_half = 0, want = 0;
+        for (int b = 0; b < nb; b++)
+            any_half |= 2 * bt[b] >= limit;
+        for (int b = 0; b < nb; b++) {
+            int w = any_half && 2 * bt[b] < limit;
+            want += w;
+            ok_keep &= k2[b] == w;
+        }
+        ok_keep &= kept == want && (kept < nb || nb == 0);
+    }
+    CHECK(ok_keep, "500 random windows: the forwards held back are the under-half ones, never all");
     return UNIT_DONE();
 }

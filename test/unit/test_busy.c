@@ -2,7 +2,7 @@
  * of whole milliseconds marked covered cell by cell (an oracle that shares no code with the
  * merge): empty, one interval, nested and touching ones, and long runs of overlapping, nearly
  * ordered intervals (forwards in flight) past MV_BUSY_MAX, where older ones are folded away; the
- * memory kept stays bounded. */
+ * memory kept stays bounded; the first start and last end are the intervals' own. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,13 @@ static void run(const char *what, const int *s, const int *e, int n, int span)
     CHECK(!fail && got > want - 1e-6 && got < want + 1e-6, "%s: %d intervals cover %.3f s (time line: %.3f s)",
           what, n, got, want);
     CHECK(cap <= MV_BUSY_MAX, "%s: at most %d intervals kept (capacity %zu)", what, MV_BUSY_MAX, cap);
+    int lo = s[0], hi = e[0];
+    for (int i = 1; i < n; i++)
+        lo = s[i] < lo ? s[i] : lo, hi = e[i] > hi ? e[i] : hi;
+    CHECK(b.first > lo * 1e-3 - 1e-9 && b.first < lo * 1e-3 + 1e-9 && b.last > hi * 1e-3 - 1e-9 &&
+              b.last < hi * 1e-3 + 1e-9,
+          "%s: first start %.3f s, last end %.3f s (of the intervals: %.3f, %.3f)", what, b.first, b.last,
+          lo * 1e-3, hi * 1e-3);
     mv_busy_free(&b);
 }
 
