@@ -469,6 +469,8 @@ int cli_check_args(mv_run_opts *o)
         return cli_usage_error("--fps and --num-frames are mutually exclusive", NULL);
     if (o->shard_samples && o->layout != MV_LAYOUT_TAR)
         return cli_usage_error("--shard-samples needs --layout tar", NULL);
+    if (o->shard_size && o->layout != MV_LAYOUT_TAR) /* else a files run would ignore it silently */
+        return cli_usage_error("--shard-size needs --layout tar", NULL);
     if (!o->model_dir || !*o->model_dir)
         return cli_usage_error("no model: give --model DIR or set MVEMBED_MODEL", NULL);
     if (o->pixels) {

@@ -324,4 +324,9 @@ EOF
     run mvembed --model "$MODEL" --out "$T/o" --pool max "$IN"
     [ "$status" -eq 1 ]
     [[ "$output" =~ "--pool must be none or mean: max" ]]
+    # a size for shards the files layout does not make is refused, not ignored
+    run mvembed --model "$MODEL" --out "$T/o" --shard-size 1G "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "--shard-size needs --layout tar" ]]
+    [ ! -e "$T/o" ]
 }
