@@ -261,7 +261,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
 /* The next window of inputs to pack, in win[0..n) with their patch counts in tok, after the nc
  * held back from the last window (already in win[0..nc)): waits for one ready input when none is
  * held back (else takes only what is ready now), then whatever else is ready (test hook
- * o->test_fill_window: waits for it) until the window holds two forwards' worth of `limit`
+ * o->test_fill_window: waits for each) until the window holds two forwards' worth of `limit`
  * patches or TOWER_WINDOW inputs (limit 0: one input). Inputs that failed go on to the writers,
  * those not started after an interrupt are dropped (the next run does them). Returns n (0:
  * nothing to pack this time), or -1 once the ready queue is closed and drained and nothing is
@@ -272,7 +272,9 @@ static int take_window(runner *R, int64_t limit, mv_item **win, int64_t *tok, in
     int64_t wtok = 0;
     for (int i = 0; i < nc; i++)
         wtok += tok[i];
-    mv_item *it = nc ? mv_queue_try_pop(&R->ready) : pl_pop_timed(R, &R->ready, T_TOWER_WAIT);
+    mv_item *it = !nc                   ? pl_pop_timed(R, &R->ready, T_TOWER_WAIT)
+                  : R->o->test_fill_window ? mv_queue_pop(&R->ready)
+                                           : mv_queue_try_pop(&R->ready);
     if (!it && !nc)
         return -1;
     while (it) {

@@ -89,6 +89,22 @@ PYEOF
     grep -q '"dtype":"f16"' "$BATS_TEST_TMPDIR/o/manifest.jsonl"
 }
 
+@test "a window's sliver waits for the next one: 18 equal images, 3 a forward, make 6 forwards, each matching HF" {
+    # 32 patches an image, --batch-tokens 100: 3 a forward; a window (200 patches) holds 7, whose
+    # seventh would be a forward of its own; held for the next window, 18 images make 18 / 3
+    mkdir -p "$BATS_TEST_TMPDIR/in"
+    for i in $(seq -w 1 18); do cp "$ROOT/fixtures/media/images/png_gray_128x72.png" "$BATS_TEST_TMPDIR/in/g$i.png"; done
+    run env MVEMBED_TEST_FILL_WINDOW=1 "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/o" \
+        --batch-tokens 100 "$BATS_TEST_TMPDIR/in"
+    echo "$output" | tail -5
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "18 ok, 0 failed" ]]
+    [[ "$output" =~ " 6 forwards, 96 patches each" ]]
+    for i in $(seq -w 1 18); do
+        match_hf "$BATS_TEST_TMPDIR/o/g$i.png.npy.zst" "$REF/images/png_gray_128x72.png" "g$i.png"
+    done
+}
+
 @test "--batch-tokens on the CPU packs images into fewer forwards; every embedding still matches HF" {
     run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$BATS_TEST_TMPDIR/p" --batch-tokens 4096 \
         --dump-stages "$BATS_TEST_TMPDIR/d" "$ROOT/fixtures/media/images"
