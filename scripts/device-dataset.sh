@@ -5,7 +5,8 @@
 #   1. inputs: DS_SMALL (6000) JPEGs of ~512x384 (make_photos.py --size 512x384 --seed 1) and
 #      DS_PHOTOS (800) of ~1600x1200 (--seed 0), and a random 27B-layout tower
 #   2. the tower alone on those sizes (bench_tower.py bench --attention auto --iters 3: HF sdpa
-#      bf16 beside ours; the f32 one-forward-at-a-time column is the reference rate)
+#      bf16 beside ours; the f32 one-forward-at-a-time column is the reference rate; DS_TOWER_CLI=1:
+#      also as the CLI drives it, "auto+cli": uint8 frames in, two forwards in flight)
 #   3. mvembed -v end to end on each set, the files layout and --layout tar (DS_LAYOUTS), default
 #      settings otherwise; output bytes and the -v timeline (GPU executing, CPU by stage)
 #   4. HF's plain pipeline ANCHOR (a script given by path: hf_strong_e2e.py's interface, --files
@@ -44,8 +45,8 @@ fi
 if want 2; then
     log "== tower alone (bench_tower.py bench --attention auto --iters 3)"
     timeout 300 python3 scripts/bench_tower.py bench --model $W/m27 --mvtower $BIN/mvtower --iters 3 \
-        --attention auto --sizes 64x512x384,16x1600x1200 >$OUT/ds-tower.log 2>&1
-    grep -vE '^\s*$' $OUT/ds-tower.log | tail -8 | tee -a "$L"
+        --attention auto --sizes 64x512x384,16x1600x1200 ${DS_TOWER_CLI:+--cli} >$OUT/ds-tower.log 2>&1
+    grep -vE '^\s*$' $OUT/ds-tower.log | tail -12 | tee -a "$L"
 fi
 
 # mv_run SET NAME ARGS...: mvembed -v ARGS on the set into a fresh OUT, logged as ds-mv-SET-NAME.log:
