@@ -42,7 +42,7 @@ static void defaults(mv_run_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->out_dtype = MV_DT_AUTO; /* f16 for bf16 tokens, else f32 (run.c, mv_output_dtype) */
-    o->zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
+    /* zstd_level 0: not given (cli_check_args makes it 2, or refuses one given with --layout tar) */
     o->max_decode_pixels = 178956970LL;
     o->timeout = 600;
     o->progress = -1;

@@ -471,6 +471,11 @@ int cli_check_args(mv_run_opts *o)
         return cli_usage_error("--shard-samples needs --layout tar", NULL);
     if (o->shard_size && o->layout != MV_LAYOUT_TAR) /* else a files run would ignore it silently */
         return cli_usage_error("--shard-size needs --layout tar", NULL);
+    if (o->zstd_level && o->layout == MV_LAYOUT_TAR) /* the shards' members are plain .npy */
+        return cli_usage_error("--zstd-level applies to the files layout's .npy.zst outputs: --layout tar "
+                               "writes uncompressed .npy members", NULL);
+    if (!o->zstd_level)
+        o->zstd_level = 2; /* embeddings: smaller and faster than zstd's usual 3 (man page) */
     if (!o->model_dir || !*o->model_dir)
         return cli_usage_error("no model: give --model DIR or set MVEMBED_MODEL", NULL);
     if (o->pixels) {

@@ -312,7 +312,7 @@ EOF
     [[ "$output" =~ ^ok ]]
 }
 
-@test "--layout, --shard-size and --pool refuse bad values" {
+@test "--layout, --shard-size, --zstd-level and --pool refuse bad values and combinations" {
     run mvembed --model "$MODEL" --out "$T/o" --layout zip "$IN"
     [ "$status" -eq 1 ]
     [[ "$output" =~ "--layout must be files or tar: zip" ]]
@@ -328,5 +328,10 @@ EOF
     run mvembed --model "$MODEL" --out "$T/o" --shard-size 1G "$IN"
     [ "$status" -eq 1 ]
     [[ "$output" =~ "--shard-size needs --layout tar" ]]
+    [ ! -e "$T/o" ]
+    # and a compression level for members that are not compressed
+    run mvembed --model "$MODEL" --out "$T/o" --layout tar --zstd-level 5 "$IN"
+    [ "$status" -eq 1 ]
+    [[ "$output" =~ "--zstd-level applies to the files layout's .npy.zst outputs: --layout tar writes uncompressed .npy members" ]]
     [ ! -e "$T/o" ]
 }
