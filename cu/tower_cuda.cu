@@ -1116,6 +1116,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.pools_mean = 1;
     b->base.out_bf16 = prec == MV_PREC_BF16; /* T = bf16: the output conversion widens bf16 values */
     b->base.resizes = 1;
+    b->base.own_weights = 1; /* uploaded by upload_weights; only cfg and pp are read later */
     b->base.destroy = cuda_destroy;
     b->base.host_alloc = cuda_host_alloc;
     b->base.host_free = cuda_host_free;

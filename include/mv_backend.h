@@ -97,6 +97,8 @@ struct mv_backend {
     int pools_mean;
     int out_bf16;
     int resizes; /* 1: forward takes mv_forward_req.src_size (CUDA: cu/resize.cu) */
+    int own_weights; /* 1: holds its own copy of every weight (CUDA: on the device), so the
+                      * model's host weights may go once every backend is made (mv_model_drop_weights) */
     void *impl;
 };
 

@@ -82,6 +82,10 @@ typedef struct {
  * error returns non-OK with a one-line message naming the file and tensor / field at fault. */
 mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e);
 void mv_model_free(mv_model *m);
+/* Frees the weights (their f32 copy in host memory) and sets every weight pointer to NULL; the
+ * config, preprocessing, fingerprint and weights_hash stay. For a run whose every backend holds
+ * its own copy (mv_backend.own_weights): the CPU tower reads the weights at every forward. */
+void mv_model_drop_weights(mv_model *m);
 /* Run settings beyond the model and m->pp that change an output's bytes (for the fingerprint). */
 typedef struct {
     int num_frames;    /* --num-frames (0 = sampled from fps) */

@@ -277,6 +277,19 @@ void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs)
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx", (unsigned long long)h);
 }
 
+void mv_model_drop_weights(mv_model *m)
+{
+    model_storage *s = m->storage;
+    if (s) {
+        free(s->arena);
+        s->arena = NULL;
+    }
+    m->patch_w = m->patch_b = m->pos_embed = NULL;
+    m->mnorm_w = m->mnorm_b = m->mfc1_w = m->mfc1_b = m->mfc2_w = m->mfc2_b = NULL;
+    if (m->blocks)
+        memset(m->blocks, 0, (size_t)m->cfg.depth * sizeof *m->blocks);
+}
+
 void mv_model_free(mv_model *m)
 {
     if (!m)

@@ -4,8 +4,11 @@
  * in the environment stands for a CPU without them) and f32 elsewhere; bf16x6 says bf16x6 where
  * it is created at all; the line is backend, gemm, gemm_lib in that order, key=value pairs whose
  * values hold no spaces; gemm_lib names the build's library (oneDNN with MV_HAVE_DNNL, else
- * OpenBLAS); two backends with the same options say the same. Model: fixtures/model-tiny. */
+ * OpenBLAS); two backends with the same options say the same. The CPU backend does not own the
+ * model's weights; mv_model_drop_weights frees them and keeps config, fingerprint and hash.
+ * Model: fixtures/model-tiny. */
 #include "mv_backend.h"
+#include "mv_model.h"
 #include "unit.h"
 
 #include <stdlib.h>
@@ -109,6 +112,23 @@ int main(void)
     check_mode(m, MV_CPU_GEMM_F32, "f32", amx);
     check_mode(m, MV_CPU_GEMM_AUTO, "auto", amx);
     check_mode(m, MV_CPU_GEMM_BF16X6, "bf16x6", amx);
+    mv_backend *b = NULL;
+    mv_backend_opts o = {.cpu_gemm = MV_CPU_GEMM_F32};
+    if (mv_backend_cpu_create(m, &o, &b, &e) == MV_OK) {
+        CHECK(!b->own_weights, "the CPU backend reads the model's weights at every forward: it owns none");
+        b->destroy(b);
+    }
+    char fp[17];
+    memcpy(fp, m->fingerprint, sizeof fp);
+    uint64_t wh = m->weights_hash;
+    mv_vision_config cfg = m->cfg;
+    mv_model_drop_weights(m);
+    int none = !m->patch_w && !m->patch_b && !m->pos_embed && !m->mnorm_w && !m->mfc1_w && !m->mfc2_b;
+    for (int i = 0; i < cfg.depth; i++)
+        none &= !m->blocks[i].qkv_w && !m->blocks[i].norm1_w && !m->blocks[i].fc2_b;
+    CHECK(none, "mv_model_drop_weights: every weight pointer is NULL");
+    CHECK(!memcmp(fp, m->fingerprint, sizeof fp) && wh == m->weights_hash && !memcmp(&cfg, &m->cfg, sizeof cfg),
+          "and the config, fingerprint %s and weights hash stay", m->fingerprint);
     mv_model_free(m);
     return UNIT_DONE();
 }
