@@ -3,13 +3,16 @@
  *
  * OUT/.mvembed.lock holds the names of the manifests runs append to, one a line, and is locked
  * with OFD locks (fcntl(2): per open file, shared by NFSv4 and local file systems): byte 0 shared
- * by every run for its whole life; byte 1 + slot exclusive while one output whose name falls in
- * that slot (a hash of the name, 256 slots) is claimed, renamed into place and its manifest line
- * appended (mv_claims_take ... mv_claims_release), so outputs of different names are written side
- * by side; compact and merge take byte 0 exclusively (mv_claims_exclusive), so they never rewrite
- * a manifest a run appends to. Under its slot the claimer first reads the manifest lines every
- * process appended since its last look (every manifest of OUT, from where it stopped), so an
- * output name another input holds is never taken: the later input fails "already holds". What it
+ * by every run for its whole life; byte 1 exclusive while a starting run adds its manifest to the
+ * list and notes where each manifest's lines end; byte 2 + slot exclusive while one output whose
+ * name falls in that slot (a hash of the name, MV_CLAIM_SLOTS slots) is claimed, renamed into
+ * place and its manifest line appended (mv_claims_take ... mv_claims_release), so outputs of
+ * different names are written side by side and a starting run never waits for claims; compact
+ * and merge take byte 0 exclusively (mv_claims_exclusive), so they never rewrite a manifest a run
+ * appends to. Under its slot the claimer first reads the manifest lines every process appended
+ * since its last look (every manifest of OUT, from where it stopped), so an output name another
+ * input holds is never taken: the later input fails "already holds". Runs of one OUT must share
+ * this protocol (builds before it claimed every name under byte 1). What it
  * is not: the resume decision at the start of a run (feed.c, over the manifests read then), and
  * the tar layout's shards (tar_out.c).
  */
@@ -29,8 +32,8 @@ int mv_claims_slot(const char *out_rel);
 
 /* Opens (creating) OUT's lock file and takes the run's shared lock (waiting while a compact or
  * merge holds it exclusively), adds manifest (the file name in OUT the run appends to) to the
- * lock file's list of manifests, then notes where each manifest of OUT ends now: later lines of
- * the listed ones are what mv_claims_take reads. *no_locks = 1 when the file system offers no
+ * lock file's list of manifests, then notes where each manifest of OUT's whole lines end now:
+ * later lines of the listed ones are what mv_claims_take reads. *no_locks = 1 when the file system offers no
  * locks (then claims are kept apart as far as lines already written and exclusive creation can
  * tell: mv_claims_take's *may_replace). MV_ERR_IO when the file cannot be made. */
 mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **c, int *no_locks, mv_err *e);

@@ -29,12 +29,16 @@ typedef struct {
     int64_t off; /* read up to here */
 } seen_file;
 
-/* Claims are taken per name slot: byte 1 + slot of the lock file, slot = mv_hash64(name) mod
- * CLAIM_SLOTS, so that writers of different names (in one process or several) rename, fsync and
- * append their lines side by side (one lock for all made the directory fsyncs of every writer
- * wait in one line), while two claims of one name still wait for each other. One lock of bytes
- * 1 .. CLAIM_SLOTS (mv_claims_open) waits for every claim in progress. */
+/* Claims are taken per name slot: byte SLOT_BYTE0 + slot of the lock file, slot =
+ * mv_hash64(name) mod CLAIM_SLOTS, so that writers of different names (in one process or
+ * several) rename, fsync and append their lines side by side (one lock for all made the
+ * directory fsyncs of every writer wait in one line), while two claims of one name still wait
+ * for each other. Byte 1 keeps the list of manifests: opening runs take it one at a time; claims
+ * never wait for it (so a run starting beside busy ones is never starved) and read the list as
+ * it is (a line being written is not a manifest's name yet). */
 #define CLAIM_SLOTS MV_CLAIM_SLOTS
+#define LIST_BYTE 1
+#define SLOT_BYTE0 2
 
 int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
 
@@ -51,19 +55,16 @@ struct mv_claims {
     size_t n_files;
 };
 
-/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on bytes byte .. byte + len - 1 of fd: 0, or -1
- * with errno. */
-static int ofd_lock_range(int fd, short type, off_t byte, off_t len, int wait)
+/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on byte `byte` of fd: 0, or -1 with errno. */
+static int ofd_lock(int fd, short type, off_t byte, int wait)
 {
-    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = len};
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
     int r;
     do
         r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
     while (r != 0 && errno == EINTR);
     return r;
 }
-
-static int ofd_lock(int fd, short type, off_t byte, int wait) { return ofd_lock_range(fd, type, byte, 1, wait); }
 
 static int no_lock_errno(int err) { return err == ENOLCK || err == EINVAL || err == EOPNOTSUPP; }
 
@@ -136,7 +137,7 @@ static mv_status registered(mv_claims *c, char ***names, size_t *nn, mv_err *e)
 }
 
 /* Adds manifest (a file name in OUT) to the lock file's list when it is not there yet; under
- * the claim lock. */
+ * the list's lock (byte 1). */
 static mv_status enlist(mv_claims *c, const char *manifest, mv_err *e)
 {
     char **names;
@@ -156,8 +157,32 @@ static mv_status enlist(mv_claims *c, const char *manifest, mv_err *e)
     return MV_OK;
 }
 
-/* Notes where OUT's manifests end now (at open: every manifest in OUT), or reads on from there
- * what the registered manifests gained since (other processes' lines); under the claim lock. */
+/* The end of path's last whole line (just past its last '\n') within its first size bytes; 0
+ * when it has none or cannot be read (then every line is read on the next look). */
+static int64_t whole_lines_end(const char *path, int64_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a regular file: never waits */
+    if (fd < 0)
+        return 0;
+    char buf[65536];
+    int64_t end = size, found = 0;
+    while (end > 0 && !found) {
+        int64_t from = end > (int64_t)sizeof buf ? end - (int64_t)sizeof buf : 0;
+        ssize_t got = pread(fd, buf, (size_t)(end - from), from);
+        if (got != end - from)
+            break;
+        for (int64_t i = got - 1; i >= 0 && !found; i--)
+            if (buf[i] == '\n')
+                found = from + i + 1;
+        end = from;
+    }
+    close(fd);
+    return found;
+}
+
+/* Notes where OUT's manifests end now (at open: every manifest in OUT, under the list's lock), or
+ * reads on from there what the registered manifests gained since (other processes' lines; under
+ * a slot's lock and c->mu). */
 static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
 {
     char **names;
@@ -188,7 +213,10 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
             }
             c->files = nf;
             f = &c->files[c->n_files++];
-            *f = (seen_file){.name = dup, .ino = sb.st_ino, .off = note_only ? (int64_t)sb.st_size : 0};
+            /* noted where its last whole line ends: a line another run is appending now is
+             * read by the next look */
+            int64_t off = !note_only ? 0 : S_ISREG(sb.st_mode) ? whole_lines_end(p, sb.st_size) : (int64_t)sb.st_size;
+            *f = (seen_file){.name = dup, .ino = sb.st_ino, .off = off};
         }
         if (f->ino != sb.st_ino || (int64_t)sb.st_size < f->off) { /* replaced (compact, merge) */
             f->ino = sb.st_ino;
@@ -221,8 +249,8 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
         }
         c->no_locks = *no_locks = 1;
     }
-    /* every slot: no claim of another process is in progress while the list grows */
-    if (!c->no_locks && ofd_lock_range(c->fd, F_WRLCK, 1, CLAIM_SLOTS, 1) != 0) {
+    /* the list grows one run at a time */
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, LIST_BYTE, 1) != 0) {
         int err = errno;
         mv_claims_close(c);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
@@ -232,7 +260,7 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
     if (!st)
         st = look(c, 1, !c->no_locks, e);
     if (!c->no_locks)
-        ofd_lock_range(c->fd, F_UNLCK, 1, CLAIM_SLOTS, 0);
+        ofd_lock(c->fd, F_UNLCK, LIST_BYTE, 0);
     if (st) {
         mv_claims_close(c);
         return st;
@@ -246,7 +274,7 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, i
 {
     int k = mv_claims_slot(out_rel);
     pthread_mutex_lock(&c->slot_mu[k]);
-    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, 1 + k, 1) != 0) {
+    if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, SLOT_BYTE0 + k, 1) != 0) {
         int err = errno;
         pthread_mutex_unlock(&c->slot_mu[k]);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
@@ -271,7 +299,7 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, i
 void mv_claims_release(mv_claims *c, int slot)
 {
     if (!c->no_locks)
-        ofd_lock(c->fd, F_UNLCK, 1 + slot, 0);
+        ofd_lock(c->fd, F_UNLCK, SLOT_BYTE0 + slot, 0);
     pthread_mutex_unlock(&c->slot_mu[slot]);
 }
 

@@ -1,9 +1,10 @@
 /* test_claims.c - output-name claims (src/output/claims.c) between processes and threads sharing
  * one OUT: a name claimed by another process waits for it and then sees its manifest line (the
- * later input fails "already holds"), while a name in another slot is taken at once; threads of
- * one process claiming one name take turns, names in different slots do not wait. The kernel's
- * own view of the lock (F_OFD_GETLK from another open file) is the oracle for which bytes are
- * held. A wait is proven by a claim still pending after 300 ms and finishing once released. */
+ * later input fails "already holds"), while a name in another slot is taken at once, and a run
+ * starting meanwhile opens its claims at once; threads of one process claiming one name take
+ * turns, names in different slots do not wait. The kernel's own view of the lock (F_OFD_GETLK
+ * from another open file) is the oracle for which bytes are held. A wait is proven by a claim
+ * still pending after 300 ms and finishing once released. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,6 +91,29 @@ static int finished_within(claimer *k, int ms)
     return atomic_load(&k->done);
 }
 
+typedef struct {
+    mv_claims *c;
+    mv_status st;
+    atomic_int done;
+} opener;
+
+static void *open_main(void *arg)
+{
+    opener *o = arg;
+    int no_locks;
+    mv_err e;
+    o->st = mv_claims_open(out_dir, "manifest.jsonl", &o->c, &no_locks, &e);
+    atomic_store(&o->done, 1);
+    return NULL;
+}
+
+static int opened_within(opener *o, int ms)
+{
+    for (int t = 0; t < ms && !atomic_load(&o->done); t += 5)
+        sleep_ms(5);
+    return atomic_load(&o->done);
+}
+
 /* The other process: claims a.jpg.npy.zst for in/a, says so on `held`, waits for a byte on
  * `go`, appends its ok line and releases. */
 static int child(int held, int go)
@@ -134,7 +159,16 @@ int main(void)
     char b;
     CHECK(read(held[0], &b, 1) == 1, "the other process holds its claim of a.jpg.npy.zst");
     int sa = mv_claims_slot("a.jpg.npy.zst");
-    CHECK(byte_locked(1 + sa), "the kernel shows byte %d (1 + the name's slot) write-locked", 1 + sa);
+    CHECK(byte_locked(2 + sa), "the kernel shows byte %d (2 + the name's slot) write-locked", 2 + sa);
+    CHECK(!byte_locked(1), "and byte 1 (the list of manifests) free");
+
+    /* a run starting now opens at once: it waits for other starting runs, never for claims */
+    opener op = {0};
+    pthread_t to;
+    pthread_create(&to, NULL, open_main, &op);
+    CHECK(opened_within(&op, 10000) && op.st == MV_OK, "a third run opens its claims while the claim is held");
+    pthread_join(to, NULL);
+    mv_claims_close(op.c);
 
     /* another slot: taken at once */
     char other[64];
@@ -160,7 +194,7 @@ int main(void)
     int status = -1;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the other process finished cleanly (%d)", status);
-    CHECK(!byte_locked(1 + sa), "byte %d is free again", 1 + sa);
+    CHECK(!byte_locked(2 + sa), "byte %d is free again", 2 + sa);
 
     /* threads of this process: one name takes turns, another slot does not wait */
     claimer h = {.c = c, .input = "in/x", .name = "x.jpg.npy.zst", .hold_ms = 1500};
@@ -184,6 +218,33 @@ int main(void)
     pthread_join(ty, NULL);
     pthread_join(tx, NULL);
     mv_claims_close(c);
+
+    /* a line another run was appending while this one opened (its first part written): noted
+     * before it, so the next look reads it whole */
+    char out2[300], mp[400];
+    snprintf(out2, sizeof out2, "%s/two", out_dir);
+    mkdir(out2, 0777);
+    snprintf(mp, sizeof mp, "%s/manifest.jsonl", out2);
+    mv_record r = {.input = "in/p", .output = "p.jpg.npy.zst", .ok = 1};
+    char *line;
+    size_t len;
+    FILE *f = fopen(mp, "w");
+    if (!f || mv_manifest_format(&r, &line, &len, &e))
+        return 1;
+    fwrite(line, 1, len / 2, f);
+    fclose(f);
+    mv_claims *c2;
+    CHECK(mv_claims_open(out2, "manifest.jsonl", &c2, &no_locks, &e) == MV_OK, "claims open beside a half-written line");
+    f = fopen(mp, "a");
+    fwrite(line + len / 2, 1, len - len / 2, f);
+    fputc('\n', f);
+    fclose(f);
+    free(line);
+    claimer kp = {.c = c2, .input = "in/q", .name = "p.jpg.npy.zst"};
+    claim_main(&kp);
+    CHECK(kp.st == MV_ERR_OUTPUT && strstr(kp.msg, "already holds the embedding of in/p"),
+          "the line, finished after the open, holds its name: %s", kp.msg);
+    mv_claims_close(c2);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out_dir);
     if (system(cmd) != 0)
