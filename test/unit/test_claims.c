@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mv_claims.h"
@@ -23,12 +22,6 @@
 #include "unit.h"
 
 static char out_dir[256];
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* A name whose slot differs from every slot in avoid[0..n) */
 static void name_not_in(char *buf, size_t cap, const int *avoid, int n)
@@ -73,7 +66,7 @@ static void *claim_main(void *arg)
     k->st = mv_claims_take(k->c, k->input, k->name, &may, &slot, &e);
     snprintf(k->msg, sizeof k->msg, "%s", k->st ? e.msg : "");
     if (!k->st) {
-        sleep_ms(k->hold_ms);
+        unit_sleep_ms(k->hold_ms);
         mv_claims_release(k->c, slot);
     }
     atomic_store(&k->done, 1);
@@ -81,15 +74,7 @@ static void *claim_main(void *arg)
 }
 
 /* waits up to ms for k to finish: 1 when it did */
-static int finished_within(claimer *k, int ms)
-{
-    for (int t = 0; t < ms; t += 5) {
-        if (atomic_load(&k->done))
-            return 1;
-        sleep_ms(5);
-    }
-    return atomic_load(&k->done);
-}
+static int finished_within(claimer *k, int ms) { return unit_wait_flag(&k->done, ms); }
 
 typedef struct {
     mv_claims *c;
@@ -107,12 +92,7 @@ static void *open_main(void *arg)
     return NULL;
 }
 
-static int opened_within(opener *o, int ms)
-{
-    for (int t = 0; t < ms && !atomic_load(&o->done); t += 5)
-        sleep_ms(5);
-    return atomic_load(&o->done);
-}
+static int opened_within(opener *o, int ms) { return unit_wait_flag(&o->done, ms); }
 
 /* The other process: claims a.jpg.npy.zst for in/a, says so on `held`, waits for a byte on
  * `go`, appends its ok line and releases. */
@@ -200,7 +180,7 @@ int main(void)
     claimer h = {.c = c, .input = "in/x", .name = "x.jpg.npy.zst", .hold_ms = 1500};
     pthread_t th;
     pthread_create(&th, NULL, claim_main, &h);
-    sleep_ms(100);
+    unit_sleep_ms(100);
     int sx = mv_claims_slot("x.jpg.npy.zst");
     char y[64];
     name_not_in(y, sizeof y, &sx, 1);

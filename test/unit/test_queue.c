@@ -8,16 +8,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "mv_queue.h"
 #include "unit.h"
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 typedef struct {
     mv_queue *q;
@@ -35,12 +28,7 @@ static void *push_main(void *arg)
     return NULL;
 }
 
-static int done_within(pusher *p, int ms)
-{
-    for (int t = 0; t < ms && !atomic_load(&p->done); t += 5)
-        sleep_ms(5);
-    return atomic_load(&p->done);
-}
+static int done_within(pusher *p, int ms) { return unit_wait_flag(&p->done, ms); }
 
 /* ---- many threads ---- */
 #define N_ITEMS 20000

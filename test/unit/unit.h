@@ -25,4 +25,19 @@ static int unit_n, unit_failed;
     } while (0)
 
 #define UNIT_DONE() (printf("1..%d\n", unit_n), unit_failed ? 1 : 0)
+
+/* Threaded tests: a sleep, and a wait of up to ms for a flag another thread sets (1 once set). */
+#include <stdatomic.h>
+#include <time.h>
+static inline void unit_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+static inline int unit_wait_flag(atomic_int *flag, int ms)
+{
+    for (int t = 0; t < ms && !atomic_load(flag); t += 5)
+        unit_sleep_ms(5);
+    return atomic_load(flag);
+}
 #endif
