@@ -26,7 +26,9 @@ static int unit_n, unit_failed;
 
 #define UNIT_DONE() (printf("1..%d\n", unit_n), unit_failed ? 1 : 0)
 
-/* Threaded tests: a sleep, and a wait of up to ms for a flag another thread sets (1 once set). */
+/* Threaded C tests: a sleep, and a wait of up to ms for a flag another thread sets (1 once set).
+ * Not for test/cuda's C++, which includes this header too. */
+#ifndef __cplusplus
 #include <stdatomic.h>
 #include <time.h>
 static inline void unit_sleep_ms(int ms)
@@ -40,4 +42,5 @@ static inline int unit_wait_flag(atomic_int *flag, int ms)
         unit_sleep_ms(5);
     return atomic_load(flag);
 }
+#endif
 #endif
