@@ -158,8 +158,9 @@ static void size_threads(runner *R, int n_be, threads *th)
      * floats per token): on a GPU machine they, not decoding, are the slow CPU stage */
     /* half the CPUs held back two GPUs (bench/RESULTS.md, writers); writers sleep when there is
      * nothing to write, so: 7/8 of the CPUs, at most MAX_WRITERS */
-    int writers = o->writers > 0 ? o->writers : jobs - jobs / 8;
-    writers = o->writers > 0 ? writers : writers < 2 ? 2 : writers;
+    int writers = jobs - jobs / 8 < 2 ? 2 : jobs - jobs / 8;
+    if (o->writers > 0) /* --writers: as given */
+        writers = o->writers;
     writers = writers > MAX_WRITERS ? MAX_WRITERS : writers;
     if (o->verbose)
         fprintf(stderr, "mvembed: pipeline: %d decode threads, %d tower thread%s, %d writers (%d CPUs in "

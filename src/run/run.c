@@ -313,9 +313,6 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int n_dev = 1;
     if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, &n_dev, e)))
         goto out;
-    /* --out-dtype auto: f16 for the bf16 tower's tokens (per output: f32 where one is past f16's
-     * range, mv_output_dtype); an f32 tower or pooled means get f32, whose precision f16 would not
-     * keep (the run's fingerprint then stays f32's) */
     /* backends with their own copy of the weights (CUDA): the host's f32 copy (1.8 GB for the
      * 27B layout) is not kept for the whole run */
     int own = n_be > 0;
@@ -323,6 +320,9 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
         own &= be[i]->own_weights;
     if (own)
         mv_model_drop_weights(m);
+    /* --out-dtype auto: f16 for the bf16 tower's tokens (per output: f32 where one is past f16's
+     * range, mv_output_dtype); an f32 tower or pooled means get f32, whose precision f16 would not
+     * keep (the run's fingerprint then stays f32's) */
     mv_run_opts ro = *o;
     if (ro.out_dtype == MV_DT_AUTO && (!be[0]->out_bf16 || o->pool != MV_POOL_NONE))
         ro.out_dtype = MV_DT_F32;

@@ -258,6 +258,13 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
 /* Items a tower thread gathers at most before packing them into forwards. */
 #define TOWER_WINDOW 512
 
+/* The most patches a forward of be packs: its batch size; 0 (one input per forward) for stage
+ * dumps, which are dumped one input per forward. */
+static int64_t forward_limit(const runner *R, const mv_backend *be)
+{
+    return R->o->dump_dir ? 0 : be->batch_tokens;
+}
+
 /* The next window of inputs to pack, in win[0..n) with their patch counts in tok, after the nc
  * held back from the last window (already in win[0..nc)): waits for one ready input when none is
  * held back (else takes only what is ready now), then whatever else is ready (test hook
@@ -304,7 +311,7 @@ void *pl_tower_main(void *arg)
      * on what else was ready); CUDA: up to the backend's batch size. Each window is packed with
      * first fit decreasing, so mixed sizes still fill each forward; a sliver of a forward beside
      * fuller ones waits for the next window (once: mv_pack_keep). */
-    int64_t limit = R->o->dump_dir ? 0 : be->batch_tokens;
+    int64_t limit = forward_limit(R, be);
     mv_item *win[TOWER_WINDOW], *fwd[TOWER_WINDOW], *held[TOWER_WINDOW];
     int64_t tok[TOWER_WINDOW], bt[TOWER_WINDOW], held_tok[TOWER_WINDOW];
     int bin[TOWER_WINDOW], n, nc = 0;
@@ -322,8 +329,7 @@ void *pl_tower_main(void *arg)
         for (int i = 0; i < n; i++)
             fixed[bin[i]] |= was_held[i];
         int stopping = atomic_load(&R->fatal) || pl_interrupted(R);
-        if (stopping || !mv_pack_keep(bt, fixed, nb, limit, keep))
-            memset(keep, 0, (size_t)nb);
+        mv_pack_keep(bt, fixed, nb, stopping ? 0 : limit, keep); /* limit 0: none held back */
         int started = 0;
         for (int b = 0; b < nb; b++) {
             int k = 0;
@@ -386,7 +392,7 @@ void pl_towers_ready_room(const pl_towers *T, const runner *R, size_t *items, si
     *items = 0;
     *patches = 0;
     for (int i = 0; i < T->n_be; i++) {
-        int64_t limit = R->o->dump_dir ? 0 : T->ta[i].be->batch_tokens;
+        int64_t limit = forward_limit(R, T->ta[i].be);
         *items += 2 * TOWER_WINDOW;
         *patches += limit > 0 ? 2 * (size_t)limit : 0;
     }
