@@ -8,7 +8,7 @@
  *       scripts/hf_reference.py uses (pixel_values patch_embed embed block_NN merger_norm
  *       merger_fc1 output).
  *   mvtower bench --model DIR --pixels P.npy --grid ... [--precision ..] [--batch-tokens N]
- *                 [--iters 10] [--warmup 2] [--input f32|u8] [--inflight K]
+ *                 [--iters 10] [--warmup 2] [--input f32|u8] [--inflight K] [--vary V]
  *       times whole forwards (host f32 pixels in, host f32 embeddings out, wall clock, median)
  *       and prints one JSON line: tokens/s, images/s (entries/s), TFLOP/s of the work done.
  *       Pixels and embeddings live in page-locked host memory from the backend's host_alloc,
@@ -148,7 +148,7 @@ static mv_status make_backend(const char *backend, const mv_model *m, const mv_b
 
 /* ---- bench ------------------------------------------------------------------------------ */
 typedef struct {
-    int iters, warm, inflight, u8;
+    int iters, warm, inflight, u8, vary;
 } bench_opts;
 
 /* The pipeline's turns (src/run/towers.c dev_busy): forwards on one device queue their device work
@@ -209,6 +209,11 @@ static mv_status bench_forward(mv_backend *b, bench_turns *turns, const float *p
  *     one forward's upload and download overlap another's kernels. median_s is then the wall
  *     time of all timed forwards over their number (the steady-state time per batch), not a
  *     median of single forwards; each thread's warm-up forwards run before the clock starts.
+ *   --vary V (default 1): a thread's i-th forward takes the first n_entries - i % V entries, so
+ *     that the patch count changes from forward to forward as in the CLI's packed forwards (new
+ *     shapes for the GEMM plans and the attention's tiles); median_s is then the time per N
+ *     patches (each forward's time scaled by N over its patches; with --inflight, all timed
+ *     forwards' wall time over their patches).
  * Host buffers come from the backend's host_alloc (page-locked for CUDA), as the CLI's staging
  * buffers and output slabs do; pageable memory ("pinned": false) where the backend has none. */
 static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, const char *backend,
@@ -261,6 +266,12 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     }
     const float *pix = bo->u8 ? NULL : (const float *)in;
     const uint8_t *frames = bo->u8 ? (const uint8_t *)in : NULL;
+    /* --vary: forward i of a thread takes the first take(i) entries, patches[k] in the first k */
+    std::vector<int64_t> patches((size_t)n_entries + 1, 0);
+    for (int i = 0; i < n_entries; i++)
+        patches[i + 1] = patches[i] + (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    auto take = [&](int i) { return n_entries - i % bo->vary > 0 ? n_entries - i % bo->vary : 1; };
+    std::vector<int64_t> done_patches((size_t)K, 0);
     bench_turns turns;
     std::vector<double> ts;            /* inflight 1: each timed forward */
     std::vector<double> t_end((size_t)K, 0.0);
@@ -269,10 +280,11 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     if (K == 1) {
         float *dst = pinned ? hout[0] : pg_out[0].data();
         for (int i = 0; i < bo->warm + bo->iters && !krc[0]; i++) {
+            const int k = take(i);
             double t0 = now_s();
-            if (bench_forward(b0, &turns, pix, frames, n_frames.data(), grid, n_entries, dst, &e))
+            if (bench_forward(b0, &turns, pix, frames, n_frames.data(), grid, k, dst, &e))
                 krc[0] = die("forward", &e);
-            if (i >= bo->warm) ts.push_back(now_s() - t0);
+            if (i >= bo->warm) ts.push_back((now_s() - t0) * (double)N / (double)patches[k]);
         }
     } else {
         /* warm-up in every thread, then the clock, then each thread's timed forwards */
@@ -285,7 +297,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
                 mv_err ek;
                 float *dst = pinned ? hout[k] : pg_out[k].data();
                 for (int i = 0; i < bo->warm && !krc[k]; i++)
-                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, n_entries, dst, &ek))
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, take(i), dst, &ek))
                         krc[k] = die("forward", &ek);
                 {
                     std::unique_lock<std::mutex> lk(bar_mu);
@@ -296,14 +308,18 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
                         bar_cv.wait(lk, [&] { return arrived == K; });
                     }
                 }
-                for (int i = 0; i < bo->iters && !krc[k]; i++)
-                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, n_entries, dst, &ek))
+                for (int i = bo->warm; i < bo->warm + bo->iters && !krc[k]; i++) {
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, take(i), dst, &ek))
                         krc[k] = die("forward", &ek);
+                    done_patches[k] += patches[take(i)];
+                }
                 t_end[k] = now_s();
             });
         for (auto &t : th) t.join();
         double wall = *std::max_element(t_end.begin(), t_end.end()) - t_start;
-        ts.assign(1, wall / ((double)K * bo->iters));
+        int64_t all = 0;
+        for (int64_t p : done_patches) all += p;
+        ts.assign(1, all > 0 ? wall * (double)N / (double)all : wall);
     }
     int rc = *std::max_element(krc.begin(), krc.end());
     memcpy(out->data(), pinned ? hout[0] : pg_out[0].data(), out_bytes);
@@ -326,11 +342,11 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     double fin = 0;
     for (float v : *out) fin += isfinite(v) ? 0 : 1;
     printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"attention\": \"%s\", \"input\": \"%s\", "
-           "\"inflight\": %d, \"entries\": %d, \"tokens\": %lld, "
+           "\"inflight\": %d, \"vary\": %d, \"entries\": %d, \"tokens\": %lld, "
            "\"iters\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"tokens_per_s\": %.1f, "
            "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
            "\"nonfinite\": %.0f, \"pinned\": %s}\n",
-           prec, attn_s, bo->u8 ? "u8" : "f32", K, n_entries, (long long)N, bo->iters, med, ts[0], N / med,
+           prec, attn_s, bo->u8 ? "u8" : "f32", K, bo->vary, n_entries, (long long)N, bo->iters, med, ts[0], N / med,
            n_entries / med, gemm, attn, (gemm + attn) / med / 1e12, fin, pinned ? "true" : "false");
     return 0;
 }
@@ -413,11 +429,13 @@ int main(int argc, char **argv)
         bo.iters = atoi(arg(argc, argv, "--iters", "10"));
         bo.warm = atoi(arg(argc, argv, "--warmup", "2"));
         bo.inflight = atoi(arg(argc, argv, "--inflight", "1"));
+        bo.vary = atoi(arg(argc, argv, "--vary", "1"));
         const char *input = arg(argc, argv, "--input", "f32");
         bo.u8 = !strcmp(input, "u8");
         if ((!bo.u8 && strcmp(input, "f32")) || bo.iters < 1 || bo.warm < 0 || bo.inflight < 1 ||
-            bo.inflight > 8) {
-            fprintf(stderr, "mvtower: bench wants --input f32|u8, --iters >= 1, --warmup >= 0, --inflight 1..8\n");
+            bo.inflight > 8 || bo.vary < 1) {
+            fprintf(stderr, "mvtower: bench wants --input f32|u8, --iters >= 1, --warmup >= 0, --inflight 1..8, "
+                            "--vary >= 1\n");
             rc = 2;
         } else {
             rc = bench(b, m, &o, backend, (const float *)pa.data, grid, n_entries, N, &bo, prec, attn_s, &out);
