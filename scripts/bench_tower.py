@@ -4,6 +4,10 @@ machine (needs numpy; `bench` also torch + transformers 5.17 and scripts/hf_refe
 
   pixels  --grid "t,h,w;..." --seed S --out P.npy
           random packed pixel_values (uniform [-1, 1), like normalized pixels) for a grid list.
+  grids   --manifest OUT/manifest.jsonl --count N --out PREFIX
+          the grid_thw of the first N ok lines of an mvembed manifest (the sizes its preprocessing
+          gave real inputs) as PREFIX.grid (mvtower's --grid string) and random pixel_values for
+          them as PREFIX.npy (seed 1)
   compare --ref DIR --ours NAME=DIR [NAME=DIR ...] [--json OUT.json]
           DIR of `hf_reference.py run` (<stage>.f64.npy, <stage>.f32.npy, ...) against mvtower run
           dumps (<stage>.npy). Per stage: relative L2 error vs HF f64; at the output also the
@@ -51,6 +55,25 @@ def make_pixels(grid, seed):
 
 def cmd_pixels(a):
     np.save(a.out, make_pixels(parse_grid(a.grid), a.seed))
+
+
+def cmd_grids(a):
+    grid = []
+    with open(a.manifest) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("status") == "ok" and r.get("grid_thw"):
+                grid.append(tuple(int(v) for v in r["grid_thw"]))
+            if len(grid) == a.count:
+                break
+    if len(grid) < a.count:
+        sys.exit(f"bench_tower.py grids: {a.manifest} has {len(grid)} ok lines with a grid, {a.count} wanted")
+    np.save(a.out + ".npy", make_pixels(grid, 1))
+    with open(a.out + ".grid", "w") as f:
+        f.write(grid_str(grid))
+    n = sum(t * h * w for t, h, w in grid)
+    print(f"grids: {len(grid)} entries, {n} patches ({n / len(grid):.1f} each), segment lengths "
+          f"{sorted(set(h * w for _, h, w in grid))} -> {a.out}.grid, {a.out}.npy")
 
 
 def rel_l2(x, ref):
@@ -243,6 +266,10 @@ def main():
     p.add_argument("--grid", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    g = sub.add_parser("grids")
+    g.add_argument("--manifest", required=True)
+    g.add_argument("--count", type=int, default=64)
+    g.add_argument("--out", required=True)
     c = sub.add_parser("compare")
     c.add_argument("--ref", required=True)
     c.add_argument("--ours", nargs="+", required=True)
@@ -262,7 +289,7 @@ def main():
     b.add_argument("--cli", action="store_true",
                    help="also time each attention as the CLI drives the tower (uint8 frames, 2 in flight)")
     a = ap.parse_args()
-    {"pixels": cmd_pixels, "compare": cmd_compare, "bench": cmd_bench}[a.cmd](a)
+    {"pixels": cmd_pixels, "grids": cmd_grids, "compare": cmd_compare, "bench": cmd_bench}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,13 @@
 #      and DS_HF_PHOTOS (400) photos (batch 8); ANCHOR unset or missing: skipped, said so
 #   5. the files layout with each --out-dtype of DS_DTYPES (default "f32 bf16"; the default auto is
 #      step 3's): output bytes, rate and the writers' CPU of each choice
-# Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5").
+#   6. the tower as the CLI drives it (mvtower bench --input u8 --inflight 2) on the first 64 small
+#      images' own grids (an mvembed --pool mean run's manifest, bench_tower.py grids): every
+#      forward the same (--vary 1) and changing patch counts (--vary 16, as the CLI's packed
+#      forwards); then mvembed -v on a set of exactly 512x384 (make_photos.py --exact, the same
+#      crops): what the data set's mixed sizes cost end to end
+# Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
+# 6 when named).
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
@@ -89,4 +95,22 @@ if want 4; then
     else
         log "== HF anchor: skipped (ANCHOR=${ANCHOR:-unset} is not a file)"
     fi
+fi
+
+if want 6; then
+    log "== the tower as the CLI drives it, on the small set's own sizes (mvtower bench --input u8 --inflight 2)"
+    rm -rf $W/g
+    head -64 $W/small.txt | timeout 120 $MV --no-progress --pool mean --model $W/m27 --out $W/g - >$OUT/ds-grids.log 2>&1
+    timeout 60 python3 scripts/bench_tower.py grids --manifest $W/g/manifest.jsonl --count 64 --out $W/mixed 2>&1 |
+        tee -a "$L"
+    for v in 1 16 1 16; do
+        timeout 90 $BIN/mvtower bench --model $W/m27 --pixels $W/mixed.npy --grid "$(cat $W/mixed.grid)" --iters 40 \
+            --warmup 2 --attention auto --input u8 --inflight 2 --vary $v 2>/dev/null | tail -1 |
+            python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('--vary %d: %.0f patches/s (%.1f img/s), %.1f TFLOP/s' % (d['vary'], d['tokens_per_s'], d['tokens_per_s'] * d['entries'] / d['tokens'], d['tflops']))" 2>&1 |
+            tee -a "$L"
+    done
+    [ -d $W/exact ] || timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/exact \
+        --size 512x384 --count "${DS_SMALL:-6000}" --seed 1 --exact 2>&1 | tail -1 | tee -a "$L"
+    mv_run exact files
+    mv_run small files
 fi

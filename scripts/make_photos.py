@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """make_photos.py - a folder of photo-sized JPEGs for the end-to-end benchmark (needs PIL, numpy).
 
-  make_photos.py --src fixtures/media/images --out DIR --count 2000 [--size 1600x1200] [--seed 0]
+  make_photos.py --src fixtures/media/images --out DIR --count 2000 [--size 1600x1200] [--seed 0] [--exact]
 
 Each file is a fixture image, randomly cropped, flipped, colour-jittered and resized to about the
-given size (sizes vary by up to 10%), with noise added so it compresses like a photo, saved as a
-quality-90 4:2:0 JPEG. Deterministic for a seed. Uses all cores."""
+given size (sizes vary by up to 10%; --exact: exactly the size, the same crops and colours), with
+noise added so it compresses like a photo, saved as a quality-90 4:2:0 JPEG. Deterministic for a
+seed. Uses all cores."""
 import argparse
 import os
 from multiprocessing import Pool
@@ -29,6 +30,8 @@ def one(i):
         im = im.transpose(Image.FLIP_LEFT_RIGHT)
     W, H = (int(v) for v in a.size.split("x"))
     s = rng.uniform(0.9, 1.1)
+    if a.exact:
+        s = 1.0
     im = im.resize((int(W * s), int(H * s)), Image.BICUBIC)
     arr = np.asarray(im).astype(np.float32)
     arr = arr * rng.uniform(0.8, 1.2, size=3) + rng.normal(0, 6, size=arr.shape)
@@ -47,6 +50,7 @@ def main():
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--size", default="1600x1200")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--exact", action="store_true", help="every file exactly --size")
     ARGS = ap.parse_args()
     with Pool() as p:
         p.map(one, range(ARGS.count), chunksize=16)
