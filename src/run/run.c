@@ -190,6 +190,34 @@ static mv_status test_cpu_devices(const mv_run_opts *o, int *n, mv_err *e)
     return MV_OK;
 }
 
+/* When the CPU backend runs: one line naming the CUDA options given that it does not use (none
+ * of them changes its bytes), unless -q. fake: MVEMBED_TEST_CPU_DEVICES's devices, which take
+ * --inflight and --devices' layout. */
+static void note_cuda_options(const mv_run_opts *o, int fake)
+{
+    const mv_backend_opts *b = &o->bopts;
+    const char *set[6];
+    int n = 0;
+    if (o->inflight > 0 && fake <= 1)
+        set[n++] = "--inflight";
+    if (o->n_devices > 0 && fake <= 1)
+        set[n++] = "--devices";
+    if (b->device != 0)
+        set[n++] = "--gpu";
+    if (b->attention != MV_ATTN_AUTO)
+        set[n++] = "--attention";
+    if (b->residual != MV_RESIDUAL_F32)
+        set[n++] = "--cuda-residual";
+    if (b->cudnn_graph != MV_CUDNN_GRAPH_AUTO)
+        set[n++] = "--cudnn-graph";
+    if (!n || o->quiet)
+        return;
+    char list[128] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", set[i]);
+    fprintf(stderr, "mvembed: the CPU backend does not use %s (CUDA option%s)\n", list, n > 1 ? "s" : "");
+}
+
 /* The backends, and the number of devices they are spread over (*n_devp: be[i] on i % n). */
 static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backend ***bep, int *n_bep,
                                int *n_devp, mv_err *e)
@@ -242,6 +270,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
     } else if (o->device == MV_DEV_AUTO && !o->quiet) {
         fprintf(stderr, "mvembed: no usable GPU; using the CPU backend\n");
     }
+    note_cuda_options(o, fake);
     const int n_cpu = fake > 1 ? fake * per : 1;
     mv_status st = MV_OK;
     for (; n_be < n_cpu && !st; n_be++)

@@ -121,6 +121,27 @@ count_ok() { grep -c '"status":"ok"' "$1/manifest.jsonl"; }
     [ "$n" -eq 2 ]
 }
 
+@test "CUDA options with the CPU backend: one line names them, -q silences it, the bytes do not change" {
+    run mvembed --device cpu --model "$MODEL" --out "$T/o1" --inflight 3 --gpu 1 --attention cudnn "$T/data/a"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"mvembed: the CPU backend does not use --inflight, --gpu, --attention (CUDA options)"* ]]
+    run mvembed --device cpu --model "$MODEL" --out "$T/o2" --cuda-residual bf16 "$T/data/a"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"mvembed: the CPU backend does not use --cuda-residual (CUDA option)"* ]]
+    run mvembed --device cpu --model "$MODEL" --out "$T/o3" "$T/data/a"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *"does not use"* ]]
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o4" --inflight 3 "$T/data/a"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    n=0
+    for f in "$T/o3"/*.npy.zst; do
+        for d in o1 o2 o4; do cmp "$f" "$T/$d/$(basename "$f")"; done
+        n=$((n + 1))
+    done
+    [ "$n" -eq 2 ]
+}
+
 # refused VALUE MESSAGE OPTION...: the run is a usage error (exit 1) whose first line is
 # "mvembed: MESSAGE: VALUE...", and nothing is written
 refused() {
