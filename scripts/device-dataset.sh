@@ -17,8 +17,10 @@
 #   6. the tower as the CLI drives it (mvtower bench --input u8 --inflight 2) on the first 64 small
 #      images' own grids (an mvembed --pool mean run's manifest, bench_tower.py grids): every
 #      forward the same (--vary 1) and changing patch counts (--vary 16, as the CLI's packed
-#      forwards); then mvembed -v on a set of exactly 512x384 (make_photos.py --exact, the same
-#      crops): what the data set's mixed sizes cost end to end
+#      forwards; with --gemm-bucket 4096: the GEMMs' algorithms chosen for rounded row counts,
+#      test/cuda/variants), the GEMM plans' answers over those counts (--gemm-list); then
+#      mvembed -v on a set of exactly 512x384 (make_photos.py --exact, the same crops): what the
+#      data set's mixed sizes cost end to end
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
 # 6 when named).
 set -u
@@ -103,12 +105,18 @@ if want 6; then
     head -64 $W/small.txt | timeout 120 $MV --no-progress --pool mean --model $W/m27 --out $W/g - >$OUT/ds-grids.log 2>&1
     timeout 60 python3 scripts/bench_tower.py grids --manifest $W/g/manifest.jsonl --count 64 --out $W/mixed 2>&1 |
         tee -a "$L"
-    for v in 1 16 1 16; do
+    for v in "1" "16" "16 --gemm-bucket 4096" "1" "16" "16 --gemm-bucket 4096"; do
+        echo -n "--vary $v: " | tee -a "$L"
         timeout 90 $BIN/mvtower bench --model $W/m27 --pixels $W/mixed.npy --grid "$(cat $W/mixed.grid)" --iters 40 \
             --warmup 2 --attention auto --input u8 --inflight 2 --vary $v 2>/dev/null | tail -1 |
-            python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('--vary %d: %.0f patches/s (%.1f img/s), %.1f TFLOP/s' % (d['vary'], d['tokens_per_s'], d['tokens_per_s'] * d['entries'] / d['tokens'], d['tflops']))" 2>&1 |
+            python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('%.0f patches/s (%.1f img/s), %.1f TFLOP/s' % (d['tokens_per_s'], d['tokens_per_s'] * d['entries'] / d['tokens'], d['tflops']))" 2>&1 |
             tee -a "$L"
     done
+    timeout 60 $BIN/mvtower bench --model $W/m27 --pixels $W/mixed.npy --grid "$(cat $W/mixed.grid)" --iters 16 \
+        --warmup 0 --attention auto --input u8 --vary 16 --gemm-list 2>&1 >/dev/null | grep "(used)" |
+        sort -k6,6n -k8,8n -k4,4n >$OUT/ds-gemm-answers.log
+    log "cuBLASLt's answers used by $(wc -l <$OUT/ds-gemm-answers.log) GEMM plans (16 row counts):" \
+        "$(awk '{print $6 "->" $8 ": algo " $18 " tile " $20 " splitk " $22}' $OUT/ds-gemm-answers.log | sort | uniq -c | tr -s ' \n' ' ')"
     [ -d $W/exact ] || timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/exact \
         --size 512x384 --count "${DS_SMALL:-6000}" --seed 1 --exact 2>&1 | tail -1 | tee -a "$L"
     mv_run exact files

@@ -18,9 +18,9 @@
  *   mvtower gemm-peak
  *       cuBLASLt bf16 GEMM rate (8192^3, random data, f32 accumulation), median of 20: JSON line.
  * Linked against the variants build: its options (test/cuda/variants/variants.cuh: --fa3 SPEC,
- * --attn-variant 1, --gemm-rank I,O,K, --gemm-list, --no-gelu-fuse) select a kernel configuration
- * or measurement option for every backend it creates; without them the tower runs the production
- * path. The backend says on stderr what its settings resolved to (mv_backend_settings).
+ * --attn-variant 1, --gemm-rank I,O,K, --gemm-list, --gemm-bucket B, --no-gelu-fuse) select a
+ * kernel configuration or measurement option for every backend it creates; without them the
+ * tower runs the production path. The backend says on stderr what its settings resolved to (mv_backend_settings).
  */
 #include <math.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 
 #include "variants/variants.cuh"
 
-mv_cuda_variants mv_variants = {0, {-1, -1, -1, -1, -1, -1, -1}, -1, 0, 0, 0, 0, 0};
+mv_cuda_variants mv_variants = {0, {-1, -1, -1, -1, -1, -1, -1}, -1, 0, 0, 0, 0, 0, 0};
 
 static int parse_int(const char *s, int *v)
 {
@@ -81,6 +81,9 @@ int mv_variants_args(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--gemm-list")) {
             mv_variants.gemm_list = 1;
+        } else if (!strcmp(a, "--gemm-bucket")) {
+            bad = !v || parse_int(v, &mv_variants.gemm_bucket) || mv_variants.gemm_bucket < 1;
+            i++;
         } else if (!strcmp(a, "--no-gelu-fuse")) {
             mv_variants.no_gelu_fuse = 1;
         }
@@ -90,6 +93,12 @@ int mv_variants_args(int argc, char **argv)
         }
     }
     return 0;
+}
+
+int64_t mv_variants_gemm_rows(int64_t n)
+{
+    const int64_t b = mv_variants.gemm_bucket;
+    return b > 0 ? (n + b - 1) / b * b : n;
 }
 
 int mv_variants_gemm_want(void) { return mv_variants.gemm_list || mv_variants.gemm_rank_k ? 8 : 1; }

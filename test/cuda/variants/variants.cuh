@@ -10,6 +10,11 @@
  *   --attn-variant 1    the builtin bf16 kernel with 8 warps x 16 query rows (2: production's)
  *   --gemm-rank I,O,K   the Linear I -> O runs cuBLASLt's K-th heuristic answer (0: its first)
  *   --gemm-list         each GEMM plan's heuristic answers on stderr
+ *   --gemm-bucket B     each GEMM plan asks the heuristic at its row count rounded up to a
+ *                       multiple of B and runs that answer where cublasLtMatmulAlgoCheck accepts
+ *                       it for the real count (else the real count's answer): one algorithm for
+ *                       the CLI's forwards of nearby sizes (with --gemm-rank, its rank among
+ *                       the rounded count's answers, unchecked)
  *   --no-gelu-fuse      fc1's tanh GELU by the activation kernel, not cuBLASLt's epilogue
  * Not here: the kernels (cu/, attention_fa3_variants.cuh), the harnesses. */
 #ifndef MV_VARIANTS_CUH
@@ -27,6 +32,7 @@ typedef struct {
     int gemm_rank_out;
     int gemm_rank_k;
     int gemm_list;      /* print every GEMM plan's heuristic answers on stderr */
+    int gemm_bucket;    /* > 0: the heuristic asked at row counts rounded up to a multiple of it */
     int no_gelu_fuse;   /* fc1's GELU by mv_cuda_act, not the GEMM's epilogue */
 } mv_cuda_variants;
 extern mv_cuda_variants mv_variants; /* set by the harness before it creates a backend */
@@ -46,6 +52,8 @@ const char *mv_variants_name(const mv_fa3_cfg *c, char *buf, size_t n);
 int mv_variants_gemm_want(void);
 int mv_variants_gemm_pick(int64_t n, int in, int out, int epi, int acc, int yf32,
                           const cublasLtMatmulHeuristicResult_t *res, int found);
+/* the row count the heuristic is asked at for a plan of n rows (--gemm-bucket; else n) */
+int64_t mv_variants_gemm_rows(int64_t n);
 
 /* fa3 version 1 (attention_fa3_variants.cuh): cp.async loads, every wgmma waited for; tiles of
  * MV_ATTN_BM_BF16 rows, keys 64 or 128 (112 runs as 128); errors as mv_cuda_attention_fa3's. */
