@@ -129,16 +129,18 @@ static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
 #else
     const int want = 1; /* cuBLASLt's first answer */
 #endif
+    cublasLtMatrixLayout_t qb = p->lb, qc = p->lc; /* the B and C layouts the heuristic is asked at */
 #ifdef MV_VARIANTS
     /* --gemm-bucket: the heuristic asked at a rounded row count, its answer checked below */
     const int64_t qn = mv_variants_gemm_rows(p->n);
-    cublasLtMatrixLayout_t qb = p->lb, qc = p->lc;
     if (s == CUBLAS_STATUS_SUCCESS && qn != p->n)
         s = cublasLtMatrixLayoutCreate(&qb, dt, (uint64_t)p->in, (uint64_t)qn, p->in);
     if (s == CUBLAS_STATUS_SUCCESS && qn != p->n)
         s = cublasLtMatrixLayoutCreate(&qc, dy, (uint64_t)p->out, (uint64_t)qn, p->out);
+#endif
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, qb, qc, qc, pref, want, res, &found);
+#ifdef MV_VARIANTS
     if (s == CUBLAS_STATUS_SUCCESS && qn != p->n && found > 0) {
         cublasLtMatmulHeuristicResult_t chk;
         if (cublasLtMatmulAlgoCheck(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, &res[0].algo, &chk) !=
@@ -149,10 +151,6 @@ static mv_status plan_build(mv_gemm *g, gemm_plan *p, mv_err *e)
     }
     if (qb != p->lb) cublasLtMatrixLayoutDestroy(qb);
     if (qc != p->lc) cublasLtMatrixLayoutDestroy(qc);
-#else
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, want, res,
-                                           &found);
 #endif
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found < 1) {

@@ -20,7 +20,8 @@
  * Linked against the variants build: its options (test/cuda/variants/variants.cuh: --fa3 SPEC,
  * --attn-variant 1, --gemm-rank I,O,K, --gemm-list, --gemm-bucket B, --no-gelu-fuse) select a
  * kernel configuration or measurement option for every backend it creates; without them the
- * tower runs the production path. The backend says on stderr what its settings resolved to (mv_backend_settings).
+ * tower runs the production path. The backend says on stderr what its settings resolved to
+ * (mv_backend_settings).
  */
 #include <math.h>
 #include <stdio.h>
@@ -309,9 +310,10 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
                     }
                 }
                 for (int i = bo->warm; i < bo->warm + bo->iters && !krc[k]; i++) {
-                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, take(i), dst, &ek))
+                    const int n = take(i);
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, n, dst, &ek))
                         krc[k] = die("forward", &ek);
-                    done_patches[k] += patches[take(i)];
+                    done_patches[k] += patches[n];
                 }
                 t_end[k] = now_s();
             });
