@@ -298,13 +298,16 @@ static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
     return cudaSuccess;
 }
 
-/* Makes the workspace hold `want` patches (at least `need`), halving on out-of-memory. */
+/* Makes the workspace hold `want` patches (at least `need`), halving on out-of-memory. A
+ * workspace that has to grow goes to the backend's size (cap_max) at once: the CLI's packed
+ * forwards vary in patch count, and each reallocation's cudaFree waits for the device, which
+ * drains the forwards in flight. */
 static mv_status ensure_workspace(cuda_backend *b, int64_t want, int64_t need, mv_err *e)
 {
     if (b->cap >= want) return MV_OK;
     if (b->cap >= need && b->cap >= b->cap_max) return MV_OK;
+    int64_t cap = b->cap > 0 && b->cap_max > want ? b->cap_max : want;
     free_workspace(b);
-    int64_t cap = want;
     for (;;) {
         cap = round_up(cap, 64);
         cudaError_t r = alloc_workspace(b, cap);
@@ -322,6 +325,9 @@ static mv_status ensure_workspace(cuda_backend *b, int64_t want, int64_t need, m
         cap = cap / 2 > need ? cap / 2 : need;
         b->cap_max = cap; /* remember: later forwards do not retry the larger size */
     }
+    if (b->verbose)
+        fprintf(stderr, "mvembed: cuda: device %d: workspace of %lld patch rows (%.2f GiB)\n", b->device,
+                (long long)b->cap, (double)b->cap * b->sz.per_token / 1073741824.0);
     return MV_OK;
 }
 
