@@ -120,6 +120,9 @@ $(BUILD)/cuda/test_fa3.o: CUDA_TEST_ARCH := -gencode=arch=compute_90a,code=sm_90
 VAR_OBJS    := $(patsubst %,$(BUILD)/variants/cu/%.o,attention attention_fa3 gemm tower_cuda) \
                $(BUILD)/variants/variants.o
 $(BUILD)/variants/cu/attention_fa3.o: CUDA_TEST_ARCH := -gencode=arch=compute_90a,code=sm_90a
+# the GPU machine's timeline recorder (test/cuda/cuptitrace.c, an LD_PRELOAD library), where CUDA
+# has CUPTI: make cuptitrace (scripts/device-bundle.sh); not part of all
+CUPTI_H     := $(firstword $(wildcard $(CUDA_HOME)/include/cupti.h $(CUDA_HOME)/extras/CUPTI/include/cupti.h))
 else
 CU_OBJS     :=
 CUDA_TESTS  :=
@@ -136,10 +139,16 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/%,$(UNIT_SRCS))
 TOOL_SRCS := $(filter-out test/tools/gemmprobe.c,$(wildcard test/tools/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
 
-.PHONY: bench-cpu gemmprobe all cuda-tests test valgrind-bin test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
+.PHONY: bench-cpu gemmprobe cuptitrace all cuda-tests test valgrind-bin test-asan test-tsan test-run test-slurm unit demo clean install uninstall deps info
 all: info $(BIN) $(TOOL_BINS) $(CUDA_TESTS)
 
 cuda-tests: $(CUDA_TESTS)
+cuptitrace: $(BUILD)/cuda/libcuptitrace.so
+$(BUILD)/cuda/libcuptitrace.so: test/cuda/cuptitrace.c
+	@test -n "$(CUPTI_H)" || { echo "make cuptitrace: no cupti.h under $(CUDA_HOME) (or no nvcc)" >&2; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -shared -fPIC -I$(dir $(CUPTI_H)) -o $@ $< -L$(CUDA_HOME)/lib64 \
+		-L$(CUDA_HOME)/extras/CUPTI/lib64 -lcupti -lpthread
 .SECONDARY: $(CUDA_TESTS:=.o) $(VAR_OBJS)
 
 info:

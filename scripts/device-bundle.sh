@@ -12,6 +12,8 @@
 #   .device/bin/mvembed         the CLI (static FFmpeg when built)
 #   .device/bin/cpubench        the CPU tower benchmark tool (scripts/bench-cpu.sh)
 #   .device/bin/writebench      the writer stage alone (NPY + zstd + fsync) on given data
+#   .device/lib/libcuptitrace.so  the timeline recorder (test/cuda/cuptitrace.c, LD_PRELOAD) and
+#                               the libcupti it needs, where this CUDA has CUPTI
 #   .device/lib/*.xz            shared libraries the GPU machine's Ubuntu 24.04 image may lack
 #                               (libdnnl.so.2 and its libOpenCL.so.1 among them: the CPU tower's
 #                               GEMMs, unless NO_DNNL=1 is set here)
@@ -44,12 +46,19 @@ for t in test_cuda_ops test_fa3 test_resize attnbench mvtower; do
     cp $BUILD/cuda/$t $OUTD/bin/
 done
 cp $BUILD/mvembed $BUILD/cpubench $BUILD/writebench $OUTD/bin/
+# the timeline recorder (an LD_PRELOAD library: scripts/device-dataset.sh step 7), where CUDA has
+# CUPTI here; its libcupti comes with it by the loop below
+if make -s BUILD=$BUILD cuptitrace; then
+    cp $BUILD/cuda/libcuptitrace.so $OUTD/lib/
+else
+    echo "device-bundle: no CUPTI in this CUDA: no timelines (device-dataset.sh step 7)" >&2
+fi
 # Libraries: copy every resolved dependency except glibc, the C++ runtime and CUDA's own.
-for b in $(ls $OUTD/bin/* | grep -v "\.xz$"); do
+for b in $(ls $OUTD/bin/* $OUTD/lib/libcuptitrace.so 2>/dev/null | grep -v "\.xz$"); do
     ldd "$b" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
-        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libutil.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
         libcudart.so*|libcublas*|libcuda.so*) ;;
         *) cp -L "$lib" $OUTD/lib/ ;;
     esac

@@ -21,8 +21,12 @@
 #      test/cuda/variants), the GEMM plans' answers over those counts (--gemm-list); then
 #      mvembed -v on a set of exactly 512x384 (make_photos.py --exact, the same crops): what the
 #      data set's mixed sizes cost end to end
+#   7. timelines (CUPTI: .device/lib/libcuptitrace.so from test/cuda/cuptitrace.c, LD_PRELOAD;
+#      scripts/timeline.py): mvembed -v on the first DS_TL (2000) small images and mvtower as the
+#      CLI drives it (42 x 512x384, the CLI's forward, u8, two in flight): the GPU's union busy
+#      time and in-situ kernel time per 1000 patches, the gaps, streams and copies of each
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
-# 6 when named).
+# 6 and 7 when named).
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
@@ -121,4 +125,30 @@ if want 6; then
         --size 512x384 --count "${DS_SMALL:-6000}" --seed 1 --exact 2>&1 | tail -1 | tee -a "$L"
     mv_run exact files
     mv_run small files
+fi
+
+if want 7; then
+    log "== timelines (CUPTI): mvembed on the first ${DS_TL:-2000} small images, mvtower as the CLI drives it"
+    TR=/tmp/mv/lib/libcuptitrace.so
+    if [ ! -f $TR ]; then
+        log "skipped: no $TR (scripts/device-bundle.sh found no CUPTI)"
+    else
+        head -"${DS_TL:-2000}" $W/small.txt >$W/tl.txt
+        rm -rf $W/tl
+        CUPTITRACE_OUT=$W/cli.tr LD_PRELOAD=$TR timeout 120 $MV -v --no-progress --model $W/m27 --out $W/tl - \
+            <$W/tl.txt >$OUT/ds-tl-cli.log 2>&1
+        log "exit $?; $(grep -hE 'end to end|GPU executing' $OUT/ds-tl-cli.log | cut -c1-200 | tr '\n' ' ')"
+        P=$(python3 -c "import json, sys
+print(sum(g[0] * g[1] * g[2] for g in (json.loads(l).get('grid_thw') for l in open(sys.argv[1])) if g))" \
+            $W/tl/manifest.jsonl)
+        python3 scripts/timeline.py $W/cli.tr --patches "$P" --label "mvembed, $(wc -l <$W/tl.txt) small images" |
+            tee -a "$L"
+        G=$(python3 -c "print(';'.join(['1,24,32'] * 42))")
+        python3 scripts/bench_tower.py pixels --grid "$G" --out $W/p42.npy >/dev/null
+        CUPTITRACE_OUT=$W/tow.tr LD_PRELOAD=$TR timeout 90 $BIN/mvtower bench --model $W/m27 --pixels $W/p42.npy \
+            --grid "$G" --iters 30 --warmup 2 --attention auto --input u8 --inflight 2 2>/dev/null | tail -1 >$OUT/ds-tl-tower.json
+        python3 scripts/timeline.py $W/tow.tr --patches $((2 * 32 * 42 * 768)) \
+            --label "mvtower, 42 x 512x384, u8, two in flight (64 forwards)" | tee -a "$L"
+        rm -rf $W/tl $W/*.tr
+    fi
 fi
