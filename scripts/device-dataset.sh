@@ -23,8 +23,10 @@
 #      data set's mixed sizes cost end to end
 #   7. timelines (CUPTI: .device/lib/libcuptitrace.so from test/cuda/cuptitrace.c, LD_PRELOAD;
 #      scripts/timeline.py): mvembed -v on the first DS_TL (2000) small images and mvtower as the
-#      CLI drives it (42 x 512x384, the CLI's forward, u8, two in flight): the GPU's union busy
-#      time and in-situ kernel time per 1000 patches, the gaps, streams and copies of each
+#      CLI drives it (42 x 512x384, the CLI's forward, u8, two in flight), also with its frames
+#      resized on the device from 5 % larger sources (--src-scale 1.05, as the CLI's decoded
+#      images): the GPU's union busy time and in-situ kernel time per 1000 patches, the gaps,
+#      streams and copies of each; then the two mvtower runs untraced, alternating, twice
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
 # 6 and 7 when named).
 set -u
@@ -135,7 +137,7 @@ if want 7; then
     else
         head -"${DS_TL:-2000}" $W/small.txt >$W/tl.txt
         rm -rf $W/tl
-        CUPTITRACE_OUT=$W/cli.tr LD_PRELOAD=$TR timeout 120 $MV -v --no-progress --model $W/m27 --out $W/tl - \
+        timeout 120 env CUPTITRACE_OUT=$W/cli.tr LD_PRELOAD=$TR $MV -v --no-progress --model $W/m27 --out $W/tl - \
             <$W/tl.txt >$OUT/ds-tl-cli.log 2>&1
         log "exit $?; $(grep -hE 'end to end|GPU executing' $OUT/ds-tl-cli.log | cut -c1-200 | tr '\n' ' ')"
         P=$(python3 -c "import json, sys
@@ -145,10 +147,23 @@ print(sum(g[0] * g[1] * g[2] for g in (json.loads(l).get('grid_thw') for l in op
             tee -a "$L"
         G=$(python3 -c "print(';'.join(['1,24,32'] * 42))")
         python3 scripts/bench_tower.py pixels --grid "$G" --out $W/p42.npy >/dev/null
-        CUPTITRACE_OUT=$W/tow.tr LD_PRELOAD=$TR timeout 90 $BIN/mvtower bench --model $W/m27 --pixels $W/p42.npy \
-            --grid "$G" --iters 30 --warmup 2 --attention auto --input u8 --inflight 2 2>/dev/null | tail -1 >$OUT/ds-tl-tower.json
-        python3 scripts/timeline.py $W/tow.tr --patches $((2 * 32 * 42 * 768)) \
-            --label "mvtower, 42 x 512x384, u8, two in flight (64 forwards)" | tee -a "$L"
+        tow() { # [TRACE=FILE] tow LABEL [ARGS]: mvtower as the CLI drives it on 42 x 512x384, 32 forwards a
+            local label=$1 pre=() # thread; with TRACE, recorded there (the preload in mvtower alone)
+            shift
+            [ -n "${TRACE:-}" ] && pre=(env CUPTITRACE_OUT="$TRACE" LD_PRELOAD=$TR)
+            timeout 90 "${pre[@]}" $BIN/mvtower bench --model $W/m27 --pixels $W/p42.npy --grid "$G" --iters 30 --warmup 2 \
+                --attention auto --input u8 --inflight 2 "$@" 2>/dev/null | tail -1 |
+                python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('$label: %.1f img/s' % (d['tokens_per_s'] * d['entries'] / d['tokens']))" 2>&1 |
+                tee -a "$L"
+        }
+        for sc in 0 1.05; do
+            TRACE=$W/tow.tr tow "mvtower --src-scale $sc, traced" --src-scale $sc
+            python3 scripts/timeline.py $W/tow.tr --patches $((2 * 32 * 42 * 768)) \
+                --label "mvtower, 42 x 512x384, u8, two in flight, --src-scale $sc (64 forwards)" | tee -a "$L"
+        done
+        for i in 1 2; do
+            for sc in 0 1.05; do tow "mvtower --src-scale $sc" --src-scale $sc; done
+        done
         rm -rf $W/tl $W/*.tr
     fi
 fi

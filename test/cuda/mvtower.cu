@@ -9,6 +9,7 @@
  *       merger_fc1 output).
  *   mvtower bench --model DIR --pixels P.npy --grid ... [--precision ..] [--batch-tokens N]
  *                 [--iters 10] [--warmup 2] [--input f32|u8] [--inflight K] [--vary V]
+ *                 [--src-scale F]
  *       times whole forwards (host f32 pixels in, host f32 embeddings out, wall clock, median)
  *       and prints one JSON line: tokens/s, images/s (entries/s), TFLOP/s of the work done.
  *       Pixels and embeddings live in page-locked host memory from the backend's host_alloc,
@@ -150,6 +151,7 @@ static mv_status make_backend(const char *backend, const mv_model *m, const mv_b
 /* ---- bench ------------------------------------------------------------------------------ */
 typedef struct {
     int iters, warm, inflight, u8, vary;
+    double src_scale; /* > 0: u8 frames of source size (the grid's size x this), resized on the device */
 } bench_opts;
 
 /* The pipeline's turns (src/run/towers.c dev_busy): forwards on one device queue their device work
@@ -182,14 +184,15 @@ static void bench_turn_take(bench_turns *t)
 
 /* One forward of backend b in its turn: pixels (f32 rows) or frames (uint8). */
 static mv_status bench_forward(mv_backend *b, bench_turns *turns, const float *pix, const uint8_t *frames,
-                               const int32_t *n_frames, const std::vector<int32_t> &grid, int n_entries,
-                               float *dst, mv_err *e)
+                               const int32_t *n_frames, const int32_t *src_size, const std::vector<int32_t> &grid,
+                               int n_entries, float *dst, mv_err *e)
 {
     bench_turn tn = {turns, 0};
     mv_forward_req req = {};
     req.pixels = frames ? NULL : pix;
     req.frames = frames;
     req.n_frames = n_frames;
+    req.src_size = src_size;
     req.grid = grid.data();
     req.n_entries = n_entries;
     req.out = dst;
@@ -215,6 +218,10 @@ static mv_status bench_forward(mv_backend *b, bench_turns *turns, const float *p
  *     shapes for the GEMM plans and the attention's tiles); median_s is then the time per N
  *     patches (each forward's time scaled by N over its patches; with --inflight, all timed
  *     forwards' wall time over their patches).
+ *   --src-scale F (with --input u8, 1 <= F <= 2): each entry's frames are of a source size, its
+ *     grid's size x F rounded (w and h), and the backend resizes them on the device first
+ *     (mv_forward_req.src_size, cu/resize.cu), as the CLI's forwards of decoded images do; F = 1
+ *     takes the resizer's copy path (equal sizes).
  * Host buffers come from the backend's host_alloc (page-locked for CUDA), as the CLI's staging
  * buffers and output slabs do; pageable memory ("pinned": false) where the backend has none. */
 static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, const char *backend,
@@ -234,15 +241,23 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
         bs.push_back(bk);
     }
     /* inputs: shared by all threads (read only); one output per thread */
-    std::vector<int32_t> n_frames((size_t)n_entries);
+    std::vector<int32_t> n_frames((size_t)n_entries), src((size_t)(bo->src_scale > 0 ? 2 * n_entries : 0));
     size_t in_bytes = (size_t)N * c->patch_dim * sizeof(float);
     if (bo->u8) {
         in_bytes = 0;
         for (int i = 0; i < n_entries; i++) {
             n_frames[i] = grid[3 * i] * c->temporal; /* whole temporal groups: no repeated last frame */
-            in_bytes += (size_t)n_frames[i] * (grid[3 * i + 1] * c->patch) * (grid[3 * i + 2] * c->patch) * 3;
+            int64_t fw = grid[3 * i + 2] * c->patch, fh = grid[3 * i + 1] * c->patch;
+            if (bo->src_scale > 0) {
+                src[2 * i] = (int32_t)lround(fw * bo->src_scale);
+                src[2 * i + 1] = (int32_t)lround(fh * bo->src_scale);
+                fw = src[2 * i];
+                fh = src[2 * i + 1];
+            }
+            in_bytes += (size_t)n_frames[i] * fh * fw * 3;
         }
     }
+    const int32_t *src_size = src.empty() ? NULL : src.data();
     const size_t out_bytes = out->size() * sizeof(float);
     void *hin = b0->host_alloc ? b0->host_alloc(b0, in_bytes) : NULL;
     std::vector<float *> hout((size_t)K, (float *)NULL);
@@ -283,7 +298,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
         for (int i = 0; i < bo->warm + bo->iters && !krc[0]; i++) {
             const int k = take(i);
             double t0 = now_s();
-            if (bench_forward(b0, &turns, pix, frames, n_frames.data(), grid, k, dst, &e))
+            if (bench_forward(b0, &turns, pix, frames, n_frames.data(), src_size, grid, k, dst, &e))
                 krc[0] = die("forward", &e);
             if (i >= bo->warm) ts.push_back((now_s() - t0) * (double)N / (double)patches[k]);
         }
@@ -298,7 +313,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
                 mv_err ek;
                 float *dst = pinned ? hout[k] : pg_out[k].data();
                 for (int i = 0; i < bo->warm && !krc[k]; i++)
-                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, take(i), dst, &ek))
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), src_size, grid, take(i), dst, &ek))
                         krc[k] = die("forward", &ek);
                 {
                     std::unique_lock<std::mutex> lk(bar_mu);
@@ -311,7 +326,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
                 }
                 for (int i = bo->warm; i < bo->warm + bo->iters && !krc[k]; i++) {
                     const int n = take(i);
-                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), grid, n, dst, &ek))
+                    if (bench_forward(bs[k], &turns, pix, frames, n_frames.data(), src_size, grid, n, dst, &ek))
                         krc[k] = die("forward", &ek);
                     done_patches[k] += patches[n];
                 }
@@ -344,11 +359,12 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     double fin = 0;
     for (float v : *out) fin += isfinite(v) ? 0 : 1;
     printf("{\"what\": \"mvembed\", \"precision\": \"%s\", \"attention\": \"%s\", \"input\": \"%s\", "
-           "\"inflight\": %d, \"vary\": %d, \"entries\": %d, \"tokens\": %lld, "
+           "\"inflight\": %d, \"vary\": %d, \"src_scale\": %.3f, \"entries\": %d, \"tokens\": %lld, "
            "\"iters\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"tokens_per_s\": %.1f, "
            "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
            "\"nonfinite\": %.0f, \"pinned\": %s}\n",
-           prec, attn_s, bo->u8 ? "u8" : "f32", K, bo->vary, n_entries, (long long)N, bo->iters, med, ts[0], N / med,
+           prec, attn_s, bo->u8 ? "u8" : "f32", K, bo->vary, bo->src_scale, n_entries, (long long)N, bo->iters, med,
+           ts[0], N / med,
            n_entries / med, gemm, attn, (gemm + attn) / med / 1e12, fin, pinned ? "true" : "false");
     return 0;
 }
@@ -432,12 +448,16 @@ int main(int argc, char **argv)
         bo.warm = atoi(arg(argc, argv, "--warmup", "2"));
         bo.inflight = atoi(arg(argc, argv, "--inflight", "1"));
         bo.vary = atoi(arg(argc, argv, "--vary", "1"));
+        bo.src_scale = atof(arg(argc, argv, "--src-scale", "0"));
         const char *input = arg(argc, argv, "--input", "f32");
         bo.u8 = !strcmp(input, "u8");
         if ((!bo.u8 && strcmp(input, "f32")) || bo.iters < 1 || bo.warm < 0 || bo.inflight < 1 ||
-            bo.inflight > 8 || bo.vary < 1) {
+            bo.inflight > 8 || bo.vary < 1 || (bo.src_scale != 0 && (bo.src_scale < 1 || bo.src_scale > 2))) {
             fprintf(stderr, "mvtower: bench wants --input f32|u8, --iters >= 1, --warmup >= 0, --inflight 1..8, "
-                            "--vary >= 1\n");
+                            "--vary >= 1, --src-scale 1..2\n");
+            rc = 2;
+        } else if (bo.src_scale > 0 && (!bo.u8 || !b->resizes)) {
+            fprintf(stderr, "mvtower: --src-scale needs --input u8 and a backend that resizes (cuda)\n");
             rc = 2;
         } else {
             rc = bench(b, m, &o, backend, (const float *)pa.data, grid, n_entries, N, &bo, prec, attn_s, &out);
