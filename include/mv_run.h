@@ -91,6 +91,13 @@ typedef struct {
     int signal; /* the interrupting signal, or 0 */
 } mv_run_result;
 
+/* The options o gives (away from their defaults) that a run's backend does not use, joined by
+ * ", " into buf[n] (empty: none); returns how many. cuda 1, the CUDA backend: --threads,
+ * --cpu-gemm (the CPU tower's). cuda 0, the CPU backend: --inflight, --devices, --gpu,
+ * --attention, --cuda-residual, --cudnn-graph, except --inflight and --devices where fake > 1
+ * (the test hook's CPU devices take them). mv_run names them on stderr (not with -q). */
+int mv_run_unused_options(const mv_run_opts *o, int cuda, int fake, char *buf, size_t n);
+
 /* Loads the model, makes the backends and runs the batch (or the tower-only --pixels entry).
  * Returns MV_OK with res filled, or a fatal error (model, backend, output directory, manifest,
  * full disk) with the message in e. */

@@ -190,32 +190,46 @@ static mv_status test_cpu_devices(const mv_run_opts *o, int *n, mv_err *e)
     return MV_OK;
 }
 
-/* When the CPU backend runs: one line naming the CUDA options given that it does not use (none
- * of them changes its bytes), unless -q. fake: MVEMBED_TEST_CPU_DEVICES's devices, which take
- * --inflight and --devices' layout. */
-static void note_cuda_options(const mv_run_opts *o, int fake)
+int mv_run_unused_options(const mv_run_opts *o, int cuda, int fake, char *buf, size_t n)
 {
     const mv_backend_opts *b = &o->bopts;
     const char *set[6];
-    int n = 0;
-    if (o->inflight > 0 && fake <= 1)
-        set[n++] = "--inflight";
-    if (o->n_devices > 0 && fake <= 1)
-        set[n++] = "--devices";
-    if (b->device != 0)
-        set[n++] = "--gpu";
-    if (b->attention != MV_ATTN_AUTO)
-        set[n++] = "--attention";
-    if (b->residual != MV_RESIDUAL_F32)
-        set[n++] = "--cuda-residual";
-    if (b->cudnn_graph != MV_CUDNN_GRAPH_AUTO)
-        set[n++] = "--cudnn-graph";
-    if (!n || o->quiet)
-        return;
-    char list[128] = "";
-    for (int i = 0; i < n; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", set[i]);
-    fprintf(stderr, "mvembed: the CPU backend does not use %s (CUDA option%s)\n", list, n > 1 ? "s" : "");
+    int k = 0;
+    if (cuda) {
+        if (b->threads > 0)
+            set[k++] = "--threads";
+        if (b->cpu_gemm != MV_CPU_GEMM_AUTO)
+            set[k++] = "--cpu-gemm";
+    } else {
+        if (o->inflight > 0 && fake <= 1)
+            set[k++] = "--inflight";
+        if (o->n_devices > 0 && fake <= 1)
+            set[k++] = "--devices";
+        if (b->device != 0)
+            set[k++] = "--gpu";
+        if (b->attention != MV_ATTN_AUTO)
+            set[k++] = "--attention";
+        if (b->residual != MV_RESIDUAL_F32)
+            set[k++] = "--cuda-residual";
+        if (b->cudnn_graph != MV_CUDNN_GRAPH_AUTO)
+            set[k++] = "--cudnn-graph";
+    }
+    if (n)
+        buf[0] = 0;
+    for (int i = 0; i < k && n; i++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", set[i]);
+    return k;
+}
+
+/* One line naming the options given that the backend the run uses does not use (none of them
+ * changes its bytes), unless -q (mv_run_unused_options). */
+static void note_unused_options(const mv_run_opts *o, int cuda, int fake)
+{
+    char list[128];
+    int k = mv_run_unused_options(o, cuda, fake, list, sizeof list);
+    if (k && !o->quiet)
+        fprintf(stderr, "mvembed: the %s backend does not use %s (%s option%s)\n", cuda ? "CUDA" : "CPU", list,
+                cuda ? "CPU" : "CUDA", k > 1 ? "s" : "");
 }
 
 /* The backends, and the number of devices they are spread over (*n_devp: be[i] on i % n). */
@@ -254,6 +268,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
             if (!o->quiet)
                 fprintf(stderr, "mvembed: using the CUDA backend on %d GPU%s, %d forward%s in flight each\n",
                         nd, nd > 1 ? "s" : "", per, per > 1 ? "s" : "");
+            note_unused_options(o, 1, fake);
             *n_bep = n_be;
             *n_devp = nd;
             return MV_OK;
@@ -270,7 +285,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
     } else if (o->device == MV_DEV_AUTO && !o->quiet) {
         fprintf(stderr, "mvembed: no usable GPU; using the CPU backend\n");
     }
-    note_cuda_options(o, fake);
+    note_unused_options(o, 0, fake);
     const int n_cpu = fake > 1 ? fake * per : 1;
     mv_status st = MV_OK;
     for (; n_be < n_cpu && !st; n_be++)

@@ -9,7 +9,8 @@
  * of decoded frames resized on the device (src_size) against forward of host-resized ones; cuDNN's fused
  * attention (cu/attention_cudnn.cu, loaded from MV_CUDNN_LIB as the CLI does) against the same
  * twin, through both graphs, and in the whole tower (--attention cudnn); two backends on two GPUs
- * (or two threads on one) bit for bit against solo runs. `--big` runs only the 47376-row
+ * (or two threads on one) bit for bit against solo runs; the CPU tower's options (threads, GEMM
+ * mode) leave the CUDA tower's bits and settings as they are. `--big` runs only the 47376-row
  * single-segment cuDNN case (minutes of CPU twin). Outputs are poisoned (NaN) before each run, so
  * unwritten elements fail. TAP output (test/unit/unit.h). Needs a GPU; built by make cuda-tests,
  * run by scripts/device-run.sh tests. */
@@ -802,6 +803,34 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
     } else {
         printf("# tower D=%d: no fa3 on device 0 (%s): auto's choice there is cuDNN's or builtin\n", H / heads,
                fe.msg);
+    }
+    /* the CPU tower's options (--threads, --cpu-gemm: the CLI names them as unused on a CUDA run,
+     * mv_run_unused_options) change neither the CUDA tower's output bits nor its settings line,
+     * which the output fingerprint hashes */
+    {
+        std::vector<float> g[2];
+        std::string set[2];
+        mv_status s[2] = {MV_ERR_USAGE, MV_ERR_USAGE};
+        for (int k = 0; k < 2; k++) {
+            o.precision = MV_PREC_BF16;
+            o.residual = MV_RESIDUAL_F32;
+            o.batch_tokens = 0;
+            o.attention = MV_ATTN_AUTO;
+            o.threads = k ? 3 : 0;
+            o.cpu_gemm = k ? MV_CPU_GEMM_F32 : MV_CPU_GEMM_AUTO;
+            mv_backend *cb = NULL;
+            s[k] = mv_backend_cuda_create(&rm.m, &o, &cb, &e);
+            if (s[k] == MV_OK) set[k] = mv_backend_settings(cb);
+            g[k].assign(ref.size(), NAN);
+            if (s[k] == MV_OK) s[k] = fwd_pixels(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
+            if (cb) cb->destroy(cb);
+        }
+        o.threads = 0;
+        o.cpu_gemm = MV_CPU_GEMM_F32;
+        CHECK(s[0] == MV_OK && s[1] == MV_OK && set[0] == set[1] &&
+                  memcmp(g[0].data(), g[1].data(), g[0].size() * 4) == 0,
+              "tower D=%d: --threads 3 --cpu-gemm f32 against the defaults: the same output bits and settings (%s)",
+              H / heads, set[1].c_str());
     }
     free(rm.m.blocks);
 }
