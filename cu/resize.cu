@@ -143,15 +143,26 @@ void mv_cuda_resizer_free(mv_cuda_resizer *r)
     free(r);
 }
 
-/* *p (device, *cap bytes) at least need bytes; cudaFree waits for the device's work on it */
+/* A buffer that has to grow takes half as much again (the exact need where that much is not
+ * free): each growth's cudaFree waits for the whole device, draining the forwards in flight, and
+ * the CLI's forwards differ in size, so growing to each new maximum would do that many times. */
+static int64_t headroom(int64_t need) { return need + need / 2; }
+
+/* *p (device, *cap bytes) at least need bytes */
 static cudaError_t grow_dev(uint8_t **p, int64_t *cap, int64_t need)
 {
     if (need <= *cap) return cudaSuccess;
     cudaFree(*p);
     *p = NULL;
     *cap = 0;
-    cudaError_t r = cudaMalloc((void **)p, (size_t)need);
-    if (r == cudaSuccess) *cap = need;
+    int64_t want = headroom(need);
+    cudaError_t r = cudaMalloc((void **)p, (size_t)want);
+    if (r == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); /* not sticky: try the exact need */
+        want = need;
+        r = cudaMalloc((void **)p, (size_t)want);
+    }
+    if (r == cudaSuccess) *cap = want;
     return r;
 }
 
@@ -192,9 +203,10 @@ mv_status mv_cuda_resizer_upload(mv_cuda_resizer *r, int buf, const uint8_t *hos
         cudaFreeHost(r->h_axes[buf]);
         r->axes[buf] = r->h_axes[buf] = NULL;
         r->axes_cap[buf] = 0;
-        cr = cudaMalloc((void **)&r->axes[buf], bytes);
-        if (cr == cudaSuccess) cr = cudaHostAlloc((void **)&r->h_axes[buf], bytes, cudaHostAllocDefault);
-        if (cr == cudaSuccess) r->axes_cap[buf] = bytes;
+        const size_t want = (size_t)headroom((int64_t)bytes); /* under a MB a chunk: no fallback */
+        cr = cudaMalloc((void **)&r->axes[buf], want);
+        if (cr == cudaSuccess) cr = cudaHostAlloc((void **)&r->h_axes[buf], want, cudaHostAllocDefault);
+        if (cr == cudaSuccess) r->axes_cap[buf] = want;
     }
     if (st == MV_OK && cr == cudaSuccess) cr = grow_dev(&r->src[buf], &r->src_cap[buf], end - base);
     if (st == MV_OK && cr == cudaSuccess) cr = grow_dev(&r->tmp, &r->tmp_cap, tmp_need);
