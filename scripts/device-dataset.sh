@@ -63,6 +63,12 @@ if want 2; then
     grep -vE '^\s*$' $OUT/ds-tower.log | tail -12 | tee -a "$L"
 fi
 
+# rate_line LABEL: mvtower bench's JSON line (stdin) as "LABEL: patches/s (img/s), TFLOP/s", logged
+rate_line() {
+    python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('%s: %.0f patches/s (%.1f img/s), %.1f TFLOP/s' % (sys.argv[1], d['tokens_per_s'], d['tokens_per_s'] * d['entries'] / d['tokens'], d['tflops']))" "$1" 2>&1 |
+        tee -a "$L"
+}
+
 # mv_run SET NAME ARGS...: mvembed -v ARGS on the set into a fresh OUT, logged as ds-mv-SET-NAME.log:
 # exit status, output bytes and files, the dtypes its manifest says, the -v summary
 mv_run() {
@@ -112,11 +118,8 @@ if want 6; then
     timeout 60 python3 scripts/bench_tower.py grids --manifest $W/g/manifest.jsonl --count 64 --out $W/mixed 2>&1 |
         tee -a "$L"
     for v in "1" "16" "16 --gemm-bucket 4096" "1" "16" "16 --gemm-bucket 4096"; do
-        echo -n "--vary $v: " | tee -a "$L"
         timeout 90 $BIN/mvtower bench --model $W/m27 --pixels $W/mixed.npy --grid "$(cat $W/mixed.grid)" --iters 40 \
-            --warmup 2 --attention auto --input u8 --inflight 2 --vary $v 2>/dev/null | tail -1 |
-            python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('%.0f patches/s (%.1f img/s), %.1f TFLOP/s' % (d['tokens_per_s'], d['tokens_per_s'] * d['entries'] / d['tokens'], d['tflops']))" 2>&1 |
-            tee -a "$L"
+            --warmup 2 --attention auto --input u8 --inflight 2 --vary $v 2>/dev/null | tail -1 | rate_line "--vary $v"
     done
     timeout 60 $BIN/mvtower bench --model $W/m27 --pixels $W/mixed.npy --grid "$(cat $W/mixed.grid)" --iters 16 \
         --warmup 0 --attention auto --input u8 --vary 16 --gemm-list 2>&1 >/dev/null | grep "(used)" |
@@ -147,14 +150,14 @@ print(sum(g[0] * g[1] * g[2] for g in (json.loads(l).get('grid_thw') for l in op
             tee -a "$L"
         G=$(python3 -c "print(';'.join(['1,24,32'] * 42))")
         python3 scripts/bench_tower.py pixels --grid "$G" --out $W/p42.npy >/dev/null
-        tow() { # [TRACE=FILE] tow LABEL [ARGS]: mvtower as the CLI drives it on 42 x 512x384, 32 forwards a
-            local label=$1 pre=() # thread; with TRACE, recorded there (the preload in mvtower alone)
+        # [TRACE=FILE] tow LABEL [ARGS]: mvtower as the CLI drives it on 42 x 512x384, 32 forwards a
+        # thread; with TRACE, recorded there (the preload in mvtower alone, not in the pipe after it)
+        tow() {
+            local label=$1 pre=()
             shift
             [ -n "${TRACE:-}" ] && pre=(env CUPTITRACE_OUT="$TRACE" LD_PRELOAD=$TR)
-            timeout 90 "${pre[@]}" $BIN/mvtower bench --model $W/m27 --pixels $W/p42.npy --grid "$G" --iters 30 --warmup 2 \
-                --attention auto --input u8 --inflight 2 "$@" 2>/dev/null | tail -1 |
-                python3 -c "import json, sys; d = json.loads(sys.stdin.read()); print('$label: %.1f img/s' % (d['tokens_per_s'] * d['entries'] / d['tokens']))" 2>&1 |
-                tee -a "$L"
+            timeout 90 "${pre[@]}" $BIN/mvtower bench --model $W/m27 --pixels $W/p42.npy --grid "$G" --iters 30 \
+                --warmup 2 --attention auto --input u8 --inflight 2 "$@" 2>/dev/null | tail -1 | rate_line "$label"
         }
         for sc in 0 1.05; do
             TRACE=$W/tow.tr tow "mvtower --src-scale $sc, traced" --src-scale $sc

@@ -364,8 +364,7 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
            "\"images_per_s\": %.2f, \"gemm_flop\": %.4e, \"attn_flop\": %.4e, \"tflops\": %.1f, "
            "\"nonfinite\": %.0f, \"pinned\": %s}\n",
            prec, attn_s, bo->u8 ? "u8" : "f32", K, bo->vary, bo->src_scale, n_entries, (long long)N, bo->iters, med,
-           ts[0], N / med,
-           n_entries / med, gemm, attn, (gemm + attn) / med / 1e12, fin, pinned ? "true" : "false");
+           ts[0], N / med, n_entries / med, gemm, attn, (gemm + attn) / med / 1e12, fin, pinned ? "true" : "false");
     return 0;
 }
 

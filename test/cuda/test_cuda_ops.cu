@@ -825,8 +825,6 @@ static void test_tower(int H, int heads, const std::vector<int32_t> &grid)
             if (s[k] == MV_OK) s[k] = fwd_pixels(cb, pix.data(), grid.data(), n_entries, g[k].data(), NULL, NULL, &e);
             if (cb) cb->destroy(cb);
         }
-        o.threads = 0;
-        o.cpu_gemm = MV_CPU_GEMM_F32;
         CHECK(s[0] == MV_OK && s[1] == MV_OK && set[0] == set[1] &&
                   memcmp(g[0].data(), g[1].data(), g[0].size() * 4) == 0,
               "tower D=%d: --threads 3 --cpu-gemm f32 against the defaults: the same output bits and settings (%s)",
