@@ -265,6 +265,13 @@ mv_status mv_cuda_resizer_upload(mv_cuda_resizer *r, int buf, const uint8_t *hos
  * segment's dst), once its upload is waited for. */
 cudaError_t mv_cuda_resizer_run(mv_cuda_resizer *r, int buf, uint8_t *dst, cudaStream_t st);
 
+/* ---- host_pinned.cu -------------------------------------------------------------------- */
+/* A page-locked host buffer of at least `bytes` for asynchronous copies with device `device`
+ * (registered portable), its pages faulted in before the driver pins them; NULL when it cannot
+ * be had (the caller then uses pageable memory). Freed with mv_cuda_host_pinned_free (NULL: no-op). */
+void *mv_cuda_host_pinned_alloc(int device, size_t bytes);
+void mv_cuda_host_pinned_free(void *p);
+
 /* ---- gemm.cu (cuBLASLt) ---------------------------------------------------------------- */
 typedef enum { MV_GEMM_BF16 = 0, MV_GEMM_F32, MV_GEMM_TF32 } mv_gemm_mode;
 typedef enum { MV_EPI_NONE = 0, MV_EPI_BIAS, MV_EPI_GELU_BIAS } mv_gemm_epi;

@@ -298,15 +298,16 @@ static cudaError_t alloc_workspace(cuda_backend *b, int64_t cap)
     return cudaSuccess;
 }
 
-/* Makes the workspace hold `want` patches (at least `need`), halving on out-of-memory. A
- * workspace that has to grow goes to the backend's size (cap_max) at once: the CLI's packed
- * forwards vary in patch count, and each reallocation's cudaFree waits for the device, which
- * drains the forwards in flight. */
+/* Makes the workspace hold `want` patches (at least `need`), halving on out-of-memory. The
+ * workspace is allocated at the backend's size (cap_max) from the first forward on, or larger
+ * where a segment needs it: the CLI's packed forwards vary in patch count (its first one is
+ * often a single input), and each reallocation's cudaFree waits for the device, which drains
+ * the forwards in flight. */
 static mv_status ensure_workspace(cuda_backend *b, int64_t want, int64_t need, mv_err *e)
 {
     if (b->cap >= want) return MV_OK;
     if (b->cap >= need && b->cap >= b->cap_max) return MV_OK;
-    int64_t cap = b->cap > 0 && b->cap_max > want ? b->cap_max : want;
+    int64_t cap = b->cap_max > want ? b->cap_max : want;
     free_workspace(b);
     for (;;) {
         cap = round_up(cap, 64);
@@ -950,20 +951,13 @@ static void cuda_destroy(mv_backend *be)
 
 static void *cuda_host_alloc(mv_backend *be, size_t bytes)
 {
-    cuda_backend *b = (cuda_backend *)be;
-    void *p = NULL;
-    if (cudaSetDevice(b->device) != cudaSuccess ||
-        cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
-        cudaGetLastError(); /* not sticky; the caller falls back to pageable memory */
-        return NULL;
-    }
-    return p;
+    return mv_cuda_host_pinned_alloc(((cuda_backend *)be)->device, bytes);
 }
 
 static void cuda_host_free(mv_backend *be, void *p)
 {
     (void)be;
-    if (p && cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+    mv_cuda_host_pinned_free(p);
 }
 
 /* --attention: cuDNN's fused attention (bf16) when asked or, in auto mode, when it loads and

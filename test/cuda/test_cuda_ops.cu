@@ -10,7 +10,8 @@
  * attention (cu/attention_cudnn.cu, loaded from MV_CUDNN_LIB as the CLI does) against the same
  * twin, through both graphs, and in the whole tower (--attention cudnn); two backends on two GPUs
  * (or two threads on one) bit for bit against solo runs; the CPU tower's options (threads, GEMM
- * mode) leave the CUDA tower's bits and settings as they are. `--big` runs only the 47376-row
+ * mode) leave the CUDA tower's bits and settings as they are; the backend's page-locked host
+ * buffers (cu/host_pinned.cu) round-trip their bytes. `--big` runs only the 47376-row
  * single-segment cuDNN case (minutes of CPU twin). Outputs are poisoned (NaN) before each run, so
  * unwritten elements fail. TAP output (test/unit/unit.h). Needs a GPU; built by make cuda-tests,
  * run by scripts/device-run.sh tests. */
@@ -1175,6 +1176,40 @@ static void test_pool_mean(mv_precision prec, long long batch_tokens, const std:
     free(rm.m.blocks);
 }
 
+/* The backend's page-locked host buffers (cu/host_pinned.cu): for sizes around a page and a huge
+ * page and one output slab's worth, a buffer that CUDA reports as registered host memory, 2 MB
+ * aligned, whose bytes make an asynchronous round trip through the device unchanged; freeing NULL
+ * is a no-op. */
+static void test_host_pinned(void)
+{
+    const size_t sizes[] = {1, 4095, 4097, ((size_t)2 << 20) + 1, (size_t)190 << 20};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        uint8_t *a = (uint8_t *)mv_cuda_host_pinned_alloc(0, n), *b = (uint8_t *)mv_cuda_host_pinned_alloc(0, n);
+        cudaPointerAttributes at = {};
+        int reg = a && b && cudaPointerGetAttributes(&at, a) == cudaSuccess && at.type == cudaMemoryTypeHost;
+        CHECK(reg && ((uintptr_t)a & (((uintptr_t)2 << 20) - 1)) == 0,
+              "pinned host buffer of %zu bytes: registered host memory, 2 MB aligned", n);
+        int same = 0;
+        void *d = NULL;
+        cudaStream_t st = NULL;
+        if (reg && cudaMalloc(&d, n) == cudaSuccess && cudaStreamCreate(&st) == cudaSuccess) {
+            for (size_t i = 0; i < n; i++) a[i] = (uint8_t)(i * 131u + (i >> 12));
+            memset(b, 0xee, n);
+            same = cudaMemcpyAsync(d, a, n, cudaMemcpyHostToDevice, st) == cudaSuccess &&
+                   cudaMemcpyAsync(b, d, n, cudaMemcpyDeviceToHost, st) == cudaSuccess &&
+                   cudaStreamSynchronize(st) == cudaSuccess && memcmp(a, b, n) == 0;
+        }
+        CHECK(same, "pinned host buffer of %zu bytes: asynchronous round trip through the device", n);
+        if (st) cudaStreamDestroy(st);
+        cudaFree(d);
+        mv_cuda_host_pinned_free(a);
+        mv_cuda_host_pinned_free(b);
+    }
+    mv_cuda_host_pinned_free(NULL);
+    CHECK(cudaGetLastError() == cudaSuccess, "pinned host buffers: no CUDA error left behind");
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick"); /* compute-sanitizer: small shapes only */
@@ -1320,6 +1355,7 @@ int main(int argc, char **argv)
                        1, 64, 100, 4, 4, 5, 50, 70, 6, 4, 1, 999, 333, 2, 6});
     test_two_devices(MV_ATTN_BUILTIN);
     test_two_devices(MV_ATTN_CUDNN);
+    test_host_pinned();
     if (!quick) test_oom();
     return UNIT_DONE();
 }
