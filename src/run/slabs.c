@@ -7,9 +7,10 @@
 
 #include <stdlib.h>
 
-void pl_slabs_init(pl_slab_pool *p, mv_backend *be)
+void pl_slabs_init(pl_slab_pool *p, mv_backend *be, size_t least)
 {
     p->be = be;
+    p->least = least;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->freed, NULL);
     for (int i = 0; i < OUT_SLABS_MAX; i++)
@@ -30,7 +31,7 @@ void pl_stage_free(mv_backend *be, void *buf, int pinned)
         free(buf);
 }
 
-int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes)
+int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes, size_t least)
 {
     if (*cap >= bytes)
         return 0;
@@ -38,7 +39,9 @@ int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_
     *buf = NULL;
     *cap = 0;
     *pinned = 0;
-    bytes += bytes / 4; /* room to grow without a new allocation each time */
+    bytes += bytes / 2; /* room to grow without a new allocation each time */
+    if (bytes < least)
+        bytes = least;
     if (be->host_alloc && (*buf = be->host_alloc(be, bytes)))
         *pinned = 1;
     else
@@ -94,7 +97,7 @@ pl_slab *pl_slab_get(pl_slab_pool *p, size_t bytes, double *waited)
     pthread_mutex_unlock(&p->mu);
     *waited = mv_now() - t0;
     void *buf = sb->buf;
-    int fail = pl_stage_reserve(p->be, &buf, &sb->cap, &sb->pinned, bytes);
+    int fail = pl_stage_reserve(p->be, &buf, &sb->cap, &sb->pinned, bytes, p->least);
     sb->buf = buf;
     if (fail) {
         pl_slab_release(sb);

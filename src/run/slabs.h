@@ -33,20 +33,26 @@ typedef struct {
 } pl_slab;
 struct pl_slab_pool {
     mv_backend *be; /* whose host memory the slabs are */
+    size_t least;   /* the bytes a slab takes at least when allocated */
     pthread_mutex_t mu;
     pthread_cond_t freed;
     pl_slab s[OUT_SLABS_MAX];
 };
 
 /* Grows a staging buffer (*buf of *cap bytes, *pinned when from be's host_alloc) to at least
- * `bytes`, page-locked when the backend can (CUDA), else with malloc. Returns 0, or -1 when out
- * of memory (the buffer is then empty). */
-int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes);
+ * `bytes`, page-locked when the backend can (CUDA), else with malloc. A buffer that has to grow
+ * takes `least` bytes at once, or half again what it needs where that is more: page-locking is
+ * slow (about 0.1 s for 200 MB) and holds the CUDA driver's lock meanwhile, which stalls the
+ * other tower threads' launches and so the device (bench/NOTES.md, the pipeline). Returns 0, or
+ * -1 when out of memory (the buffer is then empty). */
+int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes, size_t least);
 /* Frees a staging buffer (NULL: nothing). */
 void pl_stage_free(mv_backend *be, void *buf, int pinned);
 
-/* An empty pool of be's slabs; pl_slabs_destroy once no thread uses it. */
-void pl_slabs_init(pl_slab_pool *p, mv_backend *be);
+/* An empty pool of be's slabs, each taking at least `least` bytes when allocated (a full
+ * forward's output, so that slabs do not grow: pl_stage_reserve); pl_slabs_destroy once no
+ * thread uses it. */
+void pl_slabs_init(pl_slab_pool *p, mv_backend *be, size_t least);
 void pl_slabs_destroy(pl_slab_pool *p);
 /* A free slab of at least `bytes` (waits for the writers to release one), or NULL when out of
  * memory. The caller owns it (one reference) until it hands references to the inputs.

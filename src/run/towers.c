@@ -74,7 +74,8 @@ typedef struct {
     /* staging of one forward's uint8 frames, kept between forwards (page-locked when the
      * backend offers it) */
     void *pix;
-    size_t pix_cap; /* bytes */
+    size_t pix_cap;   /* bytes */
+    size_t pix_least; /* the bytes it takes at least when allocated (pl_stage_reserve) */
     int pix_pinned;
     pl_slab_pool out;
 } tower_arg;
@@ -123,7 +124,7 @@ static int stage_in(tower_arg *ta, batch *bt)
     bt->nfr = malloc(n * sizeof *bt->nfr);
     double slab_wait = 0;
     size_t out_bytes = (size_t)(bt->mean ? n : bt->N / mm) * c->out_hidden * sizeof(float);
-    if (bt->grid && bt->nfr && (!gather || !pl_stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bt->bytes)) &&
+    if (bt->grid && bt->nfr && (!gather || !pl_stage_reserve(be, &ta->pix, &ta->pix_cap, &ta->pix_pinned, bt->bytes, ta->pix_least)) &&
         (bt->sb = pl_slab_get(&ta->out, out_bytes, &slab_wait)))
         bt->frames = gather ? ta->pix : bt->items[0]->p.frames;
     double t_copy = mv_now();
@@ -379,10 +380,17 @@ pl_towers *pl_towers_new(runner *R, mv_backend **be, int n_be, int n_dev)
         pthread_cond_init(&T->dev[d].turn_cv, NULL);
         T->dev[d].turns = !R->o->forward_overlap;
     }
+    const mv_vision_config *c = &R->m->cfg;
     for (int i = 0; i < n_be; i++) {
         tower_arg *ta = &T->ta[i];
         *ta = (tower_arg){.R = R, .be = be[i], .dev = &T->dev[i % n_dev]};
-        pl_slabs_init(&ta->out, be[i]);
+        /* Page-locked buffers are allocated for a full forward at once (pl_stage_reserve): its
+         * frames (a video's two frames a patch, or an image's source of up to twice the pixels
+         * it is resized to) and its output rows (one per input when pooled on the device). */
+        int64_t limit = be[i]->host_alloc ? forward_limit(R, be[i]) : 0;
+        int64_t rows = R->o->pool == MV_POOL_MEAN && be[i]->pools_mean ? TOWER_WINDOW : limit / (c->merge * c->merge);
+        ta->pix_least = limit > 0 ? (size_t)limit * c->patch_dim : 0;
+        pl_slabs_init(&ta->out, be[i], limit > 0 ? (size_t)rows * c->out_hidden * sizeof(float) : 0);
     }
     return T;
 }
