@@ -26,7 +26,8 @@
 #      CLI drives it (42 x 512x384, the CLI's forward, u8, two in flight), also with its frames
 #      resized on the device from 5 % larger sources (--src-scale 1.05, as the CLI's decoded
 #      images): the GPU's union busy time and in-situ kernel time per 1000 patches, the gaps,
-#      streams and copies of each; then the two mvtower runs untraced, alternating, twice
+#      streams and copies of each, the CLI's longest gaps with the host calls beside them (its
+#      trace kept as ds-tl-cli.tr.xz); then the two mvtower runs untraced, alternating, twice
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
 # 6 and 7 when named).
 set -u
@@ -146,8 +147,9 @@ if want 7; then
         P=$(python3 -c "import json, sys
 print(sum(g[0] * g[1] * g[2] for g in (json.loads(l).get('grid_thw') for l in open(sys.argv[1])) if g))" \
             $W/tl/manifest.jsonl)
-        python3 scripts/timeline.py $W/cli.tr --patches "$P" --label "mvembed, $(wc -l <$W/tl.txt) small images" |
+        python3 scripts/timeline.py $W/cli.tr --patches "$P" --gaps 12 --label "mvembed, $(wc -l <$W/tl.txt) small images" |
             tee -a "$L"
+        xz -T4 -c $W/cli.tr >$OUT/ds-tl-cli.tr.xz
         G=$(python3 -c "print(';'.join(['1,24,32'] * 42))")
         python3 scripts/bench_tower.py pixels --grid "$G" --out $W/p42.npy >/dev/null
         # [TRACE=FILE] tow LABEL [ARGS]: mvtower as the CLI drives it on 42 x 512x384, 32 forwards a

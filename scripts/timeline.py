@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""timeline.py TRACE --patches N [--label L] - a CUPTI timeline (test/cuda/cuptitrace.c's lines)
+"""timeline.py TRACE --patches N [--label L] [--gaps G] - a CUPTI timeline (test/cuda/cuptitrace.c's lines)
 summed up over the window from the first attention kernel's start to the last one's end (the
 forwards, without model upload and start-up):
   - the union of kernel intervals (the GPU busy with at least one kernel) and the sum of kernel
@@ -8,7 +8,10 @@ forwards, without model upload and start-up):
   - in-situ kernel time by family (profile_summary.py's families) per 1000 patches, i.e. as the
     kernels ran beside each other, where ncu's durations are of kernels run one at a time;
   - per stream (the six with most kernels): kernels, time, gaps between its own kernels, and its
-    commonest kernel names; copies by kind (1 H2D, 2 D2H, 8 D2D): count, GB, seconds.
+    commonest kernel names; copies by kind (1 H2D, 2 D2H, 8 D2D): count, GB, seconds;
+  - where the idle time lies: the union's gaps over 0.5 ms by tenth of the window, and (--gaps)
+    the G longest, each with when it began, the kernels either side and the host's runtime calls
+    (cuptitrace's A lines: allocations, frees, synchronisations, slow calls) that overlap it.
 N is the patches the window's forwards ran (an mvembed manifest's grid_thw, or mvtower's forwards
 x patches). Used by scripts/device-dataset.sh step 7. Not a profiler: no counters, no clocks."""
 import argparse, collections, os, re, sys
@@ -18,18 +21,20 @@ from profile_summary import family  # noqa: E402
 
 
 def load(path):
-    K, C, dropped = [], [], 0
+    K, C, A, dropped = [], [], [], 0
     for ln in open(path, errors="replace"):
-        f = ln.split(" ", 4) if ln.startswith("K ") else ln.split()
+        f = ln.split(" ", 4) if ln[:2] in ("K ", "A ") else ln.split()
         if len(f) < 2:
             continue
         if f[0] == "K" and len(f) == 5:
             K.append((int(f[1]), int(f[2]), int(f[3]), f[4].strip()))
         elif f[0] == "C" and len(f) == 6:
             C.append((int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5])))
+        elif f[0] == "A" and len(f) == 5:
+            A.append((int(f[1]), int(f[2]), int(f[3]), f[4].strip()))
         elif f[0] == "D":
             dropped += int(f[1])
-    return K, C, dropped
+    return K, C, A, dropped
 
 
 def gap_class(g):
@@ -41,8 +46,9 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--patches", type=float, required=True)
     ap.add_argument("--label", default="")
+    ap.add_argument("--gaps", type=int, default=0, help="list the G longest gaps of the union")
     a = ap.parse_args()
-    K, C, dropped = load(a.trace)
+    K, C, A, dropped = load(a.trace)
     att = [k for k in K if "attn" in k[3] or "fmha" in k[3]]
     if not att:
         print(f"{a.label}: no attention kernels in {a.trace}")
@@ -51,12 +57,15 @@ def main():
     Kw = sorted(k for k in K if k[0] >= w0 and k[1] <= w1)
     span = (w1 - w0) / 1e9
     busy, gaps, c0, c1 = 0, collections.Counter(), None, None
-    for s, e, _, _ in Kw:
+    big = []  # (length, start, index of the kernel after the gap) of gaps over 0.5 ms
+    for i, (s, e, _, _) in enumerate(Kw):
         if c1 is None:
             c0, c1 = s, e
         elif s > c1:
             busy += c1 - c0
             gaps[gap_class(s - c1)] += s - c1
+            if s - c1 >= 5e5:
+                big.append((s - c1, c1, i))
             c0, c1 = s, e
         else:
             c1 = max(c1, e)
@@ -90,6 +99,28 @@ def main():
         ck[kind][2] += e - s
     print("  copies (kind: count, GB, s): " +
           (", ".join(f"{k}: {v[0]}, {v[1] / 1e9:.2f}, {v[2] / 1e9:.3f}" for k, v in sorted(ck.items())) or "none"))
+    tenth = [0.0] * 10
+    for g, t, _ in big:
+        tenth[min(9, int(10 * (t - w0) / (w1 - w0)))] += g / 1e6
+    print("  gaps over 0.5 ms by tenth of the window (ms): " + " ".join(f"{x:.1f}" for x in tenth))
+    threads = {t: i for i, t in enumerate(sorted({x[2] for x in A}))}
+    short = lambda n: re.sub(r"[(<].*", "", n)[:32]
+    for g, t, i in sorted(big, reverse=True)[:a.gaps]:
+        before = max((k for k in Kw[:i] if k[1] <= t + 1), key=lambda k: k[1])
+        after = Kw[i]
+        calls = [x for x in A if x[0] < t + g and x[1] > t]
+        print(f"  gap {g / 1e6:.2f} ms at {(t - w0) / 1e6:.1f} ms: after {short(before[3])} (stream {before[2]}), "
+              f"before {short(after[3])} (stream {after[2]}); host calls: " +
+              (", ".join(f"{n} t{threads[th]} {(e - s) / 1e6:.2f} ms" for s, e, th, n in calls[:6])
+               + (f" (+{len(calls) - 6})" if len(calls) > 6 else "") or "none"))
+    if A:
+        an = collections.defaultdict(lambda: [0, 0])
+        for s, e, _, n in A:
+            if s >= w0 and e <= w1:
+                an[n][0] += 1
+                an[n][1] += e - s
+        print("  host calls in the window (count, s): " +
+              ", ".join(f"{n} {v[0]}, {v[1] / 1e9:.3f}" for n, v in sorted(an.items(), key=lambda x: -x[1][1])[:8]))
     return 0
 
 

@@ -1,10 +1,14 @@
 /* cuptitrace.c - a timeline recorder for the GPU machine, loaded with LD_PRELOAD into mvembed or
  * mvtower (scripts/device-dataset.sh step 7; scripts/timeline.py reads its output): every kernel,
- * memcpy and memset of the process as CUPTI's activity records, one text line each, in the file
+ * memcpy and memset of the process, and the runtime calls that may hold the host up, as CUPTI's
+ * activity records, one text line each, in the file
  * $CUPTITRACE_OUT (nothing is recorded without it):
  *   K start end stream name         a kernel (name as CUPTI gives it, mangled or not)
  *   C start end stream kind bytes   a copy (kind: CUpti_ActivityMemcpyKind, 1 = H2D, 2 = D2H, 8 = D2D)
  *   S start end stream bytes        a memset
+ *   A start end thread name         a CUDA runtime call that may block the host: any taking over
+ *                                   100 us, and every allocation, free, registration and
+ *                                   synchronisation (name as cuptiGetCallbackName gives it)
  *   D n                             n records CUPTI dropped
  * Times are ns on the GPU's timestamp clock. CUPTI's concurrent-kernel mode keeps kernels
  * concurrent, so the timeline shows the overlap of streams that ncu's serialised durations hide.
@@ -14,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static FILE *out;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -40,6 +45,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
             fprintf(out, "C %llu %llu %u %u %llu\n", (unsigned long long)m->start, (unsigned long long)m->end,
                     m->streamId, (unsigned)m->copyKind, (unsigned long long)m->bytes);
+        } else if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
+            const char *name = NULL;
+            if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) != CUPTI_SUCCESS || !name)
+                name = "?";
+            if (a->end - a->start > 100000 || strstr(name, "lloc") || strstr(name, "Free") ||
+                strstr(name, "egister") || strstr(name, "ynchronize"))
+                fprintf(out, "A %llu %llu %u %s\n", (unsigned long long)a->start, (unsigned long long)a->end,
+                        (unsigned)a->threadId, name);
         } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)r;
             fprintf(out, "S %llu %llu %u %llu\n", (unsigned long long)m->start, (unsigned long long)m->end,
@@ -64,7 +78,8 @@ __attribute__((constructor)) static void trace_start(void)
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
         fprintf(stderr, "cuptitrace: CUPTI refused the activity records; %s stays incomplete\n", path);
 }
 
