@@ -1,12 +1,13 @@
 /* host_pinned.cu - the CUDA backend's page-locked host buffers (mv_backend.host_alloc): the
  * pipeline's staging of a forward's frames and its output slabs, which the device reads and
  * writes with asynchronous copies. Not cudaHostAlloc: it faults in and zeroes the pages while
- * holding the driver's lock, about 80 ms for 190 MB on the H200 host, and every other thread's
+ * holding the driver's lock, 80-110 ms for 190 MB on the H200 host, and every other thread's
  * CUDA call (the other tower thread's launches, so the device) waits that long. Here the pages
  * are mapped (2 MB aligned, transparent huge pages asked for with madvise) and faulted in by
- * this thread first, outside the driver, and only then registered (cudaHostRegister: about
- * 5 ms for those 190 MB); freeing unregisters (4 ms, cudaFreeHost's 20-40) and unmaps.
- * Measurements: bench/NOTES.md, the pipeline. Not here: who holds the buffers (src/run/slabs.c).
+ * this thread first, outside the driver, and only then registered (cudaHostRegister: the lock
+ * held about 4 ms for those 190 MB); freeing unregisters (3-4 ms, cudaFreeHost's 24) and unmaps.
+ * Measured by test/cuda/pinprobe.cu (bench/RESULTS.md). Not here: who holds the buffers
+ * (src/run/slabs.c).
  */
 #include "mv_cuda.cuh"
 

@@ -7,6 +7,7 @@
 #   .device/bin/test_fa3        the Hopper attention kernel's layout probes and twin tests (TAP)
 #   .device/bin/test_resize     the CUDA uint8 bicubic resize against its CPU twin (TAP)
 #   .device/bin/attnbench       the attention kernels alone (TFLOP/s, agreement)
+#   .device/bin/pinprobe        what a page-locked host buffer costs (test/cuda/pinprobe.cu)
 #                               (the test/cuda programs carry the variants build: kernel versions
 #                               and options chosen on their command lines, test/cuda/variants/)
 #   .device/bin/mvembed         the CLI (static FFmpeg when built)
@@ -41,7 +42,7 @@ make -s -j"${BUNDLE_JOBS:-2}" BUILD=$BUILD $VIDEO cuda-tests $BUILD/mvembed $BUI
 [ -x $BUILD/cuda/mvtower ] || { echo "device-bundle: make built no CUDA programs (no usable nvcc? make info)" >&2; exit 1; }
 mkdir -p $OUTD/bin $OUTD/lib
 rm -f $OUTD/bin/* $OUTD/lib/*
-for t in test_cuda_ops test_fa3 test_resize attnbench mvtower; do
+for t in test_cuda_ops test_fa3 test_resize attnbench mvtower pinprobe; do
     echo "device-bundle: $BUILD/cuda/$t -> $OUTD/bin/$t"
     cp $BUILD/cuda/$t $OUTD/bin/
 done

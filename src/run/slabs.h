@@ -41,9 +41,9 @@ struct pl_slab_pool {
 
 /* Grows a staging buffer (*buf of *cap bytes, *pinned when from be's host_alloc) to at least
  * `bytes`, page-locked when the backend can (CUDA), else with malloc. A buffer that has to grow
- * takes `least` bytes at once, or half again what it needs where that is more: page-locking is
- * slow (about 0.1 s for 200 MB) and holds the CUDA driver's lock meanwhile, which stalls the
- * other tower threads' launches and so the device (bench/NOTES.md, the pipeline). Returns 0, or
+ * takes `least` bytes at once, or half again what it needs where that is more: a page-locked
+ * buffer costs its tower thread ~40 ms per 190 MB (cu/host_pinned.cu) and a free, a reallocation
+ * (bench/NOTES.md, the pipeline). Returns 0, or
  * -1 when out of memory (the buffer is then empty). */
 int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes, size_t least);
 /* Frees a staging buffer (NULL: nothing). */
