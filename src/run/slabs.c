@@ -39,9 +39,10 @@ int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_
     *buf = NULL;
     *cap = 0;
     *pinned = 0;
-    bytes += bytes / 2; /* room to grow without a new allocation each time */
-    if (bytes < least)
-        bytes = least;
+    if (bytes <= least)
+        bytes = least; /* a full forward's worth: later forwards fit */
+    else
+        bytes += bytes / 2; /* past it: room to grow without a new allocation each time */
     if (be->host_alloc && (*buf = be->host_alloc(be, bytes)))
         *pinned = 1;
     else

@@ -41,7 +41,7 @@ struct pl_slab_pool {
 
 /* Grows a staging buffer (*buf of *cap bytes, *pinned when from be's host_alloc) to at least
  * `bytes`, page-locked when the backend can (CUDA), else with malloc. A buffer that has to grow
- * takes `least` bytes at once, or half again what it needs where that is more: a page-locked
+ * takes `least` bytes at once where that holds `bytes`, else half again `bytes`: a page-locked
  * buffer costs its tower thread ~40 ms per 190 MB (cu/host_pinned.cu) and a free, a reallocation
  * (bench/NOTES.md, the pipeline). Returns 0, or
  * -1 when out of memory (the buffer is then empty). */
