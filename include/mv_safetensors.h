@@ -30,5 +30,9 @@ void mv_st_close(mv_st_file *f);
 const mv_st_tensor *mv_st_find(const mv_st_file *f, const char *name);
 /* Converts a BF16/F16/F32 tensor to f32 (count = product of shape elements). */
 mv_status mv_st_to_f32(const mv_st_file *f, const mv_st_tensor *t, float *dst, mv_err *e);
+/* The same for its elements [first, first + n) only, into dst[0..n) (the caller keeps the range
+ * inside the tensor); threads may convert disjoint ranges of one tensor at once. */
+mv_status mv_st_to_f32_range(const mv_st_file *f, const mv_st_tensor *t, size_t first, size_t n, float *dst,
+                             mv_err *e);
 
 #endif

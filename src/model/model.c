@@ -5,8 +5,8 @@
  * model.safetensors.index.json; only shards holding vision tensors are opened. The key prefix is
  * detected among "model.visual.", "visual." and none. Loading takes two passes: the first checks
  * every tensor's presence and shape against the config before any weight memory is taken; the
- * second converts them to f32 into one arena, refusing NaN/Inf weights. Not here: the JSON files
- * (model_config.c), resolving a hub id (hub.c).
+ * second places them in one arena, where they are converted to f32 over threads, refusing
+ * NaN/Inf weights. Not here: the JSON files (model_config.c), resolving a hub id (hub.c).
  */
 #include "model_int.h"
 #include "mv_safetensors.h"
@@ -95,6 +95,14 @@ static mv_status list_shards(const char *dir, char ***files, int *n, mv_err *e)
     return MV_OK;
 }
 
+/* A tensor of the second pass, converted once every tensor is found (convert_all). */
+typedef struct {
+    const mv_st_file *f;
+    const mv_st_tensor *t;
+    float *dst; /* its floats in the arena */
+    size_t n;
+} conv_job;
+
 typedef struct {
     model_storage *s;
     const char *prefix;
@@ -103,6 +111,8 @@ typedef struct {
     uint64_t hash;
     int check_only; /* first pass: presence and shapes only, counting the floats needed */
     size_t need;
+    conv_job *jobs; /* second pass: the tensors in the order taken */
+    int n_jobs, cap_jobs;
 } loader;
 
 static uint64_t mix64(uint64_t h, const uint8_t *p, size_t n)
@@ -150,26 +160,80 @@ static mv_status take(loader *L, const char *name, int ndim, const int64_t *shap
         L->need += (size_t)cnt;
         if (L->check_only)
             return MV_OK;
-        mv_status st = mv_st_to_f32(&L->s->files[i], t, L->next, e);
-        if (st)
-            return st;
-        /* one NaN/Inf weight makes every embedding NaN: refused here, in one vectorised pass
-         * over the converted floats (cheap next to the conversion itself) */
-        size_t bad = mv_count_nonfinite(L->next, (size_t)cnt);
-        if (bad) {
-            size_t at = 0;
-            while (isfinite(L->next[at]))
-                at++;
-            return mv_fail(e, MV_ERR_MODEL,
-                           "%s: tensor '%s' holds %zu NaN/Inf values (the first at flat index %zu): "
-                           "the checkpoint is corrupt", L->s->files[i].path, full, bad, at);
+        if (t->dtype == MV_ST_OTHER) /* the conversion's own refusal, in tensor order */
+            return mv_st_to_f32(&L->s->files[i], t, L->next, e);
+        if (L->n_jobs == L->cap_jobs) {
+            int cap = L->cap_jobs ? 2 * L->cap_jobs : 64;
+            conv_job *j = realloc(L->jobs, (size_t)cap * sizeof *j);
+            if (!j)
+                return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", L->dir);
+            L->jobs = j;
+            L->cap_jobs = cap;
         }
-        L->hash = mix64(L->hash, t->data, t->nbytes);
+        L->jobs[L->n_jobs++] = (conv_job){&L->s->files[i], t, L->next, (size_t)cnt};
         *out = L->next;
         L->next += cnt;
         return MV_OK;
     }
     return mv_fail(e, MV_ERR_MODEL, "%s: missing tensor '%s'", L->dir, full);
+}
+
+/* Converts the second pass's tensors into the arena, in pieces of CONV_PIECE floats over the
+ * OpenMP threads (the arena's first touch, the kernel zeroing its pages, is most of a load's
+ * time: 1.8 GB for the 27B tower), while one thread hashes the raw bytes in tensor order for
+ * the fingerprint (the same chain as one thread alone). One NaN/Inf weight makes every
+ * embedding NaN: each piece is counted as it is converted, and the first tensor in order that
+ * holds one is refused. Small models stay on one thread. */
+#define CONV_PIECE ((size_t)1 << 20)
+static mv_status convert_all(loader *L, mv_err *e)
+{
+    size_t np = 0;
+    for (int j = 0; j < L->n_jobs; j++)
+        np += (L->jobs[j].n + CONV_PIECE - 1) / CONV_PIECE;
+    struct piece {
+        int job;
+        size_t first, n, bad;
+    } *pc = malloc((np ? np : 1) * sizeof *pc);
+    if (!pc)
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", L->dir);
+    size_t k = 0;
+    for (int j = 0; j < L->n_jobs; j++)
+        for (size_t f = 0; f < L->jobs[j].n; f += CONV_PIECE)
+            pc[k++] = (struct piece){j, f, L->jobs[j].n - f < CONV_PIECE ? L->jobs[j].n - f : CONV_PIECE, 0};
+    uint64_t h = L->hash;
+    const conv_job *jobs = L->jobs;
+    const int n_jobs = L->n_jobs;
+#pragma omp parallel if (L->need >= 16 * CONV_PIECE)
+    {
+#pragma omp single nowait
+        for (int j = 0; j < n_jobs; j++)
+            h = mix64(h, jobs[j].t->data, jobs[j].t->nbytes);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t i = 0; i < np; i++) {
+            const conv_job *J = &jobs[pc[i].job];
+            float *d = J->dst + pc[i].first;
+            mv_err ignored; /* the dtype was checked when the tensor was taken */
+            mv_st_to_f32_range(J->f, J->t, pc[i].first, pc[i].n, d, &ignored);
+            pc[i].bad = mv_count_nonfinite(d, pc[i].n);
+        }
+    }
+    L->hash = h;
+    mv_status st = MV_OK;
+    for (size_t i = 0; i < np && !st; i++) {
+        if (!pc[i].bad)
+            continue;
+        const conv_job *J = &jobs[pc[i].job];
+        size_t bad = 0, at = 0;
+        for (size_t q = i; q < np && pc[q].job == pc[i].job; q++)
+            bad += pc[q].bad;
+        while (isfinite(J->dst[at]))
+            at++;
+        st = mv_fail(e, MV_ERR_MODEL,
+                     "%s: tensor '%s' holds %zu NaN/Inf values (the first at flat index %zu): "
+                     "the checkpoint is corrupt", J->f->path, J->t->name, bad, at);
+    }
+    free(pc);
+    return st;
 }
 
 /* Takes every tensor of the tower in order: with L->check_only, checks presence and shapes and
@@ -355,7 +419,7 @@ mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
     /* first every tensor's presence and shape, before any weight memory is taken: a config.json
      * that claims a far larger tower than the files hold is a shape error naming the tensor, not
      * an allocation of tens of GB */
-    loader Ld = {s, prefix, dir, NULL, 0xcbf29ce484222325ULL, 1, 0};
+    loader Ld = {s, prefix, dir, NULL, 0xcbf29ce484222325ULL, 1, 0, NULL, 0, 0};
     if ((st = take_all(&Ld, m, e)))
         goto fail;
     {
@@ -378,7 +442,11 @@ mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
     }
     Ld.next = s->arena;
     Ld.check_only = 0;
-    if ((st = take_all(&Ld, m, e)))
+    st = take_all(&Ld, m, e);
+    if (!st)
+        st = convert_all(&Ld, e);
+    free(Ld.jobs);
+    if (st)
         goto fail;
     m->weights_hash = mix64(Ld.hash, (const uint8_t *)c, sizeof *c);
     mv_model_update_fingerprint(m, NULL);

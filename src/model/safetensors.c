@@ -213,26 +213,32 @@ const mv_st_tensor *mv_st_find(const mv_st_file *f, const char *name)
     return NULL;
 }
 
-mv_status mv_st_to_f32(const mv_st_file *f, const mv_st_tensor *t, float *dst, mv_err *e)
+mv_status mv_st_to_f32_range(const mv_st_file *f, const mv_st_tensor *t, size_t first, size_t n, float *dst,
+                             mv_err *e)
 {
-    size_t n;
+    const uint8_t *p = t->data;
     switch (t->dtype) {
     case MV_ST_F32:
-        memcpy(dst, t->data, t->nbytes);
+        memcpy(dst, p + 4 * first, 4 * n);
         return MV_OK;
     case MV_ST_BF16:
-        n = t->nbytes / 2;
+        p += 2 * first;
         for (size_t i = 0; i < n; i++)
-            dst[i] = mv_bf16_to_f32((uint16_t)(t->data[2 * i] | t->data[2 * i + 1] << 8));
+            dst[i] = mv_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return MV_OK;
     case MV_ST_F16:
-        n = t->nbytes / 2;
+        p += 2 * first;
         for (size_t i = 0; i < n; i++)
-            dst[i] = mv_f16_to_f32((uint16_t)(t->data[2 * i] | t->data[2 * i + 1] << 8));
+            dst[i] = mv_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return MV_OK;
     case MV_ST_OTHER:
         break;
     }
     return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported (BF16, F16, F32 are)",
                    f->path, t->name, t->dtype_name);
+}
+
+mv_status mv_st_to_f32(const mv_st_file *f, const mv_st_tensor *t, float *dst, mv_err *e)
+{
+    return mv_st_to_f32_range(f, t, 0, t->dtype == MV_ST_F32 ? t->nbytes / 4 : t->nbytes / 2, dst, e);
 }

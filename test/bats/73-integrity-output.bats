@@ -53,6 +53,84 @@ EOF
     refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
 }
 
+# big_model DIR: the tiny model with a position table of 363^2 x 128 bf16 values (16.9 Mi floats
+# in all: past the size from which the loader converts over threads, in pieces of 1 Mi floats)
+big_model() {
+    cp -r "$MODEL" "$1"
+    "$PY" - "$1" "$ROOT/test/bats" <<'PYEOF'
+import sys, json
+sys.path.insert(0, sys.argv[2])
+from st_tool import read, write
+import numpy as np
+d = sys.argv[1]
+hdr, data = read(d + "/model.safetensors")
+meta = hdr.pop("__metadata__", None)
+side, H = 363, 128
+rng = np.random.default_rng(7)
+pos = (rng.standard_normal(side * side * H, dtype=np.float32) * 0.5).view("<u4") >> 16
+blobs, out, off = [], {}, 0
+for k in sorted(hdr, key=lambda k: hdr[k]["data_offsets"][0]):
+    a, b = hdr[k]["data_offsets"]
+    raw = data[a:b]
+    if k.endswith("pos_embed.weight"):
+        raw = pos.astype("<u2").tobytes()
+        hdr[k]["shape"] = [side * side, H]
+    out[k] = dict(hdr[k], data_offsets=[off, off + len(raw)])
+    off += len(raw)
+    blobs.append(raw)
+if meta is not None:
+    out["__metadata__"] = meta
+write(d + "/model.safetensors", out, b"".join(blobs))
+c = json.load(open(d + "/config.json"))
+c["vision_config"]["num_position_embeddings"] = side * side
+json.dump(c, open(d + "/config.json", "w"))
+PYEOF
+}
+
+@test "a model past 16 Mi floats loads over threads: the same fingerprint and bytes on 1 and 2 threads" {
+    big_model "$T/m"
+    for n in 1 2; do
+        OMP_NUM_THREADS=$n run "$MVEMBED" -v --no-progress --device cpu --model "$T/m" --out "$T/o$n" "$IMG/png_rgb_320x256.png"
+        [ "$status" -eq 0 ]
+        echo "$output" | grep -o 'fingerprint [0-9a-f]*' >"$T/fp$n"
+    done
+    cat "$T/fp1" "$T/fp2"
+    [ -s "$T/fp1" ]
+    cmp "$T/fp1" "$T/fp2"
+    o1=$(find "$T/o1" -name '*.npy.zst')
+    [ -n "$o1" ]
+    cmp "$o1" "$T/o2/${o1#"$T/o1/"}"
+}
+
+@test "NaNs in three pieces of a large tensor: counted together, the first tensor in order named" {
+    big_model "$T/m"
+    "$PY" - "$T/m" "$ROOT/test/bats" >"$T/want" <<'PYEOF'
+import sys, struct
+sys.path.insert(0, sys.argv[2])
+from st_tool import read, write
+import numpy as np
+d = sys.argv[1]
+hdr, data = read(d + "/model.safetensors")
+raw = bytearray(data)
+for name, idx in (("model.visual.pos_embed.weight", (5, 3000001, 16000000)),
+                  ("model.visual.merger.linear_fc2.bias", (1,))):
+    a, b = hdr[name]["data_offsets"]
+    for i in idx:
+        struct.pack_into("<H", raw, a + 2 * i, 0x7fc0)  # bf16 quiet NaN
+write(d + "/model.safetensors", hdr, bytes(raw))
+a, b = hdr["model.visual.pos_embed.weight"]["data_offsets"]
+f = (np.frombuffer(bytes(raw[a:b]), "<u2").astype("<u4") << 16).view("<f4")
+bad = ~np.isfinite(f)
+print(f"tensor 'model.visual.pos_embed.weight' holds {bad.sum()} NaN/Inf values (the first at flat index {np.argmax(bad)})")
+PYEOF
+    run "$MVEMBED" -q --device cpu --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    cat "$T/want"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$(cat "$T/want")"* ]]
+    refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+}
+
 @test "an Inf in an f32 weight: refused at load naming the tensor (exit 1)" {
     broken_model "$T/m" <<'EOF'
 hdr, data = read(d + "/model.safetensors")
