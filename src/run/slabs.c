@@ -86,7 +86,8 @@ pl_slab *pl_slab_get(pl_slab_pool *p, size_t bytes, double *waited)
             else if (!x->cap && !fresh)
                 fresh = x;
         }
-        if (fresh && (n_used < OUT_SLABS_MIN || held + bytes <= OUT_SLAB_BYTES) && !fit)
+        size_t takes = bytes > p->least ? bytes : p->least; /* what a new one would hold */
+        if (fresh && (n_used < OUT_SLABS_MIN || held + takes <= OUT_SLAB_BYTES) && !fit)
             sb = fresh;
         else
             sb = fit ? fit : used;
