@@ -19,7 +19,8 @@
  * multiply-add would round differently from torch's separate operations.
  */
 #include "mv_preprocess.h"
-#include "mv_plan.h" /* mv_mb_decode: HF's merge-block order */
+#include "mv_interrupt.h" /* mv_interrupted: a chunk of frames stops between them */
+#include "mv_plan.h"      /* mv_mb_decode: HF's merge-block order */
 
 #include <limits.h>
 #include <math.h>
@@ -484,7 +485,11 @@ mv_status mv_preprocess_video(mv_frame_reader read, void *ud, int chunk, int n, 
         st = read(ud, k0, nk, &frames, e);
         for (int i = 0; i < nk && !st; i++) {
             fp[k0 + i] = rs + fsz * (k0 + i);
-            if ((st = mv_resize_bicubic_aa_u8(frames + isz * i, w, h, rs + fsz * (k0 + i), ow, oh)))
+            /* a chunk of large frames takes seconds to resize: an interrupt stops it between
+             * frames as the decoder's checks stop the decode (the run drops the input) */
+            if (mv_interrupted())
+                st = mv_fail(e, MV_ERR_LIMIT, "preprocess: stopped by an interrupt at frame %d of %d", k0 + i, n);
+            else if ((st = mv_resize_bicubic_aa_u8(frames + isz * i, w, h, rs + fsz * (k0 + i), ow, oh)))
                 mv_fail(e, st, "preprocess: out of memory resizing frames to %dx%d", ow, oh);
         }
         free(frames);
