@@ -31,6 +31,13 @@ void pl_stage_free(mv_backend *be, void *buf, int pinned)
         free(buf);
 }
 
+/* The bytes a buffer that has to hold `bytes` is allocated with (pl_stage_reserve's rule). */
+static size_t stage_size(size_t bytes, size_t least)
+{
+    return bytes <= least ? least /* a full forward's worth: later forwards fit */
+                          : bytes + bytes / 2; /* past it: room to grow without a new allocation each time */
+}
+
 int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_t bytes, size_t least)
 {
     if (*cap >= bytes)
@@ -39,10 +46,7 @@ int pl_stage_reserve(mv_backend *be, void **buf, size_t *cap, int *pinned, size_
     *buf = NULL;
     *cap = 0;
     *pinned = 0;
-    if (bytes <= least)
-        bytes = least; /* a full forward's worth: later forwards fit */
-    else
-        bytes += bytes / 2; /* past it: room to grow without a new allocation each time */
+    bytes = stage_size(bytes, least);
     if (be->host_alloc && (*buf = be->host_alloc(be, bytes)))
         *pinned = 1;
     else
@@ -86,8 +90,7 @@ pl_slab *pl_slab_get(pl_slab_pool *p, size_t bytes, double *waited)
             else if (!x->cap && !fresh)
                 fresh = x;
         }
-        size_t takes = bytes > p->least ? bytes : p->least; /* what a new one would hold */
-        if (fresh && (n_used < OUT_SLABS_MIN || held + takes <= OUT_SLAB_BYTES) && !fit)
+        if (fresh && (n_used < OUT_SLABS_MIN || held + stage_size(bytes, p->least) <= OUT_SLAB_BYTES) && !fit)
             sb = fresh;
         else
             sb = fit ? fit : used;
