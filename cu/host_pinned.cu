@@ -16,9 +16,10 @@
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
+#define PAGE ((size_t)4096)
 
 /* A buffer is a whole number of huge pages from a huge-page aligned start inside a mapping one
- * huge page longer; the mapping's start and length sit in the 4 KB page just before the buffer
+ * huge page longer; the mapping's start and length sit in the page (PAGE) just before the buffer
  * (inside the mapping, outside the registered range), for the free. */
 typedef struct {
     void *map;
@@ -37,8 +38,8 @@ void *mv_cuda_host_pinned_alloc(int device, size_t bytes)
     if (map == MAP_FAILED) return NULL;
     uint8_t *p = (uint8_t *)(((uintptr_t)map + HUGE_PAGE) & ~(uintptr_t)(HUGE_PAGE - 1));
     madvise(p, len, MADV_HUGEPAGE); /* a hint: without huge pages the faults below cost more */
-    for (size_t o = 0; o < len; o += 4096) p[o] = 0; /* fault every page in, here, not in the driver */
-    pinned_head *h = (pinned_head *)(p - 4096);
+    for (size_t o = 0; o < len; o += PAGE) p[o] = 0; /* fault every page in, here, not in the driver */
+    pinned_head *h = (pinned_head *)(p - PAGE);
     h->map = map;
     h->map_len = map_len;
     if (cudaHostRegister(p, len, cudaHostRegisterPortable) != cudaSuccess) {
@@ -52,7 +53,7 @@ void *mv_cuda_host_pinned_alloc(int device, size_t bytes)
 void mv_cuda_host_pinned_free(void *p)
 {
     if (!p) return;
-    const pinned_head *h = (const pinned_head *)((uint8_t *)p - 4096);
+    const pinned_head *h = (const pinned_head *)((uint8_t *)p - PAGE);
     void *map = h->map;
     size_t map_len = h->map_len;
     if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();

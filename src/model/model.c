@@ -130,7 +130,8 @@ static uint64_t mix64(uint64_t h, const uint8_t *p, size_t n)
     return h;
 }
 
-/* Finds tensor prefix+name in the open shards, checks its shape, converts it into the arena. */
+/* Finds tensor prefix+name in the open shards, checks its shape and dtype, and places it in the
+ * arena (convert_all converts it there). */
 static mv_status take(loader *L, const char *name, int ndim, const int64_t *shape, float **out,
                       mv_err *e)
 {
@@ -237,7 +238,7 @@ static mv_status convert_all(loader *L, mv_err *e)
 }
 
 /* Takes every tensor of the tower in order: with L->check_only, checks presence and shapes and
- * counts the floats they need (L->need); otherwise converts them into the arena. */
+ * counts the floats they need (L->need); otherwise places them in the arena for convert_all. */
 static mv_status take_all(loader *L, mv_model *m, mv_err *e)
 {
     const mv_vision_config *c = &m->cfg;
