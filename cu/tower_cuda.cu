@@ -972,7 +972,6 @@ static mv_status choose_attention(cuda_backend *b, const mv_backend_opts *o, mv_
 {
     const mv_vision_config *c = &b->base.model->cfg;
     b->attn_impl = o ? o->attention : MV_ATTN_AUTO;
-    b->verbose = o ? o->verbose : 0;
     b->fa3 = 0;
     const char *why = NULL;
     mv_err de, fe;
@@ -1123,6 +1122,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.model = m;
     b->base.impl = b;
     b->device = dev;
+    b->verbose = o ? o->verbose : 0;
     mv_cuda_attn_state_init(&b->attn, dev);
     b->prec = prec;
     b->esz = prec == MV_PREC_BF16 ? 2 : 4;
@@ -1160,7 +1160,11 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
                                       : prec == MV_PREC_TF32 ? MV_GEMM_TF32
                                                              : MV_GEMM_F32,
                             b->st, e);
+    double tw = mv_now();
     if (st == MV_OK) st = upload_weights(b, e);
+    if (st == MV_OK && b->verbose)
+        fprintf(stderr, "mvembed: cuda: device %d: weights: %.0f MiB converted and uploaded in %.2fs\n", dev,
+                b->sz.weights_total / 1048576.0, mv_now() - tw);
     if (st == MV_OK) { /* the uint8 input's normalisation table, the CPU's own (mv_norm_lut) */
         float lut[3][256];
         mv_norm_lut(&m->pp, lut);

@@ -28,8 +28,13 @@
 #      images): the GPU's union busy time and in-situ kernel time per 1000 patches, the gaps,
 #      streams and copies of each, the CLI's longest gaps with the host calls beside them (its
 #      trace kept as ds-tl-cli.tr.xz); then the two mvtower runs untraced, alternating, twice
+#   8. what a run costs besides its forwards: mvembed -v on one small image, twice (the second
+#      with the model in the page cache): wall time and the -v lines of the start (model load,
+#      each backend, its weights) and the end (backends closed); then the first DS_XA (2000) small
+#      images as one run and as `xargs -n DS_XA_N` (250) runs into one OUT, the README's pattern:
+#      wall time of each, the last xargs run's -v start lines (the manifest it reads back)
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
-# 6 and 7 when named).
+# 6, 7 and 8 when named).
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
@@ -171,4 +176,36 @@ print(sum(g[0] * g[1] * g[2] for g in (json.loads(l).get('grid_thw') for l in op
         done
         rm -rf $W/tl $W/*.tr
     fi
+fi
+
+if want 8; then
+    log "== what a run costs besides its forwards"
+    secs() { python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$@"; }
+    # start_lines LOG: the -v lines of the start and the end, on one line
+    start_lines() {
+        grep -hE 'model .*fingerprint|backend [0-9]+ made|weights:|manifest.*lines|backends closed|wall ' "$1" |
+            sed 's/^mvembed: //' | cut -c1-160 | tr '\n' ';'
+    }
+    head -1 $W/small.txt >$W/one.txt
+    for i in 1 2; do
+        rm -rf $W/o1
+        timeout 120 /usr/bin/time -f "wall %e s, max RSS %M KB" $MV -v --no-progress --model $W/m27 --out $W/o1 - \
+            <$W/one.txt >$OUT/ds-start-$i.log 2>&1
+        log "one image, run $i: exit $?; $(start_lines $OUT/ds-start-$i.log)"
+    done
+    head -"${DS_XA:-2000}" $W/small.txt >$W/xa.txt
+    rm -rf $W/xa1 $W/xa2 $W/o1
+    t0=$(date +%s.%N)
+    timeout 120 $MV -q --no-progress --model $W/m27 --out $W/xa1 - <$W/xa.txt
+    rc=$?
+    log "$(wc -l <$W/xa.txt) small images, one run: exit $rc, $(secs $t0 $(date +%s.%N)) s"
+    t0=$(date +%s.%N)
+    timeout 300 xargs -d '\n' -n "${DS_XA_N:-250}" $MV -q --no-progress --model $W/m27 --out $W/xa2 <$W/xa.txt
+    rc=$?
+    log "the same, xargs -n ${DS_XA_N:-250}: exit $rc, $(secs $t0 $(date +%s.%N)) s;" \
+        "$(cat $W/xa2/manifest.jsonl | wc -l) manifest lines"
+    head -"${DS_XA_N:-250}" $W/xa.txt | timeout 120 /usr/bin/time -f "wall %e s, max RSS %M KB" $MV -v --no-progress \
+        --force --model $W/m27 --out $W/xa2 - >$OUT/ds-start-xa.log 2>&1
+    log "one more xargs-sized run into that OUT (--force): exit $?; $(start_lines $OUT/ds-start-xa.log)"
+    rm -rf $W/xa1 $W/xa2
 fi

@@ -400,12 +400,13 @@ mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
         if (access(p, F_OK) != 0)
             continue;
         size_t nl, nb;
+        double t = mv_now();
         if ((st = mv_manifest_load_done(p, *done, &nl, &nb, e)))
             break;
         if (o->verbose) {
             char esc[8192];
-            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s\n", mv_escape(p, esc, sizeof esc), nl,
-                    mv_done_count(*done), nb ? " (unreadable lines ignored)" : "");
+            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s (%.2fs)\n", mv_escape(p, esc, sizeof esc),
+                    nl, mv_done_count(*done), nb ? " (unreadable lines ignored)" : "", mv_now() - t);
         }
     }
     mv_manifest_list_free(names, nn);

@@ -260,7 +260,11 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
                 mv_backend_opts bo = o->bopts;
                 if (o->n_devices > 0)
                     bo.device = o->devices[i];
+                double tb = mv_now();
                 st = mv_backend_cuda_create(m, &bo, &be[n_be], e);
+                if (!st && o->verbose)
+                    fprintf(stderr, "mvembed: cuda: device %d: backend %d made in %.2fs\n", bo.device, n_be,
+                            mv_now() - tb);
                 if (!st)
                     n_be++;
             }
@@ -399,9 +403,12 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     ri.manifest_start = stat(mpath, &sb) == 0 ? (int64_t)sb.st_size : 0;
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
     st = write_run_record(&ri, st, e);
-out:
+out:;
+    double td = mv_now();
     for (int i = 0; i < n_be; i++)
         be[i]->destroy(be[i]);
+    if (n_be && o->verbose)
+        fprintf(stderr, "mvembed: backends closed in %.2fs\n", mv_now() - td);
     free(be);
     mv_model_free(m);
     return st;
