@@ -32,13 +32,15 @@
 #      with the model in the page cache): wall time and the -v lines of the start (model load,
 #      each backend, its weights) and the end (backends closed); then the first DS_XA (2000) small
 #      images as one run and as `xargs -n DS_XA_N` (250) runs into one OUT, the README's pattern:
-#      wall time of each, the last xargs run's -v start lines (the manifest it reads back)
+#      wall time of each, the last xargs run's -v start lines (the manifest it reads back); then
+#      a run of DS_XA_N images into an OUT whose manifest holds DS_MANIFEST (300000) lines (the
+#      xargs OUT's, under other input names): the manifest's read time (-v)
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
 # 6, 7 and 8 when named).
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
-MV=$BIN/mvembed
+MV=${DS_MV:-$BIN/mvembed} # DS_MV: another build's CLI (the steps' inputs and models are shared)
 W=/tmp/ds
 mkdir -p $W
 L=$OUT/dataset.log
@@ -207,5 +209,20 @@ if want 8; then
     head -"${DS_XA_N:-250}" $W/xa.txt | timeout 120 /usr/bin/time -f "wall %e s, max RSS %M KB" $MV -v --no-progress \
         --force --model $W/m27 --out $W/xa2 - >$OUT/ds-start-xa.log 2>&1
     log "one more xargs-sized run into that OUT (--force): exit $?; $(start_lines $OUT/ds-start-xa.log)"
-    rm -rf $W/xa1 $W/xa2
+    rm -rf $W/xa3
+    mkdir -p $W/xa3
+    python3 - "$W/xa2/manifest.jsonl" "$W/xa3/manifest.jsonl" "${DS_MANIFEST:-300000}" <<'PY'
+import json, sys
+src = [json.loads(l) for l in open(sys.argv[1])]
+with open(sys.argv[2], "w") as f:
+    for i in range(int(sys.argv[3])):
+        d = dict(src[i % len(src)])
+        d["input"] = "/elsewhere/%d/%s" % (i // len(src), d["input"])
+        d["output"] = "elsewhere/%d/%s" % (i // len(src), d["output"])
+        f.write(json.dumps(d) + "\n")
+PY
+    head -"${DS_XA_N:-250}" $W/xa.txt | timeout 120 /usr/bin/time -f "wall %e s, max RSS %M KB" $MV -v --no-progress \
+        --model $W/m27 --out $W/xa3 - >$OUT/ds-start-manifest.log 2>&1
+    log "a run into an OUT of ${DS_MANIFEST:-300000} manifest lines: exit $?; $(start_lines $OUT/ds-start-manifest.log)"
+    rm -rf $W/xa1 $W/xa2 $W/xa3
 fi
