@@ -31,6 +31,7 @@
 extern "C" {
 #include "mv_backend.h"
 #include "mv_model.h"
+#include "mv_npy.h" /* bf16 rounding of the weights */
 #include "mv_preprocess.h"
 }
 
@@ -43,6 +44,18 @@ typedef struct {
     float *n1w, *n1b, *n2w, *n2b;
     void *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 } dblock;
+
+/* The weights on one device, in one arena: uploaded by the first backend made there, shared
+ * (read-only on the device) by the backends made after it on that device with the same precision
+ * and residual type (mv_backend_opts.weights_from), freed by the last of them to go. Backends are
+ * made and destroyed on one thread (mv_run), so the count needs no lock. */
+typedef struct {
+    int refs;
+    void *arena;
+    void *patch_w, *patch_b, *m1w, *m1b, *m2w, *m2b;
+    float *pos, *mnw, *mnb, *inv_freq;
+    dblock *blocks;
+} cuda_weights;
 
 typedef struct {
     mv_backend base; /* first: the public handle */
@@ -77,11 +90,7 @@ typedef struct {
     int verbose;
     int fuse_gelu;
     char settings[512]; /* mv_backend_cuda_settings (make_settings) */
-    /* weights (one arena) */
-    void *arena;
-    void *patch_w, *patch_b, *m1w, *m1b, *m2w, *m2b;
-    float *pos, *mnw, *mnb, *inv_freq;
-    dblock *blocks;
+    cuda_weights *w; /* the weights, on this backend's device: its own or shared */
     /* workspace, sized for `cap` patches per chunk */
     int64_t cap, cap_max;
     mv_tower_sizes sz;      /* byte sizes of the weight buffers and workspace rows (src/tower/plan.c) */
@@ -124,15 +133,6 @@ typedef struct {
         if (s_ != MV_OK) return s_;                                                                \
     } while (0)
 
-static uint16_t f32_to_bf16_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 /* ---- weights ---------------------------------------------------------------------------- */
@@ -165,14 +165,14 @@ static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count,
         if (bytes > a->host_size)
             return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
         uint16_t *h = (uint16_t *)a->host;
-        for (int64_t i = 0; i < count; i++) h[i] = f32_to_bf16_bits(src[i]);
+        mv_f32_to_bf16_par(src, h, (size_t)count);
         hsrc = h;
     } else if (as_t == 2 && b->esz == 2) {
         if (bytes > a->host_size)
             return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
         float *h = (float *)a->host;
         for (int64_t i = 0; i < count; i++) {
-            uint32_t u = (uint32_t)f32_to_bf16_bits(src[i]) << 16;
+            uint32_t u = (uint32_t)mv_f32_to_bf16(src[i]) << 16;
             memcpy(&h[i], &u, 4);
         }
         hsrc = h;
@@ -190,24 +190,28 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
     int64_t H = c->hidden, I = c->inter, L = c->out_hidden, P = c->patch_dim, mm = c->merge * c->merge;
     /* the arena holds every buffer of the size table, each rounded up to MV_ARENA_ALIGN (put) */
     size_t total = b->sz.weights_total;
-    cudaError_t r = cudaMalloc(&b->arena, total);
+    cuda_weights *w = (cuda_weights *)calloc(1, sizeof *w);
+    if (!w) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+    w->refs = 1;
+    b->w = w; /* freed with the backend, whatever happens below */
+    cudaError_t r = cudaMalloc(&w->arena, total);
     if (r != cudaSuccess)
         return mv_fail(e, r == cudaErrorMemoryAllocation ? MV_ERR_NOMEM : MV_ERR_DEVICE,
                        "cuda: cannot allocate %.1f MiB for the weights: %s", total / 1048576.0,
                        cudaGetErrorString(r));
-    arena a = {(char *)b->arena, 0, total, malloc(b->sz.staging), b->sz.staging};
+    arena a = {(char *)w->arena, 0, total, malloc(b->sz.staging), b->sz.staging};
     if (!a.host) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory staging weights");
-    b->blocks = (dblock *)calloc((size_t)c->depth, sizeof(dblock));
-    mv_status st = b->blocks ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
+    w->blocks = (dblock *)calloc((size_t)c->depth, sizeof(dblock));
+    mv_status st = w->blocks ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
 #define PUT(src, n, ast, tb, dst, name)                                                            \
     if (st == MV_OK) st = put(b, &a, src, n, ast, b->sz.tb, (void **)(dst), name, e)
-    PUT(m->patch_w, H * P, 1, patch_w, &b->patch_w, "patch_embed.proj.weight");
+    PUT(m->patch_w, H * P, 1, patch_w, &w->patch_w, "patch_embed.proj.weight");
     const int xb = b->f32res ? 2 : 1; /* biases of the GEMMs writing x */
-    PUT(m->patch_b, H, xb, patch_b, &b->patch_b, "patch_embed.proj.bias");
-    PUT(m->pos_embed, (int64_t)c->num_pos * H, 0, pos_embed, &b->pos, "pos_embed.weight");
+    PUT(m->patch_b, H, xb, patch_b, &w->patch_b, "patch_embed.proj.bias");
+    PUT(m->pos_embed, (int64_t)c->num_pos * H, 0, pos_embed, &w->pos, "pos_embed.weight");
     for (int i = 0; st == MV_OK && i < c->depth; i++) {
         const mv_block *B = &m->blocks[i];
-        dblock *d = &b->blocks[i];
+        dblock *d = &w->blocks[i];
         PUT(B->norm1_w, H, 0, norm, &d->n1w, "norm1.weight");
         PUT(B->norm1_b, H, 0, norm, &d->n1b, "norm1.bias");
         PUT(B->norm2_w, H, 0, norm, &d->n2w, "norm2.weight");
@@ -221,12 +225,12 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
         PUT(B->fc2_w, H * I, 1, fc2_w, &d->fc2_w, "mlp.linear_fc2.weight");
         PUT(B->fc2_b, H, xb, fc2_b, &d->fc2_b, "mlp.linear_fc2.bias");
     }
-    PUT(m->mnorm_w, H, 0, mnorm, &b->mnw, "merger.norm.weight");
-    PUT(m->mnorm_b, H, 0, mnorm, &b->mnb, "merger.norm.bias");
-    PUT(m->mfc1_w, mm * H * mm * H, 1, m1_w, &b->m1w, "merger.linear_fc1.weight");
-    PUT(m->mfc1_b, mm * H, 1, m1_b, &b->m1b, "merger.linear_fc1.bias");
-    PUT(m->mfc2_w, L * mm * H, 1, m2_w, &b->m2w, "merger.linear_fc2.weight");
-    PUT(m->mfc2_b, L, 1, m2_b, &b->m2b, "merger.linear_fc2.bias");
+    PUT(m->mnorm_w, H, 0, mnorm, &w->mnw, "merger.norm.weight");
+    PUT(m->mnorm_b, H, 0, mnorm, &w->mnb, "merger.norm.bias");
+    PUT(m->mfc1_w, mm * H * mm * H, 1, m1_w, &w->m1w, "merger.linear_fc1.weight");
+    PUT(m->mfc1_b, mm * H, 1, m1_b, &w->m1b, "merger.linear_fc1.bias");
+    PUT(m->mfc2_w, L * mm * H, 1, m2_w, &w->m2w, "merger.linear_fc2.weight");
+    PUT(m->mfc2_b, L, 1, m2_b, &w->m2b, "merger.linear_fc2.bias");
     if (st == MV_OK) {
         /* HF: inv_freq = 1 / theta^(arange(0, D/2, 2) / (D/2)), fp32 (as mv_rope_tables_cpu) */
         float inv[256];
@@ -235,7 +239,7 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
             float ex = (float)(2 * j) / (float)half;
             inv[j] = 1.0f / (float)pow(c->rope_theta, (double)ex);
         }
-        PUT(inv, Q, 0, inv_freq, &b->inv_freq, "rope inv_freq");
+        PUT(inv, Q, 0, inv_freq, &w->inv_freq, "rope inv_freq");
     }
 #undef PUT
     free(a.host);
@@ -427,6 +431,7 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     const int mm = c->merge * c->merge;
     const int64_t n = ch->n, M = n / mm;
     cudaStream_t st = b->st;
+    const cuda_weights *W = b->w;
     float *pix = b->pix[ch->buf];
     const int xf = sizeof(TX) == 4; /* x dumps read f32 */
     TX *x = (TX *)b->x;
@@ -452,13 +457,13 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     } else {
         px = (const T *)pix;
     }
-    ST(gemm_x(b, x, px, b->patch_w, b->patch_b, n, P, H, 0, e));
+    ST(gemm_x(b, x, px, W->patch_w, W->patch_b, n, P, H, 0, e));
     ST(dump_t(b, fn, ud, "patch_embed", x, n, H, pix, xf, e));
-    CK(mv_cuda_pos_embed_add<TX>(x, ri, b->pos, c->pos_side, H, n, st), "position embedding");
-    CK(mv_cuda_rope_table(b->rope_cs, ri, b->inv_freq, n, D, st), "rope table");
+    CK(mv_cuda_pos_embed_add<TX>(x, ri, W->pos, c->pos_side, H, n, st), "position embedding");
+    CK(mv_cuda_rope_table(b->rope_cs, ri, W->inv_freq, n, D, st), "rope table");
     ST(dump_t(b, fn, ud, "embed", x, n, H, pix, xf, e));
     for (int l = 0; l < c->depth; l++) {
-        const dblock *B = &b->blocks[l];
+        const dblock *B = &W->blocks[l];
         CK(ln_x(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
         ST(mv_gemm_run(b->gemm, qkv, xn, B->qkv_w, B->qkv_b, n, H, 3 * H, MV_EPI_BIAS, 0, e));
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, st), "rope");
@@ -486,12 +491,12 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         }
     }
     /* merger: rows are in merge-block order, so [n, H] viewed as [n / mm, mm * H] is the 2x2 concat */
-    CK(ln_x(xn, x, b->mnw, b->mnb, n, H, c->ln_eps, st), "merger layernorm");
+    CK(ln_x(xn, x, W->mnw, W->mnb, n, H, c->ln_eps, st), "merger layernorm");
     ST(dump_t(b, fn, ud, "merger_norm", xn, n, H, pix, 0, e));
-    ST(mv_gemm_run(b->gemm, att, xn, b->m1w, b->m1b, M, mm * H, mm * H, MV_EPI_BIAS, 0, e));
+    ST(mv_gemm_run(b->gemm, att, xn, W->m1w, W->m1b, M, mm * H, mm * H, MV_EPI_BIAS, 0, e));
     ST(dump_t(b, fn, ud, "merger_fc1", att, M, (int64_t)mm * H, pix, 0, e));
     CK(mv_cuda_act<T>(att, MV_ACT_GELU_ERF, M * mm * H, st), "merger GELU");
-    ST(mv_gemm_run(b->gemm, mlp, att, b->m2w, b->m2b, M, mm * H, L, MV_EPI_BIAS, 0, e));
+    ST(mv_gemm_run(b->gemm, mlp, att, W->m2w, W->m2b, M, mm * H, L, MV_EPI_BIAS, 0, e));
     CK(mv_cuda_to_f32<T>(pix, mlp, M * L, st), "output conversion");
     return MV_OK;
 }
@@ -926,7 +931,11 @@ static void cuda_destroy(mv_backend *be)
     mv_cudnn_attn_destroy(b->dnn);
     if (b->fa3_part) cudaFree(b->fa3_part);
     mv_gemm_destroy(b->gemm);
-    if (b->arena) cudaFree(b->arena);
+    if (b->w && --b->w->refs == 0) {
+        if (b->w->arena) cudaFree(b->w->arena);
+        free(b->w->blocks);
+        free(b->w);
+    }
     if (b->lut) cudaFree(b->lut);
     mv_cuda_resizer_free(b->rz);
     for (int i = 0; i < 2; i++) {
@@ -939,7 +948,6 @@ static void cuda_destroy(mv_backend *be)
     if (b->ev_wait) cudaEventDestroy(b->ev_wait);
     if (b->st) cudaStreamDestroy(b->st);
     if (b->io) cudaStreamDestroy(b->io);
-    free(b->blocks);
     free(b->h_cu);
     cudaFree(b->pool_acc);
     cudaFree(b->pool_rows);
@@ -1115,7 +1123,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
     b->base.pools_mean = 1;
     b->base.out_bf16 = prec == MV_PREC_BF16; /* T = bf16: the output conversion widens bf16 values */
     b->base.resizes = 1;
-    b->base.own_weights = 1; /* uploaded by upload_weights; only cfg and pp are read later */
+    b->base.own_weights = 1; /* on the device (upload_weights or shared); only cfg and pp are read later */
     b->base.destroy = cuda_destroy;
     b->base.host_alloc = cuda_host_alloc;
     b->base.host_free = cuda_host_free;
@@ -1160,11 +1168,22 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
                                       : prec == MV_PREC_TF32 ? MV_GEMM_TF32
                                                              : MV_GEMM_F32,
                             b->st, e);
-    double tw = mv_now();
-    if (st == MV_OK) st = upload_weights(b, e);
-    if (st == MV_OK && b->verbose)
-        fprintf(stderr, "mvembed: cuda: device %d: weights: %.0f MiB converted and uploaded in %.2fs\n", dev,
-                b->sz.weights_total / 1048576.0, mv_now() - tw);
+    /* the weights of an earlier backend on this device when they are these (the same model,
+     * precision and residual type), else uploaded */
+    const cuda_backend *from = o && o->weights_from && o->weights_from->destroy == cuda_destroy
+                                   ? (const cuda_backend *)o->weights_from->impl : NULL;
+    if (st == MV_OK && from && from->w && from->base.model == m && from->device == dev && from->prec == prec &&
+        from->f32res == b->f32res) {
+        b->w = from->w;
+        b->w->refs++;
+        if (b->verbose) fprintf(stderr, "mvembed: cuda: device %d: weights: shared with the backend before\n", dev);
+    } else if (st == MV_OK) {
+        double tw = mv_now();
+        st = upload_weights(b, e);
+        if (st == MV_OK && b->verbose)
+            fprintf(stderr, "mvembed: cuda: device %d: weights: %.0f MiB converted and uploaded in %.2fs\n", dev,
+                    b->sz.weights_total / 1048576.0, mv_now() - tw);
+    }
     if (st == MV_OK) { /* the uint8 input's normalisation table, the CPU's own (mv_norm_lut) */
         float lut[3][256];
         mv_norm_lut(&m->pp, lut);

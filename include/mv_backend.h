@@ -97,8 +97,9 @@ struct mv_backend {
     int pools_mean;
     int out_bf16;
     int resizes; /* 1: forward takes mv_forward_req.src_size (CUDA: cu/resize.cu) */
-    int own_weights; /* 1: holds its own copy of every weight (CUDA: on the device), so the
-                      * model's host weights may go once every backend is made (mv_model_drop_weights) */
+    int own_weights; /* 1: holds a copy of every weight apart from the model's (CUDA: on the device,
+                      * one per GPU, mv_backend_opts.weights_from), so the model's host weights may go
+                      * once every backend is made (mv_model_drop_weights) */
     void *impl;
 };
 
@@ -131,6 +132,12 @@ typedef struct {
      * first backend of the process that loads cuDNN decides. */
     const char *cudnn_lib;
     int verbose;            /* CUDA: say on stderr which attention implementation runs */
+    /* CUDA: a backend of this process made before, whose weights this one shares (read-only on
+     * the device; one upload and one copy in device memory) when it is a CUDA backend of the same
+     * model on the same device with the same precision and residual type; else, or NULL, this
+     * one uploads its own. It must outlive nothing: the weights go with the last backend using
+     * them, whichever order they are destroyed in (all on one thread). */
+    const mv_backend *weights_from;
     /* CPU, a test hook (MVEMBED_TEST_OUT_BF16): outputs rounded to bf16 and out_bf16 set, as the
      * CUDA bf16 tower's are, so that --out-dtype auto's choice is tested where there is no GPU */
     int test_out_bf16;

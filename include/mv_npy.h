@@ -54,6 +54,9 @@ void mv_f32_to_f16_n(const float *x, uint16_t *y, size_t n);
 float mv_f16_to_f32(uint16_t h);
 uint16_t mv_f32_to_bf16(float f);
 void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
+/* The same over the calling thread's OpenMP team: for bulk conversions made once (the CUDA
+ * backend's weights at its creation), not from threads that run beside a team (the writers). */
+void mv_f32_to_bf16_par(const float *x, uint16_t *y, size_t n);
 float mv_bf16_to_f32(uint16_t b);
 /* 1 when every x[i] is finite and inside f16's range once rounded (|x| < 65520, which rounds to
  * at most 65504): mv_f32_to_f16 makes no Inf of any of them. */

@@ -400,6 +400,13 @@ void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n)
         y[i] = mv_f32_to_bf16(x[i]);
 }
 
+void mv_f32_to_bf16_par(const float *x, uint16_t *y, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 20))
+    for (size_t i = 0; i < n; i++)
+        y[i] = mv_f32_to_bf16(x[i]);
+}
+
 /* x (the bits of a float) is bf16 (low half zero) and zero or in f16's normal range
  * [2^-14, 65504]: f16's 10 mantissa bits hold bf16's 7 */
 int mv_f16_fits_n(const float *x, size_t n)

@@ -260,6 +260,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
                 mv_backend_opts bo = o->bopts;
                 if (o->n_devices > 0)
                     bo.device = o->devices[i];
+                bo.weights_from = k > 0 ? be[i] : NULL; /* the device's first backend: one upload */
                 double tb = mv_now();
                 st = mv_backend_cuda_create(m, &bo, &be[n_be], e);
                 if (!st && o->verbose)

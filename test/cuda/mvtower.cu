@@ -232,9 +232,11 @@ static int bench(mv_backend *b0, const mv_model *m, const mv_backend_opts *o, co
     const int mm = c->merge * c->merge, K = bo->inflight;
     mv_err e;
     std::vector<mv_backend *> bs(1, b0);
+    mv_backend_opts ok = *o;
+    ok.weights_from = b0; /* as the CLI's backends on one device: one copy of the weights */
     for (int k = 1; k < K; k++) {
         mv_backend *bk;
-        if (make_backend(backend, m, o, &bk, &e)) {
+        if (make_backend(backend, m, &ok, &bk, &e)) {
             for (int j = 1; j < k; j++) bs[j]->destroy(bs[j]);
             return die("backend (--inflight)", &e);
         }

@@ -1126,6 +1126,73 @@ static void test_two_devices(mv_attn_impl attn)
     free(rm.m.blocks);
 }
 
+/* Backends sharing one device copy of the weights (mv_backend_opts.weights_from, as the CLI's
+ * forwards in flight on a GPU): a sharing backend's results equal those of a backend with its own
+ * copy bit for bit, also from two threads at once, and after the backend that uploaded the weights
+ * is gone (they go with the last user, in any order); a backend of another precision given the
+ * same weights_from uploads its own (its results equal an unshared one's). */
+static void test_shared_weights(void)
+{
+    rmodel rm;
+    make_model(&rm, 2, 144, 2, 160, 48, 16);
+    std::vector<int32_t> grid = {1, 32, 40, 2, 16, 24, 1, 6, 10};
+    int ne = (int)grid.size() / 3;
+    int64_t N = 0;
+    for (int i = 0; i < ne; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    std::vector<float> pix = round_bf16(randv((size_t)(N * 1536), 1.f));
+    const size_t outn = (size_t)(N / 4 * 48);
+    mv_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
+    o.precision = MV_PREC_BF16;
+    o.batch_tokens = 2048; /* several chunks */
+    mv_backend *own = NULL, *maker = NULL, *shared = NULL, *f32own = NULL, *f32 = NULL;
+    mv_err e;
+    int ok = mv_backend_cuda_create(&rm.m, &o, &own, &e) == MV_OK && mv_backend_cuda_create(&rm.m, &o, &maker, &e) == MV_OK;
+    mv_backend_opts so = o;
+    so.weights_from = maker;
+    ok = ok && mv_backend_cuda_create(&rm.m, &so, &shared, &e) == MV_OK;
+    mv_backend_opts fo = o;
+    fo.precision = MV_PREC_F32;
+    ok = ok && mv_backend_cuda_create(&rm.m, &fo, &f32own, &e) == MV_OK;
+    fo.weights_from = shared; /* not the same precision: its own upload */
+    ok = ok && mv_backend_cuda_create(&rm.m, &fo, &f32, &e) == MV_OK;
+    CHECK(ok, "shared weights: five backends made: %s", ok ? "ok" : e.msg);
+    std::vector<float> ref(outn, NAN), a(outn, NAN), b(outn, NAN), f32ref(outn, NAN), f32out(outn, NAN);
+    if (ok) {
+        mv_status s = fwd_pixels(own, pix.data(), grid.data(), ne, ref.data(), NULL, NULL, &e);
+        s = s ? s : fwd_pixels(shared, pix.data(), grid.data(), ne, a.data(), NULL, NULL, &e);
+        CHECK(s == MV_OK && !memcmp(ref.data(), a.data(), outn * 4),
+              "shared weights: the sharing backend's forward equals an own-weights backend's bit for bit %s",
+              s ? e.msg : "");
+        mv_status st[2] = {MV_OK, MV_OK};
+        mv_err te[2];
+        std::fill(a.begin(), a.end(), NAN);
+        std::thread th0([&]() { st[0] = fwd_pixels(maker, pix.data(), grid.data(), ne, a.data(), NULL, NULL, &te[0]); });
+        std::thread th1([&]() { st[1] = fwd_pixels(shared, pix.data(), grid.data(), ne, b.data(), NULL, NULL, &te[1]); });
+        th0.join();
+        th1.join();
+        CHECK(!st[0] && !st[1] && !memcmp(ref.data(), a.data(), outn * 4) && !memcmp(ref.data(), b.data(), outn * 4),
+              "shared weights: the maker and the sharer at once, from two threads, equal it too %s",
+              st[0] ? te[0].msg : st[1] ? te[1].msg : "");
+        maker->destroy(maker);
+        maker = NULL;
+        std::fill(b.begin(), b.end(), NAN);
+        s = fwd_pixels(shared, pix.data(), grid.data(), ne, b.data(), NULL, NULL, &e);
+        CHECK(s == MV_OK && !memcmp(ref.data(), b.data(), outn * 4),
+              "shared weights: the sharer after the maker was destroyed: the same bits %s", s ? e.msg : "");
+        s = fwd_pixels(f32own, pix.data(), grid.data(), ne, f32ref.data(), NULL, NULL, &e);
+        s = s ? s : fwd_pixels(f32, pix.data(), grid.data(), ne, f32out.data(), NULL, NULL, &e);
+        CHECK(s == MV_OK && !memcmp(f32ref.data(), f32out.data(), outn * 4) && memcmp(f32out.data(), ref.data(), outn * 4),
+              "shared weights: an f32 backend given a bf16 one's weights uploads its own: its results are f32's %s",
+              s ? e.msg : "");
+    }
+    mv_backend *all[] = {own, maker, shared, f32own, f32};
+    for (mv_backend *x : all)
+        if (x) x->destroy(x);
+    free(rm.m.blocks);
+}
+
 /* --pool mean on the device (cu/pool.cu via forward of means) vs the CPU twin mv_pool_mean of the same
  * backend's token output (forward of frames of the same frames): bit for bit, with entries split across
  * chunks (small workspaces) and videos whose temporal groups land in different chunks.
@@ -1355,6 +1422,7 @@ int main(int argc, char **argv)
                        1, 64, 100, 4, 4, 5, 50, 70, 6, 4, 1, 999, 333, 2, 6});
     test_two_devices(MV_ATTN_BUILTIN);
     test_two_devices(MV_ATTN_CUDNN);
+    test_shared_weights();
     test_host_pinned();
     if (!quick) test_oom();
     return UNIT_DONE();
