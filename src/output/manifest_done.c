@@ -1,10 +1,10 @@
-/* manifest_done.c - the manifest's resume reader: reads the lines of a manifest back (jansson's
- * parser) into a set keyed by input and by output name, answers "is this input done, and does it
- * still own that name", and checks that a recorded output is still whole (size, zstd frame).
- * Not here: writing lines (manifest.c), the naming rules (names.c), merging manifests
- * (manifest_merge.c).
+/* manifest_done.c - the resume set: the lines read back from a manifest (manifest_read.c) kept
+ * in a set keyed by input and by output name, which answers "is this input done, and does it
+ * still own that name"; and the checks that a recorded output is still whole (size, zstd frame).
+ * Not here: reading the lines (manifest_read.c), writing them (manifest.c), the naming rules
+ * (names.c), merging manifests (manifest_merge.c).
  */
-#include "mv_manifest.h"
+#include "manifest_done_int.h"
 
 #include "mv_hashset.h"
 #include "mv_names.h"
@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,13 +43,6 @@ typedef struct {
     uint64_t xxh64;
     int has_xxh64, tar;
 } done_ent;
-
-/* The parts of an ok line that the tar layout's resume checks (mv_done_sample). */
-typedef struct {
-    int64_t offset, data_len;
-    uint64_t xxh64;
-    int has_xxh64, tar;
-} tar_part;
 
 struct mv_done {
     done_ent *ents;
@@ -100,17 +92,6 @@ static done_ent *done_entry(mv_done *d, const char *input)
     return en;
 }
 
-/* One line read back: its input, status, order, and for an ok line what it made. */
-typedef struct {
-    const char *input, *output, *model;
-    int ok;
-    int64_t bytes, offset;
-    mv_done_input_stat src;
-    tar_part tp;        /* ok lines: the tar layout's parts */
-    mv_line_order ord;
-} done_line;
-
-/* Records one line. Returns 0, or -1 when out of memory. */
 static int done_set(mv_done *d, const done_line *l)
 {
     done_ent *en = done_entry(d, l->input);
@@ -150,6 +131,12 @@ static int done_set(mv_done *d, const done_line *l)
     os->value = (size_t)(en - d->ents) + 1;
     en->output = os->key;
     return 0;
+}
+
+int mv_done_record(mv_done *d, done_line *l)
+{
+    l->ord.pos = ++d->pos;
+    return done_set(d, l);
 }
 
 const char *mv_done_lookup(const mv_done *d, const char *input)
@@ -335,164 +322,6 @@ int mv_done_output_intact(const char *out_real, const char *output, int64_t byte
     }
     free(real);
     return ok;
-}
-
-/* The raw path of field (from "<field>_b64" when present, else the string); malloc'd, or NULL
- * when absent or malformed. */
-static char *record_path(json_t *o, const char *field)
-{
-    char k64[64];
-    snprintf(k64, sizeof k64, "%s_b64", field);
-    json_t *b = json_object_get(o, k64);
-    if (json_is_string(b)) {
-        size_t n;
-        uint8_t *raw = mv_base64_decode(json_string_value(b), &n);
-        if (!raw || n == 0 || memchr(raw, 0, n)) {
-            free(raw);
-            return NULL;
-        }
-        return (char *)raw;
-    }
-    json_t *s = json_object_get(o, field);
-    if (!json_is_string(s))
-        return NULL;
-    return strdup(json_string_value(s));
-}
-
-/* The input file's size, mtime and hash as an ok line recorded them (absent: -1, "") */
-static void read_input_stat(json_t *o, mv_done_input_stat *src)
-{
-    json_t *b = json_object_get(o, "input_bytes"), *t = json_object_get(o, "input_mtime_ns");
-    json_t *h = json_object_get(o, "input_xxh64");
-    src->bytes = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
-    src->mtime_ns = json_is_integer(t) ? (int64_t)json_integer_value(t) : -1;
-    const char *hs = json_is_string(h) ? json_string_value(h) : "";
-    char *end;
-    src->xxh64 = strtoull(hs, &end, 16);
-    src->has_xxh64 = strlen(hs) == 16 && *end == 0;
-}
-
-/* The tar layout's parts of an ok line o into *tp (left as they are when absent or malformed). */
-static void read_tar_part(json_t *o, tar_part *tp)
-{
-    json_t *jo = json_object_get(o, "offset"), *jx = json_object_get(o, "xxh64");
-    json_t *sh = json_object_get(o, "shape"), *dt = json_object_get(o, "dtype");
-    tp->tar = json_is_string(json_object_get(o, "shard")) && json_is_string(json_object_get(o, "key"));
-    if (json_is_integer(jo) && json_integer_value(jo) >= 0)
-        tp->offset = (int64_t)json_integer_value(jo);
-    if (json_is_string(jx) && strlen(json_string_value(jx)) == 16) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(json_string_value(jx), &end, 16);
-        if (!errno && !*end) {
-            tp->xxh64 = (uint64_t)v;
-            tp->has_xxh64 = 1;
-        }
-    }
-    int64_t dsize = !json_is_string(dt) ? 0 : !strcmp(json_string_value(dt), "f32") ? 4
-                    : !strcmp(json_string_value(dt), "f16") || !strcmp(json_string_value(dt), "bf16") ? 2 : 0;
-    json_t *r0 = json_array_get(sh, 0), *r1 = json_array_get(sh, 1);
-    if (dsize && json_array_size(sh) == 2 && json_is_integer(r0) && json_is_integer(r1) &&
-        json_integer_value(r0) >= 0 && json_integer_value(r1) >= 0 &&
-        json_integer_value(r0) < (1LL << 31) && json_integer_value(r1) < (1LL << 24))
-        tp->data_len = (int64_t)json_integer_value(r0) * (int64_t)json_integer_value(r1) * dsize;
-}
-
-/* One line read back into d: 0, 1 when it is not a record (counted bad), -1 out of memory. */
-static int load_line(mv_done *d, const char *line, size_t n)
-{
-    json_error_t jerr;
-    json_t *o = json_loadb(line, n, 0, &jerr);
-    char *input = json_is_object(o) ? record_path(o, "input") : NULL;
-    json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
-    if (!input || !json_is_string(st)) {
-        free(input);
-        json_decref(o);
-        return 1;
-    }
-    done_line l = {.input = input, .ok = strcmp(json_string_value(st), "ok") == 0};
-    mv_line_order_of(o, ++d->pos, &l.ord);
-    char *output = l.ok ? record_path(o, "output") : NULL;
-    l.output = output;
-    json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
-    l.model = json_is_string(jm) ? json_string_value(jm) : "";
-    l.bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
-    json_t *jo = json_object_get(o, "offset");
-    l.offset = json_is_integer(jo) && json_integer_value(jo) >= 0 ? (int64_t)json_integer_value(jo) : -1;
-    read_input_stat(o, &l.src);
-    l.tp = (tar_part){-1, -1, 0, 0, 0};
-    if (l.ok)
-        read_tar_part(o, &l.tp);
-    int r = done_set(d, &l);
-    free(output);
-    free(input);
-    json_decref(o);
-    return r;
-}
-
-mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset, int whole,
-                                   size_t *n_lines, size_t *n_bad, mv_err *e)
-{
-    size_t lines = 0, bad = 0;
-    if (n_lines)
-        *n_lines = 0;
-    if (n_bad)
-        *n_bad = 0;
-    int fd;
-    mv_err oe;
-    struct stat lsb;
-    if (lstat(path, &lsb) != 0 && errno == ENOENT)
-        return MV_OK;
-    if (mv_open_regular(path, &fd, &oe) != MV_OK) /* a FIFO would block the run for ever */
-        return mv_fail(e, MV_ERR_IO, "cannot read manifest: %s", oe.msg);
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return mv_fail(e, MV_ERR_IO, "%s: cannot read manifest: %s", path, strerror(errno));
-    }
-    if (*offset > 0 && fseeko(f, (off_t)*offset, SEEK_SET) != 0) {
-        int err = errno;
-        fclose(f);
-        return mv_fail(e, MV_ERR_IO, "%s: seek: %s", path, strerror(err));
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    mv_status s = MV_OK;
-    for (;;) {
-        errno = 0;
-        ssize_t n = getline(&line, &cap, f);
-        if (n < 0) {
-            if (ferror(f))
-                s = mv_fail(e, MV_ERR_IO, "%s: read: %s", path, strerror(errno ? errno : EIO));
-            break;
-        }
-        if (line[n - 1] != '\n' && !whole)
-            break; /* a line still being written: read again next time */
-        *offset += n;
-        if (n == 1 && line[0] == '\n')
-            continue; /* the empty line that ends a torn one */
-        lines++;
-        int r = load_line(d, line, (size_t)n);
-        if (r < 0) {
-            s = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for the resume set", path);
-            break;
-        }
-        bad += (size_t)r;
-    }
-    free(line);
-    fclose(f);
-    if (n_lines)
-        *n_lines = lines;
-    if (n_bad)
-        *n_bad = bad;
-    return s;
-}
-
-mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, size_t *n_bad,
-                                mv_err *e)
-{
-    int64_t off = 0;
-    return mv_manifest_load_done_at(path, d, &off, 1, n_lines, n_bad, e);
 }
 
 /* --- the manifests of OUT ------------------------------------------------------------------ */

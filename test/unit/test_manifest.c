@@ -402,6 +402,97 @@ int main(void)
           "the newest line of an input wins in either load order; one run by seq, runs by time, "
           "unordered lines oldest");
 
+    /* 13. a manifest of many lines, which the resume set's load parses in batches over threads:
+     * each input's newest line as Python's json module reads the file (the oracle: the last line
+     * of each input, half of them without run/seq/time, so that the order the lines are recorded
+     * in decides), and every entry the same as the one-line-at-a-time reader
+     * (mv_manifest_load_done_at) makes */
+    char big[600], wantp[600], pycmd[8192];
+    snprintf(big, sizeof big, "%s/big.jsonl", dir);
+    snprintf(wantp, sizeof wantp, "%s/big.want", dir);
+    snprintf(pycmd, sizeof pycmd,
+             "/usr/bin/python3 - '%s' '%s' <<'PY'\n"
+             "import base64, json, random, sys\n"
+             "rnd = random.Random(7)\n"
+             "newest = {}\n"
+             "with open(sys.argv[1], 'w') as f:\n"
+             "    for i in range(40000):\n"
+             "        if rnd.random() < 0.01:\n"
+             "            f.write(rnd.choice(['garbage', '[1]', '{\\\"status\\\":\\\"ok\\\"}']) + '\\n')\n"
+             "            continue\n"
+             "        k = rnd.randrange(12000)\n"
+             "        raw = ('in/%%d.jpg' %% k).encode() if k %% 97 else b'in/caf\\xe9-%%d.png' %% k\n"
+             "        ok = rnd.random() < 0.8\n"
+             "        d = {'input': raw.decode('latin-1'), 'status': 'ok' if ok else 'error', 'schema': 3}\n"
+             "        if k %% 2: d.update(run='r', seq=i + 1, time=1000.5)  # else the file's order decides\n"
+             "        if k %% 97 == 0: d['input_b64'] = base64.b64encode(raw).decode()\n"
+             "        if ok:\n"
+             "            d.update(output='o/%%d-%%d.npy.zst' %% (k, rnd.randrange(3)), model='%%016x' %% rnd.getrandbits(64),\n"
+             "                     bytes=rnd.randrange(1, 10**9), offset=rnd.randrange(10**6), shape=[rnd.randrange(1, 900), 5120],\n"
+             "                     dtype=rnd.choice(['f32', 'f16', 'bf16']), xxh64='%%016x' %% rnd.getrandbits(64))\n"
+             "            if rnd.random() < 0.5: d.update(shard='s.tar', key='k%%d' %% k)\n"
+             "        else:\n"
+             "            d['error'] = 'decode failed'\n"
+             "        f.write(json.dumps(d) + '\\n')\n"
+             "        newest[raw] = d\n"
+             "with open(sys.argv[2], 'w') as f:\n"
+             "    for raw, d in newest.items():\n"
+             "        f.write('%%s %%s %%s\\n' %% (base64.b64encode(raw).decode(), d['status'], d.get('output', '-')))\n"
+             "PY",
+             big, wantp);
+    CHECK(system(pycmd) == 0, "python wrote a manifest of 40000 lines and each input's newest line");
+    mv_done *dp, *ds;
+    size_t nlp = 0, nbp = 0, nls = 0, nbs = 0;
+    int64_t off = 0;
+    if (mv_done_create(&dp, &e) != MV_OK || mv_done_create(&ds, &e) != MV_OK)
+        return 2;
+    mv_status sp = mv_manifest_load_done(big, dp, &nlp, &nbp, &e);
+    mv_status ss = mv_manifest_load_done_at(big, ds, &off, 1, &nls, &nbs, &e);
+    CHECK(sp == MV_OK && ss == MV_OK && nlp == 40000 && nls == 40000 && nbp == nbs && nbp > 300 && nbp < 500,
+          "both readers read 40000 lines, the same %zu / %zu not records", nbp, nbs);
+    FILE *wf = fopen(wantp, "r");
+    size_t n_want = 0, n_ok = 0, agree = 0;
+    char wb[8192];
+    while (wf && fgets(wb, sizeof wb, wf)) {
+        char b64[4096], stat[16], outp[4096];
+        if (sscanf(wb, "%4095s %15s %4095s", b64, stat, outp) != 3)
+            break;
+        size_t rl;
+        char *raw = (char *)mv_base64_decode(b64, &rl);
+        if (!raw)
+            break;
+        n_want++;
+        const char *got = mv_done_lookup(dp, raw);
+        int okl = !strcmp(stat, "ok");
+        n_ok += okl;
+        agree += okl ? (got && !strcmp(got, outp)) : !got;
+        free(raw);
+    }
+    if (wf)
+        fclose(wf);
+    CHECK(n_want > 10000 && agree == n_want && mv_done_count(dp) == n_ok && mv_done_inputs(dp) == mv_done_inputs(ds),
+          "each of %zu inputs as its newest line says (%zu agree), %zu done as Python counts (%zu)", n_want, agree,
+          n_ok, mv_done_count(dp));
+    size_t same = 0, ni = mv_done_inputs(dp);
+    for (size_t i = 0; i < ni; i++) {
+        const char *ip, *is;
+        mv_done_sample a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        int ka = mv_done_entry(dp, i, &ip, &a), kb = mv_done_entry(ds, i, &is, &b);
+        mv_done_owner wa, wb2;
+        int oa = a.output && mv_done_owner_of(dp, a.output, &wa), ob = b.output && mv_done_owner_of(ds, b.output, &wb2);
+        int fields = !ka || ((a.output == NULL) == (b.output == NULL) && (!a.output || !strcmp(a.output, b.output)) &&
+                             !strcmp(a.model, b.model) && a.bytes == b.bytes && a.offset == b.offset &&
+                             a.data_len == b.data_len && a.has_xxh64 == b.has_xxh64 && a.xxh64 == b.xxh64 &&
+                             a.tar == b.tar);
+        same += ka == kb && !strcmp(ip, is) && fields && oa == ob &&
+                (!oa || (!strcmp(wa.input, wb2.input) && wa.ok == wb2.ok));
+    }
+    CHECK(ni > 10000 && same == ni, "every entry (%zu of %zu) as the one-line-at-a-time reader makes it", same, ni);
+    mv_done_free(dp);
+    mv_done_free(ds);
+
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
