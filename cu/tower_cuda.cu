@@ -1076,6 +1076,14 @@ static void make_settings(cuda_backend *b, const cudaDeviceProp *prop, const mv_
 extern "C" const char *mv_backend_cuda_settings(const mv_backend *be) { return ((const cuda_backend *)be)->settings; }
 
 /* ---- public entry points -------------------------------------------------------------- */
+extern "C" void mv_cuda_prewarm(int device)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) == cudaSuccess && device >= 0 && device < n && cudaSetDevice(device) == cudaSuccess)
+        cudaFree(0); /* makes the device's primary context */
+    cudaGetLastError(); /* failures are the backend's to report, at its creation */
+}
+
 extern "C" int mv_cuda_device_count(void)
 {
     int n = 0;

@@ -165,5 +165,9 @@ const char *mv_backend_settings(const mv_backend *b);
 const char *mv_backend_cuda_settings(const mv_backend *b); /* its CUDA half (tower_cuda.cu) */
 int mv_cuda_available(void); /* 1 when built with CUDA and a device is usable */
 int mv_cuda_device_count(void); /* usable CUDA devices (0 without CUDA) */
+/* Starts the CUDA driver and the primary context of device (what its first backend would wait
+ * for: a run calls it on a thread of its own while the model loads); failures are left for the
+ * backend's creation to report. Nothing without CUDA. */
+void mv_cuda_prewarm(int device);
 
 #endif

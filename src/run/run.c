@@ -347,6 +347,21 @@ static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
     return st;
 }
 
+/* The CUDA driver and the run's GPUs' contexts, started beside the model's load (prewarm_start) */
+static void *prewarm_main(void *arg)
+{
+    const mv_run_opts *o = arg;
+    for (int i = 0; i < (o->n_devices > 0 ? o->n_devices : 1); i++)
+        mv_cuda_prewarm(o->n_devices > 0 ? o->devices[i] : o->bopts.device);
+    return NULL;
+}
+
+/* 1 when a thread now starts the CUDA driver for a run that may use it (*t: join it) */
+static int prewarm_start(const mv_run_opts *o, pthread_t *t)
+{
+    return o->device != MV_DEV_CPU && pthread_create(t, NULL, prewarm_main, (void *)o) == 0;
+}
+
 mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
 {
     memset(res, 0, sizeof *res);
@@ -354,9 +369,15 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     mv_backend **be = NULL;
     int n_be = 0;
     double tl = mv_now();
+    pthread_t pw;
+    int prewarm = prewarm_start(o, &pw);
     char dir[4096]; /* o->model_dir itself, or its snapshot in the Hugging Face cache */
     mv_status st = mv_hub_resolve(o->model_dir, &o->hub, dir, sizeof dir, e);
-    if (st || (st = mv_model_load(dir, &m, e)))
+    if (!st)
+        st = mv_model_load(dir, &m, e);
+    if (prewarm)
+        pthread_join(pw, NULL);
+    if (st)
         return st;
     tl = mv_now() - tl;
     int n_dev = 1;

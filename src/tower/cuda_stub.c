@@ -1,6 +1,6 @@
 /* cuda_stub.c - the CUDA backend's entry points (mv_backend.h) in a build without CUDA (make
  * NO_CUDA=1, or no nvcc found): mv_backend_cuda_create refuses with a message, mv_cuda_available
- * and mv_cuda_device_count say 0 (and mv_backend_cuda_settings, which no backend of this build
+ * and mv_cuda_device_count say 0, mv_cuda_prewarm does nothing (and mv_backend_cuda_settings, which no backend of this build
  * reaches, says so). With CUDA, cu/tower_cuda.cu defines them and this file compiles to nothing. */
 #include "mv_backend.h"
 
@@ -17,6 +17,8 @@ mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_opts *o, mv
 int mv_cuda_available(void) { return 0; }
 
 int mv_cuda_device_count(void) { return 0; }
+
+void mv_cuda_prewarm(int device) { (void)device; }
 
 const char *mv_backend_cuda_settings(const mv_backend *b)
 {
