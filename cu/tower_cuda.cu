@@ -143,10 +143,13 @@ typedef struct {
     size_t host_size;
 } arena;
 
-/* Places count f32 values from src in the arena: as_t 0 as f32, 1 as T, 2 as f32 holding the
- * values T would hold (bf16-rounded in bf16 mode: the biases of the f32-residual GEMMs).
- * table: the buffer's bytes in the size table (b->sz), which sized the arena. */
-static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count, int as_t, size_t table,
+/* Places weight v's count values in the arena: as_t 0 as f32, 1 as T, 2 as f32 holding the
+ * values T would hold (bf16-rounded in bf16 mode: the biases of the f32-residual GEMMs). v is the
+ * model's f32 copy, or the checkpoint's bytes (mv_weight_view): a bf16 checkpoint's T weights go
+ * up as stored (the bits the f32 round trip would give back; little-endian, as the device reads
+ * them), the others through f32. table: the buffer's bytes in the size table (b->sz), which sized
+ * the arena. */
+static mv_status put(cuda_backend *b, arena *a, const mv_weight_view *v, int64_t count, int as_t, size_t table,
                      void **dst, const char *name, mv_err *e)
 {
     size_t esz = as_t == 1 ? b->esz : 4;
@@ -158,18 +161,33 @@ static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count,
         return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight arena overflow at %s", name);
     void *d = a->base + a->off;
     a->off += (size_t)round_up((int64_t)bytes, MV_ARENA_ALIGN);
-    if (!src)
+    if (!v->f32 && !v->src)
         return mv_fail(e, MV_ERR_MODEL, "cuda: model tensor %s is missing", name);
-    const void *hsrc = src;
-    if (as_t == 1 && b->esz == 2) {
-        if (bytes > a->host_size)
+    if (!v->f32 && v->n != (size_t)count)
+        return mv_fail(e, MV_ERR_INTERNAL, "cuda: %s: %zu values in the checkpoint, %lld wanted", name, v->n,
+                       (long long)count);
+    const float *src = v->f32;
+    float *tmp = NULL;
+    if (!src && !(as_t == 1 && b->esz == 2 && v->src_dtype == MV_WT_BF16)) {
+        if (!(tmp = (float *)malloc((size_t)count * sizeof(float))))
+            return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %s", name);
+        mv_weight_view_f32(v, tmp);
+        src = tmp;
+    }
+    const void *hsrc = src ? (const void *)src : v->src;
+    if (src && as_t == 1 && b->esz == 2) {
+        if (bytes > a->host_size) {
+            free(tmp);
             return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
+        }
         uint16_t *h = (uint16_t *)a->host;
         mv_f32_to_bf16_par(src, h, (size_t)count);
         hsrc = h;
     } else if (as_t == 2 && b->esz == 2) {
-        if (bytes > a->host_size)
+        if (bytes > a->host_size) {
+            free(tmp);
             return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight staging overflow at %s", name);
+        }
         float *h = (float *)a->host;
         for (int64_t i = 0; i < count; i++) {
             uint32_t u = (uint32_t)mv_f32_to_bf16(src[i]) << 16;
@@ -178,6 +196,7 @@ static mv_status put(cuda_backend *b, arena *a, const float *src, int64_t count,
         hsrc = h;
     }
     cudaError_t r = cudaMemcpy(d, hsrc, bytes, cudaMemcpyHostToDevice);
+    free(tmp);
     if (r != cudaSuccess) return mv_cuda_check(r, e, name);
     *dst = d;
     return MV_OK;
@@ -203,8 +222,12 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
     if (!a.host) return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory staging weights");
     w->blocks = (dblock *)calloc((size_t)c->depth, sizeof(dblock));
     mv_status st = w->blocks ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory");
-#define PUT(src, n, ast, tb, dst, name)                                                            \
-    if (st == MV_OK) st = put(b, &a, src, n, ast, b->sz.tb, (void **)(dst), name, e)
+    mv_weight_view v;
+#define PUT(field, n, ast, tb, dst, name)                                                          \
+    if (st == MV_OK) {                                                                             \
+        mv_model_weight(m, &(field), &v);                                                          \
+        st = put(b, &a, &v, n, ast, b->sz.tb, (void **)(dst), name, e);                           \
+    }
     PUT(m->patch_w, H * P, 1, patch_w, &w->patch_w, "patch_embed.proj.weight");
     const int xb = b->f32res ? 2 : 1; /* biases of the GEMMs writing x */
     PUT(m->patch_b, H, xb, patch_b, &w->patch_b, "patch_embed.proj.bias");
@@ -239,7 +262,8 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
             float ex = (float)(2 * j) / (float)half;
             inv[j] = 1.0f / (float)pow(c->rope_theta, (double)ex);
         }
-        PUT(inv, Q, 0, inv_freq, &w->inv_freq, "rope inv_freq");
+        v = (mv_weight_view){inv, NULL, MV_WT_F32, (size_t)Q, "rope inv_freq"};
+        st = put(b, &a, &v, Q, 0, b->sz.inv_freq, (void **)&w->inv_freq, "rope inv_freq", e);
     }
 #undef PUT
     free(a.host);

@@ -5,8 +5,13 @@
  * sharded *.safetensors listed by model.safetensors.index.json, and optionally
  * preprocessor_config.json / video_preprocessor_config.json.
  *
- * All weights are converted to f32 on the host (bf16 and f16 convert exactly). Backends that
- * want bf16 (CUDA) convert again on upload. Shapes are checked against the config on load.
+ * mv_model_load converts every weight to f32 on the host (bf16 and f16 convert exactly): the
+ * CPU tower's form. mv_model_load_mode(MV_WEIGHTS_SOURCE) keeps the checkpoint's own bytes
+ * instead (mapped; 1.8 GB of f32 less for the 27B tower), for backends that copy the weights
+ * elsewhere (CUDA: bf16 checkpoints upload as they are): they read them with mv_model_weight, and
+ * mv_model_weights_f32 converts them for a CPU backend made after all. Either way shapes are
+ * checked against the config, every weight is checked for NaN/Inf, and the fingerprint is the
+ * same.
  */
 #ifndef MV_MODEL_H
 #define MV_MODEL_H
@@ -82,8 +87,37 @@ typedef struct {
  * error returns non-OK with a one-line message naming the file and tensor / field at fault. */
 mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e);
 void mv_model_free(mv_model *m);
-/* Frees the weights (their f32 copy in host memory) and sets every weight pointer to NULL; the
- * config, preprocessing, fingerprint and weights_hash stay. For a run whose every backend holds
+
+/* How a loaded model holds its weights: MV_WEIGHTS_F32, converted to f32 in host memory (every
+ * weight pointer of mv_model set); MV_WEIGHTS_SOURCE, the checkpoint's bytes as stored, its files
+ * kept mapped, every weight pointer NULL until mv_model_weights_f32. */
+typedef enum { MV_WEIGHTS_F32 = 0, MV_WEIGHTS_SOURCE } mv_weights_mode;
+mv_status mv_model_load_mode(const char *dir, mv_weights_mode mode, mv_model **out, mv_err *e);
+
+/* One weight as the model holds it (mv_model_weight): f32 (NULL while the model holds the
+ * checkpoint's bytes) and, with MV_WEIGHTS_SOURCE, those bytes: n values of src_dtype,
+ * little-endian, in the tensor's row-major order (src NULL once the weights are f32 or dropped). */
+typedef enum { MV_WT_F32 = 0, MV_WT_F16, MV_WT_BF16 } mv_weight_dtype;
+typedef struct {
+    const float *f32;
+    const void *src;
+    mv_weight_dtype src_dtype;
+    size_t n;
+    const char *name; /* the tensor's name in the checkpoint, with src */
+} mv_weight_view;
+
+/* The weight whose pointer field of m is at `field` (&m->patch_w, &m->blocks[i].qkv_w, ...): 1
+ * with *v filled, 0 when m holds no such weight (dropped, or not a field of m's). */
+int mv_model_weight(const mv_model *m, float *const *field, mv_weight_view *v);
+
+/* v's n values as f32 into dst (from v->f32, or converted from v->src over the OpenMP threads). */
+void mv_weight_view_f32(const mv_weight_view *v, float *dst);
+
+/* Converts a MV_WEIGHTS_SOURCE model's weights to f32, as mv_model_load would have (the pointers
+ * set, the files unmapped); nothing for a model whose weights are f32 already. */
+mv_status mv_model_weights_f32(mv_model *m, mv_err *e);
+/* Frees the weights (their f32 copy in host memory, or the checkpoint's mappings) and sets every
+ * weight pointer to NULL; the config, preprocessing, fingerprint and weights_hash stay. For a run whose every backend holds
  * its own copy (mv_backend.own_weights): the CPU tower reads the weights at every forward. */
 void mv_model_drop_weights(mv_model *m);
 /* Run settings beyond the model and m->pp that change an output's bytes (for the fingerprint). */

@@ -9,6 +9,7 @@
  * NaN/Inf weights. Not here: the JSON files (model_config.c), resolving a hub id (hub.c).
  */
 #include "model_int.h"
+#include "mv_npy.h" /* bf16 and f16 to f32 */
 #include "mv_safetensors.h"
 
 #include <jansson.h>
@@ -18,10 +19,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A tensor taken by the loader: where it is in the checkpoint, and the weight field it fills */
 typedef struct {
-    mv_st_file *files;
+    const mv_st_file *f;
+    const mv_st_tensor *t;
+    float **field; /* its pointer in mv_model (set when the weights are f32) */
+    float *dst;    /* its floats in the arena; NULL while the weights are the checkpoint's bytes */
+    size_t n;
+} conv_job;
+
+typedef struct {
+    mv_st_file *files; /* mapped: while the weights are the checkpoint's bytes */
     int n_files;
     float *arena;
+    conv_job *jobs; /* every weight, in the order taken (MV_WEIGHTS_SOURCE: for mv_model_weight) */
+    int n_jobs;
 } model_storage;
 
 
@@ -95,14 +107,6 @@ static mv_status list_shards(const char *dir, char ***files, int *n, mv_err *e)
     return MV_OK;
 }
 
-/* A tensor of the second pass, converted once every tensor is found (convert_all). */
-typedef struct {
-    const mv_st_file *f;
-    const mv_st_tensor *t;
-    float *dst; /* its floats in the arena */
-    size_t n;
-} conv_job;
-
 typedef struct {
     model_storage *s;
     const char *prefix;
@@ -110,6 +114,7 @@ typedef struct {
     float *next; /* arena cursor */
     uint64_t hash;
     int check_only; /* first pass: presence and shapes only, counting the floats needed */
+    int source;     /* second pass, MV_WEIGHTS_SOURCE: the tensors are recorded, not placed */
     size_t need;
     conv_job *jobs; /* second pass: the tensors in the order taken */
     int n_jobs, cap_jobs;
@@ -130,8 +135,8 @@ static uint64_t mix64(uint64_t h, const uint8_t *p, size_t n)
     return h;
 }
 
-/* Finds tensor prefix+name in the open shards, checks its shape and dtype, and places it in the
- * arena (convert_all converts it there). */
+/* Finds tensor prefix+name in the open shards, checks its shape and dtype, and records it (with
+ * its field, out), placed in the arena unless L->source (convert_jobs converts it there). */
 static mv_status take(loader *L, const char *name, int ndim, const int64_t *shape, float **out,
                       mv_err *e)
 {
@@ -171,54 +176,81 @@ static mv_status take(loader *L, const char *name, int ndim, const int64_t *shap
             L->jobs = j;
             L->cap_jobs = cap;
         }
-        L->jobs[L->n_jobs++] = (conv_job){&L->s->files[i], t, L->next, (size_t)cnt};
-        *out = L->next;
-        L->next += cnt;
+        L->jobs[L->n_jobs++] = (conv_job){&L->s->files[i], t, out, L->source ? NULL : L->next, (size_t)cnt};
+        if (!L->source) {
+            *out = L->next;
+            L->next += cnt;
+        }
         return MV_OK;
     }
     return mv_fail(e, MV_ERR_MODEL, "%s: missing tensor '%s'", L->dir, full);
 }
 
-/* Converts the second pass's tensors into the arena, in pieces of CONV_PIECE floats over the
- * OpenMP threads (the arena's first touch, the kernel zeroing its pages, is most of a load's
- * time: 1.8 GB for the 27B tower), while one thread hashes the raw bytes in tensor order for
- * the fingerprint (the same chain as one thread alone). One NaN/Inf weight makes every
- * embedding NaN: each piece is counted as it is converted, and the first tensor in order that
- * holds one is refused. Small models stay on one thread. */
+/* Non-finite values among elements [first, first + n) of a BF16/F16/F32 tensor as stored */
+static size_t count_nonfinite_src(const mv_st_tensor *t, size_t first, size_t n)
+{
+    size_t bad = 0;
+    if (t->dtype == MV_ST_F32) {
+        for (size_t i = first; i < first + n; i++) {
+            uint32_t u;
+            memcpy(&u, t->data + 4 * i, 4);
+            bad += (u & 0x7f800000u) == 0x7f800000u;
+        }
+        return bad;
+    }
+    const uint16_t mask = t->dtype == MV_ST_BF16 ? 0x7f80 : 0x7c00; /* an exponent of all ones */
+    for (size_t i = first; i < first + n; i++) {
+        uint16_t u = (uint16_t)(t->data[2 * i] | t->data[2 * i + 1] << 8);
+        bad += (u & mask) == mask;
+    }
+    return bad;
+}
+
+/* Converts the jobs' tensors into their places in the arena (with src, the checkpoint's bytes
+ * are only checked), in pieces of CONV_PIECE floats over the OpenMP threads (the arena's first
+ * touch, the kernel zeroing its pages, is most of a load's time: 1.8 GB for the 27B tower),
+ * while one thread hashes the raw bytes in tensor order for the fingerprint into *hash (NULL: no
+ * hash; the same chain as one thread alone). One NaN/Inf weight makes every embedding NaN: each
+ * piece is counted as it is converted, and the first tensor in order that holds one is refused.
+ * Small models stay on one thread. */
 #define CONV_PIECE ((size_t)1 << 20)
-static mv_status convert_all(loader *L, mv_err *e)
+static mv_status convert_jobs(const conv_job *jobs, int n_jobs, int src, size_t need, uint64_t *hash,
+                              const char *dir, mv_err *e)
 {
     size_t np = 0;
-    for (int j = 0; j < L->n_jobs; j++)
-        np += (L->jobs[j].n + CONV_PIECE - 1) / CONV_PIECE;
+    for (int j = 0; j < n_jobs; j++)
+        np += (jobs[j].n + CONV_PIECE - 1) / CONV_PIECE;
     struct piece {
         int job;
         size_t first, n, bad;
     } *pc = malloc((np ? np : 1) * sizeof *pc);
     if (!pc)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", L->dir);
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", dir);
     size_t k = 0;
-    for (int j = 0; j < L->n_jobs; j++)
-        for (size_t f = 0; f < L->jobs[j].n; f += CONV_PIECE)
-            pc[k++] = (struct piece){j, f, L->jobs[j].n - f < CONV_PIECE ? L->jobs[j].n - f : CONV_PIECE, 0};
-    uint64_t h = L->hash;
-    const conv_job *jobs = L->jobs;
-    const int n_jobs = L->n_jobs;
-#pragma omp parallel if (L->need >= 16 * CONV_PIECE)
+    for (int j = 0; j < n_jobs; j++)
+        for (size_t f = 0; f < jobs[j].n; f += CONV_PIECE)
+            pc[k++] = (struct piece){j, f, jobs[j].n - f < CONV_PIECE ? jobs[j].n - f : CONV_PIECE, 0};
+    uint64_t h = hash ? *hash : 0;
+#pragma omp parallel if (need >= 16 * CONV_PIECE)
     {
 #pragma omp single nowait
-        for (int j = 0; j < n_jobs; j++)
+        for (int j = 0; hash && j < n_jobs; j++)
             h = mix64(h, jobs[j].t->data, jobs[j].t->nbytes);
 #pragma omp for schedule(dynamic, 1)
         for (size_t i = 0; i < np; i++) {
             const conv_job *J = &jobs[pc[i].job];
+            if (src) {
+                pc[i].bad = count_nonfinite_src(J->t, pc[i].first, pc[i].n);
+                continue;
+            }
             float *d = J->dst + pc[i].first;
             mv_err ignored; /* the dtype was checked when the tensor was taken */
             mv_st_to_f32_range(J->f, J->t, pc[i].first, pc[i].n, d, &ignored);
             pc[i].bad = mv_count_nonfinite(d, pc[i].n);
         }
     }
-    L->hash = h;
+    if (hash)
+        *hash = h;
     mv_status st = MV_OK;
     for (size_t i = 0; i < np && !st; i++) {
         if (!pc[i].bad)
@@ -227,7 +259,7 @@ static mv_status convert_all(loader *L, mv_err *e)
         size_t bad = 0, at = 0;
         for (size_t q = i; q < np && pc[q].job == pc[i].job; q++)
             bad += pc[q].bad;
-        while (isfinite(J->dst[at]))
+        while (count_nonfinite_src(J->t, at, 1) == 0)
             at++;
         st = mv_fail(e, MV_ERR_MODEL,
                      "%s: tensor '%s' holds %zu NaN/Inf values (the first at flat index %zu): "
@@ -342,12 +374,87 @@ void mv_model_update_fingerprint(mv_model *m, const mv_run_settings *rs)
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx", (unsigned long long)h);
 }
 
+/* Unmaps the checkpoint's files (the weights are f32 now, or dropped) */
+static void close_files(model_storage *s)
+{
+    for (int i = 0; i < s->n_files; i++)
+        mv_st_close(&s->files[i]);
+    s->n_files = 0;
+    free(s->jobs);
+    s->jobs = NULL;
+    s->n_jobs = 0;
+}
+
+int mv_model_weight(const mv_model *m, float *const *field, mv_weight_view *v)
+{
+    const model_storage *s = m->storage;
+    memset(v, 0, sizeof *v);
+    for (int j = 0; s && j < s->n_jobs; j++)
+        if (s->jobs[j].field == field) {
+            const mv_st_tensor *t = s->jobs[j].t;
+            v->f32 = *field;
+            v->src = t->data;
+            v->src_dtype = t->dtype == MV_ST_BF16 ? MV_WT_BF16 : t->dtype == MV_ST_F16 ? MV_WT_F16 : MV_WT_F32;
+            v->n = s->jobs[j].n;
+            v->name = t->name;
+            return 1;
+        }
+    v->f32 = *field; /* f32 weights: their pointer alone */
+    return *field != NULL;
+}
+
+void mv_weight_view_f32(const mv_weight_view *v, float *dst)
+{
+    if (v->f32 || !v->src) {
+        if (v->f32)
+            memcpy(dst, v->f32, v->n * sizeof(float));
+        return;
+    }
+    const uint8_t *p = v->src;
+    const long n = (long)v->n;
+    const int dt = v->src_dtype;
+#pragma omp parallel for schedule(static) if (n >= (1L << 20))
+    for (long i = 0; i < n; i++) {
+        if (dt == MV_WT_F32) {
+            memcpy(&dst[i], p + 4 * i, 4);
+        } else {
+            uint16_t u = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            dst[i] = dt == MV_WT_BF16 ? mv_bf16_to_f32(u) : mv_f16_to_f32(u);
+        }
+    }
+}
+
+mv_status mv_model_weights_f32(mv_model *m, mv_err *e)
+{
+    model_storage *s = m->storage;
+    if (!s || s->arena || !s->n_jobs)
+        return MV_OK;
+    size_t need = 0;
+    for (int j = 0; j < s->n_jobs; j++)
+        need += s->jobs[j].n;
+    if (!(s->arena = malloc((need ? need : 1) * sizeof(float))))
+        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %zu weights", m->dir, need);
+    float *next = s->arena;
+    for (int j = 0; j < s->n_jobs; j++) {
+        s->jobs[j].dst = next;
+        next += s->jobs[j].n;
+    }
+    mv_status st = convert_jobs(s->jobs, s->n_jobs, 0, need, NULL, m->dir, e); /* checked at load */
+    if (st)
+        return st;
+    for (int j = 0; j < s->n_jobs; j++)
+        *s->jobs[j].field = s->jobs[j].dst;
+    close_files(s);
+    return MV_OK;
+}
+
 void mv_model_drop_weights(mv_model *m)
 {
     model_storage *s = m->storage;
     if (s) {
         free(s->arena);
         s->arena = NULL;
+        close_files(s);
     }
     m->patch_w = m->patch_b = m->pos_embed = NULL;
     m->mnorm_w = m->mnorm_b = m->mfc1_w = m->mfc1_b = m->mfc2_w = m->mfc2_b = NULL;
@@ -361,8 +468,7 @@ void mv_model_free(mv_model *m)
         return;
     model_storage *s = m->storage;
     if (s) {
-        for (int i = 0; i < s->n_files; i++)
-            mv_st_close(&s->files[i]);
+        close_files(s);
         free(s->files);
         free(s->arena);
         free(s);
@@ -372,6 +478,11 @@ void mv_model_free(mv_model *m)
 }
 
 mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
+{
+    return mv_model_load_mode(dir, MV_WEIGHTS_F32, out, e);
+}
+
+mv_status mv_model_load_mode(const char *dir, mv_weights_mode mode, mv_model **out, mv_err *e)
 {
     *out = NULL;
     if (strlen(dir) >= sizeof(*out)->dir)
@@ -420,7 +531,7 @@ mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
     /* first every tensor's presence and shape, before any weight memory is taken: a config.json
      * that claims a far larger tower than the files hold is a shape error naming the tensor, not
      * an allocation of tens of GB */
-    loader Ld = {s, prefix, dir, NULL, 0xcbf29ce484222325ULL, 1, 0, NULL, 0, 0};
+    loader Ld = {s, prefix, dir, NULL, 0xcbf29ce484222325ULL, 1, 0, 0, NULL, 0, 0};
     if ((st = take_all(&Ld, m, e)))
         goto fail;
     {
@@ -435,26 +546,26 @@ mv_status mv_model_load(const char *dir, mv_model **out, mv_err *e)
                 goto fail;
             }
     }
-    s->arena = malloc(Ld.need * sizeof(float));
+    Ld.source = mode == MV_WEIGHTS_SOURCE;
+    s->arena = Ld.source ? NULL : malloc(Ld.need * sizeof(float));
     m->blocks = calloc(c->depth, sizeof *m->blocks);
-    if (!s->arena || !m->blocks) {
+    if ((!Ld.source && !s->arena) || !m->blocks) {
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for %zu weights", dir, Ld.need);
         goto fail;
     }
     Ld.next = s->arena;
     Ld.check_only = 0;
     st = take_all(&Ld, m, e);
+    s->jobs = Ld.jobs; /* the storage's now: freed with it */
+    s->n_jobs = Ld.n_jobs;
     if (!st)
-        st = convert_all(&Ld, e);
-    free(Ld.jobs);
+        st = convert_jobs(Ld.jobs, Ld.n_jobs, Ld.source, Ld.need, &Ld.hash, dir, e);
     if (st)
         goto fail;
     m->weights_hash = mix64(Ld.hash, (const uint8_t *)c, sizeof *c);
     mv_model_update_fingerprint(m, NULL);
-    /* the mappings are no longer needed: weights live in the arena */
-    for (int i = 0; i < s->n_files; i++)
-        mv_st_close(&s->files[i]);
-    s->n_files = 0;
+    if (!Ld.source) /* the mappings are no longer needed: weights live in the arena */
+        close_files(s);
     for (int i = 0; i < nnames; i++)
         free(names[i]);
     free(names);

@@ -233,7 +233,7 @@ static void note_unused_options(const mv_run_opts *o, int cuda, int fake)
 }
 
 /* The backends, and the number of devices they are spread over (*n_devp: be[i] on i % n). */
-static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backend ***bep, int *n_bep,
+static mv_status make_backends(const mv_run_opts *o, mv_model *m, mv_backend ***bep, int *n_bep,
                                int *n_devp, mv_err *e)
 {
     *n_devp = 1;
@@ -292,7 +292,7 @@ static mv_status make_backends(const mv_run_opts *o, const mv_model *m, mv_backe
     }
     note_unused_options(o, 0, fake);
     const int n_cpu = fake > 1 ? fake * per : 1;
-    mv_status st = MV_OK;
+    mv_status st = mv_model_weights_f32(m, e); /* the CPU tower reads f32 weights */
     for (; n_be < n_cpu && !st; n_be++)
         if ((st = mv_backend_cpu_create(m, &o->bopts, &be[n_be], e)))
             break;
@@ -373,8 +373,10 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int prewarm = prewarm_start(o, &pw);
     char dir[4096]; /* o->model_dir itself, or its snapshot in the Hugging Face cache */
     mv_status st = mv_hub_resolve(o->model_dir, &o->hub, dir, sizeof dir, e);
+    /* a run that may use CUDA keeps the checkpoint's bytes until its backends have copied
+     * them (f32 is made only for a CPU backend: make_backends) */
     if (!st)
-        st = mv_model_load(dir, &m, e);
+        st = mv_model_load_mode(dir, o->device == MV_DEV_CPU ? MV_WEIGHTS_F32 : MV_WEIGHTS_SOURCE, &m, e);
     if (prewarm)
         pthread_join(pw, NULL);
     if (st)
@@ -383,8 +385,8 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     int n_dev = 1;
     if ((st = apply_overrides(o, m, e)) || (st = make_backends(o, m, &be, &n_be, &n_dev, e)))
         goto out;
-    /* backends with their own copy of the weights (CUDA): the host's f32 copy (1.8 GB for the
-     * 27B layout) is not kept for the whole run */
+    /* backends with their own copy of the weights (CUDA): the host's copy (the checkpoint's
+     * mapped bytes, or 1.8 GB of f32 for the 27B layout) is not kept for the whole run */
     int own = n_be > 0;
     for (int i = 0; i < n_be; i++)
         own &= be[i]->own_weights;

@@ -46,11 +46,13 @@ struct.pack_into("<H", raw, a + 2 * 37, 0x7fc0)  # bf16 quiet NaN at flat index 
 assert np.isnan(np.frombuffer(bytes(raw[a:b]), "<u2").astype("<u4").__lshift__(16).view("<f4")).sum() == 1
 write(d + "/model.safetensors", hdr, bytes(raw))
 EOF
-    run "$MVEMBED" -q --device cpu --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
-    echo "$output"
-    [ "$status" -eq 1 ]
-    [[ "$output" =~ "tensor 'model.visual.blocks.1.mlp.linear_fc1.weight' holds 1 NaN/Inf values (the first at flat index 37)" ]]
-    refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+    for dev in cpu auto; do # auto: the weights held as the checkpoint's bytes (a run that may use CUDA)
+        run "$MVEMBED" -q --device $dev --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
+        echo "$dev: $output"
+        [ "$status" -eq 1 ]
+        [[ "$output" =~ "tensor 'model.visual.blocks.1.mlp.linear_fc1.weight' holds 1 NaN/Inf values (the first at flat index 37)" ]]
+        refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+    done
 }
 
 # big_model DIR: the tiny model with a position table of 363^2 x 128 bf16 values (16.9 Mi floats
@@ -102,6 +104,23 @@ PYEOF
     cmp "$o1" "$T/o2/${o1#"$T/o1/"}"
 }
 
+@test "weights held as the checkpoint's bytes, then made f32 for the CPU: the same fingerprint and bytes" {
+    # --device auto loads the checkpoint's bytes (a run that may use CUDA) and converts them when
+    # the CPU runs after all (here, without a GPU); --device cpu converts at load
+    big_model "$T/m"
+    for dev in cpu auto; do
+        run "$MVEMBED" -v --no-progress --device $dev --model "$T/m" --out "$T/o-$dev" "$IMG/png_rgb_320x256.png"
+        [ "$status" -eq 0 ]
+        echo "$output" | grep -o 'fingerprint [0-9a-f]*' >"$T/fp-$dev"
+    done
+    cat "$T/fp-cpu" "$T/fp-auto"
+    [ -s "$T/fp-cpu" ]
+    cmp "$T/fp-cpu" "$T/fp-auto"
+    o1=$(find "$T/o-cpu" -name '*.npy.zst')
+    [ -n "$o1" ]
+    cmp "$o1" "$T/o-auto/${o1#"$T/o-cpu/"}"
+}
+
 @test "NaNs in three pieces of a large tensor: counted together, the first tensor in order named" {
     big_model "$T/m"
     "$PY" - "$T/m" "$ROOT/test/bats" >"$T/want" <<'PYEOF'
@@ -123,12 +142,14 @@ f = (np.frombuffer(bytes(raw[a:b]), "<u2").astype("<u4") << 16).view("<f4")
 bad = ~np.isfinite(f)
 print(f"tensor 'model.visual.pos_embed.weight' holds {bad.sum()} NaN/Inf values (the first at flat index {np.argmax(bad)})")
 PYEOF
-    run "$MVEMBED" -q --device cpu --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
-    echo "$output"
     cat "$T/want"
-    [ "$status" -eq 1 ]
-    [[ "$output" == *"$(cat "$T/want")"* ]]
-    refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+    for dev in cpu auto; do
+        run "$MVEMBED" -q --device $dev --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
+        echo "$dev: $output"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"$(cat "$T/want")"* ]]
+        refute grep -qs '"status":"ok"' "$T/o/manifest.jsonl"
+    done
 }
 
 @test "an Inf in an f32 weight: refused at load naming the tensor (exit 1)" {
@@ -153,10 +174,12 @@ if "__metadata__" in hdr:
     out["__metadata__"] = hdr["__metadata__"]
 write(d + "/model.safetensors", out, b"".join(blobs))
 EOF
-    run "$MVEMBED" -q --device cpu --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
-    echo "$output"
-    [ "$status" -eq 1 ]
-    [[ "$output" =~ "tensor 'model.visual.merger.linear_fc2.bias' holds 1 NaN/Inf values (the first at flat index 5)" ]]
+    for dev in cpu auto; do
+        run "$MVEMBED" -q --device $dev --model "$T/m" --out "$T/o" "$IMG/png_rgb_320x256.png"
+        echo "$dev: $output"
+        [ "$status" -eq 1 ]
+        [[ "$output" =~ "tensor 'model.visual.merger.linear_fc2.bias' holds 1 NaN/Inf values (the first at flat index 5)" ]]
+    done
 }
 
 @test "image_std 1e-45 in preprocessor_config.json: refused at load naming the field (exit 1)" {

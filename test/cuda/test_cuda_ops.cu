@@ -27,6 +27,7 @@
 #include "variants/variants.cuh"
 extern "C" {
 #include "mv_backend.h"
+#include "mv_model.h"
 #include "mv_npy.h"
 #include "mv_ops_cpu.h"
 #include "mv_pool.h"
@@ -1193,6 +1194,64 @@ static void test_shared_weights(void)
     free(rm.m.blocks);
 }
 
+/* A backend made from a model that holds its checkpoint's bytes (MV_WEIGHTS_SOURCE, as a CLI run
+ * that may use CUDA loads; bf16 weights go up as stored) against one made from the f32 load:
+ * the same output bit for bit, in bf16 and in f32 precision, also once the model's weights are
+ * dropped (as the CLI drops them after making its backends). Model: fixtures/model-tiny (the
+ * program runs from the repository's root). */
+static void test_source_weights(void)
+{
+    mv_model *mf = NULL, *ms = NULL;
+    mv_err e;
+    if (mv_model_load("fixtures/model-tiny", &mf, &e) != MV_OK ||
+        mv_model_load_mode("fixtures/model-tiny", MV_WEIGHTS_SOURCE, &ms, &e) != MV_OK) {
+        CHECK(0, "source weights: fixtures/model-tiny loads both ways: %s", e.msg);
+        mv_model_free(mf);
+        return;
+    }
+    std::vector<int32_t> grid = {1, 32, 40, 2, 16, 24, 1, 6, 10};
+    int ne = (int)grid.size() / 3;
+    int64_t N = 0;
+    for (int i = 0; i < ne; i++) N += (int64_t)grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    std::vector<float> pix = round_bf16(randv((size_t)(N * mf->cfg.patch_dim), 1.f));
+    const size_t outn = (size_t)(N / 4 * mf->cfg.out_hidden);
+    const mv_precision precs[2] = {MV_PREC_BF16, MV_PREC_F32};
+    mv_backend *bs[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        mv_backend_opts o;
+        memset(&o, 0, sizeof o);
+        o.cudnn_lib = getenv("MV_CUDNN_LIB"); /* as the CLI */
+        o.precision = precs[k];
+        mv_backend *bf = NULL;
+        mv_status s1 = mv_backend_cuda_create(mf, &o, &bf, &e);
+        mv_status s2 = s1 ? s1 : mv_backend_cuda_create(ms, &o, &bs[k], &e);
+        std::vector<float> a(outn, NAN), b(outn, NAN);
+        mv_status s3 = s2 ? s2 : fwd_pixels(bf, pix.data(), grid.data(), ne, a.data(), NULL, NULL, &e);
+        mv_status s4 = s3 ? s3 : fwd_pixels(bs[k], pix.data(), grid.data(), ne, b.data(), NULL, NULL, &e);
+        CHECK(!s4 && !memcmp(a.data(), b.data(), outn * 4),
+              "source weights (%s): a backend from the checkpoint's bytes equals one from the f32 load bit for bit %s",
+              k ? "f32" : "bf16", s4 ? e.msg : "");
+        if (bf) bf->destroy(bf);
+        if (k == 1) { /* dropped, as the CLI does: the backends keep their copies */
+            mv_model_drop_weights(ms);
+            std::vector<float> c(outn, NAN);
+            mv_status s5 = bs[0] ? fwd_pixels(bs[0], pix.data(), grid.data(), ne, c.data(), NULL, NULL, &e) : MV_ERR_INTERNAL;
+            mv_backend_opts o2;
+            memset(&o2, 0, sizeof o2);
+            o2.precision = MV_PREC_BF16;
+            mv_backend *late = NULL;
+            mv_status s6 = mv_backend_cuda_create(ms, &o2, &late, &e);
+            CHECK(!s5 && !isnan(c[0]) && s6 != MV_OK && late == NULL,
+                  "source weights: the model's weights dropped, its backends still run; a new backend is refused: %s",
+                  s6 ? e.msg : "made");
+        }
+    }
+    for (mv_backend *x : bs)
+        if (x) x->destroy(x);
+    mv_model_free(ms);
+    mv_model_free(mf);
+}
+
 /* --pool mean on the device (cu/pool.cu via forward of means) vs the CPU twin mv_pool_mean of the same
  * backend's token output (forward of frames of the same frames): bit for bit, with entries split across
  * chunks (small workspaces) and videos whose temporal groups land in different chunks.
@@ -1423,6 +1482,7 @@ int main(int argc, char **argv)
     test_two_devices(MV_ATTN_BUILTIN);
     test_two_devices(MV_ATTN_CUDNN);
     test_shared_weights();
+    test_source_weights();
     test_host_pinned();
     if (!quick) test_oom();
     return UNIT_DONE();
