@@ -54,10 +54,13 @@ log "cpus: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null || echo un
 if want 1; then
     [ -f $W/m27/config.json ] || timeout 120 python3 scripts/hf_reference.py make-model --config 27b --seed 0 \
         --out $W/m27 2>&1 | tail -1 | tee -a "$L"
-    [ -d $W/small ] || timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/small \
-        --size 512x384 --count "${DS_SMALL:-6000}" --seed 1 2>&1 | tail -1 | tee -a "$L"
-    [ -d $W/photos ] || timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos \
-        --count "${DS_PHOTOS:-800}" --seed 0 2>&1 | tail -1 | tee -a "$L"
+    # a set left by an earlier call on this machine is made again unless it has the count asked for
+    [ "$(find $W/small -name '*.jpg' 2>/dev/null | wc -l)" = "${DS_SMALL:-6000}" ] || { rm -rf $W/small; timeout 200 \
+        python3 scripts/make_photos.py --src fixtures/media/images --out $W/small --size 512x384 \
+        --count "${DS_SMALL:-6000}" --seed 1 2>&1 | tail -1 | tee -a "$L"; }
+    [ "$(find $W/photos -name '*.jpg' 2>/dev/null | wc -l)" = "${DS_PHOTOS:-800}" ] || { rm -rf $W/photos; timeout 200 \
+        python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos --count "${DS_PHOTOS:-800}" \
+        --seed 0 2>&1 | tail -1 | tee -a "$L"; }
     for s in small photos; do
         find $W/$s -name '*.jpg' | sort >$W/$s.txt
         log "inputs $s: $(wc -l <$W/$s.txt) files, $(du -sh $W/$s | cut -f1)"
