@@ -89,6 +89,18 @@ json.dump(c, open(d + "/config.json", "w"))
 PYEOF
 }
 
+# same_result A B: the runs into $T/oA and $T/oB, whose -v fingerprints are in $T/fpA and $T/fpB,
+# made one fingerprint and the same output bytes
+same_result() {
+    cat "$T/fp$1" "$T/fp$2"
+    [ -s "$T/fp$1" ]
+    cmp "$T/fp$1" "$T/fp$2"
+    local o
+    o=$(find "$T/o$1" -name '*.npy.zst')
+    [ -n "$o" ]
+    cmp "$o" "$T/o$2/${o#"$T/o$1/"}"
+}
+
 @test "a model past 16 Mi floats loads over threads: the same fingerprint and bytes on 1 and 2 threads" {
     big_model "$T/m"
     for n in 1 2; do
@@ -96,12 +108,7 @@ PYEOF
         [ "$status" -eq 0 ]
         echo "$output" | grep -o 'fingerprint [0-9a-f]*' >"$T/fp$n"
     done
-    cat "$T/fp1" "$T/fp2"
-    [ -s "$T/fp1" ]
-    cmp "$T/fp1" "$T/fp2"
-    o1=$(find "$T/o1" -name '*.npy.zst')
-    [ -n "$o1" ]
-    cmp "$o1" "$T/o2/${o1#"$T/o1/"}"
+    same_result 1 2
 }
 
 @test "weights held as the checkpoint's bytes, then made f32 for the CPU: the same fingerprint and bytes" {
@@ -113,12 +120,7 @@ PYEOF
         [ "$status" -eq 0 ]
         echo "$output" | grep -o 'fingerprint [0-9a-f]*' >"$T/fp-$dev"
     done
-    cat "$T/fp-cpu" "$T/fp-auto"
-    [ -s "$T/fp-cpu" ]
-    cmp "$T/fp-cpu" "$T/fp-auto"
-    o1=$(find "$T/o-cpu" -name '*.npy.zst')
-    [ -n "$o1" ]
-    cmp "$o1" "$T/o-auto/${o1#"$T/o-cpu/"}"
+    same_result -cpu -auto
 }
 
 @test "NaNs in three pieces of a large tensor: counted together, the first tensor in order named" {
