@@ -1213,7 +1213,7 @@ extern "C" mv_status mv_backend_cuda_create(const mv_model *m, const mv_backend_
         double tw = mv_now();
         st = upload_weights(b, e);
         if (st == MV_OK && b->verbose)
-            fprintf(stderr, "mvembed: cuda: device %d: weights: %.0f MiB converted and uploaded in %.2fs\n", dev,
+            fprintf(stderr, "mvembed: cuda: device %d: weights: %.0f MiB to the device in %.2fs\n", dev,
                     b->sz.weights_total / 1048576.0, mv_now() - tw);
     }
     if (st == MV_OK) { /* the uint8 input's normalisation table, the CPU's own (mv_norm_lut) */
