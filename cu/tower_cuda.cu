@@ -161,20 +161,20 @@ static mv_status put(cuda_backend *b, arena *a, const mv_weight_view *v, int64_t
         return mv_fail(e, MV_ERR_INTERNAL, "cuda: weight arena overflow at %s", name);
     void *d = a->base + a->off;
     a->off += (size_t)round_up((int64_t)bytes, MV_ARENA_ALIGN);
-    if (!v->f32 && !v->src)
+    if (!v->f32 && !v->tensor)
         return mv_fail(e, MV_ERR_MODEL, "cuda: model tensor %s is missing", name);
     if (!v->f32 && v->n != (size_t)count)
         return mv_fail(e, MV_ERR_INTERNAL, "cuda: %s: %zu values in the checkpoint, %lld wanted", name, v->n,
                        (long long)count);
     const float *src = v->f32;
     float *tmp = NULL;
-    if (!src && !(as_t == 1 && b->esz == 2 && v->src_dtype == MV_WT_BF16)) {
+    if (!src && !(as_t == 1 && b->esz == 2 && v->tensor->dtype == MV_ST_BF16)) {
         if (!(tmp = (float *)malloc((size_t)count * sizeof(float))))
             return mv_fail(e, MV_ERR_NOMEM, "cuda: out of host memory for %s", name);
         mv_weight_view_f32(v, tmp);
         src = tmp;
     }
-    const void *hsrc = src ? (const void *)src : v->src;
+    const void *hsrc = src ? (const void *)src : (const void *)v->tensor->data;
     if (src && as_t == 1 && b->esz == 2) {
         if (bytes > a->host_size) {
             free(tmp);
@@ -262,7 +262,7 @@ static mv_status upload_weights(cuda_backend *b, mv_err *e)
             float ex = (float)(2 * j) / (float)half;
             inv[j] = 1.0f / (float)pow(c->rope_theta, (double)ex);
         }
-        v = (mv_weight_view){inv, NULL, MV_WT_F32, (size_t)Q, "rope inv_freq"};
+        v = (mv_weight_view){inv, NULL, NULL, (size_t)Q};
         st = put(b, &a, &v, Q, 0, b->sz.inv_freq, (void **)&w->inv_freq, "rope inv_freq", e);
     }
 #undef PUT

@@ -17,6 +17,7 @@
 #define MV_MODEL_H
 
 #include "mv_common.h"
+#include "mv_safetensors.h"
 
 typedef enum { MV_ACT_GELU_TANH = 0, MV_ACT_GELU_ERF, MV_ACT_SILU } mv_act;
 
@@ -94,23 +95,22 @@ void mv_model_free(mv_model *m);
 typedef enum { MV_WEIGHTS_F32 = 0, MV_WEIGHTS_SOURCE } mv_weights_mode;
 mv_status mv_model_load_mode(const char *dir, mv_weights_mode mode, mv_model **out, mv_err *e);
 
-/* One weight as the model holds it (mv_model_weight): f32 (NULL while the model holds the
- * checkpoint's bytes) and, with MV_WEIGHTS_SOURCE, those bytes: n values of src_dtype,
- * little-endian, in the tensor's row-major order (src NULL once the weights are f32 or dropped). */
-typedef enum { MV_WT_F32 = 0, MV_WT_F16, MV_WT_BF16 } mv_weight_dtype;
+/* One weight as the model holds it (mv_model_weight): its n values in f32 (NULL while the model
+ * holds the checkpoint's bytes) and, with MV_WEIGHTS_SOURCE, the checkpoint's tensor in its
+ * mapped file (its bytes, dtype and name; NULL once the weights are f32 or dropped). */
 typedef struct {
     const float *f32;
-    const void *src;
-    mv_weight_dtype src_dtype;
+    const mv_st_file *file;
+    const mv_st_tensor *tensor;
     size_t n;
-    const char *name; /* the tensor's name in the checkpoint, with src */
 } mv_weight_view;
 
 /* The weight whose pointer field of m is at `field` (&m->patch_w, &m->blocks[i].qkv_w, ...): 1
  * with *v filled, 0 when m holds no such weight (dropped, or not a field of m's). */
 int mv_model_weight(const mv_model *m, float *const *field, mv_weight_view *v);
 
-/* v's n values as f32 into dst (from v->f32, or converted from v->src over the OpenMP threads). */
+/* v's n values as f32 into dst (from v->f32, or converted from v->tensor, mv_st_to_f32_range, in
+ * pieces over the OpenMP threads). */
 void mv_weight_view_f32(const mv_weight_view *v, float *dst);
 
 /* Converts a MV_WEIGHTS_SOURCE model's weights to f32, as mv_model_load would have (the pointers

@@ -9,7 +9,6 @@
  * NaN/Inf weights. Not here: the JSON files (model_config.c), resolving a hub id (hub.c).
  */
 #include "model_int.h"
-#include "mv_npy.h" /* bf16 and f16 to f32 */
 #include "mv_safetensors.h"
 
 #include <jansson.h>
@@ -391,12 +390,10 @@ int mv_model_weight(const mv_model *m, float *const *field, mv_weight_view *v)
     memset(v, 0, sizeof *v);
     for (int j = 0; s && j < s->n_jobs; j++)
         if (s->jobs[j].field == field) {
-            const mv_st_tensor *t = s->jobs[j].t;
             v->f32 = *field;
-            v->src = t->data;
-            v->src_dtype = t->dtype == MV_ST_BF16 ? MV_WT_BF16 : t->dtype == MV_ST_F16 ? MV_WT_F16 : MV_WT_F32;
+            v->file = s->jobs[j].f;
+            v->tensor = s->jobs[j].t;
             v->n = s->jobs[j].n;
-            v->name = t->name;
             return 1;
         }
     v->f32 = *field; /* f32 weights: their pointer alone */
@@ -405,22 +402,17 @@ int mv_model_weight(const mv_model *m, float *const *field, mv_weight_view *v)
 
 void mv_weight_view_f32(const mv_weight_view *v, float *dst)
 {
-    if (v->f32 || !v->src) {
+    if (v->f32 || !v->tensor) {
         if (v->f32)
             memcpy(dst, v->f32, v->n * sizeof(float));
         return;
     }
-    const uint8_t *p = v->src;
-    const long n = (long)v->n;
-    const int dt = v->src_dtype;
-#pragma omp parallel for schedule(static) if (n >= (1L << 20))
-    for (long i = 0; i < n; i++) {
-        if (dt == MV_WT_F32) {
-            memcpy(&dst[i], p + 4 * i, 4);
-        } else {
-            uint16_t u = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-            dst[i] = dt == MV_WT_BF16 ? mv_bf16_to_f32(u) : mv_f16_to_f32(u);
-        }
+    const long np = (long)((v->n + CONV_PIECE - 1) / CONV_PIECE);
+#pragma omp parallel for schedule(static) if (np > 1)
+    for (long i = 0; i < np; i++) {
+        const size_t first = (size_t)i * CONV_PIECE, n = v->n - first < CONV_PIECE ? v->n - first : CONV_PIECE;
+        mv_err ignored; /* the dtype was checked when the tensor was taken */
+        mv_st_to_f32_range(v->file, v->tensor, first, n, dst + first, &ignored);
     }
 }
 

@@ -48,7 +48,7 @@ int main(void)
     for (int i = 0; i < n; i++) {
         mv_weight_view v, w;
         nulls += *fs[i] == NULL;
-        if (!mv_model_weight(ms, fs[i], &v) || !v.src || v.f32 || v.src_dtype != MV_WT_BF16 || !v.name)
+        if (!mv_model_weight(ms, fs[i], &v) || !v.tensor || v.f32 || v.tensor->dtype != MV_ST_BF16 || !v.tensor->name)
             continue;
         views++;
         cnt[i] = v.n;
@@ -68,7 +68,7 @@ int main(void)
     int after = 0;
     for (int i = 0; i < n; i++) {
         mv_weight_view v;
-        after += st == MV_OK && *fs[i] && mv_model_weight(ms, fs[i], &v) && v.f32 == *fs[i] && !v.src;
+        after += st == MV_OK && *fs[i] && mv_model_weight(ms, fs[i], &v) && v.f32 == *fs[i] && !v.tensor;
     }
     int eq = 0;
     for (int i = 0; i < n && after == n; i++)
