@@ -36,7 +36,7 @@
 #      a run of DS_XA_N images into an OUT whose manifest holds DS_MANIFEST (300000) lines (the
 #      xargs OUT's, under other input names): the manifest's read time (-v)
 # Logs: $OUT/dataset.log (summary) and $OUT/ds-*.log. DS_STEPS selects steps (default "1 2 3 4 5";
-# 6, 7 and 8 when named).
+# 6, 7 and 8 when named), DS_SETS the input sets of steps 1-5 (default "small photos").
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device-env.sh
@@ -48,6 +48,9 @@ L=$OUT/dataset.log
 log() { echo "$*" | tee -a "$L"; }
 steps=${DS_STEPS:-1 2 3 4 5}
 want() { [[ " $steps " == *" $1 "* ]]; }
+SETS=${DS_SETS:-small photos}
+sets() { [[ " $SETS " == *" $1 "* ]]; }
+TSIZES=$(for s in $SETS; do case $s in small) echo 64x512x384 ;; photos) echo 16x1600x1200 ;; esac; done | paste -sd,)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee -a "$L"
 log "cpus: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
@@ -55,13 +58,13 @@ if want 1; then
     [ -f $W/m27/config.json ] || timeout 120 python3 scripts/hf_reference.py make-model --config 27b --seed 0 \
         --out $W/m27 2>&1 | tail -1 | tee -a "$L"
     # a set left by an earlier call on this machine is made again unless it has the count asked for
-    [ "$(find $W/small -name '*.jpg' 2>/dev/null | wc -l)" = "${DS_SMALL:-6000}" ] || { rm -rf $W/small; timeout 200 \
-        python3 scripts/make_photos.py --src fixtures/media/images --out $W/small --size 512x384 \
-        --count "${DS_SMALL:-6000}" --seed 1 2>&1 | tail -1 | tee -a "$L"; }
-    [ "$(find $W/photos -name '*.jpg' 2>/dev/null | wc -l)" = "${DS_PHOTOS:-800}" ] || { rm -rf $W/photos; timeout 200 \
-        python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos --count "${DS_PHOTOS:-800}" \
-        --seed 0 2>&1 | tail -1 | tee -a "$L"; }
-    for s in small photos; do
+    sets small && { [ "$(find $W/small -name '*.jpg' 2>/dev/null | wc -l)" = "${DS_SMALL:-6000}" ] || {
+        rm -rf $W/small; timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/small \
+            --size 512x384 --count "${DS_SMALL:-6000}" --seed 1 2>&1 | tail -1 | tee -a "$L"; }; }
+    sets photos && { [ "$(find $W/photos -name '*.jpg' 2>/dev/null | wc -l)" = "${DS_PHOTOS:-800}" ] || {
+        rm -rf $W/photos; timeout 200 python3 scripts/make_photos.py --src fixtures/media/images --out $W/photos \
+            --count "${DS_PHOTOS:-800}" --seed 0 2>&1 | tail -1 | tee -a "$L"; }; }
+    for s in $SETS; do
         find $W/$s -name '*.jpg' | sort >$W/$s.txt
         log "inputs $s: $(wc -l <$W/$s.txt) files, $(du -sh $W/$s | cut -f1)"
     done
@@ -70,7 +73,7 @@ fi
 if want 2; then
     log "== tower alone (bench_tower.py bench --attention auto --iters 3)"
     timeout 300 python3 scripts/bench_tower.py bench --model $W/m27 --mvtower $BIN/mvtower --iters 3 \
-        --attention auto --sizes 64x512x384,16x1600x1200 ${DS_TOWER_CLI:+--cli} >$OUT/ds-tower.log 2>&1
+        --attention auto --sizes "$TSIZES" ${DS_TOWER_CLI:+--cli} >$OUT/ds-tower.log 2>&1
     grep -vE '^\s*$' $OUT/ds-tower.log | tail -12 | tee -a "$L"
 fi
 
@@ -97,13 +100,13 @@ mv_run() {
 }
 
 if want 3; then
-    for s in small photos; do
+    for s in $SETS; do
         for lay in ${DS_LAYOUTS:-files tar}; do mv_run $s $lay --layout $lay; done
     done
 fi
 
 if want 5; then
-    for s in small photos; do
+    for s in $SETS; do
         for dt in ${DS_DTYPES:-f32 bf16}; do mv_run $s $dt --out-dtype $dt; done
     done
 fi
@@ -112,10 +115,12 @@ if want 4; then
     if [ -n "${ANCHOR:-}" ] && [ -f "$ANCHOR" ]; then
         log "== HF anchor $(basename "$ANCHOR")"
         rm -rf $W/hf-small $W/hf-photos
-        timeout 240 python3 "$ANCHOR" --model $W/m27 --files $W/small.txt --limit "${DS_HF_SMALL:-2000}" \
-            --batch 64 --out $W/hf-small 2>&1 | grep -v -i warn | tail -2 | sed 's/^/small: /' | tee -a "$L"
-        timeout 240 python3 "$ANCHOR" --model $W/m27 --files $W/photos.txt --limit "${DS_HF_PHOTOS:-400}" \
-            --batch 8 --out $W/hf-photos 2>&1 | grep -v -i warn | tail -2 | sed 's/^/photos: /' | tee -a "$L"
+        sets small && timeout 240 python3 "$ANCHOR" --model $W/m27 --files $W/small.txt \
+            --limit "${DS_HF_SMALL:-2000}" --batch 64 --out $W/hf-small 2>&1 | grep -v -i warn | tail -2 |
+            sed 's/^/small: /' | tee -a "$L"
+        sets photos && timeout 240 python3 "$ANCHOR" --model $W/m27 --files $W/photos.txt \
+            --limit "${DS_HF_PHOTOS:-400}" --batch 8 --out $W/hf-photos 2>&1 | grep -v -i warn | tail -2 |
+            sed 's/^/photos: /' | tee -a "$L"
         rm -rf $W/hf-small $W/hf-photos
     else
         log "== HF anchor: skipped (ANCHOR=${ANCHOR:-unset} is not a file)"

@@ -6,7 +6,8 @@
 #              vs CPU with both attentions, two backends on two GPUs / two threads), then
 #              test_cuda_ops --big (one 47376-row cuDNN segment), test_resize (the
 #              uint8 bicubic resize kernel against its CPU twin)                  -> tests.log
-#   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick    -> sanitizer.log
+#   sanitizer  compute-sanitizer memcheck + racecheck on test_cuda_ops --quick and on test_resize,
+#              each tool under SAN_TIMEOUT (300) s       -> sanitizer.log, sanitizer-resize.log
 #   attn       .device/bin/attnbench (builtin vs cuDNN kernels) and scripts/bench_attn_torch.py
 #              (torch sdpa FlashAttention-2 / cuDNN) on the same shapes           -> attn.log/jsonl
 #   fa3        the Hopper kernel (cu/attention_fa3.cu): test_fa3 (layout probes, twin tests),
@@ -72,7 +73,7 @@ sanitize() { # $1 = a twin-test binary, run with --quick under memcheck and race
     : >"$2"
     for tool in memcheck racecheck; do
         echo "== $tool" >>"$2"
-        timeout ${SAN_TIMEOUT:-100} "$cs" --tool $tool --error-exitcode 9 "$1" --quick >>"$2" 2>&1
+        timeout ${SAN_TIMEOUT:-300} "$cs" --tool $tool --error-exitcode 9 "$1" --quick >>"$2" 2>&1
         echo "== $tool exit $?" >>"$2"
     done
 }
@@ -103,9 +104,13 @@ for step in "$@"; do
     sanitizer)
         sanitize "$BIN/test_cuda_ops" "$OUT/sanitizer.log"
         grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY|^not ok" "$OUT/sanitizer.log"
+        sanitize "$BIN/test_resize" "$OUT/sanitizer-resize.log" # takes no options: --quick is ignored
+        grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY|^not ok" "$OUT/sanitizer-resize.log" | sed 's/^/test_resize: /'
         # cuBLASLt's Hopper kernels (nvjet_*, synchronized by mbarriers) are reported by racecheck;
         # count the hazards that name a kernel of cu/
-        echo "hazards in cu/ kernels: $(grep -E "Race reported" "$OUT/sanitizer.log" | grep -cE "attn_|layernorm|rope|pos_embed|_f32_kernel|act_kernel")"
+        # (the kernel's name only: a test's output line can run into the report's)
+        echo "hazards in cu/ kernels: $(grep -oE "Race reported between [A-Za-z]+ access at [^+ ]+" "$OUT/sanitizer.log" |
+            awk '{print $NF}' | grep -vcE "^(nvjet_|cudnn_|sm[0-9]+_|cutlass)")"
         ;;
     parity)
         : >"$OUT/parity.log"
