@@ -13,4 +13,8 @@
  * write no message, and must not open anything else). */
 int mv_stdfds_guard(void);
 
+/* 1 when descriptor fd (0, 1 or 2) was closed when mv_stdfds_guard ran (and now reads or writes
+ * /dev/null): a command whose product is its standard output refuses to run then. */
+int mv_stdfds_was_closed(int fd);
+
 #endif

@@ -25,8 +25,9 @@
 #include <unistd.h>
 
 
-/* The first SIGINT/SIGTERM asks the run to stop starting work (mv_run_opts.interrupt); a second
- * one leaves at once (temp files are swept by the next run). */
+/* The first SIGINT, SIGTERM, SIGHUP (a dropped ssh session) or SIGQUIT asks the run to stop
+ * starting work (mv_run_opts.interrupt); a second one leaves at once (temp files are swept by the
+ * next run). */
 static volatile sig_atomic_t g_interrupted;
 
 static void on_signal(int sig)
@@ -108,8 +109,14 @@ static int manifest_command(int argc, char **argv)
         rc = mv_manifest_merge_dir(argv[3], 0, &e);
     else if ((argc == 4 || all) && !strcmp(argv[2], "compact"))
         rc = mv_manifest_compact_dir(argv[argc - 1], all, 0, &e);
-    else if ((argc == 4 || nul || nul_after) && !strcmp(argv[2], "failed"))
+    else if ((argc == 4 || nul || nul_after) && !strcmp(argv[2], "failed")) {
+        if (mv_stdfds_was_closed(1)) { /* the list is the command's product: never lost unsaid */
+            fprintf(stderr, "mvembed: manifest failed: standard output is closed: the list of failed "
+                            "inputs would be lost\n");
+            return 1;
+        }
         rc = mv_manifest_failed_dir(argv[nul ? 4 : 3], nul || nul_after, stdout, &e);
+    }
     else
         return cli_usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT | "
                                "mvembed manifest failed OUT [-0]", NULL);
@@ -125,8 +132,15 @@ static int run(mv_run_opts *o)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    static const int stop[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof stop / sizeof stop[0]; i++) {
+        struct sigaction old;
+        /* a SIGHUP the caller ignores (nohup) stays ignored; SIGINT and SIGQUIT are taken even
+         * when ignored, as a shell without job control ignores them for `cmd &` */
+        if (stop[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(stop[i], &sa, NULL);
+    }
     o->interrupt = &g_interrupted;
     mv_err e;
     e.msg[0] = 0;

@@ -11,11 +11,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+static int closed_at_start; /* bit fd: descriptor fd was closed when the guard ran */
+
+int mv_stdfds_was_closed(int fd) { return fd >= 0 && fd <= 2 && (closed_at_start >> fd) & 1; }
+
 int mv_stdfds_guard(void)
 {
     for (int fd = 0; fd <= 2; fd++) {
         if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
             continue;
+        closed_at_start |= 1 << fd;
         int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
         if (n < 0)
             return -1;

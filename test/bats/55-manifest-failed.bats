@@ -157,3 +157,15 @@ print(sum(any(json.loads(l)["status"] != "ok" for l in open(p)) for p in glob.gl
     [ "$status" -eq 1 ]
     [[ "$output" =~ "mvembed manifest failed OUT [-0]" ]]
 }
+
+@test "manifest failed with standard output closed exits 1 saying so: the list is never lost unsaid" {
+    mkdir "$T/in"
+    cp "$BAD" "$T/in/c.jpg"
+    run mvembed $(args) --out "$T/o" "$T/in"
+    [ "$status" -eq 2 ]
+    [ -n "$(newest_failed "$T/o" | grep -v '^lines')" ]
+    run bash -c '"$0" manifest failed "$1" >&-' "$MVEMBED" "$T/o"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: manifest failed: standard output is closed: the list of failed inputs would be lost" ]
+}

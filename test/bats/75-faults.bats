@@ -189,6 +189,44 @@ PYEOF
     same_as_ref "$T/o"
 }
 
+@test "SIGHUP (a dropped ssh session) and SIGQUIT behave like SIGINT: 129 / 131, run record says interrupted" {
+    local sig code
+    for sig in HUP:129 QUIT:131; do
+        code=${sig#*:}
+        sig=${sig%:*}
+        rm -rf "$T/o"
+        start "$T/o"
+        wait_lines "$T/o/manifest.jsonl" 5
+        rc=0
+        kill -"$sig" "$pid"
+        wait "$pid" || rc=$?
+        echo "SIG$sig: exit $rc"
+        [ "$rc" -eq "$code" ]
+        consistent "$T/o"
+        "$PY" - "$T/o" <<'PYEOF'
+import glob, json, sys
+recs = [json.load(open(p)) for p in glob.glob(sys.argv[1] + "/run-*.json")]
+assert len(recs) == 1 and recs[0]["status"] == "interrupted", recs
+PYEOF
+        [ ! -e "$T/o/_SUCCESS" ]
+        run "$MVEMBED" $(args) --out "$T/o" "$IN"
+        [ "$status" -eq 0 ]
+        same_as_ref "$T/o"
+    done
+}
+
+@test "a SIGHUP ignored when the run starts (nohup) stays ignored: the run completes" {
+    bash -c 'trap "" HUP; exec "$@"' _ "$MVEMBED" $(args) --out "$T/o" "$IN" 2>"$T/stderr" &
+    pid=$!
+    wait_lines "$T/o/manifest.jsonl" 2
+    kill -HUP "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    cat "$T/stderr"
+    [ "$rc" -eq 0 ]
+    same_as_ref "$T/o"
+}
+
 @test "SIGTERM behaves like SIGINT (status 143)" {
     start "$T/o"
     wait_lines "$T/o/manifest.jsonl" 5
