@@ -8,6 +8,7 @@
  */
 #include "model_int.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -82,8 +83,11 @@ mv_status mv_model_read_config(const char *dir, mv_vision_config *c, mv_err *e)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (access(path, R_OK) != 0)
-        return mv_fail(e, MV_ERR_MODEL, "%s: missing (is '%s' a model directory?)", path, dir);
+    if (access(path, R_OK) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return mv_fail(e, MV_ERR_MODEL, "%s: missing (is '%s' a model directory?)", path, dir);
+        return mv_fail(e, MV_ERR_MODEL, "%s: cannot read: %s", path, strerror(errno));
+    }
     mv_status st;
     json_t *root = mv_model_read_json(path, e, &st);
     if (!root)

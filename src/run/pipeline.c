@@ -302,9 +302,20 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
     if (!o->quiet)
         fprintf(stderr, "mvembed: %ld ok, %ld failed, %ld skipped in %.1fs%s\n", res->ok, res->failed,
                 res->skipped, wall, passed);
-    if (!res->ok && !res->failed && !res->skipped) /* said even with -q: nothing was done */
-        fprintf(stderr, "mvembed: no input found in the given paths%s%s\n", passed,
-                passed[0] ? " (-v names them; --all-files, --hidden take them)" : "");
+    if (!res->ok && !res->failed && !res->skipped) { /* said even with -q: nothing was done */
+        /* what would take the passed-over ones: only the options not given already */
+        char hint[300] = "";
+        int n = 0;
+        if (R->walk_skipped[MV_WALK_SKIP_NAME] && !o->all_files)
+            n += snprintf(hint + n, sizeof hint - (size_t)n, "; --all-files takes other names");
+        if (R->walk_skipped[MV_WALK_SKIP_HIDDEN] && !o->hidden)
+            n += snprintf(hint + n, sizeof hint - (size_t)n, "; --hidden takes hidden ones");
+        if (R->walk_skipped[MV_WALK_SKIP_OUT])
+            snprintf(hint + n, sizeof hint - (size_t)n, "; files inside the output directory are never "
+                                                        "inputs: give an --out outside the inputs");
+        fprintf(stderr, "mvembed: no input found in the given paths%s%s%s%s\n", passed,
+                passed[0] ? " (-v names them" : "", hint, passed[0] ? ")" : "");
+    }
     if (o->verbose) {
         pl_device_time dev[MV_PIPELINE_MAX_TOWERS];
         for (int d = 0; d < n_dev; d++)

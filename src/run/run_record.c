@@ -157,6 +157,36 @@ static json_t *iso_utc(double t)
     return json_string(out);
 }
 
+/* A path (or a message naming one) as a JSON string: itself when it is UTF-8, else as messages
+ * show it (mv_escape: other bytes read \xHH), so that a record is written whatever OUT or the
+ * model directory is called. */
+static json_t *path_string(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    size_t cap = 4 * strlen(s) + 1;
+    char *buf = malloc(cap);
+    j = buf ? json_string(mv_escape(s, buf, cap)) : NULL;
+    free(buf);
+    return j;
+}
+
+/* o[key "_b64"]: the raw bytes of a path that is not UTF-8 (as manifest lines carry them) */
+static void path_b64(json_t *o, const char *key, const char *s)
+{
+    json_t *j = json_string(s);
+    if (j) {
+        json_decref(j);
+        return;
+    }
+    char k64[64], *enc = mv_base64_encode(s, strlen(s));
+    snprintf(k64, sizeof k64, "%s_b64", key);
+    if (enc)
+        json_object_set_new(o, k64, json_string(enc));
+    free(enc);
+}
+
 /* The backend's "k=v k=v" line as an object. */
 static json_t *settings_object(const char *line)
 {
@@ -240,16 +270,16 @@ static json_t *build(const mv_run_info *ri, const char *manifest_name)
     char marker[4200];
     mv_name_marker(marker, sizeof marker, o->out_dir, ri->shard_k, ri->shard_n);
     json_t *j = json_pack(
-        "{s:i,s:s,s:s,s:s,s:o,s:s,s:f,s:f,s:o,s:o,s:f,s:s,s:s*,"
-        "s:{s:s,s:s,s:o},s:s,s:s,s:o,"
+        "{s:i,s:s,s:s,s:s,s:o,s:s,s:f,s:f,s:o,s:o,s:f,s:o,s:o*,"
+        "s:{s:o,s:o,s:o},s:s,s:s,s:o,"
         "s:{s:s,s:s,s:s,s:i,s:i,s:b,s:b,s:I,s:I},"
         "s:o,s:o,s:I,s:o,s:o,s:{s:f,s:f,s:f}}",
         "schema", MV_RUN_RECORD_SCHEMA, "run", mv_manifest_run_id(), "mvembed_version", MV_VERSION,
         "status", status, "shard", shard, "manifest", manifest_name, "started_at", ri->started_at,
         "finished_at", ri->started_at + secs, "started_at_utc", iso_utc(ri->started_at), "finished_at_utc",
-        iso_utc(ri->started_at + secs), "seconds", secs, "out", o->out_dir, "fatal_error", ri->fatal,
-        "model", "given", o->model_dir ? o->model_dir : "", "dir", ri->model_dir, "commit",
-        snapshot_commit(ri->model_dir),
+        iso_utc(ri->started_at + secs), "seconds", secs, "out", path_string(o->out_dir), "fatal_error",
+        ri->fatal ? path_string(ri->fatal) : NULL, "model", "given", path_string(o->model_dir ? o->model_dir : ""),
+        "dir", path_string(ri->model_dir), "commit", snapshot_commit(ri->model_dir),
         "fingerprint", ri->fingerprint, "settings_line", ri->settings, "settings", settings_object(ri->settings),
         "options", "out_dtype", dtype_option(o->out_dtype), "layout",
         o->layout == MV_LAYOUT_TAR ? "tar" : "files", "pool", o->pool ? "mean" : "none", "zstd_level",
@@ -259,6 +289,12 @@ static json_t *build(const mv_run_info *ri, const char *manifest_name)
         "marker", mv_run_complete(ri) ? json_string(base_name(marker)) : json_null(),
         "rates", "inputs_per_second", secs > 0 ? inputs / secs : 0.0, "ok_per_second",
         secs > 0 ? r->ok / secs : 0.0, "bytes_per_second", secs > 0 ? t.bytes / secs : 0.0);
+    if (j) {
+        path_b64(j, "out", o->out_dir);
+        json_t *m = json_object_get(j, "model");
+        path_b64(m, "given", o->model_dir ? o->model_dir : "");
+        path_b64(m, "dir", ri->model_dir);
+    }
     return j;
 }
 

@@ -155,3 +155,21 @@ PYEOF
     [ "$status" -eq 1 ]
     [ "$output" = "mvembed: $T/nothing/config.json: missing (is '$T/nothing' a model directory?)" ]
 }
+
+@test "a config.json that exists but cannot be read says so, not that it is missing" {
+    D=$(mktemp -d /tmp/mvembed-bats.XXXXXX)
+    chmod 755 "$D"
+    cp -r "$MODEL" "$D/m" && chmod -R a+rX "$D/m"
+    chmod 000 "$D/m/config.json"
+    mkdir -m 777 "$D/o"
+    if [ "$(id -u)" -eq 0 ]; then # root reads anything: run as nobody
+        run timeout 120 setpriv --reuid=65534 --regid=65534 --clear-groups \
+            "$MVEMBED" -q --device cpu --model "$D/m" --out "$D/o" "$ROOT/fixtures/media/images/png_gray_128x72.png"
+    else
+        run "$MVEMBED" -q --device cpu --model "$D/m" --out "$D/o" "$ROOT/fixtures/media/images/png_gray_128x72.png"
+    fi
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: $D/m/config.json: cannot read: Permission denied" ]
+    rm -rf "$D"
+}

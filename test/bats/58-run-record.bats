@@ -180,3 +180,28 @@ PYEOF
     echo "$output"
     [ "$output" = ok ]
 }
+
+@test "OUT and the model directory named with bytes that are not UTF-8: the run completes, its record keeps their bytes" {
+    out="$T/o"$'\xff'
+    m="$T/m"$'\xfe'
+    cp -r "$MODEL" "$m"
+    run mvembed --device cpu --model "$m" --out "$out" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ -f "$out/_SUCCESS" ]
+    recs=("$out"/run-*.json)
+    [ "${#recs[@]}" -eq 1 ]
+    "$PY" - "${recs[0]}" "$out" "$m" <<'PYEOF'
+import base64, json, os, sys
+r = json.load(open(sys.argv[1]))
+out, m = os.fsencode(sys.argv[2]), os.fsencode(sys.argv[3])
+assert r["status"] == "complete" and r["counts"]["ok"] == 1, r
+assert base64.b64decode(r["out_b64"]) == out, r["out_b64"]
+assert base64.b64decode(r["model"]["given_b64"]) == m, r["model"]
+assert os.path.realpath(base64.b64decode(r["model"]["dir_b64"])) == os.path.realpath(m), r["model"]
+assert "\\xff" in r["out"] and "\\xfe" in r["model"]["given"], (r["out"], r["model"]["given"])
+PYEOF
+    # a rerun into it skips the input and completes too
+    run mvembed --device cpu --model "$m" --out "$out" "$IMG/png_rgb_320x256.png"
+    [ "$status" -eq 0 ]
+}

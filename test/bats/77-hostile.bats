@@ -177,6 +177,22 @@ PYEOF
     [[ "$output" != *"no input found"* ]]
 }
 
+@test "a run with no input says what would take the passed-over ones, only options not given, and OUT's own rule" {
+    mkdir -p "$T/in"
+    cp "$IMG/png_gray_128x72.png" "$T/in/a.png"
+    echo x > "$T/in/README.txt"
+    # OUT is the input directory: everything lies inside OUT
+    run bash -c 'cd "$1" && "$2" -q --all-files --device cpu -j 1 --model "$3" --out . .' _ "$T/in" "$MVEMBED" "$MODEL"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "mvembed: no input found in the given paths; passed over: the output directory: 1 (-v names them; files inside the output directory are never inputs: give an --out outside the inputs)" ]]
+    # names passed over: --all-files is suggested only when it was not given
+    mkdir "$T/txt"
+    echo x > "$T/txt/README.txt"
+    run "$MVEMBED" -q --device cpu -j 1 --model "$MODEL" --out "$T/o" "$T/txt"
+    [[ "$output" == "mvembed: no input found in the given paths; passed over: not an image or video name: 1 (-v names them; --all-files takes other names)" ]]
+}
+
 @test "--walk-rules: a find | xargs path list gets the inputs a directory walk gets" {
     cd "$T"
     mkdir -p data/a data/.thumbs data/b/.cache data/emb
