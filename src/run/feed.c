@@ -1,8 +1,9 @@
 /* feed.c - the pipeline's walker (the caller's thread): walks the PATH arguments, keeps this
  * shard's inputs, checks resume (output names held in OUT's manifest, settings fingerprints,
  * damaged outputs; per input and complete shard for --layout tar) and names used twice in one
- * run, and queues the rest for the decode pool; plus the counting walk for the progress total
- * and loading the resume state. Not here: the naming rules (names.c), decoding.
+ * run (by two inputs: an error; by one input named twice: embedded once), and queues the rest
+ * for the decode pool; plus the counting walk for the progress total and loading the resume
+ * state. Not here: the naming rules (names.c), decoding.
  */
 #include "pipeline_int.h"
 
@@ -21,14 +22,65 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Adds an output name written in this run to the set: 1 added, 0 there already, -1 no memory.
- * The set holds the names' 64-bit hashes, not the names, so that it stays small even for
- * millions of inputs. */
-static int name_add(mv_hashset *s, const char *out_rel)
+/* The output names of this run, each with the path of the input that took it, so that a name met
+ * again tells the same input named twice (one input: mv_done_same_input) from another input.
+ * The set holds the names' 64-bit hashes, not the names; each input's path is kept once, packed
+ * in blocks that never move (an entry's value points at its path). */
+typedef struct path_block {
+    struct path_block *next;
+    size_t used, cap;
+    char s[];
+} path_block;
+
+typedef struct {
+    mv_hashset set;
+    path_block *paths;
+} run_names;
+
+static const char *path_keep(run_names *n, const char *path)
+{
+    size_t len = strlen(path) + 1;
+    path_block *b = n->paths;
+    if (!b || b->cap - b->used < len) {
+        size_t cap = len > 65536 ? len : 65536;
+        if (!(b = malloc(sizeof *b + cap)))
+            return NULL;
+        *b = (path_block){.next = n->paths, .cap = cap};
+        n->paths = b;
+    }
+    char *p = memcpy(b->s + b->used, path, len);
+    b->used += len;
+    return p;
+}
+
+/* Takes an output name for the input at path: 1 taken, 0 taken before (*holder: by which input's
+ * path), -1 no memory. */
+static int name_add(run_names *n, const char *out_rel, const char *path, const char **holder)
 {
     uint64_t h = mv_hash64(out_rel, strlen(out_rel));
     int added;
-    return mv_hashset_add(s, &h, sizeof h, &added) ? added : -1;
+    mv_hashset_entry *en = mv_hashset_add(&n->set, &h, sizeof h, &added);
+    if (!en)
+        return -1;
+    if (!added) {
+        *holder = (const char *)(uintptr_t)en->value;
+        return 0;
+    }
+    const char *kept = path_keep(n, path);
+    if (!kept)
+        return -1; /* the hash stays without a path: a later same name is then another input's */
+    en->value = (size_t)(uintptr_t)kept;
+    return 1;
+}
+
+static void names_free(run_names *n)
+{
+    mv_hashset_free(&n->set);
+    while (n->paths) {
+        path_block *b = n->paths;
+        n->paths = b->next;
+        free(b);
+    }
 }
 
 /* ---- feeding ------------------------------------------------------------------------------ */
@@ -266,7 +318,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const char *fp = R->m->fingerprint;
     long n_stale = 0;
     char stale_fp[17] = "";
-    mv_hashset rels = {0};
+    run_names rels = {0};
     tar_aliases aliases = {0};
     mv_walk_item wi;
     int r = 0;
@@ -309,16 +361,30 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             if (held && ow.ok && !o->force) {
                 int sk = resume_files(R, &wi, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
-                    name_add(&rels, out_rel);
+                    const char *holder;
+                    name_add(&rels, out_rel, wi.path, &holder);
                     mv_item_free(it);
                     continue;
                 }
             }
-            int added = name_add(&rels, out_rel);
+            const char *holder = NULL;
+            int added = name_add(&rels, out_rel, wi.path, &holder);
             if (added < 0) {
                 mv_item_free(it);
                 st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
                 break;
+            }
+            if (added == 0 && holder && mv_done_same_input(holder, wi.path)) {
+                /* the same input named twice (a/x and ./a//x, overlapping path lists, one tar
+                 * twice): one input, embedded once; counted as skipped */
+                atomic_fetch_add(&R->n_skip, 1);
+                if (o->verbose) {
+                    char esc[8192], esc2[8192];
+                    pl_say(R, "mvembed: %s: named again in this run (first as %s): embedded once\n",
+                           mv_escape(wi.path, esc, sizeof esc), mv_escape(holder, esc2, sizeof esc2));
+                }
+                mv_item_free(it);
+                continue;
             }
             if (added == 0) {
                 char msg[8600];
@@ -338,7 +404,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
     mv_walk_skipped(w, R->walk_skipped);
     mv_walk_close(w);
-    mv_hashset_free(&rels);
+    names_free(&rels);
     mv_hashset_free(&aliases.by_file);
     free(out_real);
     return st;
