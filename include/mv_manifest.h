@@ -107,6 +107,28 @@ int mv_line_order_cmp(const mv_line_order *a, const mv_line_order *b);
 struct json_t;
 void mv_line_order_of(struct json_t *line, uint64_t pos, mv_line_order *ord);
 
+/* The key under which the lines of one input fold (raw[0..n), NUL-terminated): whether it is
+ * absolute, then its output name (mv_output_name), so "in/a.jpg", "./in//a.jpg" are one input and
+ * "/x/in/a.jpg" another until mv_line_stale: the "same path once normalised" of
+ * mv_done_same_input. A path holding a NUL byte keys as it is. malloc'd, *kl its length; NULL
+ * when out of memory. */
+char *mv_line_input_key(const char *raw, size_t n, size_t *kl);
+
+/* One line's input (raw bytes, NUL-terminated) and, for an ok line of the files layout, the
+ * output file it names (NULL otherwise: error lines, tar samples, whose "output" is a shared shard). */
+typedef struct {
+    char *in, *out;
+} mv_line_who;
+
+/* Over n lines, one per input key (ord[i], who[i]), sets stale[i] (n bytes, zeroed by the caller)
+ * for each line that a newer line shows to be stale: one naming the same output file (one file,
+ * one owner: the newest line naming it describes its bytes), or one whose input is now the same
+ * regular file (device and inode, as mv_done_same_input: "in/a.jpg" and "/abs/in/a.jpg"), unless
+ * both are ok lines naming different files (hard links: two inputs, two files). Relative inputs
+ * resolve from the current directory, as resume's do. So an error line outlives its input's older
+ * ok line, whatever the spelling. 0, or -1 when out of memory. */
+int mv_line_stale(size_t n, const mv_line_order *ord, const mv_line_who *who, char *stale);
+
 typedef struct mv_manifest mv_manifest;
 
 /* Opens (creating, mode 0666 & ~umask) path for appending. */

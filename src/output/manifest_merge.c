@@ -2,12 +2,15 @@
  * merge folds the per-shard manifests that Slurm array tasks (or --shard runs) wrote,
  * OUT/manifest-KKKKK-of-NNNNN.jsonl, together with an existing OUT/manifest.jsonl, into one
  * OUT/manifest.jsonl; compact rewrites a manifest in place (after --force reruns it holds several
- * lines per input). Both keep one line per input (keyed by its raw path bytes), its newest line
- * winning (mv_line_order_cmp: the order survives merging), in first-seen order; lines that are not JSON objects with a string "input" (a torn last
- * line) are dropped and counted. Written atomically: temp file in OUT, fsync, rename, fsync of OUT,
- * so a crash leaves the old manifest or the new one, never half of one. Both take OUT's run lock
- * exclusively first (mv_claims_exclusive) and refuse while a run holds it: a run's lines are never
- * lost to a rewrite; a run starting meanwhile waits. `mvembed manifest failed OUT` folds every
+ * lines per input). Both keep one line per input, its newest line winning (mv_line_order_cmp: the
+ * order survives merging), in first-seen order; lines of one input are those whose inputs are the
+ * same path once normalised (mv_line_input_key), and then an older line that a newer one shows to
+ * be stale (the same file now, or the same output file: mv_line_stale) is dropped too. Lines that
+ * are not JSON objects with a string "input" (a torn last line) are dropped and counted. Written
+ * atomically: temp file in OUT, fsync, rename, fsync of OUT, so a crash leaves the old manifest or
+ * the new one, never half of one. Both take OUT's run lock exclusively first (mv_claims_exclusive)
+ * and refuse while a run holds it: a run's lines are never lost to a rewrite; a run starting
+ * meanwhile waits. `mvembed manifest failed OUT` folds every
  * manifest the same way, read-only, and prints the inputs whose newest line failed. */
 #include "mv_run.h"
 
@@ -29,23 +32,25 @@
 #include <unistd.h>
 
 /* The lines kept, one per input in first-seen order, each its input's newest (mv_line_order_cmp);
- * keys: input -> its index in lines. Beside each line: its order, and for an ok line its model
- * fingerprint and the file it came from (an index into the files read). */
+ * keys: the input's key (mv_line_input_key) -> its index in lines. Beside each line: its order, its
+ * input and output (who), and for an ok line its model fingerprint and the file it came from (an
+ * index into the files read). */
 typedef struct {
     char **lines;
     mv_line_order *ord;
     char (*model)[17]; /* "" for error lines and lines without one */
     int *file;
+    mv_line_who *who;
     size_t n, cap;
     uint64_t pos; /* lines read, over every file */
     int n_files;
     mv_hashset keys;
 } table;
 
-/* line becomes key's line when it is newer than the one kept (t owns it from here: 0, and frees
- * it when older), or -1 when out of memory (line is the caller's still). */
+/* line becomes key's line when it is newer than the one kept (t owns it and who's strings from
+ * here: 0, and frees them when older), or -1 when out of memory (they are the caller's still). */
 static int table_put(table *t, const char *key, size_t keylen, char *line, const mv_line_order *ord,
-                     const char *model)
+                     const char *model, mv_line_who who)
 {
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 256;
@@ -59,9 +64,12 @@ static int table_put(table *t, const char *key, size_t keylen, char *line, const
         if (nm)
             t->model = nm;
         int *nf = nm ? realloc(t->file, nc * sizeof *nf) : NULL;
-        if (!nf)
+        if (nf)
+            t->file = nf;
+        mv_line_who *nw = nf ? realloc(t->who, nc * sizeof *nw) : NULL;
+        if (!nw)
             return -1;
-        t->file = nf;
+        t->who = nw;
         t->cap = nc;
     }
     int added;
@@ -72,17 +80,41 @@ static int table_put(table *t, const char *key, size_t keylen, char *line, const
     if (!added) {
         if (mv_line_order_cmp(ord, &t->ord[i]) < 0) { /* an older line: the kept one stays */
             free(line);
+            free(who.in);
+            free(who.out);
             return 0;
         }
         free(t->lines[i]);
+        free(t->who[i].in);
+        free(t->who[i].out);
     } else {
         en->value = t->n++;
     }
     t->lines[i] = line;
+    t->who[i] = who;
     t->ord[i] = *ord;
     snprintf(t->model[i], sizeof t->model[i], "%s", model);
     t->file[i] = t->n_files - 1;
     return 0;
+}
+
+/* The output file an ok line of the files layout names ("output", or its "output_b64"), malloc'd;
+ * NULL for other lines (errors, tar samples: their "output" is a shared shard) and when out of
+ * memory (*nomem set). */
+static char *line_output(json_t *j, int ok, int *nomem)
+{
+    const char *out = json_string_value(json_object_get(j, "output"));
+    const char *b64 = json_string_value(json_object_get(j, "output_b64"));
+    if (!ok || !out || json_object_get(j, "shard"))
+        return NULL;
+    size_t n = 0;
+    char *o = b64 ? (char *)mv_base64_decode(b64, &n) : strdup(out);
+    if (b64 && o && (n == 0 || memchr(o, 0, n))) { /* not a name: the line keys by input only */
+        free(o);
+        return NULL;
+    }
+    *nomem = !b64 && !o; /* a bad output_b64 keys the line by its input only */
+    return o;
 }
 
 /* Reads one manifest into t; unparsable lines (a torn last line) are skipped and counted in *bad;
@@ -118,34 +150,37 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
             json_decref(j);
             continue;
         }
-        size_t kl;
-        char *key;
+        size_t rl, kl = 0;
+        char *raw;
         if (b64) {
             /* NULL is bad base64 here (not out of memory): an unreadable line like any other */
-            key = (char *)mv_base64_decode(b64, &kl);
-            if (!key || kl == 0) {
+            raw = (char *)mv_base64_decode(b64, &rl);
+            if (!raw || rl == 0) {
                 (*bad)++;
-                free(key);
+                free(raw);
                 json_decref(j);
                 continue;
             }
         } else {
-            kl = strlen(in);
-            key = malloc(kl + 1);
-            if (key)
-                memcpy(key, in, kl + 1);
+            rl = strlen(in);
+            raw = strdup(in);
         }
         mv_line_order ord;
         mv_line_order_of(j, ++t->pos, &ord);
         const char *status = json_string_value(json_object_get(j, "status"));
         const char *model = json_string_value(json_object_get(j, "model"));
+        int ok = status && !strcmp(status, "ok"), nomem = 0;
         char fp[17];
-        snprintf(fp, sizeof fp, "%s", status && !strcmp(status, "ok") && model ? model : "");
+        snprintf(fp, sizeof fp, "%s", ok && model ? model : "");
+        mv_line_who who = {raw, line_output(j, ok, &nomem)};
         json_decref(j);
+        char *key = raw ? mv_line_input_key(raw, rl, &kl) : NULL;
         char *line = strdup(buf);
-        if (!key || !line || table_put(t, key, kl, line, &ord, fp)) {
+        if (!key || !line || nomem || table_put(t, key, kl, line, &ord, fp, who)) {
             free(key);
             free(line);
+            free(who.in);
+            free(who.out);
             free(buf);
             fclose(f);
             return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
@@ -164,14 +199,48 @@ typedef struct {
 
 static void folded_free(folded *f)
 {
-    for (size_t i = 0; i < f->t.n; i++)
+    for (size_t i = 0; i < f->t.n; i++) {
         free(f->t.lines[i]);
+        free(f->t.who[i].in);
+        free(f->t.who[i].out);
+    }
+    free(f->t.who);
     free(f->t.lines);
     free(f->t.ord);
     free(f->t.model);
     free(f->t.file);
     mv_hashset_free(&f->t.keys);
     memset(f, 0, sizeof *f);
+}
+
+/* Drops the kept lines that newer ones show to be stale (mv_line_stale), keeping the others'
+ * order. -1 when out of memory. */
+static int same_input_drop(table *t)
+{
+    char *stale = t->n > 1 ? calloc(t->n, 1) : NULL;
+    if (t->n < 2)
+        return 0;
+    if (!stale || mv_line_stale(t->n, t->ord, t->who, stale)) {
+        free(stale);
+        return -1;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (stale[i]) {
+            free(t->lines[i]);
+            free(t->who[i].in);
+            free(t->who[i].out);
+            continue;
+        }
+        t->lines[w] = t->lines[i];
+        t->ord[w] = t->ord[i];
+        memcpy(t->model[w], t->model[i], sizeof t->model[w]);
+        t->file[w] = t->file[i];
+        t->who[w++] = t->who[i];
+    }
+    t->n = w; /* t->keys' values are stale from here: nothing looks lines up by input again */
+    free(stale);
+    return 0;
 }
 
 static mv_status write_atomic_held(const char *dir, const char *tmp, const char *path, const folded *fd,
@@ -301,6 +370,10 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
         if (read_manifest(p, &fd.t, &fd.bad, NULL, e))
             goto out;
     }
+    if (same_input_drop(&fd.t)) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir);
+        goto out;
+    }
     size_t ok;
     if (write_atomic(out_dir, path, &fd, &ok, e))
         goto out;
@@ -323,6 +396,8 @@ static mv_status compact_one(const char *out_dir, const char *path, int quiet, m
     folded fd = {0};
     size_t lines = 0, ok;
     mv_status st = read_manifest(path, &fd.t, &fd.bad, &lines, e);
+    if (!st && same_input_drop(&fd.t))
+        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     if (!st)
         st = write_atomic(out_dir, path, &fd, &ok, e);
     if (!st && !quiet)
@@ -441,6 +516,10 @@ int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *
         snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
         if (read_manifest(p, &fd.t, &fd.bad, NULL, e))
             goto out;
+    }
+    if (same_input_drop(&fd.t)) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir);
+        goto out;
     }
     for (size_t i = 0; i < fd.t.n; i++) {
         size_t n;

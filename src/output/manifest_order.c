@@ -1,16 +1,23 @@
 /* manifest_order.c - the order and provenance of records: the run id drawn once per process,
- * each record's stamp (schema, run, seq, time), and the one comparison that decides which of an
- * input's lines is the newest, for resume (manifest_done.c) and merge (manifest_merge.c) alike.
+ * each record's stamp (schema, run, seq, time), the one comparison that decides which of an
+ * input's lines is the newest, for resume (manifest_done.c) and merge (manifest_merge.c) alike,
+ * and which lines are of one input for merge, compact and failed (mv_line_input_key,
+ * mv_line_stale).
  * Not here: writing lines (manifest.c), reading them (manifest_done.c).
  */
 #include "mv_manifest.h"
+
+#include "mv_hashset.h"
+#include "mv_names.h"
 
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,3 +77,72 @@ void mv_line_order_of(json_t *line, uint64_t pos, mv_line_order *ord)
     ord->seq = json_is_integer(q) ? (int64_t)json_integer_value(q) : 0;
 }
 
+char *mv_line_input_key(const char *raw, size_t n, size_t *kl)
+{
+    int plain = memchr(raw, 0, n) == NULL;
+    char *key = malloc(1 + (plain ? mv_output_name_cap(n) : n));
+    if (!key)
+        return NULL;
+    key[0] = !plain ? 'r' : raw[0] == '/' ? '/' : '.';
+    if (plain)
+        *kl = 1 + mv_output_name(raw, key + 1);
+    else {
+        memcpy(key + 1, raw, n);
+        *kl = 1 + n;
+    }
+    return key;
+}
+
+/* i's entry in s (key[0..len)) becomes i when line i is newer than the one it holds (values:
+ * index + 1). -1 when out of memory. */
+static int newest_put(mv_hashset *s, const mv_line_order *ord, const void *key, size_t len, size_t i)
+{
+    mv_hashset_entry *en = mv_hashset_add(s, key, len, NULL);
+    if (!en)
+        return -1;
+    if (!en->value || mv_line_order_cmp(&ord[i], &ord[en->value - 1]) > 0)
+        en->value = i + 1;
+    return 0;
+}
+
+/* 1 when s holds key[0..len) for a line newer than line i. */
+static int newer_in(const mv_hashset *s, const mv_line_order *ord, const void *key, size_t len, size_t i)
+{
+    const mv_hashset_entry *en = mv_hashset_find(s, key, len);
+    return en && mv_line_order_cmp(&ord[en->value - 1], &ord[i]) > 0;
+}
+
+int mv_line_stale(size_t n, const mv_line_order *ord, const mv_line_who *who, char *stale)
+{
+    mv_hashset by_out = {0}, by_file = {0}, by_file_ok = {0};
+    dev_t(*id)[2] = calloc(n ? n : 1, sizeof *id);
+    int rc = -1;
+    if (!id)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        if (stat(who[i].in, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            id[i][0] = sb.st_dev;
+            id[i][1] = sb.st_ino;
+            if (newest_put(who[i].out ? &by_file_ok : &by_file, ord, id[i], sizeof id[i], i))
+                goto out;
+        } else
+            id[i][0] = id[i][1] = (dev_t)-1; /* gone, a tar member: known by its path only */
+        if (who[i].out && newest_put(&by_out, ord, who[i].out, strlen(who[i].out), i))
+            goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *o = who[i].out;
+        int known = id[i][0] != (dev_t)-1;
+        stale[i] = (o && newer_in(&by_out, ord, o, strlen(o), i)) ||
+                   (known && newer_in(&by_file, ord, id[i], sizeof id[i], i)) ||
+                   (known && !o && newer_in(&by_file_ok, ord, id[i], sizeof id[i], i));
+    }
+    rc = 0;
+out:
+    free(id);
+    mv_hashset_free(&by_out);
+    mv_hashset_free(&by_file);
+    mv_hashset_free(&by_file_ok);
+    return rc;
+}

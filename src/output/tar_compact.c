@@ -51,6 +51,31 @@ static int is_manifest(const char *name)
     return !strcmp(name, "manifest.jsonl") || mv_name_manifest_parse(name, &k, &n);
 }
 
+/* Enters (add) or finds input's keys in L->lined: its path once normalised (mv_line_input_key;
+ * a base64 name as it is) and the regular file it reaches now (device, inode), so that a sample
+ * of "in/a.jpg" is dead once "/abs/in/a.jpg" has a newer line (mv_line_stale's rule). find: 1
+ * when found; add: 0, or -1 when out of memory. */
+static int lined_key(liveness *L, const char *input, int b64, int add)
+{
+    size_t kl = strlen(input);
+    char *k = b64 ? NULL : mv_line_input_key(input, kl, &kl);
+    if (!b64 && !k)
+        return add ? -1 : 0; /* not found: the shard stays as it is */
+    struct stat sb;
+    dev_t id[2] = {0, 0};
+    int has_id = !b64 && stat(input, &sb) == 0 && S_ISREG(sb.st_mode), r;
+    if (has_id)
+        id[0] = sb.st_dev, id[1] = sb.st_ino;
+    const char *key = k ? k : input;
+    if (add)
+        r = mv_hashset_add(&L->lined, key, kl, NULL) &&
+                    (!has_id || mv_hashset_add(&L->lined, id, sizeof id, NULL)) ? 0 : -1;
+    else
+        r = mv_hashset_find(&L->lined, key, kl) || (has_id && mv_hashset_find(&L->lined, id, sizeof id));
+    free(k);
+    return r;
+}
+
 /* Reads one manifest's latest line per input into L. */
 static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
 {
@@ -72,7 +97,7 @@ static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
         size_t idl = json_is_object(o) && json_is_string(json_object_get(o, "status")) &&
                      !strcmp(json_string_value(json_object_get(o, "status")), "ok") ? sample_id(o, id, sizeof id) : 0;
         mv_hashset_entry *en = key ? mv_hashset_add(&latest, key, strlen(key), NULL) : NULL;
-        if (key && (!en || !mv_hashset_add(&L->lined, key, strlen(key), NULL)))
+        if (key && (!en || lined_key(L, key, json_is_string(b64), 1)))
             st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
         else if (en) {
             if (!en->value) {
@@ -147,7 +172,7 @@ static int survey(int fd, const char *name, const liveness *L, sample **smp, siz
             json_t *b64 = json_object_get(o, "input_b64"), *in = json_object_get(o, "input");
             const char *input = json_is_string(b64) ? json_string_value(b64) : json_string_value(in);
             s->live = mv_hashset_find(&L->live, id, strlen(id)) != NULL;
-            if (!s->live && input && mv_hashset_find(&L->lined, input, strlen(input)))
+            if (!s->live && input && lined_key((liveness *)L, input, json_is_string(b64), 0))
                 (*dead)++;
             else if (!s->live)
                 (*orphans)++;
