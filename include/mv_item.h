@@ -57,7 +57,8 @@ typedef struct {
     void (*out_release)(void *out_owner);
     void *out_owner;
     double t_decode, t_preprocess; /* seconds spent in each (for -v's timeline) */
-    /* the input file as it was opened (not a tar member): for its record and resume */
+    /* the input file as it was opened (a tar member: its tar, as the walk found it at its first
+     * member; feed.c): for its record and resume */
     int has_stat;
     int64_t in_bytes, in_mtime_ns;
     int has_xxh64;     /* mv_item_ctx.input_hash */

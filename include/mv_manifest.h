@@ -14,7 +14,7 @@
 /* The version of the record's schema, written as "schema" in every line (and in the tar layout's
  * .json members). The schema is defined once, in the MANIFEST section of man/mvembed.1; a field
  * added or changed there bumps it. Lines without "schema" are version 1 (before it existed). */
-#define MV_MANIFEST_SCHEMA 3
+#define MV_MANIFEST_SCHEMA 4
 
 /* One manifest line (and a tar sample's .json). Zero-initialise, then set what applies; absent
  * fields are omitted. Field order in the line: input, input_b64, output, output_b64, status,
@@ -189,6 +189,14 @@ size_t mv_done_count(const mv_done *d);
  * when its newest line is not ok or has none. */
 int64_t mv_done_offset(const mv_done *d, const char *input);
 
+/* The input file as an ok line recorded it (a tar member's: its tar file): -1 / "" where the
+ * line has no such field. */
+typedef struct {
+    int64_t bytes, mtime_ns;
+    int has_xxh64;
+    uint64_t xxh64;
+} mv_done_input_stat;
+
 /* An input's latest ok record as the tar layout's resume checks it (mv_done_sample_of). */
 typedef struct {
     const char *output;  /* the record's output (the shard for a tar sample); NULL when none */
@@ -199,6 +207,7 @@ typedef struct {
     int has_xxh64;
     uint64_t xxh64;
     int tar;             /* the record names a "shard" and a "key": a tar-layout sample */
+    mv_done_input_stat src; /* the input file when that line was written */
 } mv_done_sample;
 
 /* 1 with *s filled when input's latest line is ok, else 0. Strings as for mv_done_lookup. */
@@ -218,13 +227,6 @@ void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const cha
  * that is not already a canonical output name (absolute, ".", "..", empty or doubled '/', a
  * trailing '/'; mv_name_flaw, mv_names.h) is never entered, so resume never follows a path that
  * leaves OUT. */
-/* The input file as an ok line recorded it: -1 / "" where the line has no such field. */
-typedef struct {
-    int64_t bytes, mtime_ns;
-    int has_xxh64;
-    uint64_t xxh64;
-} mv_done_input_stat;
-
 typedef struct {
     const char *input; /* the input that made it (raw bytes) */
     const char *model; /* that line's "model" fingerprint, "" when absent */

@@ -82,6 +82,7 @@ typedef struct {
     const mv_input_io *io;
     void *io_user;
     const mv_tar_meta *meta; /* a tar member's sample metadata (mv_tar_in_meta), else NULL */
+    const char *tar;         /* a tar member's: the tar PATH it is read from, else NULL */
 } mv_walk_item;
 
 /* args[0..nargs) are PATH arguments; "-" reads further PATHs from stdin_fp (read incrementally;

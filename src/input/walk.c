@@ -409,6 +409,7 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     it->rel = rel;
     it->fd = fd;
     it->meta = mv_tar_in_meta(w->tar);
+    it->tar = w->tar_path;
     if (fd < 0)
         mv_tar_in_stream(w->tar, &it->io, &it->io_user); /* a large image, or names_only */
     return 1;

@@ -178,6 +178,7 @@ int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
     smp->has_xxh64 = en->has_xxh64;
     smp->xxh64 = en->xxh64;
     smp->tar = en->tar;
+    smp->src = en->src;
     return 1;
 }
 

@@ -1,12 +1,14 @@
 /* tar_compact.c - `mvembed manifest compact` for the tar layout (see mv_tar_resume.h): shards that
  * hold dead samples (an input redone since, by --force or with other settings, has a newer sample
  * elsewhere) are rewritten without them, so that a reader iterating the shards sees each input
- * once. Order, each step atomic: the live samples are copied into new shards (new numbers, never
- * over a file: tar_out.c), then each manifest naming a moved sample is rewritten (temp file,
- * fsync, rename), then the old shards go. A crash in between leaves either the old shards (the
- * copies are then dead and go at the next compact) or dead old shards. Shards with samples whose
- * input has no line at all (an orphan, adopted by the next run) and shards a writer holds are
- * left as they are. Not here: the manifest's own compaction (manifest_merge.c).
+ * once; a damaged (unreadable) shard no live line points into is removed. Order, each step
+ * atomic: the live samples are copied into new shards (new numbers, never over a file:
+ * tar_out.c), then each manifest naming a moved sample is rewritten (temp file, fsync, rename),
+ * then --pool mean's indexes (OUT/pooled/pooled.jsonl) likewise, or removed when they name a
+ * sample that is gone, then the old shards go. A crash in between leaves either the old shards
+ * (the copies are then dead and go at the next compact) or dead old shards. Shards with samples
+ * whose input has no line at all (an orphan, adopted by the next run) and shards a writer holds
+ * are left as they are. Not here: the manifest's own compaction (manifest_merge.c).
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_tar_resume.h"
@@ -15,6 +17,7 @@
 #include "mv_names.h"
 #include "mv_output.h"
 #include "mv_place.h"
+#include "mv_pool.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -39,9 +42,9 @@ static size_t sample_id(json_t *o, char *buf, size_t cap)
 }
 
 /* What OUT's manifests say: live = the samples some manifest's latest line of an input names;
- * lined = the inputs with any line. */
+ * lined = the inputs with any line; held = the shards of the live samples. */
 typedef struct {
-    mv_hashset live, lined;
+    mv_hashset live, lined, held;
 } liveness;
 
 /* 1 when name is a manifest of OUT (manifest.jsonl, manifest-K-of-N.jsonl). */
@@ -122,7 +125,8 @@ static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
         json_decref(o);
     }
     for (size_t i = 0; i < n_ids; i++) {
-        if (!st && ids[i] && !mv_hashset_add(&L->live, ids[i], strlen(ids[i]), NULL))
+        if (!st && ids[i] && (!mv_hashset_add(&L->live, ids[i], strlen(ids[i]), NULL) ||
+                              !mv_hashset_add(&L->held, ids[i], strcspn(ids[i], "/"), NULL)))
             st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
         free(ids[i]);
     }
@@ -263,6 +267,7 @@ static mv_status copy_live(int fd, const char *path, const sample *smp, size_t n
 /* Moved samples: old "shard/key" -> its new line's shard, key and offset. */
 typedef struct {
     mv_hashset ids;  /* value: 1 + index */
+    mv_hashset at;   /* old "shard\noffset" (as the manifests said) -> 1 + index: for OUT/pooled/ */
     mv_hashset made; /* the copies' shard names: never surveyed in the same compact */
     struct moved { char shard[96], key[100], offset[24]; } *to;
     size_t n, cap;
@@ -311,9 +316,9 @@ static mv_status note_moves(moves *M, const char *name, const sample *smp, size_
 /* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies;
  * nothing when no line names one. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
  * temp files are, fsync, rename, fsync of out_dir. */
-static mv_status rewrite_held(const char *out_dir, const char *path, const moves *M, mv_err *e);
+static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, mv_err *e);
 
-static mv_status rewrite_manifest(const char *out_dir, const char *path, const moves *M, mv_err *e)
+static mv_status rewrite_manifest(const char *out_dir, const char *path, moves *M, mv_err *e)
 {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
@@ -323,7 +328,7 @@ static mv_status rewrite_manifest(const char *out_dir, const char *path, const m
     return st;
 }
 
-static mv_status rewrite_held(const char *out_dir, const char *path, const moves *M, mv_err *e)
+static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, mv_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -348,10 +353,18 @@ static mv_status rewrite_held(const char *out_dir, const char *path, const moves
         json_t *o = json_loadb(line, (size_t)len, 0, &jerr);
         char id[600];
         size_t idl = json_is_object(o) ? sample_id(o, id, sizeof id) : 0;
+        json_t *jo = json_object_get(o, "offset");
+        long long off = json_is_integer(jo) ? (long long)json_integer_value(jo) : -1;
         json_decref(o);
         const mv_hashset_entry *en = idl ? mv_hashset_find(&M->ids, id, idl) : NULL;
-        char *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-        if (en) {
+        char *a = NULL, *b = NULL, *c = NULL, *d = NULL, at[640];
+        int atl = en ? snprintf(at, sizeof at, "%.*s\n%lld", (int)strcspn(id, "/"), id, off) : 0;
+        mv_hashset_entry *ae = en && off >= 0 ? mv_hashset_add(&M->at, at, (size_t)atl, NULL) : NULL;
+        if (ae)
+            ae->value = en->value;
+        else if (en && off >= 0)
+            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+        if (en && !st) {
             const struct moved *mv = &M->to[en->value - 1];
             a = mv_tar_record_set(line, "output", mv->shard, 0);
             b = a ? mv_tar_record_set(a, "shard", mv->shard, 0) : NULL;
@@ -387,6 +400,97 @@ static mv_status rewrite_held(const char *out_dir, const char *path, const moves
     return st;
 }
 
+/* --pool mean's index of stem (OUT/<stem>/pooled.jsonl, or beside: OUT/<stem>.jsonl when old)
+ * names tar samples by shard ("output") and "offset": each line naming a moved sample is pointed
+ * at its copy (pooled.npy's rows stay: the same bytes), through a temp file in OUT, fsync,
+ * rename. A line naming a removed shard at no moved sample (an index stale already) cannot be
+ * mended: the index and its array are removed, and standard error says so. */
+static mv_status fix_pooled(const char *out_dir, const char *stem, int old, const moves *M,
+                            const mv_hashset *gone, int quiet, mv_err *e)
+{
+    char path[4600], tmp[4400], dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", out_dir, old ? "." : stem);
+    snprintf(path, sizeof path, old ? "%s/%s.jsonl" : "%s/%s/pooled.jsonl", out_dir, stem);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-pooled.jsonl", out_dir, (long)getpid());
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? MV_OK : mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
+    mv_place_guard_begin(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); /* our pid: ours */
+    FILE *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    mv_status st = w ? MV_OK : mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (!w && fd >= 0)
+        close(fd);
+    if (w)
+        mv_output_lock_temp(fd);
+    char *line = NULL, *a = NULL, *b = NULL;
+    size_t lcap = 0, changed = 0, stale = 0;
+    ssize_t len;
+    while (!st && !stale && (len = getline(&line, &lcap, f)) > 0) {
+        json_error_t jerr;
+        json_t *o = json_loadb(line, (size_t)len, 0, &jerr);
+        json_t *jp = json_object_get(o, "output"), *jo = json_object_get(o, "offset");
+        const char *sh = json_string_value(jp);
+        char at[640];
+        int atl = sh && json_is_integer(jo) && mv_hashset_find(gone, sh, strlen(sh))
+                      ? snprintf(at, sizeof at, "%s\n%lld", sh, (long long)json_integer_value(jo)) : 0;
+        json_decref(o);
+        const mv_hashset_entry *en = atl > 0 ? mv_hashset_find(&M->at, at, (size_t)atl) : NULL;
+        const struct moved *mv = en ? &M->to[en->value - 1] : NULL;
+        a = mv ? mv_tar_record_set(line, "output", mv->shard, 0) : NULL;
+        b = a ? mv_tar_record_set(a, "offset", mv->offset, 1) : NULL;
+        stale = atl && !b; /* names a removed shard, at no sample that moved */
+        changed += b != NULL;
+        if (!stale && fputs(b ? b : line, w) == EOF)
+            st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+        free(a);
+        free(b);
+    }
+    free(line);
+    fclose(f);
+    if (w && !st && (fflush(w) || fsync(fd)))
+        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (w && fclose(w) && !st)
+        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (!st && !stale && changed && rename(tmp, path) != 0)
+        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
+    if (st || stale || !changed)
+        unlink(tmp);
+    mv_place_guard_end();
+    if (!st && stale && (old ? mv_pool_remove_old(out_dir, stem) : mv_pool_remove(out_dir, stem)) < 0)
+        st = mv_fail(e, MV_ERR_IO, "%s: cannot remove it: %s", old ? path : dir, strerror(errno));
+    else if (!st && stale && !quiet)
+        fprintf(stderr, "mvembed: %s%s removed: it indexed samples of shards compact removed (a run "
+                "with --pool mean over the same inputs writes it again)\n", old ? path : dir, old ? "" : "/");
+    else if (!st && changed && !stale) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), bad = dfd < 0 || (fsync(dfd) && errno != EINVAL);
+        if (dfd >= 0)
+            close(dfd);
+        if (bad)
+            st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", dir, strerror(errno));
+        else if (!quiet)
+            fprintf(stderr, "mvembed: %s: %zu line%s now name%s the copies of moved samples\n", path, changed,
+                    changed == 1 ? "" : "s", changed == 1 ? "s" : "");
+    }
+    return st;
+}
+
+/* The pooled index stem names in OUT (pooled, pooled-KKKKK-of-NNNNN; *old: the .jsonl beside the
+ * outputs that earlier builds wrote); 0 when name is none. */
+static int pooled_stem(const char *name, char *stem, size_t cap, int *old)
+{
+    int k, n;
+    char chk[64];
+    size_t l = strlen(name);
+    *old = l > 6 && !strcmp(name + l - 6, ".jsonl");
+    snprintf(stem, cap, "%.*s", (int)(*old ? l - 6 : l), name);
+    if (sscanf(stem, "pooled-%d-of-%d", &k, &n) == 2)
+        snprintf(chk, sizeof chk, "pooled-%05d-of-%05d", k, n);
+    else
+        snprintf(chk, sizeof chk, "pooled");
+    return !strcmp(stem, chk);
+}
+
 /* The naming (k, n) of a shard file name; 0 when it is none. */
 static int shard_naming(const char *name, int *k, int *n)
 {
@@ -413,7 +517,7 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
             st = read_liveness(path, &L, e);
         }
     char **gone = NULL; /* old shards to remove once the manifests name the copies */
-    size_t n_gone = 0, n_dead = 0, n_rewritten = 0;
+    size_t n_gone = 0, n_dead = 0, n_rewritten = 0, n_bad = 0;
     rewinddir(d);
     while (!st && (de = readdir(d)) != NULL) {
         int k, n;
@@ -429,7 +533,12 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
         }
         sample *smp = NULL;
         size_t ns = 0, dead = 0, orphans = 0, live = 0;
-        if (survey(fd, de->d_name, &L, &smp, &ns, &dead, &orphans) == 0 && dead && !orphans) {
+        int bad = survey(fd, de->d_name, &L, &smp, &ns, &dead, &orphans) != 0;
+        /* unreadable (damaged) with no live sample in it: nothing of it is read again, nor
+         * adopted (tar_resume.c reads a shard whole) */
+        int gone_bad = bad && !orphans && !mv_hashset_find(&L.held, de->d_name, strlen(de->d_name));
+        n_bad += gone_bad;
+        if ((!bad && dead && !orphans) || gone_bad) {
             for (size_t i = 0; i < ns; i++)
                 live += smp[i].live;
             mv_tar_set *S = NULL;
@@ -457,6 +566,17 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
             snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
             st = rewrite_manifest(out_dir, path, &M, e);
         }
+    mv_hashset gs = {0}; /* the old shards, by name */
+    for (size_t i = 0; !st && i < n_gone; i++)
+        if (!mv_hashset_add(&gs, gone[i], strlen(gone[i]), NULL))
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    rewinddir(d);
+    char stem[300];
+    int old;
+    while (!st && n_gone && (de = readdir(d)) != NULL)
+        if (pooled_stem(de->d_name, stem, sizeof stem, &old))
+            st = fix_pooled(out_dir, stem, old, &M, &gs, quiet, e);
+    mv_hashset_free(&gs);
     closedir(d);
     for (size_t i = 0; i < n_gone; i++) {
         snprintf(path, sizeof path, "%s/%s", out_dir, gone[i]);
@@ -465,12 +585,17 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
         free(gone[i]);
     }
     free(gone);
+    char bads[80] = "";
+    if (n_bad)
+        snprintf(bads, sizeof bads, " (%zu of them unreadable, damaged, with no live sample)", n_bad);
     if (!st && !quiet && n_gone)
         fprintf(stderr, "mvembed: compacted shards: %zu dead samples (inputs redone since) removed, %zu "
-                "shards rewritten, %zu removed\n", n_dead, n_rewritten, n_gone - n_rewritten);
+                "shards rewritten, %zu removed%s\n", n_dead, n_rewritten, n_gone - n_rewritten, bads);
     mv_hashset_free(&L.live);
     mv_hashset_free(&L.lined);
+    mv_hashset_free(&L.held);
     mv_hashset_free(&M.ids);
+    mv_hashset_free(&M.at);
     mv_hashset_free(&M.made);
     free(M.to);
     return st;

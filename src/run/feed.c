@@ -168,12 +168,74 @@ static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *p
     return mv_done_same_input(in, path) ? in : NULL;
 }
 
+/* A tar PATH as this run found it at its first member: its size and mtime, and with --input-hash
+ * the XXH64 of the whole tar, read once per tar. Its members' ok lines record these (input_bytes,
+ * input_mtime_ns, input_xxh64), and resume compares them: a tar changed since redoes each member. */
+typedef struct {
+    char *path; /* the tar, or NULL */
+    int ok;     /* stat worked */
+    int64_t bytes, mtime_ns;
+    int has_xxh64;
+    uint64_t xxh64;
+} tar_file;
+
+/* The tar_file of tar (tf, refreshed when it held another tar). */
+static const tar_file *tar_file_of(tar_file *tf, const mv_run_opts *o, const char *tar)
+{
+    if (tf->path && !strcmp(tf->path, tar))
+        return tf;
+    free(tf->path);
+    memset(tf, 0, sizeof *tf);
+    tf->path = strdup(tar); /* out of memory: looked at again for the next member */
+    struct stat sb;
+    if (stat(tar, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return tf;
+    tf->ok = 1;
+    tf->bytes = (int64_t)sb.st_size;
+    tf->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    tf->has_xxh64 = o->input_hash && mv_filehash_path(tar, &tf->xxh64) == 0;
+    return tf;
+}
+
+/* 1 with the reason in why when the file at path (a tar member: its tar, tf) is not what its ok
+ * line recorded: another size or mtime, or (--input-hash, when the line has one) other bytes.
+ * Lines without these fields (older builds) are trusted. */
+static int input_changed(const mv_run_opts *o, const char *path, const tar_file *tf,
+                         const mv_done_input_stat *src, char *why, size_t cap)
+{
+    struct stat sb;
+    int64_t size, mt;
+    if (src->bytes < 0 || (tf ? !tf->ok : stat(path, &sb) != 0))
+        return 0; /* not recorded; a file gone fails when it is read */
+    size = tf ? tf->bytes : (int64_t)sb.st_size;
+    mt = tf ? tf->mtime_ns : (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    char esc[4200], pre[4300] = "";
+    if (tf)
+        snprintf(pre, sizeof pre, "its tar %s: ", mv_escape(tf->path, esc, sizeof esc));
+    if (size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
+        snprintf(why, cap, "%s%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
+                 pre, (long long)size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
+                 (long long)src->bytes, (long long)(src->mtime_ns / 1000000000),
+                 (long long)(src->mtime_ns % 1000000000));
+        return 1;
+    }
+    uint64_t h = tf ? tf->xxh64 : 0;
+    if (o->input_hash && src->has_xxh64 && (tf ? tf->has_xxh64 : mv_filehash_path(path, &h) == 0) &&
+        h != src->xxh64) {
+        snprintf(why, cap, "%sits XXH64 is %016llx, the manifest says %016llx", pre, (unsigned long long)h,
+                 (unsigned long long)src->xxh64);
+        return 1;
+    }
+    return 0;
+}
+
 /* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
- * the input's latest ok record is a sample made with this run's fingerprint that still verifies
- * (mv_tar_sample_intact): skip it. 0: embed it (no record, other settings, a sample missing or
- * damaged; said as the files layout says it). */
-static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *out_real,
-                    long *n_stale, char stale_fp[17])
+ * the input's latest ok record is a sample made with this run's fingerprint from the input as it
+ * is now (input_changed; tf: a tar member's tar) that still verifies (mv_tar_sample_intact): skip
+ * it. 0: embed it (no record, other settings, a changed input, a sample missing or damaged; said
+ * as the files layout says it). */
+static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const tar_file *tf,
+                    const char *out_real, long *n_stale, char stale_fp[17])
 {
     const mv_run_opts *o = R->o;
     const char *fp = R->m->fingerprint;
@@ -190,6 +252,12 @@ static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path,
         if (o->verbose)
             pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
                    mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
+        return 0;
+    }
+    if (input_changed(o, path, tf, &smp.src, why, sizeof why)) {
+        if (!o->quiet)
+            pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
+                   mv_escape(path, esc, sizeof esc), why);
         return 0;
     }
     if (!mv_tar_sample_intact(out_real, &smp, why, sizeof why)) {
@@ -228,37 +296,12 @@ static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
     return 0;
 }
 
-/* 1 with the reason in why when the file at path is not what its ok line recorded: another size
- * or mtime, or (--input-hash, when the line has one) other bytes. Lines without these fields
- * (older builds) are trusted. */
-static int input_changed(const mv_run_opts *o, const char *path, const mv_done_input_stat *src, char *why,
-                         size_t cap)
-{
-    struct stat sb;
-    if (src->bytes < 0 || stat(path, &sb) != 0)
-        return 0; /* not recorded; a file gone fails when it is read */
-    int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-    if ((int64_t)sb.st_size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
-        snprintf(why, cap, "%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
-                 (long long)sb.st_size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
-                 (long long)src->bytes, (long long)(src->mtime_ns / 1000000000),
-                 (long long)(src->mtime_ns % 1000000000));
-        return 1;
-    }
-    uint64_t h;
-    if (o->input_hash && src->has_xxh64 && mv_filehash_path(path, &h) == 0 && h != src->xxh64) {
-        snprintf(why, cap, "its XXH64 is %016llx, the manifest says %016llx", (unsigned long long)h,
-                 (unsigned long long)src->xxh64);
-        return 1;
-    }
-    return 0;
-}
-
 /* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
  * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
  * are counted in *n_stale, the first fingerprint kept in stale_fp). */
-static int resume_files(runner *R, const mv_walk_item *wi, const char *out_real, const char *out_rel,
-                        const mv_done_owner *ow, long *n_stale, char *stale_fp, size_t fp_cap)
+static int resume_files(runner *R, const mv_walk_item *wi, const tar_file *tf, const char *out_real,
+                        const char *out_rel, const mv_done_owner *ow, long *n_stale, char *stale_fp,
+                        size_t fp_cap)
 {
     const mv_run_opts *o = R->o;
     const char *fp = R->m->fingerprint;
@@ -271,7 +314,7 @@ static int resume_files(runner *R, const mv_walk_item *wi, const char *out_real,
             pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
                    mv_escape(wi->path, esc, sizeof esc), ow->model[0] ? ow->model : "(none)", fp);
         }
-    } else if (wi->fd < 0 && input_changed(o, wi->path, &ow->src, why, sizeof why)) {
+    } else if (input_changed(o, wi->path, tf, &ow->src, why, sizeof why)) {
         if (!o->quiet) {
             char esc[8192];
             pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
@@ -320,6 +363,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     char stale_fp[17] = "";
     run_names rels = {0};
     tar_aliases aliases = {0};
+    tar_file tfile = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -337,11 +381,19 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         }
         if (wi.meta && !(it->meta = mv_tar_meta_copy(wi.meta)))
             mv_item_fail(it, "out of memory");
+        const tar_file *tf = wi.tar ? tar_file_of(&tfile, o, wi.tar) : NULL;
+        if (tf && tf->ok) { /* a member's record carries its tar's size, mtime (and XXH64) */
+            it->has_stat = 1;
+            it->in_bytes = tf->bytes;
+            it->in_mtime_ns = tf->mtime_ns;
+            it->has_xxh64 = tf->has_xxh64;
+            it->in_xxh64 = tf->xxh64;
+        }
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
         if (R->tars && !wi.error && done && !o->force &&
-            tar_done(R, done, &aliases, wi.path, out_real, &n_stale, stale_fp)) {
+            tar_done(R, done, &aliases, wi.path, tf, out_real, &n_stale, stale_fp)) {
             mv_item_free(it);
             continue;
         }
@@ -359,7 +411,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             mv_item_fail(it, msg);
         } else {
             if (held && ow.ok && !o->force) {
-                int sk = resume_files(R, &wi, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
+                int sk = resume_files(R, &wi, tf, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
                     const char *holder;
                     name_add(&rels, out_rel, wi.path, &holder);
@@ -406,6 +458,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_close(w);
     names_free(&rels);
     mv_hashset_free(&aliases.by_file);
+    free(tfile.path);
     free(out_real);
     return st;
 }
