@@ -208,10 +208,15 @@ typedef struct {
     uint64_t xxh64;
     int tar;             /* the record names a "shard" and a "key": a tar-layout sample */
     mv_done_input_stat src; /* the input file when that line was written */
+    mv_line_order ord;   /* the record's order (its run and seq name the line) */
 } mv_done_sample;
 
 /* 1 with *s filled when input's latest line is ok, else 0. Strings as for mv_done_lookup. */
 int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *s);
+
+/* input's newest line's "error" ("" when it has none) when that line is an error line, else NULL
+ * (ok, or not in d). Strings as for mv_done_lookup. */
+const char *mv_done_error(const mv_done *d, const char *input);
 
 /* The inputs that ever had an ok line, by index 0..mv_done_inputs(d)-1: entry i's input (raw
  * bytes), and 1 with *s filled when its latest line is ok (0: a later error line). */

@@ -1,14 +1,14 @@
 /* mv_pool.h - --pool mean: one vector per input instead of its tokens, and OUT/pooled.npy.
  *
  * What it is: the mean over an input's token rows (a video's over all its frames' tokens),
- * accumulated in f64 and rounded once to f32; and the end-of-run assembly of the per-input pooled
- * outputs (files or tar samples) into one [inputs, out_hidden] array with its row index, in one
- * directory that changes as a whole.
+ * accumulated in f64 and rounded once to f32; and the end-of-run assembly of OUT's per-input
+ * pooled outputs (files or tar samples, as OUT's manifests list them) into one [inputs,
+ * out_hidden] array with its row index, in one directory that changes as a whole.
  * mv_pool_mean is the host path (the writer thread, CPU backend) and the CPU twin of the CUDA
  * backend's forward with mv_forward_req.mean (cu/pool.cu), which pools on the device with the
  * same f64 sums in the same order, bit-identical, so only [out_hidden] per input crosses PCIe.
- * What it is not: it does not decide which inputs belong to a run (the pipeline collects them,
- * mv_pool_list).
+ * What it is not: it does not write the single outputs nor the manifest lines it indexes
+ * (writers.c, output.c, tar_out.c).
  */
 #ifndef MV_POOL_H
 #define MV_POOL_H
@@ -22,31 +22,39 @@ typedef enum { MV_POOL_NONE = 0, MV_POOL_MEAN } mv_pool_kind;
  * rows >= 1. */
 void mv_pool_mean(const float *x, int64_t rows, int64_t cols, float *out);
 
-/* The inputs of a run for the pooled directory: those that finished ok (written now or skipped
- * as done before) with where their pooled vector is, and those left out (failed) with their
- * error; collected from several threads. */
-typedef struct mv_pool_list mv_pool_list;
-mv_pool_list *mv_pool_list_new(void); /* NULL when out of memory */
-void mv_pool_list_free(mv_pool_list *l);
-/* Adds an ok input (copies): output is its file relative to OUT with offset -1 (files layout), or
- * its tar shard with the byte offset of the array data (tar layout). Thread-safe. -1 when out of
- * memory (the list then refuses to be stacked), else 0. */
-int mv_pool_list_add(mv_pool_list *l, const char *input, const char *output, int64_t offset);
-/* Adds a left-out input with its error (copies), likewise. */
-int mv_pool_list_add_failed(mv_pool_list *l, const char *input, const char *error);
+/* The pooled directory a --pool mean run keeps: out_dir/<stem>/ ("pooled", or a shard's
+ * "pooled-KKKKK-of-NNNNN"), of the outputs made with fingerprint fp: [1, cols] arrays of dt. */
+typedef struct {
+    const char *stem, *fp;
+    int shard_k, shard_n;
+    int64_t cols;
+    mv_dtype dt;
+} mv_pool_target;
 
-/* Writes the directory out_dir/<stem>/ holding pooled.npy, [rows, cols] with row i = the pooled
- * vector of the i-th ok input ([1, cols] read back from its file, each of one dtype, stored as
- * that dtype; or from its tar sample, which must be a [1, cols] tar_dt NPY member), and
- * pooled.jsonl, one line per input in byte order of the input paths: {"row":i,"input":...,
- * "output":..., "status":"ok"} ("offset" too for a tar sample), or {"row":null,"input":...,
- * "status":"error","error":...} for one left out (input_b64/output_b64 for paths that are not
- * UTF-8, as in the manifest). Both are written into a temp directory in out_dir, fsync'd, and
- * the directory takes <stem>'s place in one rename (exchanged with an existing one, which is then
- * removed): a reader sees the old pair or the new pair, never one of each. *rows and *left (may
- * be NULL) receive the counts. */
-mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, int64_t cols, mv_dtype tar_dt,
-                        size_t *rows, size_t *left, mv_err *e);
+typedef struct {
+    size_t rows, left; /* rows written; inputs listed left out (failed) */
+    size_t other;      /* ok inputs not indexed: made with other settings (fingerprints) */
+} mv_pool_counts;
+
+/* Keeps OUT's pooled directories current, under OUT's lock .mvembed-index.lock (flock), so that
+ * runs ending at the same time take turns and the last one sees every run's lines. With t:
+ * rebuilds out_dir/<stem>/ from the manifests as they are now (all of OUT's; a shard's directory
+ * takes the inputs of its own manifest, each by its newest line in any of them): pooled.npy,
+ * [rows, cols], row i the pooled vector of the i-th indexed input, read back from its file or its
+ * tar sample at its offset (streamed, one row at a time), and pooled.jsonl, one line per input
+ * in byte order of the input paths: {"row":i,"input":...,"output":...,"status":"ok","dtype":...,
+ * "model":fp,"schema":..,"run":..,"seq":..,"time":..} (the manifest line the row comes from;
+ * "offset" too for a tar sample), or {"row":null,"input":...,"status":"error","error":...} for an
+ * input whose newest line is an error (input_b64/output_b64 for paths that are not UTF-8, as in
+ * the manifest). An input is a row when its newest line is ok and made with fp; ok inputs of other
+ * settings (token outputs of a run without --pool) are not listed. Both files are written into a
+ * temp directory in out_dir, fsync'd, and the directory takes <stem>'s place in one rename
+ * (exchanged with an existing one, which is then removed): a reader sees the old pair or the new
+ * pair, never one of each. Then (with or without t) every other pooled directory of out_dir one
+ * of whose rows is no longer its input's newest ok line is removed, removed(its name, ud) called
+ * (may be NULL). Without t and no pooled directory in out_dir, nothing is read. */
+mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
+                         void (*removed)(const char *stem, void *ud), void *ud, mv_err *e);
 
 /* Removes out_dir/<stem>/ (a pooled directory made stale by a run that ended early): 1 removed, 0
  * there was none, -1 it could not be removed. */

@@ -32,6 +32,7 @@ typedef struct {
     const char *input;  /* a key of the input set */
     const char *output; /* a key of the output set; NULL = ok without a usable output */
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
+    char *error;        /* newest line an error: its "error" (owned), else NULL */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
     int64_t offset;     /* tar layout: the array data's offset in the shard; -1 = not recorded */
@@ -61,8 +62,10 @@ void mv_done_free(mv_done *d)
 {
     if (!d)
         return;
-    for (size_t i = 0; i < d->n_ents; i++)
+    for (size_t i = 0; i < d->n_ents; i++) {
         free(d->ents[i].odd_output);
+        free(d->ents[i].error);
+    }
     free(d->ents);
     mv_hashset_free(&d->in);
     mv_hashset_free(&d->out);
@@ -104,6 +107,10 @@ static int done_set(mv_done *d, const done_line *l)
             d->n_ok++;
         en->ok = l->ok;
         en->ord = l->ord;
+        free(en->error);
+        en->error = NULL;
+        if (!l->ok && !(en->error = strdup(l->error ? l->error : "")))
+            return -1;
     }
     /* an error line keeps the name held: its file is still that input's */
     if (!l->ok || (en->had_ok && mv_line_order_cmp(&l->ord, &en->ok_ord) < 0))
@@ -179,7 +186,14 @@ int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
     smp->xxh64 = en->xxh64;
     smp->tar = en->tar;
     smp->src = en->src;
+    smp->ord = en->ok_ord;
     return 1;
+}
+
+const char *mv_done_error(const mv_done *d, const char *input)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
+    return s && !d->ents[s->value - 1].ok ? d->ents[s->value - 1].error : NULL;
 }
 
 void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,

@@ -16,6 +16,7 @@ typedef struct {
 /* One line read back: its input, status, order, and for an ok line what it made. */
 typedef struct {
     const char *input, *output, *model;
+    const char *error;  /* error lines: their "error" (NULL when absent) */
     int ok;
     int64_t bytes, offset;
     mv_done_input_stat src;

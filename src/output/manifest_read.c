@@ -79,7 +79,7 @@ static void read_tar_part(json_t *o, tar_part *tp)
 /* One line parsed: what done_set takes, the strings its own; bad: not a record. */
 typedef struct {
     done_line l;
-    char *input, *output;
+    char *input, *output, *error;
     char model[17];
     int bad;
 } parsed_line;
@@ -106,6 +106,9 @@ static void parse_line(const char *line, size_t n, parsed_line *p)
     mv_line_order_of(o, 0, &l->ord); /* the position is given in file order, by apply_line */
     p->output = l->ok ? record_path(o, "output") : NULL;
     l->output = p->output;
+    json_t *je = l->ok ? NULL : json_object_get(o, "error"); /* kept for --pool mean's index */
+    p->error = json_is_string(je) ? strdup(json_string_value(je)) : NULL;
+    l->error = p->error;
     json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
     snprintf(p->model, sizeof p->model, "%s", json_is_string(jm) ? json_string_value(jm) : "");
     l->model = p->model;
@@ -126,7 +129,8 @@ static int apply_line(mv_done *d, parsed_line *p)
     int r = p->bad ? 1 : mv_done_record(d, &p->l);
     free(p->input);
     free(p->output);
-    p->input = p->output = NULL;
+    free(p->error);
+    p->input = p->output = p->error = NULL;
     return r;
 }
 
@@ -190,6 +194,7 @@ static int batch_flush(mv_done *d, line_batch *b, int par, size_t *bad)
         if (r < 0) { /* out of memory before: only free */
             free(b->p[i].input);
             free(b->p[i].output);
+            free(b->p[i].error);
             continue;
         }
         int k = apply_line(d, &b->p[i]);

@@ -1,20 +1,23 @@
-/* pool.c - --pool mean (see mv_pool.h): the f64-accumulated mean over tokens, the list of a run's
- * pooled and left-out inputs, and the directory OUT/pooled/ (pooled.npy + its row index
- * pooled.jsonl, made together in a temp directory and put in place in one rename), assembled by
- * reading the outputs back (files, or tar samples at their offsets).
+/* pool.c - --pool mean (see mv_pool.h): the f64-accumulated mean over tokens, and the directory
+ * OUT/pooled/ (pooled.npy + its row index pooled.jsonl, made together in a temp directory and put
+ * in place in one rename), rebuilt under OUT's index lock from the newest pooled ok lines of
+ * OUT's manifests by reading the outputs back (files, or tar samples at their offsets); and the
+ * removal of pooled directories whose rows a later run replaced.
  * Not here: where pooling happens in the pipeline (writers.c), writing single outputs
  * (output.c / tar_out.c).
  */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_pool.h"
 #include "mv_manifest.h" /* mv_manifest_format: the index lines escape paths like the manifest */
+#include "mv_names.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,26 +97,24 @@ static mv_status replace_dir(const char *tmp, const char *fin, const char *out_d
     return sync_dir(out_dir, e);
 }
 
-/* ---- the run's list ----------------------------------------------------------------------- */
+/* ---- the index's entries ------------------------------------------------------------------ */
 
 typedef struct {
     char *input, *output; /* output: the file, or the tar shard; NULL for a left-out input */
     int64_t offset;       /* tar: the array data's byte offset in the shard; -1 for a file */
     char *error;          /* a left-out input's error */
+    mv_line_order ord;    /* the manifest line of the row (run "" when not known) */
 } pool_entry;
 
-struct mv_pool_list {
-    pthread_mutex_t mu;
+typedef struct {
     pool_entry *v;
     size_t n, cap;
     int oom;
-};
+} mv_pool_list;
 
-mv_pool_list *mv_pool_list_new(void)
+static mv_pool_list *mv_pool_list_new(void)
 {
     mv_pool_list *l = mv_calloc(1, sizeof *l);
-    if (l)
-        pthread_mutex_init(&l->mu, NULL);
     return l;
 }
 
@@ -124,20 +125,18 @@ static void entry_free(pool_entry *en)
     free(en->error);
 }
 
-void mv_pool_list_free(mv_pool_list *l)
+static void mv_pool_list_free(mv_pool_list *l)
 {
     if (!l)
         return;
     for (size_t i = 0; i < l->n; i++)
         entry_free(&l->v[i]);
     free(l->v);
-    pthread_mutex_destroy(&l->mu);
     free(l);
 }
 
 static int list_add(mv_pool_list *l, pool_entry en, int whole)
 {
-    pthread_mutex_lock(&l->mu);
     if (whole && l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 256;
         pool_entry *nv = realloc(l->v, nc * sizeof *nv);
@@ -151,22 +150,9 @@ static int list_add(mv_pool_list *l, pool_entry en, int whole)
         l->v[l->n++] = en;
     else
         l->oom = 1;
-    pthread_mutex_unlock(&l->mu);
     if (!ok)
         entry_free(&en);
     return ok ? 0 : -1;
-}
-
-int mv_pool_list_add(mv_pool_list *l, const char *input, const char *output, int64_t offset)
-{
-    pool_entry en = {strdup(input), strdup(output), offset, NULL};
-    return list_add(l, en, en.input && en.output);
-}
-
-int mv_pool_list_add_failed(mv_pool_list *l, const char *input, const char *error)
-{
-    pool_entry en = {strdup(input), NULL, -1, strdup(error)};
-    return list_add(l, en, en.input && en.error);
 }
 
 /* ---- OUT/<stem>/: pooled.npy + pooled.jsonl ------------------------------------------------ */
@@ -205,9 +191,11 @@ static mv_status sync_close(int fd, const char *dir, const char *name, mv_err *e
     return bad ? mv_fail(e, MV_ERR_IO, "%s/%s: %s", dir, name, strerror(err)) : MV_OK;
 }
 
-/* The index: one line per entry, in input order; ok inputs get their row, left-out ones
- * "row":null and their error. *rows counts the ok ones. */
-static mv_status write_index(const mv_pool_list *l, const char *dir, size_t *rows, mv_err *e)
+/* The index: one line per entry, in input order; ok inputs get their row, with its dtype (the
+ * manifest's name), the model fingerprint fp (when known) and the order of the manifest line it
+ * comes from; left-out ones "row":null and their error. *rows counts the ok ones. */
+static mv_status write_index(const mv_pool_list *l, const char *dir, const char *fp, mv_dtype dt, size_t *rows,
+                             mv_err *e)
 {
     int fd = open_new(dir, "pooled.jsonl");
     if (fd < 0)
@@ -218,6 +206,16 @@ static mv_status write_index(const mv_pool_list *l, const char *dir, size_t *row
         const pool_entry *en = &l->v[i];
         mv_record r = {.input = en->input, .output = en->output, .ok = en->output != NULL,
                        .error = en->error, .has_offset = en->offset >= 0, .offset = en->offset};
+        if (en->output) {
+            r.dtype = dt == MV_DT_F16 ? "f16" : dt == MV_DT_BF16 ? "bfloat16" : "f32";
+            r.model = fp;
+            if (en->ord.run[0]) {
+                r.schema = MV_MANIFEST_SCHEMA;
+                r.run = en->ord.run;
+                r.seq = en->ord.seq;
+                r.time = en->ord.time;
+            }
+        }
         char *line, pre[40];
         size_t len;
         if ((st = mv_manifest_format(&r, &line, &len, e)))
@@ -283,13 +281,11 @@ static mv_status write_array(const mv_pool_list *l, const char *out_dir, const c
         return mv_fail(e, MV_ERR_IO, "%s/pooled.npy: %s", dir, strerror(errno));
     float *row = malloc((size_t)cols * sizeof *row);
     mv_status st = row ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "%s/pooled.npy: out of memory", dir);
-    int dt = -1, first = 1;
+    int dt = (int)tar_dt, first = 1; /* every row is of the run's dtype */
     for (size_t i = 0; i < l->n && !st; i++) {
         const pool_entry *en = &l->v[i];
         if (!en->output)
             continue;
-        if (en->offset >= 0)
-            dt = (int)tar_dt;
         if ((st = read_row(out_dir, en, cols, &dt, row, e)))
             break;
         uint8_t hdr[MV_NPY_HEADER_MAX];
@@ -314,8 +310,8 @@ static mv_status write_array(const mv_pool_list *l, const char *out_dir, const c
     return sync_close(fd, dir, "pooled.npy", e);
 }
 
-mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, int64_t cols, mv_dtype tar_dt,
-                        size_t *rows, size_t *left, mv_err *e)
+static mv_status pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, const char *fp, int64_t cols,
+                            mv_dtype tar_dt, size_t *rows, size_t *left, mv_err *e)
 {
     if (l->oom)
         return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory collecting the pooled outputs", out_dir, stem);
@@ -327,7 +323,7 @@ mv_status mv_pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, 
     if (mkdir(tmp, 0777) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: cannot create %s: %s", fin, tmp, strerror(errno));
     size_t n_rows = 0;
-    mv_status st = write_index(l, tmp, &n_rows, e);
+    mv_status st = write_index(l, tmp, fp, tar_dt, &n_rows, e);
     if (!st)
         st = write_array(l, out_dir, tmp, n_rows, cols, tar_dt, e);
     if (!st)
@@ -364,4 +360,194 @@ int mv_pool_remove_old(const char *out_dir, const char *stem)
     if (lstat(npy, &a) != 0 || lstat(idx, &b) != 0 || !S_ISREG(a.st_mode) || !S_ISREG(b.st_mode))
         return 0;
     return unlink(idx) == 0 && unlink(npy) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+}
+
+/* ---- OUT's pooled directories, kept current ------------------------------------------------- */
+
+/* OUT's lock around every rebuild and staleness check of its pooled directories (flock). */
+#define INDEX_LOCK ".mvembed-index.lock"
+
+/* Takes the lock: *fd is its file (-1 where the file system offers no locks: unlocked then). */
+static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", out_dir, INDEX_LOCK);
+    *fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (*fd < 0)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot open the pooled directories' lock: %s", p, strerror(errno));
+    int r;
+    while ((r = flock(*fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (r != 0 && errno != ENOLCK && errno != EINVAL && errno != EOPNOTSUPP) {
+        int err = errno;
+        close(*fd);
+        return mv_fail(e, MV_ERR_IO, "%s: lock: %s", p, strerror(err));
+    }
+    return MV_OK;
+}
+
+/* Every manifest of OUT (the shard manifests, then manifest.jsonl) into *d: the newest line of
+ * each input wins, as for resume. */
+static mv_status load_manifests(const char *out_dir, mv_done **d, mv_err *e)
+{
+    char **names = NULL, p[4400];
+    size_t nn = 0;
+    mv_status st = mv_done_create(d, e);
+    if (!st)
+        st = mv_manifest_list(out_dir, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        if (i == nn)
+            mv_name_manifest(p, sizeof p, out_dir, 0, 1);
+        else
+            snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
+        st = mv_manifest_load_done(p, *d, NULL, NULL, e);
+    }
+    mv_manifest_list_free(names, nn);
+    return st;
+}
+
+/* The index's entries: the inputs of S (all of D when S is NULL) by their newest line in D: a
+ * row where that line is ok, made with fingerprint fp (so a [1, cols] array of the run's dtype)
+ * and still holding its output (a file it owns, or a tar sample); listed left out where it is an
+ * error line; else not listed (*other counts the ok ones made with other settings). */
+static mv_status collect(const mv_done *D, const mv_done *S, const char *fp, mv_pool_list *l, size_t *other,
+                         mv_err *e)
+{
+    const mv_done *from = S ? S : D;
+    for (size_t i = 0; i < mv_done_inputs(from); i++) {
+        const char *input, *err;
+        mv_done_sample s;
+        mv_done_owner w;
+        mv_done_entry(from, i, &input, &s);
+        pool_entry en = {0};
+        if (mv_done_sample_of(D, input, &s)) {
+            if (strcmp(s.model, fp) != 0) {
+                (*other)++;
+                continue;
+            }
+            if (!s.output || mv_name_flaw(s.output) ||
+                (s.tar ? s.offset < 0 : !mv_done_owner_of(D, s.output, &w) || strcmp(w.input, input)))
+                continue;
+            en = (pool_entry){strdup(input), strdup(s.output), s.tar ? s.offset : -1, NULL, s.ord};
+            list_add(l, en, en.input && en.output);
+        } else if ((err = mv_done_error(D, input))) {
+            en = (pool_entry){.input = strdup(input), .offset = -1, .error = strdup(err)};
+            list_add(l, en, en.input && en.error);
+        }
+    }
+    return l->oom ? mv_fail(e, MV_ERR_NOMEM, "out of memory collecting the pooled outputs") : MV_OK;
+}
+
+/* 1 when every row that out_dir/<stem>/pooled.jsonl lists is still its input's newest ok line in
+ * D (the same manifest line: run and seq; for lines without them the same fingerprint, output
+ * and offset), 0 when one is not, -1 when the index cannot be read. */
+static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s/pooled.jsonl", out_dir, stem);
+    mv_done *P;
+    mv_err e;
+    if (mv_done_create(&P, &e))
+        return -1;
+    if (mv_manifest_load_done(p, P, NULL, NULL, &e)) {
+        mv_done_free(P);
+        return -1;
+    }
+    int cur = 1;
+    for (size_t i = 0; cur && i < mv_done_inputs(P); i++) {
+        const char *input;
+        mv_done_sample ps, ds;
+        mv_done_owner w;
+        if (!mv_done_entry(P, i, &input, &ps))
+            continue; /* left out: no row */
+        cur = mv_done_sample_of(D, input, &ds) && !strcmp(ps.model, ds.model) && ds.output &&
+              (ds.tar || (mv_done_owner_of(D, ds.output, &w) && !strcmp(w.input, input)));
+        if (cur && ps.ord.run[0] && ds.ord.run[0])
+            cur = !strcmp(ps.ord.run, ds.ord.run) && ps.ord.seq == ds.ord.seq;
+        else if (cur)
+            cur = ps.output && !strcmp(ps.output, ds.output) && ps.offset == (ds.tar ? ds.offset : -1);
+    }
+    mv_done_free(P);
+    return cur;
+}
+
+/* 1 when name is a pooled directory's: "pooled" or "pooled-KKKKK-of-NNNNN". */
+static int pooled_name(const char *name)
+{
+    int k, n, len = 0;
+    return !strcmp(name, "pooled") ||
+           (sscanf(name, "pooled-%5d-of-%5d%n", &k, &n, &len) == 2 && len == 21 && (size_t)len == strlen(name));
+}
+
+/* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current
+ * (dir_current), calling removed for each. */
+static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done *D,
+                            void (*removed)(const char *, void *), void *ud, mv_err *e)
+{
+    DIR *dd = opendir(out_dir);
+    if (!dd)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    struct dirent *de;
+    mv_status st = MV_OK;
+    while (!st && (de = readdir(dd))) {
+        if (!pooled_name(de->d_name) || (keep && !strcmp(de->d_name, keep)) || dir_current(out_dir, de->d_name, D))
+            continue;
+        char fin[4400];
+        snprintf(fin, sizeof fin, "%s/%s", out_dir, de->d_name);
+        if (remove_dir(fin) != 0)
+            st = mv_fail(e, MV_ERR_IO, "%s: its rows were replaced, and it cannot be removed: %s", fin,
+                         strerror(errno));
+        else if (!(st = sync_dir(out_dir, e)) && removed)
+            removed(de->d_name, ud);
+    }
+    closedir(dd);
+    return st;
+}
+
+/* 1 when out_dir holds a pooled directory. */
+static int any_pooled(const char *out_dir)
+{
+    DIR *dd = opendir(out_dir);
+    struct dirent *de;
+    int any = 0;
+    while (dd && !any && (de = readdir(dd)))
+        any = pooled_name(de->d_name);
+    if (dd)
+        closedir(dd);
+    return any;
+}
+
+mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
+                         void (*removed)(const char *stem, void *ud), void *ud, mv_err *e)
+{
+    memset(c, 0, sizeof *c);
+    if (!t && !any_pooled(out_dir))
+        return MV_OK;
+    int lfd;
+    mv_status st = lock_index(out_dir, &lfd, e);
+    if (st)
+        return st;
+    mv_done *D = NULL, *S = NULL;
+    st = load_manifests(out_dir, &D, e); /* read under the lock: every run's lines before it */
+    if (!st && t && t->shard_n > 1) {
+        char p[4400];
+        mv_name_manifest(p, sizeof p, out_dir, t->shard_k, t->shard_n);
+        if (!(st = mv_done_create(&S, e)))
+            st = mv_manifest_load_done(p, S, NULL, NULL, e);
+    }
+    if (!st && t) {
+        mv_pool_list *l = mv_pool_list_new();
+        st = l ? collect(D, S, t->fp, l, &c->other, e) : mv_fail(e, MV_ERR_NOMEM, "out of memory");
+        mv_done_free(S);
+        S = NULL;
+        if (!st)
+            st = pool_stack(l, out_dir, t->stem, t->fp, t->cols, t->dt, &c->rows, &c->left, e);
+        mv_pool_list_free(l);
+    }
+    if (!st)
+        st = drop_stale(out_dir, t ? t->stem : NULL, D, removed, ud, e);
+    mv_done_free(S);
+    mv_done_free(D);
+    close(lfd); /* the lock goes with it */
+    return st;
 }

@@ -267,8 +267,6 @@ static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path,
         return 0;
     }
     atomic_fetch_add(&R->n_skip, 1);
-    if (R->pooled) /* --pool mean: the pooled directory has every input of the run */
-        mv_pool_list_add(R->pooled, path, smp.output, smp.offset);
     if (o->verbose)
         pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, sizeof esc));
     return 1;
@@ -322,8 +320,6 @@ static int resume_files(runner *R, const mv_walk_item *wi, const tar_file *tf, c
         }
     } else if (mv_done_output_intact(out_real, out_rel, ow->bytes, why, sizeof why)) {
         atomic_fetch_add(&R->n_skip, 1);
-        if (R->pooled) /* --pool mean: the pooled directory has every input of the run */
-            mv_pool_list_add(R->pooled, wi->path, out_rel, -1);
         if (o->verbose) {
             char esc[8192];
             pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",

@@ -1,5 +1,5 @@
 /* pipeline.c - the batch's threads and queues (see mv_pipeline.h for the picture): opens the
- * run's outputs (resume state, manifest, tar shards, pooled list), starts the stages' threads,
+ * run's outputs (resume state, manifest, tar shards), starts the stages' threads,
  * feeds them from the caller's thread, drains them stage by stage and reports. The decode pool is
  * here; the walker is in feed.c, the tower threads in towers.c, the writers in writers.c
  * (pipeline_int.h), the state they share and its services in runner.c.
@@ -79,7 +79,7 @@ static mv_status agree_tar_limit(runner *R, long long *limit, mv_err *e)
 }
 
 /* Opens what the run writes into: the resume state (*done), the manifest, the tar shards
- * (--layout tar) and the list of pooled outputs (--pool mean, files layout). On failure closes
+ * (--layout tar). On failure closes
  * what it opened. */
 static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **done, mv_err *e)
 {
@@ -124,10 +124,6 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
     if (R->tars && (st = pl_tar_adopt(R, done, e)))
         goto fail_tars;
-    if (o->pool == MV_POOL_MEAN && !(R->pooled = mv_pool_list_new())) {
-        st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-        goto fail_tars;
-    }
     return MV_OK;
 fail_tars:
     mv_tar_set_free(R->tars);
@@ -229,9 +225,20 @@ static void drain(runner *R, threads *th)
     mv_queue_destroy(&R->done);
 }
 
-/* --pool mean: a run that went through its inputs writes OUT/pooled/ over its ok inputs, listing
- * the failed ones; one that ended early (an interrupt, a fatal error) removes the one it made
- * stale, if it wrote anything. Says on stderr what it did. */
+/* mv_pool_update's removed: says which pooled directory went */
+static void pooled_removed(const char *stem, void *ud)
+{
+    const runner *R = ud;
+    if (!R->o->quiet)
+        fprintf(stderr, "mvembed: %s/%s/ removed: its rows were replaced; a --pool mean run rebuilds it\n",
+                R->o->out_dir, stem);
+}
+
+/* --pool mean: a run that went through its inputs rebuilds OUT/pooled/ from OUT's manifests (every
+ * run's pooled ok inputs, and the failed ones listed); one that ended early (an interrupt, a fatal
+ * error) removes the one it made stale, if it wrote anything. A run without --pool that wrote
+ * lines removes the pooled directories whose rows it replaced (as a --pool run does with the other
+ * shards' directories). Says on stderr what it did. */
 static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, mv_err *e)
 {
     const mv_run_opts *o = R->o;
@@ -240,28 +247,33 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
         snprintf(stem, sizeof stem, "pooled-%05d-of-%05d", R->shard_k, R->shard_n);
     else
         snprintf(stem, sizeof stem, "pooled");
+    mv_pool_counts c;
+    if (o->pool != MV_POOL_MEAN)
+        return res->ok + res->failed > 0 ? mv_pool_update(o->out_dir, NULL, &c, pooled_removed, R, e) : MV_OK;
     if (early) {
         if (res->ok > 0 && mv_pool_remove(o->out_dir, stem) > 0 && !o->quiet)
             fprintf(stderr, "mvembed: %s/%s/ removed: this run ended early and changed outputs it was "
                     "made from (the next complete run writes it again)\n", o->out_dir, stem);
         return MV_OK;
     }
-    size_t rows = 0, left = 0;
-    mv_status st = mv_pool_stack(R->pooled, o->out_dir, stem, R->m->cfg.out_hidden, o->out_dtype, &rows,
-                                 &left, e);
+    mv_pool_target t = {stem, R->m->fingerprint, R->shard_k, R->shard_n, R->m->cfg.out_hidden, o->out_dtype};
+    mv_status st = mv_pool_update(o->out_dir, &t, &c, pooled_removed, R, e);
     int old = st ? 0 : mv_pool_remove_old(o->out_dir, stem);
     if (old > 0 && !o->quiet)
         fprintf(stderr, "mvembed: %s/%s.npy and %s.jsonl of an earlier build removed: they are in %s/ now\n",
                 o->out_dir, stem, stem, stem);
     if (!st && !o->quiet)
         fprintf(stderr, "mvembed: %s/%s/: pooled.npy holds %zu rows, one per ok input; pooled.jsonl "
-                "indexes them%s%zu input%s left out\n", o->out_dir, stem, rows, left ? " and lists the " : ", ",
-                left, left == 1 ? "" : "s");
+                "indexes them%s%zu input%s left out\n", o->out_dir, stem, c.rows, c.left ? " and lists the " : ", ",
+                c.left, c.left == 1 ? "" : "s");
+    if (!st && c.other && !o->quiet)
+        fprintf(stderr, "mvembed: %s/%s/: %zu ok input%s of OUT made with other settings (fingerprints) not "
+                "indexed\n", o->out_dir, stem, c.other, c.other == 1 ? "" : "s");
     return st;
 }
 
-/* Closes the manifest and fills res; then, for --pool mean, writes OUT/pooled/ (finish_pooled).
- * The run's first fatal error wins. */
+/* Closes the manifest and fills res; then keeps OUT's pooled directories current
+ * (finish_pooled). The run's first fatal error wins. */
 static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
 {
     const mv_run_opts *o = R->o;
@@ -274,13 +286,14 @@ static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
     res->skipped = atomic_load(&R->n_skip);
     res->signal = o->interrupt ? *o->interrupt : 0;
     int fatal = atomic_load(&R->fatal);
-    if (R->pooled && (fatal || cst || res->signal)) /* ended early: the pooled directory is stale */
-        finish_pooled(R, res, 1, NULL);
+    mv_err pe;
+    if (fatal || cst || res->signal) /* ended early: the pooled directory is stale */
+        finish_pooled(R, res, 1, &pe);
     if (fatal) {
         *e = R->err;
         return MV_ERR_IO;
     }
-    if (cst || !R->pooled || res->signal)
+    if (cst || res->signal)
         return cst;
     return finish_pooled(R, res, 0, e);
 }

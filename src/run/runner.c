@@ -56,7 +56,6 @@ void pl_runner_free(runner *R)
     if (!R)
         return;
     mv_tar_set_free(R->tars);
-    mv_pool_list_free(R->pooled);
     pthread_mutex_destroy(&R->man_mu);
     pthread_mutex_destroy(&R->err_mu);
     pthread_mutex_destroy(&R->prog_mu);

@@ -68,14 +68,13 @@ struct runner {
     mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
     mv_output_swept swept; /* files layout: the directories the writers have swept of temp files */
     struct mv_claims *claims; /* files layout: output names claimed across processes (mv_claims.h) */
-    mv_pool_list *pooled;  /* --pool mean, files layout: inputs ok so far, for pooled.npy */
 };
 
 /* A runner for options o and model m, taking shard k of n: counters at zero, the total unknown,
  * the clock started, the progress mode chosen from o and stderr; no queue, manifest or thread
  * yet. NULL when out of memory. */
 runner *pl_runner_new(const mv_run_opts *o, mv_model *m, int shard_k, int shard_n);
-/* Frees R with its tar shards and pooled list (the queues and the manifest are the pipeline's). */
+/* Frees R with its tar shards (the queues and the manifest are the pipeline's). */
 void pl_runner_free(runner *R);
 
 /* Starts the progress ticker, when the mode draws progress (a thread redrawing the line). */

@@ -142,9 +142,8 @@ mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e)
 
 /* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
  * line waits for the shard's completion (mv_tar_close). Failed inputs (and samples refused for
- * non-finite values, before the shard is touched) get their line at once. *shard and *offset:
- * where the sample's array is (for --pool mean's list). */
-static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const char **shard, int64_t *offset)
+ * non-finite values, before the shard is touched) get their line at once. */
+static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
 {
     const mv_run_opts *o = R->o;
     const mv_vision_config *c = &R->m->cfg;
@@ -170,8 +169,6 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const cha
             return;
         } else {
             atomic_fetch_add(&R->n_ok, 1);
-            *shard = r.shard; /* the open shard's name: the caller copies it at once */
-            *offset = r.offset;
             if (o->verbose)
                 pl_say(R, "mvembed: %s -> %s key %s [%lld x %d] %.3fs\n", mv_escape(it->path, esc, sizeof esc),
                        r.shard, r.key, (long long)it->rows, c->out_hidden, r.seconds);
@@ -184,18 +181,6 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar, const cha
     }
     atomic_fetch_add(&R->n_err, 1);
     pl_say(R, "mvembed: %s\n", mv_escape(it->error, esc, sizeof esc));
-}
-
-/* --pool mean: the item goes into the pooled directory's list, ok (its file, or its tar shard and
- * offset) or left out with its error. */
-static void pool_add(runner *R, const mv_item *it, const char *shard, int64_t offset)
-{
-    char out_rel[4200];
-    mv_name_output_file(out_rel, sizeof out_rel, it->rel);
-    int r = it->error ? mv_pool_list_add_failed(R->pooled, it->path, it->error)
-                      : mv_pool_list_add(R->pooled, it->path, shard ? shard : out_rel, shard ? offset : -1);
-    if (r)
-        fprintf(stderr, "mvembed: out of memory listing pooled outputs: no pooled directory\n");
 }
 
 void *pl_writer_main(void *arg)
@@ -214,16 +199,10 @@ void *pl_writer_main(void *arg)
         if (!atomic_load(&R->fatal)) {
             if (R->o->pool == MV_POOL_MEAN && !it->error && it->out)
                 pool_item(R, it);
-            int was_ok = !it->error && it->out;
-            const char *shard = NULL;
-            int64_t offset = -1;
-            if (R->tars) {
-                write_item_tar(R, it, &tar, &shard, &offset);
-            } else {
+            if (R->tars)
+                write_item_tar(R, it, &tar);
+            else
                 write_item(R, it, ow, &cc);
-            }
-            if (R->pooled && (was_ok || it->error) && !atomic_load(&R->fatal))
-                pool_add(R, it, shard, offset);
         }
         mv_item_free(it);
     }

@@ -68,12 +68,13 @@ PYEOF
     run rows_match "$T/t" tar
     echo "$output"
     [ "$output" = "ok 3 1" ]
-    # resumed: the skipped inputs' rows come from their samples, read back at their offsets
-    rm "$T/in/bad.png"
+    # resumed: the skipped inputs' rows come from their samples, read back at their offsets; the
+    # broken input, now an image, is done and becomes a row (its newest line is ok)
+    cp "$IMG"/png_rgb_odd_173x97.png "$T/in/bad.png"
     run mvembed --device cpu --model "$MODEL" --out "$T/t" --layout tar --pool mean "$T/in"
     [ "$status" -eq 0 ]
     run rows_match "$T/t" tar
-    [ "$output" = "ok 3 0" ]
+    [ "$output" = "ok 4 0" ]
 }
 
 @test "an interrupted run that changed outputs removes the pooled directory it made stale" {
