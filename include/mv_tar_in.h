@@ -46,6 +46,8 @@ typedef struct mv_tar_meta {
     size_t cls_len;
     int cls_is_int;     /* cls is [+-]digits within int64: cls_int */
     long long cls_int;
+    int64_t member_bytes, member_mtime_ns; /* the input member's size and mtime (its tar header;
+                                            * -1: not given) */
 } mv_tar_meta;
 
 /* A malloc'd deep copy (NULL when out of memory); mv_tar_meta_free frees one (NULL is fine). */

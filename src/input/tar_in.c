@@ -372,6 +372,10 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             return 1;
         }
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
+        t->meta.member_bytes = archive_entry_size_is_set(ent) ? size : -1;
+        t->meta.member_mtime_ns = archive_entry_mtime_is_set(ent)
+                                      ? (int64_t)archive_entry_mtime(ent) * 1000000000 + archive_entry_mtime_nsec(ent)
+                                      : -1;
         if ((link || sym) && !t->names_only) {
             *fd = link ? link_to_memfd(t, link, 0) : link_to_memfd(t, sym, 1);
             if (*fd < 0)

@@ -1,15 +1,12 @@
-/* tar_compact.c - `mvembed manifest compact` for the tar layout (see mv_tar_resume.h): shards that
- * hold dead samples (an input redone since, by --force or with other settings, has a newer sample
- * elsewhere) are rewritten without them, so that a reader iterating the shards sees each input
- * once; a damaged (unreadable) shard no live line points into is removed. Order, each step
- * atomic: the live samples are copied into new shards (new numbers, never over a file:
- * tar_out.c), then each manifest naming a moved sample is rewritten (temp file, fsync, rename),
- * then --pool mean's indexes (OUT/pooled/pooled.jsonl) likewise, or removed when they name a
- * sample that is gone, then the old shards go. A crash in between leaves either the old shards
- * (the copies are then dead and go at the next compact) or dead old shards. Shards with samples
- * whose input has no line at all (an orphan, adopted by the next run) and shards a writer holds
- * are left as they are. Not here: the manifest's own compaction (manifest_merge.c).
- */
+/* tar_compact.c - `mvembed manifest compact` for the tar layout (see mv_tar_resume.h): shards with
+ * dead samples (an input redone since has a newer sample elsewhere) are rewritten without them,
+ * so that a reader of the shards sees each input once; a damaged shard no live line points into
+ * is removed. Each step atomic: live samples are copied into new shards (new numbers: tar_out.c),
+ * each manifest naming a moved sample is rewritten (temp file, fsync, rename), then --pool mean's
+ * indexes (pooled.jsonl) likewise, or removed when they name a sample that is gone, then the old
+ * shards go. A crash leaves the old shards (the copies, dead, go at the next compact) or dead old
+ * shards. Shards with orphans (an input with no line, adopted by the next run) and shards a
+ * writer holds stay. Not here: the manifest's own compaction (manifest_merge.c). */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_tar_resume.h"
 

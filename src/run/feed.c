@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 /* The output names of this run, each with the path of the input that took it, so that a name met
  * again tells the same input named twice (one input: mv_done_same_input) from another input.
@@ -168,50 +169,54 @@ static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *p
     return mv_done_same_input(in, path) ? in : NULL;
 }
 
-/* A tar PATH as this run found it at its first member: its size and mtime, and with --input-hash
- * the XXH64 of the whole tar, read once per tar. Its members' ok lines record these (input_bytes,
- * input_mtime_ns, input_xxh64), and resume compares them: a tar changed since redoes each member. */
+/* A tar member as this run finds it: its size and mtime from its tar header, and the XXH64 of
+ * its bytes followed by its sample's .json, .txt and .cls (the record carries those too), read
+ * from the member's copy in memory (a streamed large member: none). Its ok line records them
+ * (input_bytes, input_mtime_ns, input_xxh64), and resume compares them, so that a rebuilt tar
+ * redoes exactly the members whose image or metadata changed. */
 typedef struct {
-    char *path; /* the tar, or NULL */
-    int ok;     /* stat worked */
+    int member; /* a tar member: the fields below are its */
     int64_t bytes, mtime_ns;
     int has_xxh64;
     uint64_t xxh64;
-} tar_file;
+} member_now;
 
-/* The tar_file of tar (tf, refreshed when it held another tar). */
-static const tar_file *tar_file_of(tar_file *tf, const mv_run_opts *o, const char *tar)
+static member_now member_of(const mv_walk_item *wi)
 {
-    if (tf->path && !strcmp(tf->path, tar))
-        return tf;
-    free(tf->path);
-    memset(tf, 0, sizeof *tf);
-    tf->path = strdup(tar); /* out of memory: looked at again for the next member */
-    struct stat sb;
-    if (stat(tar, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return tf;
-    tf->ok = 1;
-    tf->bytes = (int64_t)sb.st_size;
-    tf->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-    tf->has_xxh64 = o->input_hash && mv_filehash_path(tar, &tf->xxh64) == 0;
-    return tf;
+    member_now mn = {0};
+    const mv_tar_meta *m = wi->meta;
+    if (!wi->tar || !m)
+        return mn;
+    mn.member = 1;
+    mn.bytes = m->member_bytes;
+    mn.mtime_ns = m->member_mtime_ns;
+    if (wi->fd >= 0 && mv_filehash_fd(wi->fd, &mn.xxh64) == 0) {
+        const char *part[3] = {m->json, m->txt, m->cls};
+        size_t len[3] = {m->json ? strlen(m->json) : 0, m->txt_len, m->cls_len};
+        for (int i = 0; i < 3; i++) { /* each part tagged, so that a part moved is a change */
+            unsigned char tag = part[i] ? (unsigned char)(1 + i) : 0;
+            mn.xxh64 = XXH64(&tag, 1, mn.xxh64);
+            if (part[i])
+                mn.xxh64 = XXH64(part[i], len[i], mn.xxh64);
+        }
+        mn.has_xxh64 = 1;
+    }
+    return mn;
 }
 
-/* 1 with the reason in why when the file at path (a tar member: its tar, tf) is not what its ok
- * line recorded: another size or mtime, or (--input-hash, when the line has one) other bytes.
- * Lines without these fields (older builds) are trusted. */
-static int input_changed(const mv_run_opts *o, const char *path, const tar_file *tf,
+/* 1 with the reason in why when the input at path (a tar member: mn) is not what its ok line
+ * recorded: another size or mtime, or other bytes (a member's XXH64 always, as it is in memory;
+ * a file's with --input-hash, when the line has one). Lines without these fields (older
+ * builds) are trusted. */
+static int input_changed(const mv_run_opts *o, const char *path, const member_now *mn,
                          const mv_done_input_stat *src, char *why, size_t cap)
 {
     struct stat sb;
-    int64_t size, mt;
-    if (src->bytes < 0 || (tf ? !tf->ok : stat(path, &sb) != 0))
+    if (src->bytes < 0 || (mn->member ? mn->bytes < 0 : stat(path, &sb) != 0))
         return 0; /* not recorded; a file gone fails when it is read */
-    size = tf ? tf->bytes : (int64_t)sb.st_size;
-    mt = tf ? tf->mtime_ns : (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-    char esc[4200], pre[4300] = "";
-    if (tf)
-        snprintf(pre, sizeof pre, "its tar %s: ", mv_escape(tf->path, esc, sizeof esc));
+    int64_t size = mn->member ? mn->bytes : (int64_t)sb.st_size;
+    int64_t mt = mn->member ? mn->mtime_ns : (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    const char *pre = mn->member ? "the member in its tar: " : "";
     if (size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
         snprintf(why, cap, "%s%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
                  pre, (long long)size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
@@ -219,10 +224,11 @@ static int input_changed(const mv_run_opts *o, const char *path, const tar_file 
                  (long long)(src->mtime_ns % 1000000000));
         return 1;
     }
-    uint64_t h = tf ? tf->xxh64 : 0;
-    if (o->input_hash && src->has_xxh64 && (tf ? tf->has_xxh64 : mv_filehash_path(path, &h) == 0) &&
+    uint64_t h = mn->xxh64;
+    if (src->has_xxh64 && (mn->member ? mn->has_xxh64 : o->input_hash && mv_filehash_path(path, &h) == 0) &&
         h != src->xxh64) {
-        snprintf(why, cap, "%sits XXH64 is %016llx, the manifest says %016llx", pre, (unsigned long long)h,
+        snprintf(why, cap, "%sits XXH64 is %016llx, the manifest says %016llx",
+                 mn->member ? "the member and its sample's metadata: " : "", (unsigned long long)h,
                  (unsigned long long)src->xxh64);
         return 1;
     }
@@ -231,10 +237,10 @@ static int input_changed(const mv_run_opts *o, const char *path, const tar_file 
 
 /* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
  * the input's latest ok record is a sample made with this run's fingerprint from the input as it
- * is now (input_changed; tf: a tar member's tar) that still verifies (mv_tar_sample_intact): skip
+ * is now (input_changed; mn: a tar member as it is now) that still verifies (mv_tar_sample_intact): skip
  * it. 0: embed it (no record, other settings, a changed input, a sample missing or damaged; said
  * as the files layout says it). */
-static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const tar_file *tf,
+static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const member_now *mn,
                     const char *out_real, long *n_stale, char stale_fp[17])
 {
     const mv_run_opts *o = R->o;
@@ -254,7 +260,7 @@ static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path,
                    mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
         return 0;
     }
-    if (input_changed(o, path, tf, &smp.src, why, sizeof why)) {
+    if (input_changed(o, path, mn, &smp.src, why, sizeof why)) {
         if (!o->quiet)
             pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
                    mv_escape(path, esc, sizeof esc), why);
@@ -297,7 +303,7 @@ static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
 /* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
  * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
  * are counted in *n_stale, the first fingerprint kept in stale_fp). */
-static int resume_files(runner *R, const mv_walk_item *wi, const tar_file *tf, const char *out_real,
+static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn, const char *out_real,
                         const char *out_rel, const mv_done_owner *ow, long *n_stale, char *stale_fp,
                         size_t fp_cap)
 {
@@ -312,7 +318,7 @@ static int resume_files(runner *R, const mv_walk_item *wi, const tar_file *tf, c
             pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
                    mv_escape(wi->path, esc, sizeof esc), ow->model[0] ? ow->model : "(none)", fp);
         }
-    } else if (input_changed(o, wi->path, tf, &ow->src, why, sizeof why)) {
+    } else if (input_changed(o, wi->path, mn, &ow->src, why, sizeof why)) {
         if (!o->quiet) {
             char esc[8192];
             pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
@@ -359,7 +365,6 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     char stale_fp[17] = "";
     run_names rels = {0};
     tar_aliases aliases = {0};
-    tar_file tfile = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -377,19 +382,19 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         }
         if (wi.meta && !(it->meta = mv_tar_meta_copy(wi.meta)))
             mv_item_fail(it, "out of memory");
-        const tar_file *tf = wi.tar ? tar_file_of(&tfile, o, wi.tar) : NULL;
-        if (tf && tf->ok) { /* a member's record carries its tar's size, mtime (and XXH64) */
+        const member_now mn = member_of(&wi);
+        if (mn.member && mn.bytes >= 0) { /* a member's record: what resume compares */
             it->has_stat = 1;
-            it->in_bytes = tf->bytes;
-            it->in_mtime_ns = tf->mtime_ns;
-            it->has_xxh64 = tf->has_xxh64;
-            it->in_xxh64 = tf->xxh64;
+            it->in_bytes = mn.bytes;
+            it->in_mtime_ns = mn.mtime_ns;
+            it->has_xxh64 = mn.has_xxh64;
+            it->in_xxh64 = mn.xxh64;
         }
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
         mv_done_owner ow;
         if (R->tars && !wi.error && done && !o->force &&
-            tar_done(R, done, &aliases, wi.path, tf, out_real, &n_stale, stale_fp)) {
+            tar_done(R, done, &aliases, wi.path, &mn, out_real, &n_stale, stale_fp)) {
             mv_item_free(it);
             continue;
         }
@@ -407,7 +412,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             mv_item_fail(it, msg);
         } else {
             if (held && ow.ok && !o->force) {
-                int sk = resume_files(R, &wi, tf, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
+                int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
                     const char *holder;
                     name_add(&rels, out_rel, wi.path, &holder);
@@ -454,7 +459,6 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_close(w);
     names_free(&rels);
     mv_hashset_free(&aliases.by_file);
-    free(tfile.path);
     free(out_real);
     return st;
 }
