@@ -1,6 +1,6 @@
-/* tar_limit.c - OUT's record of the tar shards' sample limit (see mv_tar_limit.h): read with
- * jansson, written through a locked temporary file (fsync) given the record's name exclusively
- * (mv_place), then the directory synced. */
+/* tar_limit.c - OUT's records (see mv_tar_limit.h): the tar shards' sample limit and the layout
+ * OUT holds, each read with jansson and written through a locked temporary file (fsync) given the
+ * record's name exclusively (mv_place), then the directory synced. */
 #include "mv_tar_limit.h"
 
 #include "mv_output.h"
@@ -18,29 +18,43 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Reads the record at path: 1 and *have (0: no limit) when it exists, 0 when it does not, -1
- * with e naming path and the cause when it cannot be read or is not a record. */
-static int read_record(const char *path, long long *have, mv_err *e)
+/* Reads the file at path into buf[cap] (*n bytes): 1 when read, 0 when there is none, -1 with e
+ * naming path, what it is and the cause when it cannot be read or is not a regular file. */
+static int read_small(const char *path, const char *what, char *buf, size_t cap, ssize_t *len, mv_err *e)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT)
         return 0;
-    char buf[4096];
     ssize_t n = -1;
     struct stat sb;
     int err = fd < 0 ? errno : fstat(fd, &sb) != 0 ? errno : 0; /* 0 and n < 0: not a regular file */
     if (!err && S_ISREG(sb.st_mode)) {
-        while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
+        while ((n = read(fd, buf, cap)) < 0 && errno == EINTR)
             ;
         err = n < 0 ? errno : 0;
     }
     if (fd >= 0)
         close(fd);
+    *len = n;
     if (n < 0) {
-        mv_fail(e, MV_ERR_IO, "%s: cannot read OUT's record of the tar shards' sample limit: %s", path,
-                err ? strerror(err) : "not a regular file");
+        mv_fail(e, MV_ERR_IO, "%s: cannot read %s: %s", path, what, err ? strerror(err) : "not a regular file");
         return -1;
     }
+    return 1;
+}
+
+#define LIMIT_WHAT "OUT's record of the tar shards' sample limit"
+#define LAYOUT_WHAT "OUT's record of its layout"
+
+/* Reads the record at path: 1 and *have (0: no limit) when it exists, 0 when it does not, -1
+ * with e naming path and the cause when it cannot be read or is not a record. */
+static int read_record(const char *path, long long *have, mv_err *e)
+{
+    char buf[4096];
+    ssize_t n;
+    int r = read_small(path, LIMIT_WHAT, buf, sizeof buf, &n, e);
+    if (r <= 0)
+        return r;
     json_error_t je;
     json_t *o = json_loadb(buf, (size_t)n, 0, &je), *v = json_object_get(o, "shard_samples");
     int ok = json_is_null(v) || (json_is_integer(v) && json_integer_value(v) >= 1);
@@ -71,17 +85,16 @@ static int holds_shards(const char *out_dir)
     return found;
 }
 
-/* Writes the record {"shard_samples": limit} (null for 0) at path unless a file is there: 1 when
- * written, 0 when one was there (another run's, read it), -1 with e on failure. */
-static int write_record(const char *out_dir, const char *path, long long limit, mv_err *e)
+/* Writes text (n bytes) as the record `what` at path unless a file is there: 1 when written, 0
+ * when one was there (another run's, read it), -1 with e on failure. */
+static int write_record(const char *out_dir, const char *path, const char *tag, const char *what,
+                        const char *text, int n, mv_err *e)
 {
-    char tmp[4400], text[96];
+    char tmp[4400];
     unsigned long long r = 0;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         r = (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)&r;
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%016llx-tar.json", out_dir, (long)getpid(), r);
-    int n = limit > 0 ? snprintf(text, sizeof text, "{\"shard_samples\": %lld}\n", limit)
-                      : snprintf(text, sizeof text, "{\"shard_samples\": null}\n");
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%016llx-%s.json", out_dir, (long)getpid(), r, tag);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0)
         mv_output_lock_temp(fd); /* the sweep of temporary files leaves it alone */
@@ -92,8 +105,7 @@ static int write_record(const char *out_dir, const char *path, long long limit, 
             close(fd);
             unlink(tmp);
         }
-        mv_fail(e, MV_ERR_IO, "%s: cannot write OUT's record of the tar shards' sample limit: %s: %s",
-                path, tmp, strerror(err));
+        mv_fail(e, MV_ERR_IO, "%s: cannot write %s: %s: %s", path, what, tmp, strerror(err));
         return -1;
     }
     int err;
@@ -140,7 +152,10 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
                 legacy = 1;
             break;
         }
-        if ((r = write_record(out_dir, path, want, e)) == 1)
+        char text[96];
+        int n = want > 0 ? snprintf(text, sizeof text, "{\"shard_samples\": %lld}\n", want)
+                         : snprintf(text, sizeof text, "{\"shard_samples\": null}\n");
+        if ((r = write_record(out_dir, path, "tar", LIMIT_WHAT, text, n, e)) == 1)
             return MV_OK; /* 0: another run's record took the name first: read it */
     }
     if (r < 0)
@@ -164,4 +179,98 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
     return mv_fail(e, MV_ERR_USAGE, "%s: the tar shards of %s hold %s%s; this run asks for %s, which would "
                    "mix the two in one OUT: give %s, or another OUT", legacy ? out_dir : path, out_dir, was,
                    legacy ? ", written before OUT had this record" : "", asked, give);
+}
+
+/* ---- OUT's layout ---------------------------------------------------------------------------- */
+
+static const char *layout_name(int tar) { return tar ? "tar" : "files"; }
+
+/* Reads the layout record at path: 1 and *tar when it exists, 0 when it does not, -1 with e
+ * naming path and the cause. */
+static int read_layout(const char *path, int *tar, mv_err *e)
+{
+    char buf[512];
+    ssize_t n;
+    int r = read_small(path, LAYOUT_WHAT, buf, sizeof buf, &n, e);
+    if (r <= 0)
+        return r;
+    json_error_t je;
+    json_t *o = json_loadb(buf, (size_t)n, 0, &je);
+    const char *v = json_string_value(json_object_get(o, "layout"));
+    int ok = v && (!strcmp(v, "files") || !strcmp(v, "tar"));
+    *tar = ok && !strcmp(v, "tar");
+    json_decref(o);
+    if (!ok) {
+        mv_fail(e, MV_ERR_IO, "%s: not a record of OUT's layout (want {\"layout\": \"files\"} or "
+                "{\"layout\": \"tar\"}): %s", path, o ? "\"layout\" is missing or neither" : je.text);
+        return -1;
+    }
+    return 1;
+}
+
+int mv_layout_signs(const char *out_dir, int tar, char *ex, size_t cap)
+{
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int found = 0;
+    while (!found && (de = readdir(d)) != NULL) {
+        const char *nm = de->d_name;
+        size_t l = strlen(nm);
+        if (tar)
+            found = (!strncmp(nm, "shard-", 6) && l > 10 && !strcmp(nm + l - 4, ".tar")) ||
+                    !strncmp(nm, ".tmp-tar-", 9) || !strcmp(nm, MV_TAR_LIMIT_FILE);
+        else
+            found = l > 8 && !strcmp(nm + l - 8, ".npy.zst");
+        if (found)
+            snprintf(ex, cap, "%s", nm);
+    }
+    closedir(d);
+    return found;
+}
+
+mv_status mv_layout_agree(const char *out_dir, int tar, const char *ex_files, const char *ex_tar, mv_err *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", out_dir, MV_LAYOUT_FILE);
+    int have = 0, r = 0;
+    for (int tries = 0; tries < 3; tries++) {
+        if ((r = read_layout(path, &have, e)) != 0)
+            break; /* read (1), or unreadable (-1) */
+        char ex[2][300] = {"", ""};
+        for (int t = 0; t < 2; t++) {
+            const char *line = t ? ex_tar : ex_files;
+            char name[256];
+            if (line)
+                snprintf(ex[t], sizeof ex[t], "the manifest's line of %s", line);
+            else if (mv_layout_signs(out_dir, t, name, sizeof name))
+                mv_escape(name, ex[t], sizeof ex[t]);
+        }
+        /* another run's record, written since it was looked for, says better what OUT holds */
+        if (ex[!tar][0] && (r = read_layout(path, &have, e)) != 0)
+            break;
+        if (ex[0][0] && ex[1][0])
+            return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (such as %s, and %s, written before OUT had "
+                           "a record of its layout): mvembed does not sort them apart; use another --out",
+                           out_dir, ex[0], ex[1]);
+        if (ex[!tar][0])
+            return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (such as %s, written before OUT had a "
+                           "record of its layout): --layout %s would mix two layouts in one output "
+                           "directory; use another --out, or --layout %s", out_dir, layout_name(!tar),
+                           ex[!tar], layout_name(tar), layout_name(!tar));
+        char text[64];
+        int n = snprintf(text, sizeof text, "{\"layout\": \"%s\"}\n", layout_name(tar));
+        if ((r = write_record(out_dir, path, "layout", LAYOUT_WHAT, text, n, e)) != 0)
+            return r == 1 ? MV_OK : MV_ERR_IO; /* 0: another run's record took the name first: read it */
+    }
+    if (r < 0)
+        return MV_ERR_IO;
+    if (r == 0)
+        return mv_fail(e, MV_ERR_IO, "%s: the record appears and goes while it is read", path);
+    if (have == tar)
+        return MV_OK;
+    return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (recorded in %s by the run that began it): "
+                   "--layout %s would mix two layouts in one output directory; use another --out, or "
+                   "--layout %s", out_dir, layout_name(have), path, layout_name(tar), layout_name(have));
 }
