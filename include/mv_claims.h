@@ -27,8 +27,11 @@ typedef struct mv_claims mv_claims;
 #define MV_CLAIM_SLOTS 256
 int mv_claims_slot(const char *out_rel);
 
-/* The lock file's name in OUT. */
+/* The lock file's name in OUT. Its bytes: 0 the run lock, 1 the list of manifests, 2.. the
+ * claim slots, then a files-layout run's (mv_claims_hold_files), then the one --pool mean takes
+ * around a rebuild of OUT's pooled directories (pool.c). */
 #define MV_CLAIMS_LOCK ".mvembed.lock"
+#define MV_CLAIMS_INDEX_BYTE (2 + MV_CLAIM_SLOTS + 1)
 
 /* Opens (creating) OUT's lock file and takes the run's shared lock (waiting while a compact or
  * merge holds it exclusively), adds manifest (the file name in OUT the run appends to) to the
@@ -53,6 +56,14 @@ void mv_claims_release(mv_claims *c, int slot);
 
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);
+
+/* A files-layout run holds a byte of the lock file (shared) while it runs, so that a tar-layout
+ * run starting into the same OUT sees it before either writes an output (mv_claims_files_run):
+ * MV_OK, or MV_ERR_IO naming the file. Nothing where the file system offers no locks. */
+mv_status mv_claims_hold_files(mv_claims *c, mv_err *e);
+
+/* 1 when a files-layout run (another process) holds that byte now; 0 when none, or no locks. */
+int mv_claims_files_run(const mv_claims *c);
 
 /* Takes OUT's run lock exclusively without waiting: MV_OK (hold it until mv_claims_close), or
  * MV_ERR_USAGE naming the pid of a run that holds OUT. For compact and merge. */

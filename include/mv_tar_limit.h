@@ -1,5 +1,5 @@
-/* mv_tar_limit.h - OUT's records: the sample limit its tar shards are cut at (--shard-samples),
- * and the layout it holds.
+/* mv_tar_limit.h - the sample limit an OUT's tar shards are cut at (--shard-samples), kept in OUT,
+ * and the signs of each layout in OUT.
  *
  * What it is: OUT/.mvembed-tar.json, {"shard_samples": N} or {"shard_samples": null} (no limit),
  * written by the first --layout tar run into OUT before its first shard, under an exclusive name
@@ -26,20 +26,6 @@
  * from the record, naming the file and both limits; MV_ERR_IO when the record cannot be read,
  * parsed or written. */
 mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *limit, int *adopted, mv_err *e);
-
-/* The layout record's name in OUT: {"layout": "files"} or {"layout": "tar"}, written by the
- * first run into OUT before anything else of its own, under an exclusive name (of two runs
- * starting at once with different --layout, one writes it and the other is refused), and never
- * changed by mvembed. */
-#define MV_LAYOUT_FILE ".mvembed-layout.json"
-
-/* Agrees this run's layout (tar: 1 for --layout tar, 0 for files) with out_dir's layout record,
- * writing it when there is none. An OUT without one was made by an earlier version: its layout
- * is what the manifest's lines show (ex_files / ex_tar: an input of each, NULL for none) and what
- * OUT's top level holds (.npy.zst outputs; shard-*.tar, temporary shards, the tar record).
- * MV_ERR_USAGE (nothing written) when OUT holds the other layout, or both, naming it; MV_ERR_IO
- * when the record cannot be read, parsed or written. */
-mv_status mv_layout_agree(const char *out_dir, int tar, const char *ex_files, const char *ex_tar, mv_err *e);
 
 /* 1 with the name in ex[cap] when OUT's top level holds a file that the layout (tar: 1, files: 0)
  * writes: a .npy.zst output; a tar shard, a temporary one or the tar record. Else 0. */

@@ -39,6 +39,7 @@ typedef struct {
 #define CLAIM_SLOTS MV_CLAIM_SLOTS
 #define LIST_BYTE 1
 #define SLOT_BYTE0 2
+#define FILES_BYTE (SLOT_BYTE0 + CLAIM_SLOTS) /* held shared by files-layout runs */
 
 int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
 
@@ -318,6 +319,19 @@ void mv_claims_close(mv_claims *c)
         pthread_mutex_destroy(&c->slot_mu[i]);
     free(c->out_dir);
     free(c);
+}
+
+mv_status mv_claims_hold_files(mv_claims *c, mv_err *e)
+{
+    if (c->no_locks || ofd_lock(c->fd, F_RDLCK, FILES_BYTE, 1) == 0)
+        return MV_OK;
+    return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+}
+
+int mv_claims_files_run(const mv_claims *c)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = FILES_BYTE, .l_len = 1};
+    return !c->no_locks && fcntl(c->fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
 mv_status mv_claims_exclusive(const char *out_dir, mv_claims **out, mv_err *e)

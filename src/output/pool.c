@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_pool.h"
+#include "mv_claims.h" /* OUT's lock file: the pooled directories' byte */
 #include "mv_manifest.h" /* mv_manifest_format: the index lines escape paths like the manifest */
 #include "mv_names.h"
 
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -364,19 +364,19 @@ int mv_pool_remove_old(const char *out_dir, const char *stem)
 
 /* ---- OUT's pooled directories, kept current ------------------------------------------------- */
 
-/* OUT's lock around every rebuild and staleness check of its pooled directories (flock). */
-#define INDEX_LOCK ".mvembed-index.lock"
-
-/* Takes the lock: *fd is its file (-1 where the file system offers no locks: unlocked then). */
+/* OUT's lock around every rebuild and staleness check of its pooled directories. */
+/* Takes the lock, byte MV_CLAIMS_INDEX_BYTE of OUT's lock file (mv_claims.h) exclusively: *fd
+ * is its descriptor (unlocked where the file system offers no locks). */
 static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
 {
     char p[4400];
-    snprintf(p, sizeof p, "%s/%s", out_dir, INDEX_LOCK);
+    snprintf(p, sizeof p, "%s/%s", out_dir, MV_CLAIMS_LOCK);
     *fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (*fd < 0)
         return mv_fail(e, MV_ERR_IO, "%s: cannot open the pooled directories' lock: %s", p, strerror(errno));
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = MV_CLAIMS_INDEX_BYTE, .l_len = 1};
     int r;
-    while ((r = flock(*fd, LOCK_EX)) != 0 && errno == EINTR)
+    while ((r = fcntl(*fd, F_OFD_SETLKW, &fl)) != 0 && errno == EINTR)
         ;
     if (r != 0 && errno != ENOLCK && errno != EINVAL && errno != EOPNOTSUPP) {
         int err = errno;

@@ -1,6 +1,6 @@
-/* tar_limit.c - OUT's records (see mv_tar_limit.h): the tar shards' sample limit and the layout
- * OUT holds, each read with jansson and written through a locked temporary file (fsync) given the
- * record's name exclusively (mv_place), then the directory synced. */
+/* tar_limit.c - OUT's record of the tar shards' sample limit (see mv_tar_limit.h): read with
+ * jansson, written through a locked temporary file (fsync) given the record's name exclusively
+ * (mv_place), then the directory synced; and the signs of each layout in OUT's top level. */
 #include "mv_tar_limit.h"
 
 #include "mv_output.h"
@@ -44,7 +44,6 @@ static int read_small(const char *path, const char *what, char *buf, size_t cap,
 }
 
 #define LIMIT_WHAT "OUT's record of the tar shards' sample limit"
-#define LAYOUT_WHAT "OUT's record of its layout"
 
 /* Reads the record at path: 1 and *have (0: no limit) when it exists, 0 when it does not, -1
  * with e naming path and the cause when it cannot be read or is not a record. */
@@ -183,31 +182,6 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
 
 /* ---- OUT's layout ---------------------------------------------------------------------------- */
 
-static const char *layout_name(int tar) { return tar ? "tar" : "files"; }
-
-/* Reads the layout record at path: 1 and *tar when it exists, 0 when it does not, -1 with e
- * naming path and the cause. */
-static int read_layout(const char *path, int *tar, mv_err *e)
-{
-    char buf[512];
-    ssize_t n;
-    int r = read_small(path, LAYOUT_WHAT, buf, sizeof buf, &n, e);
-    if (r <= 0)
-        return r;
-    json_error_t je;
-    json_t *o = json_loadb(buf, (size_t)n, 0, &je);
-    const char *v = json_string_value(json_object_get(o, "layout"));
-    int ok = v && (!strcmp(v, "files") || !strcmp(v, "tar"));
-    *tar = ok && !strcmp(v, "tar");
-    json_decref(o);
-    if (!ok) {
-        mv_fail(e, MV_ERR_IO, "%s: not a record of OUT's layout (want {\"layout\": \"files\"} or "
-                "{\"layout\": \"tar\"}): %s", path, o ? "\"layout\" is missing or neither" : je.text);
-        return -1;
-    }
-    return 1;
-}
-
 int mv_layout_signs(const char *out_dir, int tar, char *ex, size_t cap)
 {
     DIR *d = opendir(out_dir);
@@ -228,49 +202,4 @@ int mv_layout_signs(const char *out_dir, int tar, char *ex, size_t cap)
     }
     closedir(d);
     return found;
-}
-
-mv_status mv_layout_agree(const char *out_dir, int tar, const char *ex_files, const char *ex_tar, mv_err *e)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", out_dir, MV_LAYOUT_FILE);
-    int have = 0, r = 0;
-    for (int tries = 0; tries < 3; tries++) {
-        if ((r = read_layout(path, &have, e)) != 0)
-            break; /* read (1), or unreadable (-1) */
-        char ex[2][300] = {"", ""};
-        for (int t = 0; t < 2; t++) {
-            const char *line = t ? ex_tar : ex_files;
-            char name[256];
-            if (line)
-                snprintf(ex[t], sizeof ex[t], "the manifest's line of %s", line);
-            else if (mv_layout_signs(out_dir, t, name, sizeof name))
-                mv_escape(name, ex[t], sizeof ex[t]);
-        }
-        /* another run's record, written since it was looked for, says better what OUT holds */
-        if (ex[!tar][0] && (r = read_layout(path, &have, e)) != 0)
-            break;
-        if (ex[0][0] && ex[1][0])
-            return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (such as %s, and %s, written before OUT had "
-                           "a record of its layout): mvembed does not sort them apart; use another --out",
-                           out_dir, ex[0], ex[1]);
-        if (ex[!tar][0])
-            return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (such as %s, written before OUT had a "
-                           "record of its layout): --layout %s would mix two layouts in one output "
-                           "directory; use another --out, or --layout %s", out_dir, layout_name(!tar),
-                           ex[!tar], layout_name(tar), layout_name(!tar));
-        char text[64];
-        int n = snprintf(text, sizeof text, "{\"layout\": \"%s\"}\n", layout_name(tar));
-        if ((r = write_record(out_dir, path, "layout", LAYOUT_WHAT, text, n, e)) != 0)
-            return r == 1 ? MV_OK : MV_ERR_IO; /* 0: another run's record took the name first: read it */
-    }
-    if (r < 0)
-        return MV_ERR_IO;
-    if (r == 0)
-        return mv_fail(e, MV_ERR_IO, "%s: the record appears and goes while it is read", path);
-    if (have == tar)
-        return MV_OK;
-    return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (recorded in %s by the run that began it): "
-                   "--layout %s would mix two layouts in one output directory; use another --out, or "
-                   "--layout %s", out_dir, layout_name(have), path, layout_name(tar), layout_name(have));
 }

@@ -464,11 +464,10 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     return st;
 }
 
-/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record, or
- * its layout record (mv_layout_agree, written here by the first run into OUT, so that of two runs
- * starting at once with different layouts one is refused), is refused before anything is written
- * (mixing them would leave files beside shards, and readers of either layout would meet lines of
- * the other). An OUT that earlier versions left holding both is refused whatever the layout. */
+/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record is
+ * refused before anything is written (mixing them would leave files beside shards, and readers
+ * of either layout would meet lines of the other); one that holds both (left by earlier
+ * versions) is refused whatever the layout. */
 static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e)
 {
     size_t n_files, n_tar;
@@ -482,20 +481,21 @@ static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e
                        "apart; use another --out", o->out_dir, n_files, n_files > 1 ? "s" : "",
                        mv_escape(ex_files, esc, sizeof esc), n_tar, mv_escape(ex_tar, esc2, sizeof esc2));
     size_t n = tar ? n_files : n_tar;
-    char own[300];
-    if (n && mv_layout_signs(o->out_dir, tar, own, sizeof own)) /* both, though the lines show one */
+    char other[300];
+    int lt = n_tar > 0; /* the layout the lines show (when any), and the other one's files beside */
+    if ((n_files || n_tar) && mv_layout_signs(o->out_dir, !lt, other, sizeof other))
         return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (%zu input%s, such as %s, in the %s layout in "
                        "its manifest, and %s): mvembed does not sort them apart; use another --out",
-                       o->out_dir, n, n > 1 ? "s" : "", mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc),
-                       tar ? "files" : "tar", mv_escape(own, esc2, sizeof esc2));
+                       o->out_dir, lt ? n_tar : n_files, (lt ? n_tar : n_files) > 1 ? "s" : "",
+                       mv_escape(lt ? ex_tar : ex_files, esc, sizeof esc), lt ? "tar" : "files",
+                       mv_escape(other, esc2, sizeof esc2));
     if (n)
         return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (%zu input%s, such as %s, in its manifest): "
                        "--layout %s would mix two layouts in one output directory; use another --out, or "
                        "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
                        mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
                        tar ? "files" : "tar");
-    return mv_layout_agree(o->out_dir, tar, n_files ? mv_escape(ex_files, esc, sizeof esc) : NULL,
-                           n_tar ? mv_escape(ex_tar, esc2, sizeof esc2) : NULL, e);
+    return MV_OK; /* runs starting side by side: pipeline.c's hold_layout */
 }
 
 /* --layout tar: adopts the samples of orphan shards (mv_tar_adopt) into the manifest, and when

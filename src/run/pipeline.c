@@ -78,6 +78,42 @@ static mv_status agree_tar_limit(runner *R, long long *limit, mv_err *e)
     return st;
 }
 
+/* Runs starting side by side into one OUT with different layouts, before either has written a
+ * line (feed.c's one_layout reads the lines): each marks its layout, then looks for the other's,
+ * so that at least one of two sees the other. A files run holds its byte of OUT's lock file
+ * (mv_claims_hold_files) and looks for the tar layout's files (its record, which a tar run writes
+ * first, shards, temporary shards); a tar run, its record written (agree_tar_limit), looks for a
+ * files run holding that byte and for .npy.zst outputs. Refused: exit 1, nothing written (a tar
+ * record this run made is removed again, so that OUT is not taken for a tar OUT). */
+static mv_status hold_layout(runner *R, int record_made, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    char ex[300], esc[1300];
+    if (o->layout != MV_LAYOUT_TAR) {
+        mv_status st = mv_claims_hold_files(R->claims, e);
+        if (!st && mv_layout_signs(o->out_dir, 1, ex, sizeof ex))
+            st = mv_fail(e, MV_ERR_USAGE, "%s holds the tar layout, or a tar-layout run is starting there "
+                         "(%s): --layout files would mix two layouts in one output directory; use another "
+                         "--out, or --layout tar", o->out_dir, mv_escape(ex, esc, sizeof esc));
+        return st;
+    }
+    int busy = mv_claims_files_run(R->claims);
+    if (!busy && !mv_layout_signs(o->out_dir, 0, ex, sizeof ex))
+        return MV_OK;
+    if (record_made) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", o->out_dir, MV_TAR_LIMIT_FILE);
+        unlink(p);
+    }
+    if (busy)
+        return mv_fail(e, MV_ERR_USAGE, "%s holds the files layout, or a files-layout run is writing into it "
+                       "(it holds %s/%s): --layout tar would mix two layouts in one output directory; use "
+                       "another --out, or --layout files", o->out_dir, o->out_dir, MV_CLAIMS_LOCK);
+    return mv_fail(e, MV_ERR_USAGE, "%s holds the files layout (%s): --layout tar would mix two layouts in one "
+                   "output directory; use another --out, or --layout files", o->out_dir,
+                   mv_escape(ex, esc, sizeof esc));
+}
+
 /* Opens what the run writes into: the resume state (*done), the manifest, the tar shards
  * (--layout tar). On failure closes
  * what it opened. */
@@ -106,7 +142,12 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if ((st = pl_load_done(o, done, e)))
         goto fail_claims;
     long long limit = 0; /* a run refused for its --shard-samples leaves the marker too */
+    char rec[4400];
+    snprintf(rec, sizeof rec, "%s/%s", o->out_dir, MV_TAR_LIMIT_FILE);
+    int record_made = o->layout == MV_LAYOUT_TAR && access(rec, F_OK) != 0;
     if (o->layout == MV_LAYOUT_TAR && (st = agree_tar_limit(R, &limit, e)))
+        goto fail_done;
+    if ((st = hold_layout(R, record_made, e)))
         goto fail_done;
     /* the run is let in: an earlier run's completion marker goes before its first change to OUT,
      * so a run that dies from here on leaves none (a refused run changed nothing: it stays) */

@@ -23,7 +23,7 @@ files_run() {
     [ "$status" -eq 0 ]
     ls "$T/tar"/shard-*.tar
     [ "$(ls "$T/tar"/shard-*.tar | wc -l)" -gt 2 ] # 40K shards: several of them
-    [ -z "$(ls -A "$T/tar" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]\{16\}\.json$' -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$' -e '^\.mvembed-layout\.json$')" ]
+    [ -z "$(ls -A "$T/tar" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]\{16\}\.json$' -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
     mkdir "$T/x"
     for s in "$T/tar"/shard-*.tar; do
         tar -x -f "$s" -C "$T/x"
@@ -115,7 +115,7 @@ EOF
         ls "$T/o/shard-0000$k-of-00002-00000.tar"
     done
     ls "$T/o"
-    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-0000[01]-of-00002-[0-9]\{5\}\.tar$' -e '^manifest-0000[01]-of-00002\.jsonl$' -e '^run-0000[01]-of-00002-[0-9a-f]\{16\}\.json$' -e '^_SUCCESS-0000[01]-of-00002$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$' -e '^\.mvembed-layout\.json$')" ]
+    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-0000[01]-of-00002-[0-9]\{5\}\.tar$' -e '^manifest-0000[01]-of-00002\.jsonl$' -e '^run-0000[01]-of-00002-[0-9a-f]\{16\}\.json$' -e '^_SUCCESS-0000[01]-of-00002$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
     files_run "$T/files"
     run "$PY" - "$T/o" "$T/files" <<'EOF'
 import glob, json, sys, tarfile
@@ -182,7 +182,7 @@ for l in sys.stdin:
     [ "$status" -eq 0 ]
     [[ "$output" =~ " $((40 - done1)) ok, 0 failed, $done1 skipped" ]]
     (cd "$T/o" && sha256sum -c "$T/sums1") # the complete shards are untouched
-    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]\{16\}\.json$' -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$' -e '^\.mvembed-layout\.json$')" ] # no temp files
+    [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]\{16\}\.json$' -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ] # no temp files
     run "$PY" - "$T/o" "$T/in" <<'EOF'
 import glob, json, os, sys, tarfile
 o, ind = sys.argv[1:]

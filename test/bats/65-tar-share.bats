@@ -37,7 +37,7 @@ two_runs() {
     [ "$(grep -c '"status":"ok"' "$T/o/manifest.jsonl")" -eq "$n" ]
     tar_check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
-        -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$' -e '^\.mvembed-layout\.json$')" ]
+        -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
 
 # shim: the LD_PRELOAD library (fs_shim) in $preload, set to make renameat2's RENAME_NOREPLACE
@@ -84,7 +84,7 @@ shim() {
     grep -q "RENAME_NOREPLACE" "$T/shim.log"
     tar_check "$T/o" --ok "$n" --one-sample
     [ -z "$(ls -A "$T/o" | grep -v -e '^shard-[0-9]\{5\}\.tar$' -e '^manifest.jsonl$' -e '^run-[0-9a-f]*\.json$' \
-        -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$' -e '^\.mvembed-layout\.json$')" ]
+        -e '^_SUCCESS$' -e '^\.mvembed\.lock$' -e '^\.mvembed-tar\.json$')" ]
 }
 
 @test "a tar run in another PID namespace keeps its temporary shards while a second run sweeps OUT" {
