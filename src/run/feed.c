@@ -24,65 +24,42 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* The output names of this run, each with the path of the input that took it, so that a name met
- * again tells the same input named twice (one input: mv_done_same_input) from another input.
- * The set holds the names' 64-bit hashes, not the names; each input's path is kept once, packed
- * in blocks that never move (an entry's value points at its path). */
-typedef struct path_block {
-    struct path_block *next;
-    size_t used, cap;
-    char s[];
-} path_block;
-
-typedef struct {
-    mv_hashset set;
-    path_block *paths;
-} run_names;
-
-static const char *path_keep(run_names *n, const char *path)
+/* The output names of this run, each with the identity of the input that took it, so that a name
+ * met again tells the same input named twice from another input, by mv_done_same_input's rule:
+ * the regular file a path reaches now (device and inode), else the path once normalised (as
+ * mv_output_name does, absolute and relative apart). The set holds 64-bit hashes, not names or
+ * paths, so that it stays small for millions of inputs. */
+static uint64_t input_identity(const char *path)
 {
-    size_t len = strlen(path) + 1;
-    path_block *b = n->paths;
-    if (!b || b->cap - b->used < len) {
-        size_t cap = len > 65536 ? len : 65536;
-        if (!(b = malloc(sizeof *b + cap)))
-            return NULL;
-        *b = (path_block){.next = n->paths, .cap = cap};
-        n->paths = b;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        uint64_t id[3] = {1, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
+        return mv_hash64(id, sizeof id);
     }
-    char *p = memcpy(b->s + b->used, path, len);
-    b->used += len;
-    return p;
+    size_t n = strlen(path);
+    char *b = malloc(mv_output_name_cap(n) + 1);
+    if (!b)
+        return mv_hash64(path, n);
+    b[0] = path[0] == '/' ? 'a' : 'r';
+    size_t l = mv_output_name(path, b + 1);
+    uint64_t h = mv_hash64(b, l + 1);
+    free(b);
+    return h;
 }
 
-/* Takes an output name for the input at path: 1 taken, 0 taken before (*holder: by which input's
- * path), -1 no memory. */
-static int name_add(run_names *n, const char *out_rel, const char *path, const char **holder)
+/* Takes an output name for the input at path: 1 taken, 0 taken before (*same: by this input
+ * too), -1 no memory. */
+static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *same)
 {
-    uint64_t h = mv_hash64(out_rel, strlen(out_rel));
+    uint64_t h = mv_hash64(out_rel, strlen(out_rel)), id = input_identity(path);
     int added;
-    mv_hashset_entry *en = mv_hashset_add(&n->set, &h, sizeof h, &added);
+    mv_hashset_entry *en = mv_hashset_add(s, &h, sizeof h, &added);
     if (!en)
         return -1;
-    if (!added) {
-        *holder = (const char *)(uintptr_t)en->value;
-        return 0;
-    }
-    const char *kept = path_keep(n, path);
-    if (!kept)
-        return -1; /* the hash stays without a path: a later same name is then another input's */
-    en->value = (size_t)(uintptr_t)kept;
-    return 1;
-}
-
-static void names_free(run_names *n)
-{
-    mv_hashset_free(&n->set);
-    while (n->paths) {
-        path_block *b = n->paths;
-        n->paths = b->next;
-        free(b);
-    }
+    if (added)
+        en->value = (size_t)id;
+    *same = !added && en->value == (size_t)id;
+    return added;
 }
 
 /* ---- feeding ------------------------------------------------------------------------------ */
@@ -364,7 +341,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const char *fp = R->m->fingerprint;
     long n_stale = 0;
     char stale_fp[17] = "";
-    run_names rels = {0};
+    mv_hashset rels = {0};
     tar_aliases aliases = {0};
     mv_walk_item wi;
     int r = 0;
@@ -415,27 +392,27 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             if (held && ow.ok && !o->force) {
                 int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
-                    const char *holder;
-                    name_add(&rels, out_rel, wi.path, &holder);
+                    int same;
+                    name_add(&rels, out_rel, wi.path, &same);
                     mv_item_free(it);
                     continue;
                 }
             }
-            const char *holder = NULL;
-            int added = name_add(&rels, out_rel, wi.path, &holder);
+            int same = 0;
+            int added = name_add(&rels, out_rel, wi.path, &same);
             if (added < 0) {
                 mv_item_free(it);
                 st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
                 break;
             }
-            if (added == 0 && holder && mv_done_same_input(holder, wi.path)) {
+            if (added == 0 && same) {
                 /* the same input named twice (a/x and ./a//x, overlapping path lists, one tar
                  * twice): one input, embedded once; counted as skipped */
                 atomic_fetch_add(&R->n_skip, 1);
                 if (o->verbose) {
-                    char esc[8192], esc2[8192];
-                    pl_say(R, "mvembed: %s: named again in this run (first as %s): embedded once\n",
-                           mv_escape(wi.path, esc, sizeof esc), mv_escape(holder, esc2, sizeof esc2));
+                    char esc[8192];
+                    pl_say(R, "mvembed: %s: named again in this run: embedded once\n",
+                           mv_escape(wi.path, esc, sizeof esc));
                 }
                 mv_item_free(it);
                 continue;
@@ -458,7 +435,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 n_stale > 1 ? " and maybe others" : "", fp, n_stale > 1 ? "them" : "it");
     mv_walk_skipped(w, R->walk_skipped);
     mv_walk_close(w);
-    names_free(&rels);
+    mv_hashset_free(&rels);
     mv_hashset_free(&aliases.by_file);
     free(out_real);
     return st;
