@@ -67,8 +67,10 @@ static int read_record(const char *path, long long *have, mv_err *e)
     return 1;
 }
 
-/* 1 when out_dir holds a tar shard or a temporary one (of any --shard naming), else 0. */
-static int holds_shards(const char *out_dir)
+/* 1 with its name in ex[cap] (ex may be NULL) when OUT's top level holds a file of a kind: 0 a
+ * .npy.zst output, 1 a tar shard or a temporary one (of any --shard naming), 2 those or the tar
+ * layout's record; else 0. */
+static int top_holds(const char *out_dir, int kind, char *ex, size_t cap)
 {
     DIR *d = opendir(out_dir);
     if (!d)
@@ -76,13 +78,21 @@ static int holds_shards(const char *out_dir)
     struct dirent *de;
     int found = 0;
     while (!found && (de = readdir(d)) != NULL) {
-        size_t l = strlen(de->d_name);
-        found = (!strncmp(de->d_name, "shard-", 6) && l > 10 && !strcmp(de->d_name + l - 4, ".tar")) ||
-                !strncmp(de->d_name, ".tmp-tar-", 9);
+        const char *nm = de->d_name;
+        size_t l = strlen(nm);
+        if (kind)
+            found = (!strncmp(nm, "shard-", 6) && l > 10 && !strcmp(nm + l - 4, ".tar")) ||
+                    !strncmp(nm, ".tmp-tar-", 9) || (kind == 2 && !strcmp(nm, MV_TAR_LIMIT_FILE));
+        else
+            found = l > 8 && !strcmp(nm + l - 8, ".npy.zst");
+        if (found && ex)
+            snprintf(ex, cap, "%s", nm);
     }
     closedir(d);
     return found;
 }
+
+static int holds_shards(const char *out_dir) { return top_holds(out_dir, 1, NULL, 0); }
 
 /* Writes text (n bytes) as the record `what` at path unless a file is there: 1 when written, 0
  * when one was there (another run's, read it), -1 with e on failure. */
@@ -184,22 +194,5 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
 
 int mv_layout_signs(const char *out_dir, int tar, char *ex, size_t cap)
 {
-    DIR *d = opendir(out_dir);
-    if (!d)
-        return 0;
-    struct dirent *de;
-    int found = 0;
-    while (!found && (de = readdir(d)) != NULL) {
-        const char *nm = de->d_name;
-        size_t l = strlen(nm);
-        if (tar)
-            found = (!strncmp(nm, "shard-", 6) && l > 10 && !strcmp(nm + l - 4, ".tar")) ||
-                    !strncmp(nm, ".tmp-tar-", 9) || !strcmp(nm, MV_TAR_LIMIT_FILE);
-        else
-            found = l > 8 && !strcmp(nm + l - 8, ".npy.zst");
-        if (found)
-            snprintf(ex, cap, "%s", nm);
-    }
-    closedir(d);
-    return found;
+    return top_holds(out_dir, tar ? 2 : 0, ex, cap);
 }
