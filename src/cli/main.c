@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 
-/* The first SIGINT, SIGTERM, SIGHUP (a dropped ssh session) or SIGQUIT asks the run to stop
+/* The first SIGINT, SIGTERM, SIGHUP (a dropped ssh connection) or SIGQUIT asks the run to stop
  * starting work (mv_run_opts.interrupt); a second one leaves at once (temp files are swept by the
  * next run). */
 static volatile sig_atomic_t g_interrupted;

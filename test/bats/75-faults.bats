@@ -189,7 +189,7 @@ PYEOF
     same_as_ref "$T/o"
 }
 
-@test "SIGHUP (a dropped ssh session) and SIGQUIT behave like SIGINT: 129 / 131, run record says interrupted" {
+@test "SIGHUP (a dropped ssh connection) and SIGQUIT behave like SIGINT: 129 / 131, run record says interrupted" {
     local sig code
     for sig in HUP:129 QUIT:131; do
         code=${sig#*:}
