@@ -320,7 +320,8 @@ static double wall_now(void)
 static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
 {
     const mv_run_opts *o = ri->o;
-    if (access(o->out_dir, W_OK) != 0)
+    struct stat sb; /* OUT not a directory (a file, a dangling link): the run's error says so */
+    if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out_dir, W_OK) != 0)
         return st;
     ri->t_end = mv_now();
     ri->fatal = st ? e->msg : NULL;

@@ -90,6 +90,11 @@ PYEOF
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: Not a directory" ]]
+    # OUT itself a file: that one message, no run record tried inside it first
+    run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/afile" "$IMG/png_rgb_320x256.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: Not a directory" ]]
 }
 
 @test "a FIFO as refs/main in the Hugging Face cache is refused, not waited on" {
