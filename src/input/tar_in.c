@@ -318,8 +318,13 @@ static int scan_after(mv_tar_in *t)
 static int sample_meta(mv_tar_in *t)
 {
     mv_tar_meta_clear(&t->meta);
-    if (scan_after(t) || mv_tar_meta_build(&t->meta, t->gkey, &t->before, &t->after, t->err, sizeof t->err))
+    if (scan_after(t) || mv_tar_meta_build(&t->meta, t->gkey, &t->before, &t->after, t->err, sizeof t->err)) {
+        mv_tar_meta_clear(&t->meta); /* the failed sample's error line still names its key */
+        t->meta.key = strdup(t->gkey);
+        t->meta.member_bytes = t->meta.member_mtime_ns = -1;
+        t->has_meta = t->meta.key != NULL;
         return -1;
+    }
     t->has_meta = 1;
     return 0;
 }

@@ -400,6 +400,7 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             close(fd);
         return -1;
     }
+    it->meta = mv_tar_in_meta(w->tar); /* error items too: their lines name the sample */
     if (err) {
         snprintf(w->err, sizeof w->err, "%s", err);
         return yield_error(w, it, w->pb, rel);
@@ -408,7 +409,6 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     it->path = w->pb;
     it->rel = rel;
     it->fd = fd;
-    it->meta = mv_tar_in_meta(w->tar);
     it->tar = w->tar_path;
     if (fd < 0)
         mv_tar_in_stream(w->tar, &it->io, &it->io_user); /* a large image, or names_only */

@@ -227,3 +227,24 @@ PYEOF
     echo "$output"
     [ "$output" = 4 ]
 }
+
+@test "a sample whose metadata fails (a .json that is not JSON) names its key on its error line" {
+    mktar s.tar "d/k1.png=@$IMG/png_gray_128x72.png" "d/k1.json={bad" \
+        "d/k2.png=@$IMG/png_gray_128x72.png" "d/k2.json={\"a\": 1}"
+    run "$MVEMBED" -q --device cpu --model "$MODEL" --out o s.tar
+    echo "$output"
+    [ "$status" -eq 2 ]
+    "$PY" - <<'PYEOF'
+import json, tarfile
+rows = {r["input"]: r for r in map(json.loads, open("o/manifest.jsonl"))}
+for m in tarfile.open("s.tar").getmembers():
+    if m.name.endswith(".png"):
+        r = rows["s.tar/" + m.name]
+        key = m.name.rsplit("/", 1)[0] + "/" + m.name.rsplit("/", 1)[1].split(".", 1)[0]
+        assert r["input_key"] == key, (r, key)
+assert rows["s.tar/d/k1.png"]["status"] == "error" and "k1.json" in rows["s.tar/d/k1.png"]["error"]
+assert "json" not in rows["s.tar/d/k1.png"], rows["s.tar/d/k1.png"]
+assert rows["s.tar/d/k2.png"]["status"] == "ok" and rows["s.tar/d/k2.png"]["json"] == {"a": 1}
+print("ok")
+PYEOF
+}
