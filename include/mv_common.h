@@ -8,6 +8,7 @@
 #ifndef MV_COMMON_H
 #define MV_COMMON_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,5 +90,10 @@ void mv_start_writeback(int fd, int64_t *flushed, int64_t pos);
 
 /* Monotonic clock in seconds. */
 double mv_now(void);
+
+/* pthread_create with a stack of at least 8 MiB: a thread's stack otherwise follows
+ * RLIMIT_STACK (ulimit -s), and a small one overflows in the pipeline's frames and the
+ * libraries' thread-local storage. 0, or an errno value as pthread_create returns. */
+int mv_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif

@@ -355,3 +355,17 @@ int mv_cpu_count(void)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
+
+int mv_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    enum { STACK = 8 << 20 };
+    pthread_attr_t a;
+    size_t have = 0;
+    if (pthread_attr_init(&a) != 0)
+        return pthread_create(t, NULL, fn, arg);
+    if (pthread_attr_getstacksize(&a, &have) != 0 || have < STACK)
+        pthread_attr_setstacksize(&a, STACK);
+    int r = pthread_create(t, &a, fn, arg);
+    pthread_attr_destroy(&a);
+    return r;
+}

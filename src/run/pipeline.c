@@ -226,19 +226,19 @@ static mv_status start_threads(runner *R, pl_towers *T, int n_be, threads *th, m
         int from_stdin = 0;
         for (int i = 0; i < o->n_paths; i++)
             from_stdin |= !strcmp(o->paths[i], "-");
-        th->counting = !from_stdin && !pthread_create(&th->counter, NULL, pl_count_main, R);
+        th->counting = !from_stdin && !mv_thread_create(&th->counter, pl_count_main, R);
     }
     th->dec = qfail || !T ? NULL : calloc(th->jobs, sizeof *th->dec);
     if (!th->dec)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory for the pipeline's queues");
     for (; th->nd < th->jobs; th->nd++)
-        if (pthread_create(&th->dec[th->nd], NULL, decode_main, R))
+        if (mv_thread_create(&th->dec[th->nd], decode_main, R))
             break;
     for (; th->nt < n_be; th->nt++)
-        if (pthread_create(&th->tw[th->nt], NULL, pl_tower_main, pl_tower_arg(T, th->nt)))
+        if (mv_thread_create(&th->tw[th->nt], pl_tower_main, pl_tower_arg(T, th->nt)))
             break;
     for (; th->nw < th->writers; th->nw++)
-        if (pthread_create(&th->wr[th->nw], NULL, pl_writer_main, R))
+        if (mv_thread_create(&th->wr[th->nw], pl_writer_main, R))
             break;
     if (!th->nd || !th->nt || !th->nw)
         return mv_fail(e, MV_ERR_INTERNAL, "cannot start threads");

@@ -18,7 +18,7 @@ mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e);
 mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e);
 
 /* towers.c: the tower stage of backends be[0..n_be) spread over n_dev devices (be[i] on device
- * i % n_dev), one thread each: pthread_create(..., pl_tower_main, pl_tower_arg(T, i)). A thread
+ * i % n_dev), one thread each: mv_thread_create(..., pl_tower_main, pl_tower_arg(T, i)). A thread
  * returns once the ready queue is closed and drained and every output it handed out is written.
  * pl_towers_new returns NULL when out of memory; pl_towers_free after the threads are joined. */
 typedef struct pl_towers pl_towers;

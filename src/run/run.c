@@ -360,7 +360,7 @@ static void *prewarm_main(void *arg)
 /* 1 when a thread now starts the CUDA driver for a run that may use it (*t: join it) */
 static int prewarm_start(const mv_run_opts *o, pthread_t *t)
 {
-    return o->device != MV_DEV_CPU && pthread_create(t, NULL, prewarm_main, (void *)o) == 0;
+    return o->device != MV_DEV_CPU && mv_thread_create(t, prewarm_main, (void *)o) == 0;
 }
 
 mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)

@@ -212,7 +212,7 @@ void pl_progress_start(runner *R)
 {
     R->t0 = mv_now();
     if (R->progress)
-        R->ticking = !pthread_create(&R->ticker, NULL, ticker_main, R);
+        R->ticking = !mv_thread_create(&R->ticker, ticker_main, R);
 }
 
 void pl_progress_end(runner *R)

@@ -499,3 +499,27 @@ assert deep["error"].endswith(cause), (cause, deep["error"][-200:])
 assert len(deep["error"]) < 1024 and " ... " in deep["error"], len(deep["error"])
 PYEOF
 }
+
+@test "a small stack limit (ulimit -s) does not crash the run's threads: same outputs as without it" {
+    mkdir "$T/in"
+    cp "$IMG"/png_*.png "$T/in/"
+    run timeout 120 "$MVEMBED" -q --device cpu -j 2 --model "$MODEL" --out "$T/ref" "$T/in"
+    [ "$status" -eq 0 ]
+    # under AddressSanitizer (make test-asan sets ASAN_OPTIONS) frames carry redzones: the main
+    # thread's own stack needs more there
+    local lim=160
+    [ -z "${ASAN_OPTIONS:-}" ] || lim=4096
+    run timeout 120 bash -c 'ulimit -s "$1" && shift && exec "$@"' _ "$lim" "$MVEMBED" -q --device cpu -j 2 \
+        --model "$MODEL" --out "$T/o" "$T/in"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    "$PY" - "$T/ref" "$T/o" <<'PYEOF'
+import json, os, sys
+a, b = ({r["input"]: r for r in map(json.loads, open(os.path.join(d, "manifest.jsonl")))} for d in sys.argv[1:3])
+assert a.keys() == b.keys() and all(r["status"] == "ok" for r in b.values()), (a.keys(), b)
+for k, r in a.items():
+    assert open(os.path.join(sys.argv[1], r["output"]), "rb").read() == \
+        open(os.path.join(sys.argv[2], b[k]["output"]), "rb").read(), k
+print("ok", len(a))
+PYEOF
+}
