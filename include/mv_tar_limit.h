@@ -27,8 +27,8 @@
  * parsed or written. */
 mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *limit, int *adopted, mv_err *e);
 
-/* 1 with the name in ex[cap] when OUT's top level holds a file that the layout (tar: 1, files: 0)
- * writes: a .npy.zst output; a tar shard, a temporary one or the tar record. Else 0. */
+/* 1 with the name in ex[cap] when OUT's top level shows the layout (tar: 1, files: 0): a .npy.zst
+ * output; the tar record (written by a tar run before any shard). Else 0. */
 int mv_layout_signs(const char *out_dir, int tar, char *ex, size_t cap);
 
 #endif

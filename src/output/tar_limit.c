@@ -68,8 +68,7 @@ static int read_record(const char *path, long long *have, mv_err *e)
 }
 
 /* 1 with its name in ex[cap] (ex may be NULL) when OUT's top level holds a file of a kind: 0 a
- * .npy.zst output, 1 a tar shard or a temporary one (of any --shard naming), 2 those or the tar
- * layout's record; else 0. */
+ * .npy.zst output, 1 a tar shard or a temporary one (of any --shard naming); else 0. */
 static int top_holds(const char *out_dir, int kind, char *ex, size_t cap)
 {
     DIR *d = opendir(out_dir);
@@ -82,7 +81,7 @@ static int top_holds(const char *out_dir, int kind, char *ex, size_t cap)
         size_t l = strlen(nm);
         if (kind)
             found = (!strncmp(nm, "shard-", 6) && l > 10 && !strcmp(nm + l - 4, ".tar")) ||
-                    !strncmp(nm, ".tmp-tar-", 9) || (kind == 2 && !strcmp(nm, MV_TAR_LIMIT_FILE));
+                    !strncmp(nm, ".tmp-tar-", 9);
         else
             found = l > 8 && !strcmp(nm + l - 8, ".npy.zst");
         if (found && ex)
@@ -194,5 +193,15 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
 
 int mv_layout_signs(const char *out_dir, int tar, char *ex, size_t cap)
 {
-    return top_holds(out_dir, tar ? 2 : 0, ex, cap);
+    if (!tar)
+        return top_holds(out_dir, 0, ex, cap);
+    /* a tar run writes its record before any shard: a look at one name, not a walk of what may be
+     * millions of outputs */
+    char p[4400];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", out_dir, MV_TAR_LIMIT_FILE);
+    if (lstat(p, &sb) != 0)
+        return 0;
+    snprintf(ex, cap, "%s", MV_TAR_LIMIT_FILE);
+    return 1;
 }

@@ -81,8 +81,8 @@ static mv_status agree_tar_limit(runner *R, long long *limit, mv_err *e)
 /* Runs starting side by side into one OUT with different layouts, before either has written a
  * line (feed.c's one_layout reads the lines): each marks its layout, then looks for the other's,
  * so that at least one of two sees the other. A files run holds its byte of OUT's lock file
- * (mv_claims_hold_files) and looks for the tar layout's files (its record, which a tar run writes
- * first, shards, temporary shards); a tar run, its record written (agree_tar_limit), looks for a
+ * (mv_claims_hold_files) and looks for the tar layout's record (which a tar run writes before any
+ * shard); a tar run, its record written (agree_tar_limit), looks for a
  * files run holding that byte and for .npy.zst outputs. Refused: exit 1, nothing written (a tar
  * record this run made is removed again, so that OUT is not taken for a tar OUT). */
 static mv_status hold_layout(runner *R, int record_made, mv_err *e)
