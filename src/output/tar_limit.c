@@ -18,42 +18,29 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Reads the file at path into buf[cap] (*n bytes): 1 when read, 0 when there is none, -1 with e
- * naming path, what it is and the cause when it cannot be read or is not a regular file. */
-static int read_small(const char *path, const char *what, char *buf, size_t cap, ssize_t *len, mv_err *e)
+/* Reads the record at path: 1 and *have (0: no limit) when it exists, 0 when it does not, -1
+ * with e naming path and the cause when it cannot be read or is not a record. */
+static int read_record(const char *path, long long *have, mv_err *e)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT)
         return 0;
+    char buf[4096];
     ssize_t n = -1;
     struct stat sb;
     int err = fd < 0 ? errno : fstat(fd, &sb) != 0 ? errno : 0; /* 0 and n < 0: not a regular file */
     if (!err && S_ISREG(sb.st_mode)) {
-        while ((n = read(fd, buf, cap)) < 0 && errno == EINTR)
+        while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
             ;
         err = n < 0 ? errno : 0;
     }
     if (fd >= 0)
         close(fd);
-    *len = n;
     if (n < 0) {
-        mv_fail(e, MV_ERR_IO, "%s: cannot read %s: %s", path, what, err ? strerror(err) : "not a regular file");
+        mv_fail(e, MV_ERR_IO, "%s: cannot read OUT's record of the tar shards' sample limit: %s", path,
+                err ? strerror(err) : "not a regular file");
         return -1;
     }
-    return 1;
-}
-
-#define LIMIT_WHAT "OUT's record of the tar shards' sample limit"
-
-/* Reads the record at path: 1 and *have (0: no limit) when it exists, 0 when it does not, -1
- * with e naming path and the cause when it cannot be read or is not a record. */
-static int read_record(const char *path, long long *have, mv_err *e)
-{
-    char buf[4096];
-    ssize_t n;
-    int r = read_small(path, LIMIT_WHAT, buf, sizeof buf, &n, e);
-    if (r <= 0)
-        return r;
     json_error_t je;
     json_t *o = json_loadb(buf, (size_t)n, 0, &je), *v = json_object_get(o, "shard_samples");
     int ok = json_is_null(v) || (json_is_integer(v) && json_integer_value(v) >= 1);
@@ -93,16 +80,17 @@ static int top_holds(const char *out_dir, int kind, char *ex, size_t cap)
 
 static int holds_shards(const char *out_dir) { return top_holds(out_dir, 1, NULL, 0); }
 
-/* Writes text (n bytes) as the record `what` at path unless a file is there: 1 when written, 0
- * when one was there (another run's, read it), -1 with e on failure. */
-static int write_record(const char *out_dir, const char *path, const char *tag, const char *what,
-                        const char *text, int n, mv_err *e)
+/* Writes the record {"shard_samples": limit} (null for 0) at path unless a file is there: 1 when
+ * written, 0 when one was there (another run's, read it), -1 with e on failure. */
+static int write_record(const char *out_dir, const char *path, long long limit, mv_err *e)
 {
-    char tmp[4400];
+    char tmp[4400], text[96];
     unsigned long long r = 0;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         r = (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)&r;
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%016llx-%s.json", out_dir, (long)getpid(), r, tag);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%016llx-tar.json", out_dir, (long)getpid(), r);
+    int n = limit > 0 ? snprintf(text, sizeof text, "{\"shard_samples\": %lld}\n", limit)
+                      : snprintf(text, sizeof text, "{\"shard_samples\": null}\n");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0)
         mv_output_lock_temp(fd); /* the sweep of temporary files leaves it alone */
@@ -113,7 +101,8 @@ static int write_record(const char *out_dir, const char *path, const char *tag, 
             close(fd);
             unlink(tmp);
         }
-        mv_fail(e, MV_ERR_IO, "%s: cannot write %s: %s: %s", path, what, tmp, strerror(err));
+        mv_fail(e, MV_ERR_IO, "%s: cannot write OUT's record of the tar shards' sample limit: %s: %s",
+                path, tmp, strerror(err));
         return -1;
     }
     int err;
@@ -160,10 +149,7 @@ mv_status mv_tar_limit_agree(const char *out_dir, long long want, long long *lim
                 legacy = 1;
             break;
         }
-        char text[96];
-        int n = want > 0 ? snprintf(text, sizeof text, "{\"shard_samples\": %lld}\n", want)
-                         : snprintf(text, sizeof text, "{\"shard_samples\": null}\n");
-        if ((r = write_record(out_dir, path, "tar", LIMIT_WHAT, text, n, e)) == 1)
+        if ((r = write_record(out_dir, path, want, e)) == 1)
             return MV_OK; /* 0: another run's record took the name first: read it */
     }
     if (r < 0)

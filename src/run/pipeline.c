@@ -83,9 +83,10 @@ static mv_status agree_tar_limit(runner *R, long long *limit, mv_err *e)
  * so that at least one of two sees the other. A files run holds its byte of OUT's lock file
  * (mv_claims_hold_files) and looks for the tar layout's record (which a tar run writes before any
  * shard); a tar run, its record written (agree_tar_limit), looks for a
- * files run holding that byte and for .npy.zst outputs. Refused: exit 1, nothing written (a tar
- * record this run made is removed again, so that OUT is not taken for a tar OUT). */
-static mv_status hold_layout(runner *R, int record_made, mv_err *e)
+ * files run holding that byte and for .npy.zst outputs. Refused: exit 1, nothing written (the tar
+ * record this run made, at record_made, is removed again, so that OUT is not taken for a tar
+ * OUT). */
+static mv_status hold_layout(runner *R, const char *record_made, mv_err *e)
 {
     const mv_run_opts *o = R->o;
     char ex[300], esc[1300];
@@ -100,11 +101,8 @@ static mv_status hold_layout(runner *R, int record_made, mv_err *e)
     int busy = mv_claims_files_run(R->claims);
     if (!busy && !mv_layout_signs(o->out_dir, 0, ex, sizeof ex))
         return MV_OK;
-    if (record_made) {
-        char p[4400];
-        snprintf(p, sizeof p, "%s/%s", o->out_dir, MV_TAR_LIMIT_FILE);
-        unlink(p);
-    }
+    if (record_made)
+        unlink(record_made);
     if (busy)
         return mv_fail(e, MV_ERR_USAGE, "%s holds the files layout, or a files-layout run is writing into it "
                        "(it holds %s/%s): --layout tar would mix two layouts in one output directory; use "
@@ -144,10 +142,10 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     long long limit = 0; /* a run refused for its --shard-samples leaves the marker too */
     char rec[4400];
     snprintf(rec, sizeof rec, "%s/%s", o->out_dir, MV_TAR_LIMIT_FILE);
-    int record_made = o->layout == MV_LAYOUT_TAR && access(rec, F_OK) != 0;
+    int made = o->layout == MV_LAYOUT_TAR && access(rec, F_OK) != 0;
     if (o->layout == MV_LAYOUT_TAR && (st = agree_tar_limit(R, &limit, e)))
         goto fail_done;
-    if ((st = hold_layout(R, record_made, e)))
+    if ((st = hold_layout(R, made ? rec : NULL, e)))
         goto fail_done;
     /* the run is let in: an earlier run's completion marker goes before its first change to OUT,
      * so a run that dies from here on leaves none (a refused run changed nothing: it stays) */
