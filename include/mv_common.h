@@ -96,4 +96,16 @@ double mv_now(void);
  * libraries' thread-local storage. 0, or an errno value as pthread_create returns. */
 int mv_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* The path from / of the file at path: its directory resolved (realpath: ".", "..", symlinks),
+ * '/', its name (the name itself not followed); where the directory does not resolve (gone, or a
+ * directory inside a tar), the working directory cwd (NULL: unknown) joined to a relative path,
+ * empty and "." components left out. dc keeps the last directory resolved (a walk meets a
+ * directory's files one after another): zero-initialise it, free it with mv_dir_cache_free.
+ * malloc'd; NULL when not known, or out of memory (then *oom is set). */
+typedef struct {
+    char *dir, *real;
+} mv_dir_cache;
+char *mv_path_from_root(mv_dir_cache *dc, const char *cwd, const char *path, int *oom);
+void mv_dir_cache_free(mv_dir_cache *dc);
+
 #endif

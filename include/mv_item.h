@@ -39,6 +39,9 @@ typedef struct {
 /* One input travelling through the pipeline. */
 typedef struct {
     char *path, *rel;  /* path as the user knows it; output name relative to OUT (without .npy.zst) */
+    char *abs;         /* files layout: its path from / (feed.c's input_abs; its record's when it is
+                        * not path), or NULL when not known */
+    int named;         /* files layout: rel passed feed.c's naming checks (an error line records it) */
     int fd;            /* >= 0: the bytes are in this file (a tar member in a memfd), not at path;
                         * owned by the item */
     const mv_input_io *io; /* or non-NULL: the bytes are this stream (a large tar member), read

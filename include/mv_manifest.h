@@ -14,13 +14,14 @@
 /* The version of the record's schema, written as "schema" in every line (and in the tar layout's
  * .json members). The schema is defined once, in the MANIFEST section of man/mvembed.1; a field
  * added or changed there bumps it. Lines without "schema" are version 1 (before it existed). */
-#define MV_MANIFEST_SCHEMA 4
+#define MV_MANIFEST_SCHEMA 5
 
 /* One manifest line (and a tar sample's .json). Zero-initialise, then set what applies; absent
  * fields are omitted. Field order in the line: input, input_b64, output, output_b64, status,
  * error, kind, width, height, resized, grid_thw, shape, dtype, bytes, model, frame_indices,
  * timestamps, fps, duration, rotation, seconds, shard, key, offset, xxh64, input_bytes,
- * input_mtime_ns, input_xxh64, input_key, json, txt, cls, schema, run, seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
+ * input_mtime_ns, input_xxh64, input_key, json, txt, cls, input_abs, planned_output, schema, run,
+ * seq, time. Paths are raw bytes: a path that is not valid UTF-8 is
  * written with each invalid byte replaced by U+FFFD, plus "<field>_b64" holding base64 of the
  * exact bytes. */
 typedef struct {
@@ -80,6 +81,11 @@ typedef struct {
     size_t cls_len;      /* else a string (cls_b64 when not UTF-8) */
     int has_cls_int;
     int64_t cls_int;
+    /* the files layout: a relative input's path from / (the run's working directory joined to
+     * it), so that a run from another directory knows the input; and an error line's output name,
+     * the one the input takes when it succeeds; NULL = omitted */
+    const char *input_abs;
+    const char *planned_output;
 } mv_record;
 
 /* This process's run id: 16 hex digits drawn at random once (thread-safe), the same in every
@@ -239,6 +245,19 @@ typedef struct {
     int ok;            /* 1 when that input's latest line is still ok (0: a later error line) */
     mv_done_input_stat src; /* the input file when that line was written */
 } mv_done_owner;
+
+/* The output name an input holds in d, the input as met now being path, or abs (its path from /,
+ * may be NULL) where d knows it by the absolute path its lines record (input_abs, or an absolute
+ * input): its newest ok line's output, else its newest error line's planned_output; NULL when d
+ * does not know the input, it holds no name, or another input holds that name now. Never a name
+ * that mv_name_flaw refuses. So an input keeps its first name whether it comes from a walk or a
+ * path list, and from whatever directory. */
+const char *mv_done_name_of(const mv_done *d, const char *path, const char *abs);
+
+/* 1 when the input that holds output (mv_done_owner_of) is one whose lines record abs (its path
+ * from /, compared as mv_line_input_key does), else 0: the same input met from another working
+ * directory, where the relative path its lines hold no longer leads to it. */
+int mv_done_held_by(const mv_done *d, const char *output, const char *abs);
 
 /* 1 with *w filled when some input holds output (a name relative to OUT, with ".npy.zst"), else
  * 0. O(1) expected; w's strings stay valid until d changes or is freed. */

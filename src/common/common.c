@@ -369,3 +369,51 @@ int mv_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
     pthread_attr_destroy(&a);
     return r;
 }
+
+char *mv_path_from_root(mv_dir_cache *dc, const char *cwd, const char *path, int *oom)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) : 0;
+    char *dir = slash ? strndup(path, dl ? dl : 1) : strdup(".");
+    if (!dir || !dc->dir || strcmp(dir, dc->dir)) {
+        free(dc->dir);
+        free(dc->real);
+        dc->real = dir ? realpath(dir, NULL) : NULL;
+        dc->dir = dir;
+        if (!dir)
+            return *oom = 1, NULL;
+    } else
+        free(dir);
+    /* what goes before and after: the directory resolved and the name, else cwd (or nothing for
+     * a path from /) and the path */
+    const char *pre = dc->real ? dc->real : path[0] == '/' ? "" : cwd;
+    const char *post = dc->real ? (slash ? slash + 1 : path) : path;
+    if (!pre)
+        return NULL;
+    char *a = malloc(strlen(pre) + strlen(post) + 3), *o = a;
+    if (!a)
+        return *oom = 1, NULL;
+    for (int part = 0; part < 2; part++)
+        for (const char *c = part ? post : pre; *c;) {
+            const char *end = strchr(c, '/');
+            size_t k = end ? (size_t)(end - c) : strlen(c);
+            if (k && !(k == 1 && c[0] == '.')) {
+                *o++ = '/';
+                memcpy(o, c, k);
+                o += k;
+            }
+            c += k + (end ? 1 : 0);
+        }
+    if (o == a)
+        *o++ = '/';
+    *o = 0;
+    return a;
+}
+
+void mv_dir_cache_free(mv_dir_cache *dc)
+{
+    free(dc->dir);
+    free(dc->real);
+    dc->dir = dc->real = NULL;
+}
+

@@ -300,7 +300,7 @@ static void sb_hex64(sbuf *b, const char *key, uint64_t v)
 }
 
 /* The fields after dtype, bytes and model: video timing, seconds, the tar sample, the input
- * file, the order (mv_manifest_format). */
+ * file, its path from / and planned name, the order (mv_manifest_format). */
 static void sb_tail(sbuf *b, const mv_record *r)
 {
     if (r->frame_indices) {
@@ -360,6 +360,10 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_i64(b, r->cls_int);
     } else if (r->cls)
         sb_bytes(b, "cls", r->cls, r->cls_len);
+    if (r->input_abs)
+        sb_path(b, "input_abs", r->input_abs);
+    if (r->planned_output)
+        sb_path(b, "planned_output", r->planned_output);
     if (r->schema) {
         sb_key(b, "schema");
         sb_i64(b, r->schema);

@@ -1,6 +1,7 @@
 /* manifest_done.c - the resume set: the lines read back from a manifest (manifest_read.c) kept
- * in a set keyed by input and by output name, which answers "is this input done, and does it
- * still own that name"; and the checks that a recorded output is still whole (size, zstd frame).
+ * in a set keyed by input (as written, and by its path from /) and by output name, which answers
+ * "is this input done, which name does it hold, and does it still own that name"; and the checks
+ * that a recorded output is still whole (size, zstd frame).
  * Not here: reading the lines (manifest_read.c), writing them (manifest.c), the naming rules
  * (names.c), merging manifests (manifest_merge.c).
  */
@@ -23,8 +24,10 @@
 
 /* --- resume set --------------------------------------------------------------------------- */
 
-/* One entry per input met; two sets index the entries (their values are entry indexes + 1): by
- * input, and by output name. The sets own the strings; an entry's input and output point at their
+/* One entry per input met; three sets index the entries (their values are entry indexes + 1): by
+ * input, by the input's path from / (mv_line_input_key of a line's input_abs or absolute input:
+ * lines of one input written from different working directories are one entry), and by output
+ * name. The sets own the strings; an entry's input and output point at their
  * keys, so "does this input still hold that name" is a pointer comparison. An entry's status is
  * its newest line's (ord); the name it holds, with its model and bytes, is its newest ok line's
  * (ok_ord), whatever order the lines were read in (mv_line_order_cmp). */
@@ -33,6 +36,7 @@ typedef struct {
     const char *output; /* a key of the output set; NULL = ok without a usable output */
     char *odd_output;   /* a recorded output that is not a canonical name (owned; never followed) */
     char *error;        /* newest line an error: its "error" (owned), else NULL */
+    char *planned;      /* the newest error line's planned_output that has one (owned), or NULL */
     char model[17];
     int64_t bytes;      /* -1 = not recorded */
     int64_t offset;     /* tar layout: the array data's offset in the shard; -1 = not recorded */
@@ -49,7 +53,7 @@ struct mv_done {
     done_ent *ents;
     size_t n_ents, ents_cap, n_ok;
     uint64_t pos; /* lines read so far, over every manifest loaded */
-    mv_hashset in, out;
+    mv_hashset in, ids, out;
 };
 
 mv_status mv_done_create(mv_done **out, mv_err *e)
@@ -65,39 +69,87 @@ void mv_done_free(mv_done *d)
     for (size_t i = 0; i < d->n_ents; i++) {
         free(d->ents[i].odd_output);
         free(d->ents[i].error);
+        free(d->ents[i].planned);
     }
     free(d->ents);
     mv_hashset_free(&d->in);
+    mv_hashset_free(&d->ids);
     mv_hashset_free(&d->out);
     free(d);
 }
 
-/* The entry of input, made when new; NULL when out of memory. */
-static done_ent *done_entry(mv_done *d, const char *input)
+/* The entry index + 1 that the path from / abs keys (0: none). key (may be NULL): receives abs's
+ * key, malloc'd (NULL when out of memory), and *kl its length. */
+static size_t id_find(const mv_done *d, const char *abs, char **key, size_t *kl)
 {
+    size_t l = 0;
+    char *k = mv_line_input_key(abs, strlen(abs), &l);
+    const mv_hashset_entry *s = k ? mv_hashset_find(&d->ids, k, l) : NULL;
+    if (key) {
+        *key = k;
+        *kl = l;
+    } else
+        free(k);
+    return s ? s->value : 0;
+}
+
+/* The entry of input (abs: its path from /, or NULL), made when new; when only abs is known, the
+ * entry abs keys (input becomes one more name of it); NULL when out of memory. */
+static done_ent *done_entry(mv_done *d, const char *input, const char *abs)
+{
+    size_t kl = 0, by_id = 0;
+    char *key = NULL;
     mv_hashset_entry *is = mv_hashset_find(&d->in, input, strlen(input));
-    if (is)
-        return &d->ents[is->value - 1];
+    size_t ix = is ? is->value : 0;
+    if (abs && (by_id = id_find(d, abs, &key, &kl), !key))
+        return NULL;
+    if (key && ix != by_id) {
+        if (!ix) { /* the same input, written from another working directory */
+            if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL))) {
+                free(key);
+                return NULL;
+            }
+            is->value = ix = by_id;
+        } else if (!by_id) { /* one more path from / of a known input */
+            mv_hashset_entry *ks = mv_hashset_add(&d->ids, key, kl, NULL);
+            if (!ks) {
+                free(key);
+                return NULL;
+            }
+            ks->value = ix;
+        } /* else abs keys another input (a relative path met from two directories): ix's */
+    }
+    if (ix) {
+        free(key);
+        return &d->ents[ix - 1];
+    }
     if (d->n_ents == d->ents_cap) {
         size_t nc = d->ents_cap ? d->ents_cap * 2 : 256;
         done_ent *ne = realloc(d->ents, nc * sizeof *ne);
-        if (!ne)
+        if (!ne) {
+            free(key);
             return NULL;
+        }
         d->ents = ne;
         d->ents_cap = nc;
     }
-    if (!(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
+    /* a key added with value 0 (the next add failing) is found as none */
+    mv_hashset_entry *ks = key ? mv_hashset_add(&d->ids, key, kl, NULL) : NULL;
+    free(key);
+    if ((abs && !ks) || !(is = mv_hashset_add(&d->in, input, strlen(input), NULL)))
         return NULL;
     done_ent *en = &d->ents[d->n_ents];
     memset(en, 0, sizeof *en);
     en->input = is->key;
     is->value = ++d->n_ents;
+    if (ks)
+        ks->value = is->value;
     return en;
 }
 
 static int done_set(mv_done *d, const done_line *l)
 {
-    done_ent *en = done_entry(d, l->input);
+    done_ent *en = done_entry(d, l->input, l->abs);
     if (!en)
         return -1;
     if (!en->ord.pos || mv_line_order_cmp(&l->ord, &en->ord) > 0) { /* the newest line: status */
@@ -111,6 +163,11 @@ static int done_set(mv_done *d, const done_line *l)
         en->error = NULL;
         if (!l->ok && !(en->error = strdup(l->error ? l->error : "")))
             return -1;
+        if (!l->ok && l->planned && !mv_name_flaw(l->planned)) {
+            free(en->planned);
+            if (!(en->planned = strdup(l->planned)))
+                return -1;
+        }
     }
     /* an error line keeps the name held: its file is still that input's */
     if (!l->ok || (en->had_ok && mv_line_order_cmp(&l->ord, &en->ok_ord) < 0))
@@ -229,6 +286,33 @@ int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
     w->ok = en->ok;
     w->src = en->src;
     return 1;
+}
+
+/* The index + 1 of the entry that holds output now (0: none). */
+static size_t holder(const mv_done *d, const char *output)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->out, output, strlen(output));
+    return s && d->ents[s->value - 1].output == s->key ? s->value : 0;
+}
+
+const char *mv_done_name_of(const mv_done *d, const char *path, const char *abs)
+{
+    const mv_hashset_entry *s = mv_hashset_find(&d->in, path, strlen(path));
+    size_t ix = s ? s->value : abs ? id_find(d, abs, NULL, NULL) : 0;
+    if (!ix)
+        return NULL;
+    const done_ent *en = &d->ents[ix - 1];
+    const char *name = en->had_ok && en->output ? en->output : en->planned;
+    if (!name)
+        return NULL;
+    size_t h = holder(d, name);
+    return !h || h == ix ? name : NULL;
+}
+
+int mv_done_held_by(const mv_done *d, const char *output, const char *abs)
+{
+    size_t h = holder(d, output);
+    return h && h == id_find(d, abs, NULL, NULL);
 }
 
 int mv_done_same_input(const char *recorded, const char *path)

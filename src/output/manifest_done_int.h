@@ -17,6 +17,8 @@ typedef struct {
 typedef struct {
     const char *input, *output, *model;
     const char *error;  /* error lines: their "error" (NULL when absent) */
+    const char *abs;    /* the input's path from /: "input_abs", or "input" when absolute; or NULL */
+    const char *planned; /* error lines: their "planned_output" (NULL when absent) */
     int ok;
     int64_t bytes, offset;
     mv_done_input_stat src;

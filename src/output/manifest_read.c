@@ -79,7 +79,7 @@ static void read_tar_part(json_t *o, tar_part *tp)
 /* One line parsed: what done_set takes, the strings its own; bad: not a record. */
 typedef struct {
     done_line l;
-    char *input, *output, *error;
+    char *input, *output, *error, *abs, *planned;
     char model[17];
     int bad;
 } parsed_line;
@@ -109,6 +109,14 @@ static void parse_line(const char *line, size_t n, parsed_line *p)
     json_t *je = l->ok ? NULL : json_object_get(o, "error"); /* kept for --pool mean's index */
     p->error = json_is_string(je) ? strdup(json_string_value(je)) : NULL;
     l->error = p->error;
+    p->abs = record_path(o, "input_abs");
+    if (p->abs && p->abs[0] != '/') { /* not a path from /: not an identity */
+        free(p->abs);
+        p->abs = NULL;
+    }
+    l->abs = p->abs ? p->abs : p->input[0] == '/' ? p->input : NULL;
+    p->planned = l->ok ? NULL : record_path(o, "planned_output");
+    l->planned = p->planned;
     json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
     snprintf(p->model, sizeof p->model, "%s", json_is_string(jm) ? json_string_value(jm) : "");
     l->model = p->model;
@@ -130,7 +138,9 @@ static int apply_line(mv_done *d, parsed_line *p)
     free(p->input);
     free(p->output);
     free(p->error);
-    p->input = p->output = p->error = NULL;
+    free(p->abs);
+    free(p->planned);
+    p->input = p->output = p->error = p->abs = p->planned = NULL;
     return r;
 }
 
@@ -195,6 +205,8 @@ static int batch_flush(mv_done *d, line_batch *b, int par, size_t *bad)
             free(b->p[i].input);
             free(b->p[i].output);
             free(b->p[i].error);
+            free(b->p[i].abs);
+            free(b->p[i].planned);
             continue;
         }
         int k = apply_line(d, &b->p[i]);

@@ -64,6 +64,30 @@ static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *s
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
+/* Files layout: the name the resume set gives the input of it (a walked one, relative to the
+ * walked directory; a listed one, its path): the name its lines hold (mv_done_name_of) when they
+ * hold one, so that the input keeps the name it first got, wherever it is met from (it->rel and
+ * out_rel[cap] then take it). Sets it->abs (mv_path_from_root; cwd: the working directory, NULL
+ * when unknown). 0, or -1 when out of memory. */
+static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, mv_item *it, char *out_rel,
+                      size_t cap)
+{
+    int oom = 0;
+    if (!(it->abs = mv_path_from_root(dc, cwd, it->path, &oom)) && oom)
+        return -1;
+    const char *known = done ? mv_done_name_of(done, it->path, it->abs) : NULL;
+    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
+    if (!known || kl >= cap || kl <= sl || strcmp(known + kl - sl, MV_OUTPUT_SUFFIX) || !strcmp(known, out_rel))
+        return 0;
+    char *rel = strndup(known, kl - sl);
+    if (!rel)
+        return -1;
+    free(it->rel);
+    it->rel = rel;
+    memcpy(out_rel, known, kl + 1);
+    return 0;
+}
+
 /* -v: each entry the walk passes over, named */
 static void say_skip(void *user, const char *path, mv_walk_skip why)
 {
@@ -278,6 +302,31 @@ static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
     return 0;
 }
 
+/* The item of walk item wi (a tar member: its bytes kept open, its sample's metadata and its
+ * record's size, mtime and hash, mn as it is now); NULL when out of memory. */
+static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
+{
+    mv_item *it = mv_item_new(wi->path, wi->rel);
+    if (!it)
+        return NULL;
+    if (wi->fd >= 0 && (it->fd = dup(wi->fd)) < 0) { /* a tar member's bytes */
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi->path, strerror(errno));
+        mv_item_fail(it, msg);
+    }
+    if (wi->meta && !(it->meta = mv_tar_meta_copy(wi->meta)))
+        mv_item_fail(it, "out of memory");
+    *mn = member_of(wi);
+    if (mn->member && mn->bytes >= 0) { /* a member's record: what resume compares */
+        it->has_stat = 1;
+        it->in_bytes = mn->bytes;
+        it->in_mtime_ns = mn->mtime_ns;
+        it->has_xxh64 = mn->has_xxh64;
+        it->in_xxh64 = mn->xxh64;
+    }
+    return it;
+}
+
 /* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
  * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
  * are counted in *n_stale, the first fingerprint kept in stale_fp). */
@@ -319,10 +368,11 @@ static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn,
 }
 
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
- * Resume works on output names (mv_output_name): an input is skipped when OUT's manifest says
- * that this same input (mv_done_same_input) made its output name with this run's fingerprint and
- * the output is whole; it is redone when the settings differ or the output is missing or
- * damaged; it fails when another input holds the name (never overwritten, even with --force). */
+ * Resume works on output names (mv_output_name; an input the manifest knows keeps the name it
+ * holds there, name_known): an input is skipped when OUT's manifest says that this same input
+ * (mv_done_same_input, or its path from /: mv_done_held_by) made its output name with this run's
+ * fingerprint and the output is whole; it is redone when the settings differ or the output is
+ * missing or damaged; it fails when another input holds the name (never overwritten, even with --force). */
 mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
 {
     const mv_run_opts *o = R->o;
@@ -343,33 +393,27 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     char stale_fp[17] = "";
     mv_hashset rels = {0};
     tar_aliases aliases = {0};
+    char *cwd = R->tars ? NULL : getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
+    mv_dir_cache dirs = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
         if (!mv_name_in_shard(wi.rel, shard_k, shard_n))
             continue;
-        mv_item *it = mv_item_new(wi.path, wi.rel);
+        member_now mn;
+        mv_item *it = item_of(&wi, &mn);
         if (!it) {
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
         }
-        if (wi.fd >= 0 && (it->fd = dup(wi.fd)) < 0) { /* a tar member's bytes */
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi.path, strerror(errno));
-            mv_item_fail(it, msg);
-        }
-        if (wi.meta && !(it->meta = mv_tar_meta_copy(wi.meta)))
-            mv_item_fail(it, "out of memory");
-        const member_now mn = member_of(&wi);
-        if (mn.member && mn.bytes >= 0) { /* a member's record: what resume compares */
-            it->has_stat = 1;
-            it->in_bytes = mn.bytes;
-            it->in_mtime_ns = mn.mtime_ns;
-            it->has_xxh64 = mn.has_xxh64;
-            it->in_xxh64 = mn.xxh64;
-        }
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
+        if (!R->tars && !wi.error && name_known(done, &dirs, cwd, it, out_rel, sizeof out_rel)) {
+            mv_item_free(it);
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        const char *abs = it->abs;
         mv_done_owner ow;
         if (R->tars && !wi.error && done && !o->force &&
             tar_done(R, done, &aliases, wi.path, &mn, out_real, &n_stale, stale_fp)) {
@@ -381,7 +425,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             char msg[8600]; /* a path of up to 4095 bytes and the whole reason */
             snprintf(msg, sizeof msg, "%s: %s", wi.path[0] ? wi.path : "\"\"", wi.error);
             mv_item_fail(it, msg);
-        } else if (held && !mv_done_same_input(ow.input, wi.path)) {
+        } else if (held && !mv_done_same_input(ow.input, wi.path) &&
+                   !(abs && mv_done_held_by(done, out_rel, abs))) { /* from another directory */
             char msg[8600];
             snprintf(msg, sizeof msg,
                      "%s: output name %s already holds the embedding of %s (OUT's manifest says so); "
@@ -422,7 +467,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 snprintf(msg, sizeof msg, "%s: output name %s is already used by another input of this run",
                          wi.path, out_rel);
                 mv_item_fail(it, msg);
-            }
+            } else
+                it->named = !R->tars;
         }
         if (queue_item(R, it, &wi))
             break;
@@ -437,6 +483,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_close(w);
     mv_hashset_free(&rels);
     mv_hashset_free(&aliases.by_file);
+    free(cwd);
+    mv_dir_cache_free(&dirs);
     free(out_real);
     return st;
 }

@@ -53,6 +53,7 @@ void mv_item_free(mv_item *it)
         close(it->fd);
     free(it->path);
     free(it->rel);
+    free(it->abs);
     free(it->error_copy);
     mv_tar_meta_free(it->meta);
     prepared_free(&it->p);

@@ -48,7 +48,7 @@ print(m[0]["status"])' "$1" "$2"
     run "$PY" -c '
 import json, sys
 ls = [json.loads(l) for l in open(sys.argv[1])]
-assert len(ls) == 6 and all(l["schema"] == 4 for l in ls), ls
+assert len(ls) == 6 and all(l["schema"] == 5 for l in ls), ls
 assert len({l["run"] for l in ls}) == 1 and sorted(l["seq"] for l in ls) == sorted(set(l["seq"] for l in ls))
 assert all(isinstance(l["time"], float) and l["time"] > 1.6e9 for l in ls)
 print("ok")' "$T/o/manifest.jsonl"
