@@ -9,12 +9,15 @@
  * member of 4 GiB of holes is never materialised.
  * Members are read in archive order (a tar is a stream). A sample is WebDataset's: the run of
  * consecutive members sharing a key (a member's name up to the first '.' of its basename,
- * directory included); its metadata members <key>.json, <key>.txt and <key>.cls (mv_tar_meta,
+ * directory and a leading "./" included); two of its members with one extension (compared in
+ * lower case) fail its input members, as WebDataset's reader refuses such a sample ("duplicate
+ * file name"); its metadata members <key>.json, <key>.txt and <key>.cls (mv_tar_meta,
  * each at most MV_TAR_META_MAX bytes; never inputs, --all-files or not) are handed out with every
  * input member of the sample, whether they come before or after it: what follows an input member
  * is read ahead through a second reader of the tar, so a streamed member gets it too. Other
  * members (directories, other extensions) are skipped; a sample without an input member makes
- * nothing. Uses libarchive (plain, gzip, zstd ... tars alike).
+ * nothing. Uses libarchive (plain, gzip, zstd ... tars alike); a gzip, zstd or xz tar cut short or
+ * damaged gives every member before the damage, then fails as a plain tar would there.
  * Not here: which paths are tars and what members are named as outputs (mv_names.h), decoding.
  */
 #ifndef MV_TAR_IN_H
@@ -66,7 +69,8 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
 void mv_tar_in_limits(mv_tar_in *t, long long max_bytes, long long stream_from);
 
 /* Next input member: returns 1 with *name (the member's path inside the archive, leading "./"
- * removed; valid until the next call) and either *fd (a memfd holding its bytes, positioned at 0;
+ * removed; "NAME#2", "#3" ... for a later member whose name is one handed out already (as output
+ * names, mv_output_name, compare them); valid until the next call) and either *fd (a memfd holding its bytes, positioned at 0;
  * the caller closes it) or *err (a one-line reason this member cannot be an input, e.g. too large;
  * *fd is then -1); 0 at the end; -1 when the archive itself is unreadable past this point (e set:
  * "PATH: reason"). */

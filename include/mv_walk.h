@@ -68,9 +68,10 @@ typedef struct mv_walk mv_walk;
  * error: NULL when the item is fine; otherwise a one-line reason (missing file, unreadable
  *        directory, symlink loop, not a regular file) that does not repeat the path. The walk
  *        goes on after an error item.
- * fd:    -1, or for a member of a tar PATH (a WebDataset shard, mv_tar_in.h: a file argument or
- *        stdin path whose name ends in .tar, .tar.gz, .tgz, .tar.zst ...) a memfd holding the
- *        member's bytes; path is then "<tar path>/<member>". The walker closes it at the next
+ * fd:    -1, or for a member of a tar PATH (a WebDataset shard, mv_tar_in.h: a file argument,
+ *        stdin path or file found under DIR whose name ends in .tar, .tar.gz, .tgz, .tar.zst ...)
+ *        a memfd holding the member's bytes; path is then "<tar path>/<member>" and rel that
+ *        path's output name (of the tar's path relative to DIR when found under DIR). The walker closes it at the next
  *        call: dup() it to keep it. A tar that is unreadable part way is one error item (its
  *        path) after the members read so far.
  * Paths are raw bytes: non-UTF-8 names pass through unchanged. */

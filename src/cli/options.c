@@ -239,9 +239,9 @@ static const char usage_head[] =
     "\n"
     "Embeds images and videos with a Qwen3.5 vision tower: one OUT/<path>.npy.zst per input\n"
     "(zstd-compressed NPY, [tokens, out_hidden]) and OUT/manifest.jsonl. PATH is a file, a\n"
-    "directory (walked recursively), a tar (.tar, .tar.gz, .tgz, .tar.zst, .tar.xz, .tar.bz2:\n"
-    "a WebDataset shard, each image or video member an input carrying its sample's\n"
-    ".json, .txt and .cls), or - to read paths from standard input.\n";
+    "directory (walked recursively; tars in it read as below), a tar (.tar, .tar.gz, .tgz,\n"
+    ".tar.zst, .tar.xz, .tar.bz2: a WebDataset shard, each image or video member an input\n"
+    "carrying its sample's .json, .txt and .cls), or - to read paths from standard input.\n";
 
 static const char usage_tail[] =
     "\n"

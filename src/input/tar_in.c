@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "mv_tar_in.h"
 
+#include "mv_hashset.h"
 #include "mv_names.h"
 #include "tar_int.h"
 
@@ -20,21 +21,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The extensions met in a sample ("/jpg/txt/", lower case), and the first met twice ("" none). */
+typedef struct {
+    char seen[2048];
+    char twice[256];
+} sample_exts;
+
 struct mv_tar_in {
     struct archive *a;
+    mv_tar_src *src, *ahead_src; /* what a and ahead read through (tar_unzip.c) */
     long long at;        /* headers the main reader has read */
     int in_sample;       /* gkey is the sample of the main reader's current member */
     char gkey[4096];
     mv_tar_raw before;     /* that sample's metadata members passed so far */
+    sample_exts gext;      /* its members' extensions so far */
     struct archive *ahead; /* the second reader (NULL until wanted) */
     long long ahead_at;  /* headers it has read */
     int ahead_end;       /* it reached the end (or a damaged part) of the tar */
     char akey[4096];     /* the sample it last scanned, and what it found after its member */
     mv_tar_raw after;
+    sample_exts aext;    /* the extensions of that whole sample */
+    mv_hashset names;    /* the names handed out (as output names: mv_output_name) */
     mv_tar_meta meta;    /* handed out (mv_tar_in_meta) when has_meta */
     int has_meta;
     char *path;
@@ -47,40 +59,19 @@ struct mv_tar_in {
     mv_input_io io;
 };
 
-/* A new reader of the tar at path (every filter, the tar formats), or NULL. */
-static struct archive *open_reader(const char *path)
-{
-    struct archive *a = archive_read_new();
-    if (!a)
-        return NULL;
-    archive_read_support_filter_all(a);
-    archive_read_support_format_tar(a);
-    archive_read_support_format_gnutar(a);
-    if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
-        archive_read_free(a);
-        return NULL;
-    }
-    return a;
-}
-
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
 {
     *out = NULL;
     mv_tar_in *t = calloc(1, sizeof *t);
-    if (!t || !(t->path = strdup(path)) || !(t->a = archive_read_new())) {
-        if (t)
-            free(t->path);
+    if (!t || !(t->path = strdup(path))) {
         free(t);
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     }
     t->all_files = all_files;
     t->names_only = names_only;
     mv_tar_in_limits(t, 0, 0);
-    archive_read_support_filter_all(t->a);
-    archive_read_support_format_tar(t->a);
-    archive_read_support_format_gnutar(t->a);
-    if (archive_read_open_filename(t->a, path, 1 << 16) != ARCHIVE_OK) {
-        mv_fail(e, MV_ERR_FORMAT, "%s: not a readable tar file (%s)", path, archive_error_string(t->a));
+    if (!(t->a = mv_tar_reader(path, &t->src, t->err, sizeof t->err))) {
+        mv_fail(e, MV_ERR_FORMAT, "%s: not a readable tar file (%s)", path, t->err);
         mv_tar_in_close(t);
         return MV_ERR_FORMAT;
     }
@@ -106,7 +97,7 @@ static ssize_t stream_read(void *user, void *buf, size_t n)
     mv_tar_in *t = user;
     la_ssize_t k = archive_read_data(t->a, buf, n);
     if (k < 0) {
-        snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(t->a));
+        snprintf(t->err, sizeof t->err, "member data unreadable: %s", mv_tar_src_why(t->a, t->src));
         return -1;
     }
     if ((t->streamed += k) > t->max_bytes) {
@@ -128,8 +119,9 @@ int mv_tar_in_stream(mv_tar_in *t, const mv_input_io **io, void **user)
     return 0;
 }
 
-/* Copies the current member's data of a into a new memfd; -1 with t->err set on failure. */
-static int member_to_memfd(mv_tar_in *t, struct archive *a, int64_t size)
+/* Copies the current member's data of a (reading through src) into a new memfd; -1 with t->err
+ * set on failure. */
+static int member_to_memfd(mv_tar_in *t, struct archive *a, const mv_tar_src *src, int64_t size)
 {
     int fd = memfd_create("mvembed-tar-member", MFD_CLOEXEC);
     if (fd < 0) {
@@ -148,7 +140,7 @@ static int member_to_memfd(mv_tar_in *t, struct archive *a, int64_t size)
         if (n == 0)
             break;
         if (n < 0) {
-            snprintf(t->err, sizeof t->err, "member data unreadable: %s", archive_error_string(a));
+            snprintf(t->err, sizeof t->err, "member data unreadable: %s", mv_tar_src_why(a, src));
             close(fd);
             return -1;
         }
@@ -217,22 +209,22 @@ static int symlink_target(const char *nm, const char *target, char *out, size_t 
 /* The data of the regular member named target, read from a second pass over the tar, in a new
  * memfd: a hard link's (target before the link) or, with sym, a symbolic link's (anywhere in the
  * tar). -1 with t->err set when it is not found or fails. */
-static int link_to_memfd(mv_tar_in *t, const char *target, int sym)
+static int link_to_memfd(mv_tar_in *t, const char *self, const char *target, int sym)
 {
-    char want[4096];
+    char want[4096], why[256];
     const char *kind = sym ? "symbolic link" : "hard link";
-    if (sym ? symlink_target(t->name, target, want, sizeof want) != 0
+    if (sym ? symlink_target(self, target, want, sizeof want) != 0
             : snprintf(want, sizeof want, "%s", member_name(target)) >= (int)sizeof want) {
         snprintf(t->err, sizeof t->err, "%s to %.200s, which leads outside the tar", kind, target);
         return -1;
     }
-    struct archive *a = open_reader(t->path);
+    mv_tar_src *src;
+    struct archive *a = mv_tar_reader(t->path, &src, why, sizeof why);
     int fd = -1;
     snprintf(t->err, sizeof t->err, "%s to %.200s, which is not a regular member %s the tar", kind, want,
              sym ? "of" : "before it in");
     if (!a) {
-        snprintf(t->err, sizeof t->err, "%s to %.200s: cannot read the tar again: %s", kind, want,
-                 strerror(errno));
+        snprintf(t->err, sizeof t->err, "%s to %.200s: cannot read the tar again: %s", kind, want, why);
         return -1;
     }
     struct archive_entry *en;
@@ -240,7 +232,7 @@ static int link_to_memfd(mv_tar_in *t, const char *target, int sym)
         const char *nm = archive_entry_pathname(en);
         if (!nm || strcmp(member_name(nm), want))
             continue;
-        if (!sym && !strcmp(member_name(nm), t->name))
+        if (!sym && !strcmp(member_name(nm), self))
             break; /* reached the link itself: its target is not before it */
         if (archive_entry_filetype(en) != AE_IFREG || archive_entry_hardlink(en))
             continue; /* the same name as a directory or another link: a later one may do */
@@ -250,28 +242,59 @@ static int link_to_memfd(mv_tar_in *t, const char *target, int sym)
                      "%lld-byte bound on a member (--max-member-bytes)", kind, want, (long long)size,
                      t->max_bytes);
         else
-            fd = member_to_memfd(t, a, size);
+            fd = member_to_memfd(t, a, src, size);
         break;
     }
     archive_read_free(a);
+    mv_tar_src_free(src);
     return fd;
 }
 
 /* --- samples and their metadata ----------------------------------------------------------- */
 
-/* The main reader is at member nm (entry ent): one of another key than the sample's starts a new
- * sample; a metadata member is kept (not names_only). 1 when nm is a metadata member. */
-static int track_sample(mv_tar_in *t, struct archive_entry *ent, const char *nm)
+/* Extension ext (lower case, as WebDataset compares them) met in a sample: noted in x, and in
+ * x->twice when x has it already (the first such). */
+static void note_ext(sample_exts *x, const char *ext)
+{
+    char e[sizeof x->twice];
+    size_t n = 0;
+    for (; ext[n] && n < sizeof e - 1; n++)
+        e[n] = (char)(ext[n] >= 'A' && ext[n] <= 'Z' ? ext[n] - 'A' + 'a' : ext[n]);
+    e[n] = 0;
+    if (!n) /* no extension: WebDataset passes such a member by */
+        return;
+    size_t have = strlen(x->seen);
+    if (!have)
+        x->seen[have++] = '/';
+    for (const char *p = x->seen; (p = strstr(p, e)); p++)
+        if (p[-1] == '/' && p[n] == '/') {
+            if (!x->twice[0])
+                memcpy(x->twice, e, n + 1);
+            return;
+        }
+    if (have + n + 2 <= sizeof x->seen) /* a sample of more extensions than that: not noted */
+        snprintf(x->seen + have, sizeof x->seen - have, "%s/", e);
+    else
+        x->seen[have] = 0;
+}
+
+/* The main reader is at member raw (entry ent, its name as the tar has it): WebDataset's sample
+ * is the run of members of one key (a leading "./" is part of it), so one of another key starts a
+ * new sample; a metadata member is kept (not names_only). 1 when raw is a metadata member. */
+static int track_sample(mv_tar_in *t, struct archive_entry *ent, const char *raw)
 {
     char key[sizeof t->gkey];
-    int k = mv_tar_meta_kind(mv_tar_split_key(nm, key, sizeof key));
+    const char *ext = mv_tar_split_key(raw, key, sizeof key);
+    int k = mv_tar_meta_kind(ext);
     if (!t->in_sample || strcmp(key, t->gkey)) {
         mv_tar_raw_clear(&t->before);
+        memset(&t->gext, 0, sizeof t->gext);
         memcpy(t->gkey, key, strlen(key) + 1);
         t->in_sample = 1;
     }
+    note_ext(&t->gext, ext);
     if (k >= 0 && !t->names_only)
-        mv_tar_read_meta(t->a, ent, nm, k, &t->before);
+        mv_tar_read_meta(t->a, ent, raw, k, &t->before);
     return k >= 0;
 }
 
@@ -283,10 +306,12 @@ static int scan_after(mv_tar_in *t)
     if (t->ahead && t->ahead_at > t->at && !strcmp(t->akey, t->gkey))
         return 0; /* an earlier input member of this sample was scanned past this one */
     mv_tar_raw_clear(&t->after);
+    t->aext = t->gext; /* the sample up to this member, then what follows */
     memcpy(t->akey, t->gkey, strlen(t->gkey) + 1);
-    if (!t->ahead && !(t->ahead = open_reader(t->path))) {
+    char why[256];
+    if (!t->ahead && !(t->ahead = mv_tar_reader(t->path, &t->ahead_src, why, sizeof why))) {
         snprintf(t->err, sizeof t->err, "cannot read the tar a second time for the metadata after "
-                 "this member: %s", strerror(errno ? errno : EIO));
+                 "this member: %s", why);
         return -1;
     }
     struct archive_entry *en;
@@ -294,6 +319,9 @@ static int scan_after(mv_tar_in *t)
         int r = archive_read_next_header(t->ahead, &en);
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
             t->ahead_end = 1; /* the main reader tells what is wrong when it gets there */
+            if (r != ARCHIVE_EOF && !t->after.err[0]) /* and the rest of this sample may be lost */
+                snprintf(t->after.err, sizeof t->after.err, "the tar is unreadable after this member, "
+                         "where the rest of its sample would be: %.300s", mv_tar_src_why(t->ahead, t->ahead_src));
             break;
         }
         if (++t->ahead_at <= t->at)
@@ -303,10 +331,11 @@ static int scan_after(mv_tar_in *t)
                     !archive_entry_hardlink(en)))
             continue; /* as the main reader: directories are in no sample */
         char key[sizeof t->gkey];
-        nm = member_name(nm);
-        int k = mv_tar_meta_kind(mv_tar_split_key(nm, key, sizeof key));
+        const char *ext = mv_tar_split_key(nm, key, sizeof key);
+        int k = mv_tar_meta_kind(ext);
         if (strcmp(key, t->gkey))
             break; /* the next sample: where the next scan starts */
+        note_ext(&t->aext, ext);
         if (k >= 0)
             mv_tar_read_meta(t->ahead, en, nm, k, &t->after);
     }
@@ -318,7 +347,13 @@ static int scan_after(mv_tar_in *t)
 static int sample_meta(mv_tar_in *t)
 {
     mv_tar_meta_clear(&t->meta);
-    if (scan_after(t) || mv_tar_meta_build(&t->meta, t->gkey, &t->before, &t->after, t->err, sizeof t->err)) {
+    int bad = scan_after(t);
+    if (!bad && t->aext.twice[0]) { /* WebDataset's reader refuses it ("duplicate file name") */
+        snprintf(t->err, sizeof t->err, "sample %.400s of the tar holds two .%.100s members (a name "
+                 "repeated within a sample): which goes with which is unknown", t->gkey, t->aext.twice);
+        bad = 1;
+    }
+    if (bad || mv_tar_meta_build(&t->meta, t->gkey, &t->before, &t->after, t->err, sizeof t->err)) {
         mv_tar_meta_clear(&t->meta); /* the failed sample's error line still names its key */
         t->meta.key = strdup(t->gkey);
         t->meta.member_bytes = t->meta.member_mtime_ns = -1;
@@ -330,6 +365,36 @@ static int sample_meta(mv_tar_in *t)
 }
 
 const mv_tar_meta *mv_tar_in_meta(const mv_tar_in *t) { return t->has_meta ? &t->meta : NULL; }
+
+/* t->name made unique within the tar: a member whose name (as an output name, mv_output_name:
+ * "./a.jpg" is "a.jpg") was handed out already, a second sample of one key or a name repeated
+ * within a sample, is named NAME#2 (#3 ...), so that its output and manifest line are its own.
+ * 0, or -1 with t->err set (out of memory, no room for the suffix). */
+static int unique_name(mv_tar_in *t)
+{
+    size_t nl = strlen(t->name);
+    char *norm = malloc(mv_output_name_cap(nl + 24));
+    if (!norm) {
+        snprintf(t->err, sizeof t->err, "out of memory for the names of the tar's members");
+        return -1;
+    }
+    int added = 0;
+    for (int n = 1; n < 1000000 && !added; n++) {
+        if (n > 1 && nl + snprintf(NULL, 0, "#%d", n) >= sizeof t->name) {
+            snprintf(t->err, sizeof t->err, "tar member name repeated, with no room for #%d after it", n);
+            break;
+        }
+        if (n > 1)
+            snprintf(t->name + nl, sizeof t->name - nl, "#%d", n);
+        size_t k = mv_output_name(t->name, norm);
+        if (!mv_hashset_add(&t->names, norm, k, &added)) {
+            snprintf(t->err, sizeof t->err, "out of memory for the names of the tar's members");
+            break;
+        }
+    }
+    free(norm);
+    return added ? 0 : -1;
+}
 
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e)
 {
@@ -344,7 +409,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             return 0;
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
             mv_fail(e, MV_ERR_FORMAT, "%s: tar unreadable after member %s: %s", t->path,
-                    t->name[0] ? t->name : "(none)", archive_error_string(t->a));
+                    t->name[0] ? t->name : "(none)", mv_tar_src_why(t->a, t->src));
             return -1;
         }
         t->at++;
@@ -352,9 +417,9 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         const char *sym = archive_entry_filetype(ent) == AE_IFLNK ? archive_entry_symlink(ent) : NULL;
         if ((archive_entry_filetype(ent) != AE_IFREG && !link && !sym) || !nm)
             continue;
-        nm = member_name(nm);
         if (track_sample(t, ent, nm))
             continue; /* a metadata member: never an input */
+        nm = member_name(nm);
         const char *base = strrchr(nm, '/');
         base = base ? base + 1 : nm;
         if (!*base || (!t->all_files && !mv_name_is_media(base)))
@@ -372,6 +437,10 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             return 1;
         }
         memcpy(t->name, nm, nl + 1);
+        if (unique_name(t)) {
+            *err = t->err;
+            return 1;
+        }
         if (!t->names_only && sample_meta(t)) {
             *err = t->err;
             return 1;
@@ -382,7 +451,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
                                       ? (int64_t)archive_entry_mtime(ent) * 1000000000 + archive_entry_mtime_nsec(ent)
                                       : -1;
         if ((link || sym) && !t->names_only) {
-            *fd = link ? link_to_memfd(t, link, 0) : link_to_memfd(t, sym, 1);
+            *fd = link ? link_to_memfd(t, nm, link, 0) : link_to_memfd(t, nm, sym, 1);
             if (*fd < 0)
                 *err = t->err;
             return 1;
@@ -398,7 +467,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         t->streaming = t->stream_from >= 0 && size > t->stream_from && mv_name_kind_of(base) == MV_NAME_IMAGE;
         if (t->streaming)
             return 1;
-        *fd = member_to_memfd(t, t->a, size);
+        *fd = member_to_memfd(t, t->a, t->src, size);
         if (*fd < 0)
             *err = t->err;
         return 1;
@@ -413,6 +482,9 @@ void mv_tar_in_close(mv_tar_in *t)
         archive_read_free(t->a);
     if (t->ahead)
         archive_read_free(t->ahead);
+    mv_tar_src_free(t->src);
+    mv_tar_src_free(t->ahead_src);
+    mv_hashset_free(&t->names);
     mv_tar_raw_clear(&t->before);
     mv_tar_raw_clear(&t->after);
     mv_tar_meta_clear(&t->meta);

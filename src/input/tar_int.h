@@ -17,6 +17,17 @@ struct archive_entry;
 
 enum { MV_TAR_META_JSON, MV_TAR_META_TXT, MV_TAR_META_CLS, MV_TAR_META_N };
 
+/* A reader of the tar at path: tar formats; a gzip, zstd or xz file decompressed by tar_unzip.c
+ * (every byte before damage handed out, *src then tells the damage), others through libarchive's
+ * filters (*src NULL). NULL with err[cap] saying why. Free *src (mv_tar_src_free) after the
+ * reader (archive_read_free). */
+typedef struct mv_tar_src mv_tar_src;
+struct archive *mv_tar_reader(const char *path, mv_tar_src **src, char *err, size_t cap);
+void mv_tar_src_free(mv_tar_src *s);
+
+/* Why reader a (over src) failed: src's damage where it found one, else libarchive's message. */
+const char *mv_tar_src_why(struct archive *a, const mv_tar_src *src);
+
 /* Metadata members of one sample as read: the last of each kind, and the first failure. */
 typedef struct {
     char *buf[MV_TAR_META_N];

@@ -1,6 +1,6 @@
 /* tar_meta.c - a WebDataset sample's metadata members (tar_int.h): read within MV_TAR_META_MAX,
  * then made into the mv_tar_meta a record carries: .json checked with jansson and put on one line
- * (its text otherwise kept, numbers as written), .txt's bytes as they are, .cls trimmed and read
+ * (its text otherwise kept, numbers as written, a leading UTF-8 BOM dropped), .txt's bytes as they are, .cls trimmed and read
  * as an integer where it is one. Not here: which members form a sample (tar_in.c).
  */
 #include "tar_int.h"
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const meta_ext[MV_TAR_META_N] = {"json", "txt", "cls"};
 
@@ -40,7 +41,7 @@ const char *mv_tar_split_key(const char *nm, char *key, size_t cap)
 int mv_tar_meta_kind(const char *ext)
 {
     for (int k = 0; k < MV_TAR_META_N; k++)
-        if (!strcmp(ext, meta_ext[k]))
+        if (!strcasecmp(ext, meta_ext[k])) /* WebDataset lower-cases extensions */
             return k;
     return -1;
 }
@@ -199,6 +200,10 @@ int mv_tar_meta_build(mv_tar_meta *m, const char *key, const mv_tar_raw *before,
         const mv_tar_raw *r = after->buf[k] ? after : before;
         src[k] = r->buf[k];
         len[k] = r->len[k];
+    }
+    if (src[MV_TAR_META_JSON] && len[MV_TAR_META_JSON] >= 3 && !memcmp(src[MV_TAR_META_JSON], "\xef\xbb\xbf", 3)) {
+        src[MV_TAR_META_JSON] += 3; /* a UTF-8 BOM: read without it, as Python's json.loads(bytes) */
+        len[MV_TAR_META_JSON] -= 3; /* does in WebDataset's decoder */
     }
     if (src[MV_TAR_META_JSON]) {
         json_error_t je;

@@ -48,8 +48,9 @@ struct mv_walk {
     size_t rel_off;  /* offset of rel in pb for files found under the current directory argument */
     char *name;      /* the current item's output name (mv_output_name) */
     size_t name_cap;
-    mv_tar_in *tar;  /* the tar argument being read, or NULL */
+    mv_tar_in *tar;  /* the tar being read (an argument, or found in a walk), or NULL */
     char *tar_path;  /* its path */
+    size_t tar_rel;  /* where in it the part that names its members' outputs starts */
     int fd;          /* the last tar member's memfd, closed at the next call */
     long skipped[MV_WALK_SKIP_N]; /* entries passed over, by reason */
     mv_dir_memo memo; /* listed_rules: whether the last listed path's directory is in OUT */
@@ -172,7 +173,7 @@ static int keep_entry(mv_walk *w, const struct dirent *d, size_t dirlen)
     case DT_UNKNOWN:
         return 1; /* may be (or point to) a directory: decided when visited */
     case DT_REG:
-        if (w->o.all_files || mv_name_is_media(nm))
+        if (w->o.all_files || mv_name_is_media(nm) || mv_name_kind_of(nm) == MV_NAME_TAR)
             return 1;
         skip(w, dirlen, nm, MV_WALK_SKIP_NAME);
         return 0;
@@ -356,6 +357,31 @@ static void tar_end(mv_walk *w)
     w->tar_path = NULL;
 }
 
+static const char *after_path(const char *msg, const char *p) /* msg less the "p: " it starts with */
+{
+    return strncmp(msg, p, strlen(p)) == 0 && msg[strlen(p)] == ':' ? msg + strlen(p) + 2 : msg;
+}
+
+/* Starts reading the tar at p, a WebDataset shard whose members are the inputs, their outputs
+ * named from p + rel_off (rel: p's own name): 0 (its members come next), 1 with *it an error
+ * item, -1 fatal. */
+static int tar_start(mv_walk *w, const char *p, size_t rel_off, const char *rel, mv_walk_item *it, mv_err *e)
+{
+    mv_err te;
+    if (!(w->tar_path = strdup(p))) {
+        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
+        return -1;
+    }
+    if (mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te)) {
+        snprintf(w->err, sizeof w->err, "%s", after_path(te.msg, p));
+        tar_end(w);
+        return yield_error(w, it, p, rel);
+    }
+    mv_tar_in_limits(w->tar, w->o.tar_member_max, 0);
+    w->tar_rel = rel_off;
+    return 0;
+}
+
 /* The next member of the tar being read: 1 with *it filled (an input or an error item), 0 when
  * the tar is done, -1 fatal. */
 static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
@@ -368,37 +394,27 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         tar_end(w);
         return 0;
     }
-    if (r < 0) { /* unreadable from here on: one error item for the tar */
-        size_t n = strlen(w->tar_path);
-        if (reserve(&w->pb, &w->pb_cap, n + 1)) {
-            mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", w->tar_path);
-            return -1;
+    /* the member's path <tar>/<member>, or the tar's when it is unreadable from here on (r < 0) */
+    size_t tn = strlen(w->tar_path), mn = r > 0 ? strlen(name) : 0;
+    const char *rel = NULL;
+    if (reserve(&w->pb, &w->pb_cap, tn + mn + 2) == 0) {
+        memcpy(w->pb, w->tar_path, tn + 1);
+        if (r > 0) {
+            w->pb[tn] = '/';
+            memcpy(w->pb + tn + 1, name, mn + 1);
         }
-        memcpy(w->pb, w->tar_path, n + 1);
-        const char *rel = set_name(w, w->pb, e);
-        if (!rel)
-            return -1;
-        /* te names the tar already: keep only the reason after "PATH: " */
-        const char *why = strncmp(te.msg, w->tar_path, n) == 0 && te.msg[n] == ':' ? te.msg + n + 2 : te.msg;
-        snprintf(w->err, sizeof w->err, "%s", why);
-        tar_end(w);
-        return yield_error(w, it, w->pb, rel);
-    }
-    size_t tn = strlen(w->tar_path), mn = strlen(name);
-    if (reserve(&w->pb, &w->pb_cap, tn + mn + 2)) {
-        if (fd >= 0)
-            close(fd);
+        rel = set_name(w, w->pb + w->tar_rel, e);
+    } else
         mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", w->tar_path);
-        return -1;
-    }
-    memcpy(w->pb, w->tar_path, tn);
-    w->pb[tn] = '/';
-    memcpy(w->pb + tn + 1, name, mn + 1);
-    const char *rel = set_name(w, w->pb, e);
     if (!rel) {
         if (fd >= 0)
             close(fd);
         return -1;
+    }
+    if (r < 0) { /* one error item for the tar */
+        snprintf(w->err, sizeof w->err, "%s", after_path(te.msg, w->tar_path)); /* te names the tar */
+        tar_end(w);
+        return yield_error(w, it, w->pb, rel);
     }
     it->meta = mv_tar_in_meta(w->tar); /* error items too: their lines name the sample */
     if (err) {
@@ -436,14 +452,10 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     const char *rel = set_name(w, w->pb + w->rel_off, e);
     if (!rel)
         return -1;
-    int taken = w->o.all_files || mv_name_is_media(name);
-    if (type == DT_REG) {
-        it->path = w->pb;
-        it->rel = rel;
-        return 1;
-    }
-    int is_dir = type == DT_DIR, is_reg = 0;
-    if (!is_dir) { /* symlink or unknown type: follow it */
+    int tar = mv_name_kind_of(name) == MV_NAME_TAR; /* read as a shard, as when named itself */
+    int taken = w->o.all_files || mv_name_is_media(name) || tar;
+    int is_dir = type == DT_DIR, is_reg = type == DT_REG;
+    if (!is_dir && !is_reg) { /* symlink or unknown type: follow it */
         struct stat sb;
         if (stat(w->pb, &sb) != 0) {
             if (!taken) { /* a dangling link, not named as media */
@@ -461,6 +473,8 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             skip(w, 0, NULL, MV_WALK_SKIP_NAME);
             return 0;
         }
+        if (tar)
+            return tar_start(w, w->pb, w->rel_off, rel, it, e);
         it->path = w->pb;
         it->rel = rel;
         return 1;
@@ -533,22 +547,8 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             return yield_error(w, it, p, rel);
         }
         if (mv_name_kind_of(p) == MV_NAME_TAR) { /* a WebDataset shard: its members are the inputs */
-            mv_err te;
-            if (!(w->tar_path = strdup(p))) {
-                mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
-                return -1;
-            }
-            int bad = mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te);
-            if (!bad)
-                mv_tar_in_limits(w->tar, w->o.tar_member_max, 0);
-            if (bad) {
-                size_t n = strlen(p);
-                const char *why = strncmp(te.msg, p, n) == 0 && te.msg[n] == ':' ? te.msg + n + 2 : te.msg;
-                snprintf(w->err, sizeof w->err, "%s", why);
-                free(w->tar_path);
-                w->tar_path = NULL;
-                return yield_error(w, it, p, rel);
-            }
+            if ((r = tar_start(w, p, 0, rel, it, e)) != 0)
+                return r;
             continue;
         }
         it->path = p;
