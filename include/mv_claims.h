@@ -11,7 +11,10 @@
  * and merge take byte 0 exclusively (mv_claims_exclusive), so they never rewrite a manifest a run
  * appends to. Under its slot the claimer first reads the manifest lines every process appended
  * since its last look (every manifest of OUT, from where it stopped), so an output name another
- * input holds is never taken: the later input fails "already holds". Runs of one OUT must share
+ * input holds is never taken: the later input fails "already holds". It also holds a line per
+ * live run ("live SLOT FP PID RUN HOST", its slot's byte after the index byte held shared while
+ * it runs), so that a run of another output fingerprint is refused while one is live (mv_claims_open).
+ * Runs of one OUT must share
  * this protocol (builds before it claimed every name under byte 1). What it
  * is not: the resume decision at the start of a run (feed.c, over the manifests read then), and
  * the tar layout's shards (tar_out.c).
@@ -28,18 +31,27 @@ typedef struct mv_claims mv_claims;
 int mv_claims_slot(const char *out_rel);
 
 /* The lock file's name in OUT. Its bytes: 0 the run lock, 1 the list of manifests, 2.. the
- * claim slots, then a files-layout run's (mv_claims_hold_files), then the one --pool mean takes
- * around a rebuild of OUT's pooled directories (pool.c). */
+ * claim slots (MV_CLAIMS_SLOT_BYTE), then a files-layout run's (mv_claims_hold_files), then the
+ * one --pool mean takes around a rebuild of OUT's pooled directories (pool.c), then one per live
+ * run (mv_claims_open). */
 #define MV_CLAIMS_LOCK ".mvembed.lock"
+#define MV_CLAIMS_SLOT_BYTE(slot) (2 + (slot))
 #define MV_CLAIMS_INDEX_BYTE (2 + MV_CLAIM_SLOTS + 1)
+#define MV_CLAIMS_LIVE_BYTE0 (MV_CLAIMS_INDEX_BYTE + 1)
 
 /* Opens (creating) OUT's lock file and takes the run's shared lock (waiting while a compact or
- * merge holds it exclusively), adds manifest (the file name in OUT the run appends to) to the
- * lock file's list of manifests, then notes where each manifest of OUT's whole lines end now:
- * later lines of the listed ones are what mv_claims_take reads. *no_locks = 1 when the file system offers no
- * locks (then claims are kept apart as far as lines already written and exclusive creation can
- * tell: mv_claims_take's *may_replace). MV_ERR_IO when the file cannot be made. */
-mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **c, int *no_locks, mv_err *e);
+ * merge holds it exclusively); with fp (the run's output fingerprint), refuses the run
+ * (MV_ERR_USAGE, e naming OUT, the live run's id, pid, host and both fingerprints) when a run
+ * of another fingerprint is live in OUT now, else enters this run as live with fp (a line of the
+ * lock file, "live SLOT FP PID RUN HOST", and a byte held shared until mv_claims_close), so that
+ * runs of other settings never write into one OUT at once; adds manifest (the file name in OUT
+ * the run appends to) to the lock file's list of manifests, then notes where each manifest of
+ * OUT's whole lines end now: later lines of the listed ones are what mv_claims_take reads.
+ * *no_locks = 1 when the file system offers no locks (then claims are kept apart as far as lines
+ * already written and exclusive creation can tell: mv_claims_take's *may_replace; live runs are
+ * not told apart). MV_ERR_IO when the file cannot be made. */
+mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *fp, mv_claims **c,
+                         int *no_locks, mv_err *e);
 
 /* Takes the claim lock of out_rel's slot (*slot; this process's threads and other processes
  * claiming a name of that slot wait), reads the new manifest

@@ -78,6 +78,13 @@ mv_status mv_open_regular(const char *path, int *fd, mv_err *e);
  * cause (ENAMETOOLONG for a name over 4095 bytes). */
 mv_status mv_mkdirs(const char *dir, mv_err *e);
 
+/* write(2) of all n bytes (EINTR retried): 0, or -1 with errno (EIO for a write of 0 bytes). */
+int mv_write_all(int fd, const void *buf, size_t n);
+
+/* fsync of directory dir (EINVAL, a file system that cannot, is fine): MV_OK, or MV_ERR_IO
+ * naming dir in e (e may be NULL). */
+mv_status mv_sync_dir(const char *dir, mv_err *e);
+
 /* CPUs this process may run on (its affinity mask: taskset, Slurm and container CPU sets), for
  * default thread counts; the online CPU count when the mask cannot be read. */
 int mv_cpu_count(void);

@@ -337,6 +337,35 @@ void mv_start_writeback(int fd, int64_t *flushed, int64_t pos)
 #endif
 }
 
+int mv_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+mv_status mv_sync_dir(const char *dir, mv_err *e)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int bad = fd < 0 || (fsync(fd) != 0 && errno != EINVAL);
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    return bad && e ? mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", dir, strerror(err))
+                    : bad ? MV_ERR_IO : MV_OK;
+}
+
 double mv_now(void)
 {
     struct timespec ts;

@@ -5,7 +5,9 @@
  * each manifest read on from where the last look stopped (one replaced since, by inode, again
  * from its start), so it stays as small as the lines written during the run. Which manifests to
  * look at is the lock file's content: each run adds its manifest's name there when it starts, so
- * a claim never lists OUT (which holds the outputs). Not here: the resume set loaded at the start
+ * a claim never lists OUT (which holds the outputs). The lock file also says which runs are live
+ * and with which fingerprint, so that a run of other settings is refused while one writes (see
+ * live_enter). Not here: the resume set loaded at the start
  * (manifest_done.c), writing outputs (output.c) or lines (manifest.c).
  */
 #define _GNU_SOURCE /* F_OFD_SETLKW */
@@ -40,6 +42,8 @@ typedef struct {
 #define LIST_BYTE 1
 #define SLOT_BYTE0 2
 #define FILES_BYTE (SLOT_BYTE0 + CLAIM_SLOTS) /* held shared by files-layout runs */
+#define LIVE_BYTE0 MV_CLAIMS_LIVE_BYTE0        /* + a live run's slot: held shared while it runs */
+#define LIVE_SLOTS 10000                       /* its four digits */
 
 int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
 
@@ -230,8 +234,122 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
     return st;
 }
 
-mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **out, int *no_locks,
-                         mv_err *e)
+/* ---- live runs: who writes into OUT now, with which settings ---------------------------------
+ * Each run (with locks) holds byte LIVE_BYTE0 + slot shared for its life and describes itself
+ * in a line of the lock file, "live SSSS FP PID RUN HOST" in fixed widths: the line of a slot
+ * nobody holds is a finished run's, and the next run takes it over in place (same length), so
+ * the file grows by a line only for each run more at one time. Lines are read and written under
+ * the list's lock (byte 1) only; lines that are not manifest names are ignored by the list. */
+#define LIVE_FMT "live %04d %-16.16s %10ld %-16.16s %-64.64s\n"
+#define LIVE_LEN (5 + 4 + 1 + 16 + 1 + 10 + 1 + 16 + 1 + 64 + 1)
+
+typedef struct {
+    int slot;
+    off_t at; /* the line's offset in the lock file */
+    char fp[17], run[17], host[65];
+    long pid;
+} live_line;
+
+/* 1 when another open file description holds slot's byte. */
+static int live_held(int fd, int slot)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LIVE_BYTE0 + slot, .l_len = 1};
+    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+/* The live lines of the lock file into *v (malloc'd) / *n. */
+static mv_status live_lines(mv_claims *c, live_line **v, size_t *n, mv_err *e)
+{
+    *v = NULL;
+    *n = 0;
+    struct stat sb;
+    if (fstat(c->fd, &sb) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    char *text = mv_malloc((size_t)sb.st_size + 1);
+    if (!text)
+        return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+    ssize_t got = sb.st_size ? pread(c->fd, text, (size_t)sb.st_size, 0) : 0;
+    if (got < 0) {
+        free(text);
+        return mv_fail(e, MV_ERR_IO, "%s/%s: read: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    }
+    text[got] = 0;
+    size_t cap = 0;
+    for (char *p = text, *nl; p < text + got && (nl = memchr(p, '\n', (size_t)(text + got - p))); p = nl + 1) {
+        live_line l = {.at = p - text};
+        *nl = 0;
+        if (nl - p + 1 != LIVE_LEN || strncmp(p, "live ", 5) ||
+            sscanf(p, "live %4d %16s %ld %16s %64s", &l.slot, l.fp, &l.pid, l.run, l.host) != 5 ||
+            l.slot < 0 || l.slot >= LIVE_SLOTS)
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            live_line *nv = realloc(*v, cap * sizeof *nv);
+            if (!nv) {
+                free(text);
+                free(*v);
+                *v = NULL;
+                return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory", c->out_dir, MV_CLAIMS_LOCK);
+            }
+            *v = nv;
+        }
+        (*v)[(*n)++] = l;
+    }
+    free(text);
+    return MV_OK;
+}
+
+/* Under the list's lock: refuses (MV_ERR_USAGE) when a live run holds OUT with another
+ * fingerprint than fp, else describes this run in a live line and holds its slot. */
+static mv_status live_enter(mv_claims *c, const char *fp, mv_err *e)
+{
+    live_line *v;
+    size_t n;
+    mv_status st = live_lines(c, &v, &n, e);
+    if (st)
+        return st;
+    const live_line *reuse = NULL;
+    int next = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        next = v[i].slot >= next ? v[i].slot + 1 : next;
+        if (!live_held(c->fd, v[i].slot)) {
+            reuse = reuse ? reuse : &v[i];
+            continue;
+        }
+        if (strcmp(v[i].fp, fp) != 0)
+            st = mv_fail(e, MV_ERR_USAGE, "%s: another run is writing into it with other settings (run %s, "
+                         "pid %ld on %s, fingerprint %s; this run's fingerprint is %s): both would write "
+                         "their outputs into one OUT, mixed; nothing written: wait until that run has "
+                         "finished (a later run redoes the outputs made with other settings), give this "
+                         "run the same settings, or use another --out", c->out_dir, v[i].run, v[i].pid,
+                         v[i].host, v[i].fp, fp);
+    }
+    int slot = reuse ? reuse->slot : next;
+    off_t at = reuse ? reuse->at : -1;
+    free(v);
+    if (st)
+        return st;
+    if (slot >= LIVE_SLOTS)
+        return MV_OK; /* that many runs at once: this one is not described (never refused either) */
+    char host[65] = "", line[256];
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+        snprintf(host, sizeof host, "?");
+    for (char *h = host; *h; h++)
+        *h = *h == ' ' || *h == '\n' ? '_' : *h;
+    if (snprintf(line, sizeof line, LIVE_FMT, slot, fp, (long)getpid(), mv_manifest_run_id(), host) != LIVE_LEN)
+        return MV_OK; /* not a line the others read (a pid of more than 10 digits): not described */
+    struct stat sb;
+    if (at < 0)
+        at = fstat(c->fd, &sb) == 0 ? sb.st_size : -1;
+    if (at < 0 || pwrite(c->fd, line, LIVE_LEN, at) != LIVE_LEN)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: write: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    if (ofd_lock(c->fd, F_RDLCK, LIVE_BYTE0 + slot, 1) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(errno));
+    return MV_OK;
+}
+
+mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *fp, mv_claims **out,
+                         int *no_locks, mv_err *e)
 {
     *no_locks = 0;
     mv_claims *c;
@@ -256,8 +374,12 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, mv_claims **
         mv_claims_close(c);
         return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", out_dir, MV_CLAIMS_LOCK, strerror(err));
     }
+    /* a run of other settings writing here now refuses this one before it adds anything */
+    if (!c->no_locks && fp && fp[0])
+        st = live_enter(c, fp, e);
     /* without locks, whether a file there is this input's own needs every line, old ones too */
-    st = enlist(c, manifest, e);
+    if (!st)
+        st = enlist(c, manifest, e);
     if (!st)
         st = look(c, 1, !c->no_locks, e);
     if (!c->no_locks)

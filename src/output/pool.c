@@ -61,17 +61,6 @@ static int remove_dir(const char *dir)
     return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
 }
 
-static mv_status sync_dir(const char *dir, mv_err *e)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int bad = fd < 0 || (fsync(fd) != 0 && errno != EINVAL);
-    int err = errno;
-    if (fd >= 0)
-        close(fd);
-    return bad && e ? mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", dir, strerror(err))
-                    : bad ? MV_ERR_IO : MV_OK;
-}
-
 /* Puts the complete directory tmp at fin in one step: renamed when fin does not exist, else
  * exchanged with it (renameat2 RENAME_EXCHANGE) and the old one removed; where the file system
  * cannot exchange, the old one is moved aside first (a crash then leaves no fin, never a mixed
@@ -79,7 +68,7 @@ static mv_status sync_dir(const char *dir, mv_err *e)
 static mv_status replace_dir(const char *tmp, const char *fin, const char *out_dir, mv_err *e)
 {
     if (rename(tmp, fin) == 0)
-        return sync_dir(out_dir, e);
+        return mv_sync_dir(out_dir, e);
     if (errno != EEXIST && errno != ENOTEMPTY)
         return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) != 0) {
@@ -91,10 +80,10 @@ static mv_status replace_dir(const char *tmp, const char *fin, const char *out_d
         if (rename(fin, old) != 0 || rename(tmp, fin) != 0)
             return mv_fail(e, MV_ERR_IO, "%s: replacing it with %s: %s", fin, tmp, strerror(errno));
         remove_dir(old);
-        return sync_dir(out_dir, e);
+        return mv_sync_dir(out_dir, e);
     }
     remove_dir(tmp); /* the old directory, now at tmp */
-    return sync_dir(out_dir, e);
+    return mv_sync_dir(out_dir, e);
 }
 
 /* ---- the index's entries ------------------------------------------------------------------ */
@@ -104,6 +93,7 @@ typedef struct {
     int64_t offset;       /* tar: the array data's byte offset in the shard; -1 for a file */
     char *error;          /* a left-out input's error */
     mv_line_order ord;    /* the manifest line of the row (run "" when not known) */
+    int64_t bytes;        /* a file's size as its line says; -1 not known */
 } pool_entry;
 
 typedef struct {
@@ -111,12 +101,6 @@ typedef struct {
     size_t n, cap;
     int oom;
 } mv_pool_list;
-
-static mv_pool_list *mv_pool_list_new(void)
-{
-    mv_pool_list *l = mv_calloc(1, sizeof *l);
-    return l;
-}
 
 static void entry_free(pool_entry *en)
 {
@@ -155,29 +139,57 @@ static int list_add(mv_pool_list *l, pool_entry en, int whole)
     return ok ? 0 : -1;
 }
 
+/* Every manifest of OUT (the shard manifests, then manifest.jsonl) into *d: the newest line of
+ * each input wins, as for resume. */
+static mv_status load_manifests(const char *out_dir, mv_done **d, mv_err *e)
+{
+    char **names = NULL, p[4400];
+    size_t nn = 0;
+    mv_status st = mv_done_create(d, e);
+    if (!st)
+        st = mv_manifest_list(out_dir, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        if (i == nn)
+            mv_name_manifest(p, sizeof p, out_dir, 0, 1);
+        else
+            snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
+        st = mv_manifest_load_done(p, *d, NULL, NULL, e);
+    }
+    mv_manifest_list_free(names, nn);
+    return st;
+}
+
+/* input's entry by its newest line in D into *en: 1 a row (that line is ok, made with fingerprint
+ * fp, so a [1, cols] array of the run's dtype, and still holds its output: a file it owns, or a
+ * tar sample), 2 left out (an error line), 0 neither (*other counts the ok ones of other
+ * settings; en->input alone is set). Strings are strdup'd: NULL when out of memory. */
+static int resolve(const mv_done *D, const char *input, const char *fp, pool_entry *en, size_t *other)
+{
+    mv_done_sample s;
+    mv_done_owner w;
+    const char *err;
+    *en = (pool_entry){.input = strdup(input), .offset = -1, .bytes = -1};
+    if (mv_done_sample_of(D, input, &s)) {
+        if (strcmp(s.model, fp) != 0) {
+            (*other)++;
+            return 0;
+        }
+        if (!s.output || mv_name_flaw(s.output) ||
+            (s.tar ? s.offset < 0 : !mv_done_owner_of(D, s.output, &w) || strcmp(w.input, input)))
+            return 0;
+        *en = (pool_entry){en->input, strdup(s.output), s.tar ? s.offset : -1, NULL, s.ord, s.tar ? -1 : s.bytes};
+        return 1;
+    }
+    err = mv_done_error(D, input);
+    en->error = err ? strdup(err) : NULL;
+    return err ? 2 : 0;
+}
+
 /* ---- OUT/<stem>/: pooled.npy + pooled.jsonl ------------------------------------------------ */
 
 static int cmp_input(const void *a, const void *b)
 {
     return strcmp(((const pool_entry *)a)->input, ((const pool_entry *)b)->input);
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            if (k == 0)
-                errno = EIO;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
 }
 
 /* fsync + close fd (dir/name), which a failure names. */
@@ -204,6 +216,8 @@ static mv_status write_index(const mv_pool_list *l, const char *dir, const char 
     *rows = 0;
     for (size_t i = 0; i < l->n && !st; i++) {
         const pool_entry *en = &l->v[i];
+        if (!en->output && !en->error)
+            continue; /* no row since its file was read (take_row) */
         mv_record r = {.input = en->input, .output = en->output, .ok = en->output != NULL,
                        .error = en->error, .has_offset = en->offset >= 0, .offset = en->offset};
         if (en->output) {
@@ -223,15 +237,13 @@ static mv_status write_index(const mv_pool_list *l, const char *dir, const char 
         int pl = en->output ? snprintf(pre, sizeof pre, "{\"row\":%zu,", (*rows)++)
                             : snprintf(pre, sizeof pre, "{\"row\":null,");
         line[len] = '\n'; /* "{...}" + '\n', written after "{"row":i," */
-        if (write_all(fd, pre, (size_t)pl) || write_all(fd, line + 1, len))
+        if (mv_write_all(fd, pre, (size_t)pl) || mv_write_all(fd, line + 1, len))
             st = mv_fail(e, MV_ERR_IO, "%s/pooled.jsonl: write: %s", dir, strerror(errno));
         free(line);
     }
-    if (st) {
+    if (st)
         close(fd);
-        return st;
-    }
-    return sync_close(fd, dir, "pooled.jsonl", e);
+    return st ? st : sync_close(fd, dir, "pooled.jsonl", e);
 }
 
 /* Reads entry en's pooled row ([1, cols] of *dt; the first row read sets *dt when *dt < 0) into
@@ -255,13 +267,19 @@ static mv_status read_row(const char *out_dir, const pool_entry *en, int64_t col
                                     path, (long long)cols, mv_dtype_descr((mv_dtype)*dt), (long long)en->offset,
                                     en->input);
     }
+    struct stat before, after; /* the file the line describes: its size, not renamed over meanwhile */
+    if (stat(path, &before) != 0 || (en->bytes >= 0 && before.st_size != en->bytes))
+        return mv_fail(e, MV_ERR_FORMAT, "%s: gone, or not the file of %lld bytes its manifest line says", path,
+                       (long long)en->bytes);
     mv_array a;
     mv_status st = mv_npy_load(path, &a, e);
     if (st)
         return st;
     if (*dt < 0)
         *dt = (int)a.dtype;
-    if (a.ndim != 2 || a.shape[0] != 1 || a.shape[1] != cols || (int)a.dtype != *dt ||
+    if (stat(path, &after) != 0 || after.st_ino != before.st_ino || after.st_dev != before.st_dev)
+        st = mv_fail(e, MV_ERR_FORMAT, "%s: replaced while read", path);
+    else if (a.ndim != 2 || a.shape[0] != 1 || a.shape[1] != cols || (int)a.dtype != *dt ||
         (a.dtype != MV_DT_F32 && a.dtype != MV_DT_F16 && a.dtype != MV_DT_BF16))
         st = mv_fail(e, MV_ERR_FORMAT, "%s: not a pooled output like the others ([1, %lld] %s): "
                      "written without --pool mean or with another --out-dtype? (--force redoes it)",
@@ -272,47 +290,110 @@ static mv_status read_row(const char *out_dir, const pool_entry *en, int64_t col
     return st;
 }
 
-/* The array: the ok entries' rows, streamed in the index's order. */
-static mv_status write_array(const mv_pool_list *l, const char *out_dir, const char *dir, size_t rows,
-                             int64_t cols, mv_dtype tar_dt, mv_err *e)
+/* What a rebuild reads from: OUT, the fingerprint of its rows, OUT's manifests as read (D: read
+ * again when a row's file changed since), the lock file's descriptor (-1: none) and the count
+ * of ok inputs of other fingerprints. */
+typedef struct {
+    const char *out_dir, *fp;
+    mv_done *D;
+    int lfd;
+    size_t other;
+} pool_src;
+
+/* An OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on byte `byte` of OUT's lock file fd, waiting:
+ * 0, or -1 with errno. A writer holds the claim slot (MV_CLAIMS_SLOT_BYTE) of an output name
+ * exclusively while it renames the output and appends its manifest line. */
+static int lock_byte(int fd, off_t byte, short type)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    int r;
+    while ((r = fcntl(fd, F_OFD_SETLKW, &fl)) != 0 && errno == EINTR)
+        ;
+    return r;
+}
+#define lock_slot(fd, name, type) lock_byte(fd, MV_CLAIMS_SLOT_BYTE(mv_claims_slot(name)), type)
+
+/* en's row into row. A file that is not the one en's line describes (another run renamed a new
+ * output over it since the manifests were read) is read again under its name's claim lock from
+ * OUT's manifests as they are then: en becomes its input's newest line, or no row (output NULL;
+ * error set for an error line: listed left out). */
+static mv_status take_row(pool_src *src, pool_entry *en, int64_t cols, int *dt, void *row, mv_err *e)
+{
+    mv_status st = read_row(src->out_dir, en, cols, dt, row, e);
+    for (int k = 0; st == MV_ERR_FORMAT && en->offset < 0 && k < 4; k++) {
+        char name[4200];
+        snprintf(name, sizeof name, "%s", en->output);
+        mv_done *D = NULL;
+        lock_slot(src->lfd, name, F_RDLCK);
+        if ((st = load_manifests(src->out_dir, &D, e)) == MV_OK) {
+            mv_done_free(src->D);
+            src->D = D;
+            pool_entry now;
+            int r = resolve(D, en->input, src->fp, &now, &src->other);
+            entry_free(en);
+            *en = now;
+            st = !en->input || (r == 1 && !en->output) ? mv_fail(e, MV_ERR_NOMEM, "out of memory")
+                 : r != 1 ? MV_OK /* no row now */
+                 : strcmp(name, en->output) && en->offset < 0 ? MV_ERR_FORMAT /* its lock first */
+                 : read_row(src->out_dir, en, cols, dt, row, e);
+        } else
+            mv_done_free(D);
+        lock_slot(src->lfd, name, F_UNLCK);
+    }
+    return st;
+}
+
+/* The NPY header of [rows, cols] of dt, padded to len bytes (the length written for more rows). */
+static size_t header_of_len(mv_dtype dt, size_t rows, int64_t cols, size_t len, uint8_t *hdr)
+{
+    int64_t shape[2] = {(int64_t)rows, cols};
+    size_t hl = mv_npy_header(dt, 2, shape, hdr);
+    if (hl < len) { /* more spaces before the '\n'; the dict's length in bytes 8-9 */
+        memset(hdr + hl - 1, ' ', len - hl);
+        hdr[len - 1] = '\n';
+        hdr[8] = (uint8_t)((len - 10) & 0xff), hdr[9] = (uint8_t)((len - 10) >> 8);
+    }
+    return len > hl ? len : hl;
+}
+
+/* The array: the ok entries' rows, streamed in the index's order (take_row may drop an entry's
+ * row: *rows counts those written, the header says so). */
+static mv_status write_array(mv_pool_list *l, pool_src *src, const char *dir, int64_t cols, mv_dtype tar_dt,
+                             size_t *rows, mv_err *e)
 {
     int fd = open_new(dir, "pooled.npy");
     if (fd < 0)
         return mv_fail(e, MV_ERR_IO, "%s/pooled.npy: %s", dir, strerror(errno));
     float *row = malloc((size_t)cols * sizeof *row);
     mv_status st = row ? MV_OK : mv_fail(e, MV_ERR_NOMEM, "%s/pooled.npy: out of memory", dir);
-    int dt = (int)tar_dt, first = 1; /* every row is of the run's dtype */
+    int dt = (int)tar_dt; /* every row is of the run's dtype */
+    size_t n0 = *rows = 0;
+    for (size_t i = 0; i < l->n; i++)
+        n0 += l->v[i].output != NULL;
+    uint8_t hdr[MV_NPY_HEADER_MAX];
+    size_t hl = header_of_len(tar_dt, n0, cols, 0, hdr);
+    if (!st && mv_write_all(fd, hdr, hl))
+        st = mv_fail(e, MV_ERR_IO, "%s/pooled.npy: write: %s", dir, strerror(errno));
     for (size_t i = 0; i < l->n && !st; i++) {
-        const pool_entry *en = &l->v[i];
-        if (!en->output)
+        pool_entry *en = &l->v[i];
+        if (!en->output || (st = take_row(src, en, cols, &dt, row, e)) || !en->output)
             continue;
-        if ((st = read_row(out_dir, en, cols, &dt, row, e)))
-            break;
-        uint8_t hdr[MV_NPY_HEADER_MAX];
-        int64_t shape[2] = {(int64_t)rows, cols};
-        size_t hl = first ? mv_npy_header((mv_dtype)dt, 2, shape, hdr) : 0;
-        first = 0;
-        if ((hl && write_all(fd, hdr, hl)) || write_all(fd, row, (size_t)cols * mv_dtype_size((mv_dtype)dt)))
+        if (mv_write_all(fd, row, (size_t)cols * mv_dtype_size((mv_dtype)dt)))
             st = mv_fail(e, MV_ERR_IO, "%s/pooled.npy: write: %s", dir, strerror(errno));
+        (*rows)++;
     }
-    if (!st && first) { /* no ok input: an empty array */
-        uint8_t hdr[MV_NPY_HEADER_MAX];
-        int64_t shape[2] = {0, cols};
-        size_t hl = mv_npy_header(tar_dt, 2, shape, hdr);
-        if (write_all(fd, hdr, hl))
-            st = mv_fail(e, MV_ERR_IO, "%s/pooled.npy: write: %s", dir, strerror(errno));
-    }
+    if (!st && *rows != n0 && pwrite(fd, hdr, header_of_len(tar_dt, *rows, cols, hl, hdr), 0) != (ssize_t)hl)
+        st = mv_fail(e, MV_ERR_IO, "%s/pooled.npy: write: %s", dir, strerror(errno));
     free(row);
-    if (st) {
+    if (st)
         close(fd);
-        return st;
-    }
-    return sync_close(fd, dir, "pooled.npy", e);
+    return st ? st : sync_close(fd, dir, "pooled.npy", e);
 }
 
-static mv_status pool_stack(mv_pool_list *l, const char *out_dir, const char *stem, const char *fp, int64_t cols,
-                            mv_dtype tar_dt, size_t *rows, size_t *left, mv_err *e)
+static mv_status pool_stack(mv_pool_list *l, pool_src *src, const char *stem, int64_t cols, mv_dtype tar_dt,
+                            size_t *rows, size_t *left, mv_err *e)
 {
+    const char *out_dir = src->out_dir;
     if (l->oom)
         return mv_fail(e, MV_ERR_NOMEM, "%s/%s: out of memory collecting the pooled outputs", out_dir, stem);
     qsort(l->v, l->n, sizeof *l->v, cmp_input);
@@ -322,22 +403,21 @@ static mv_status pool_stack(mv_pool_list *l, const char *out_dir, const char *st
     remove_dir(tmp); /* ours from an earlier attempt in this process, if any */
     if (mkdir(tmp, 0777) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: cannot create %s: %s", fin, tmp, strerror(errno));
-    size_t n_rows = 0;
-    mv_status st = write_index(l, tmp, fp, tar_dt, &n_rows, e);
+    size_t n_rows = 0, idx_rows = 0;
+    mv_status st = write_array(l, src, tmp, cols, tar_dt, &n_rows, e);
+    if (!st) /* after the rows: the entries as they were read */
+        st = write_index(l, tmp, src->fp, tar_dt, &idx_rows, e);
     if (!st)
-        st = write_array(l, out_dir, tmp, n_rows, cols, tar_dt, e);
-    if (!st)
-        st = sync_dir(tmp, e);
+        st = mv_sync_dir(tmp, e);
     if (!st)
         st = replace_dir(tmp, fin, out_dir, e);
     if (st) {
         remove_dir(tmp);
         return st;
     }
-    if (rows)
-        *rows = n_rows;
-    if (left)
-        *left = l->n - n_rows;
+    *rows = n_rows;
+    for (size_t i = *left = 0; i < l->n; i++)
+        *left += !l->v[i].output && l->v[i].error;
     return MV_OK;
 }
 
@@ -348,7 +428,7 @@ int mv_pool_remove(const char *out_dir, const char *stem)
     struct stat sb;
     if (lstat(fin, &sb) != 0)
         return 0;
-    return remove_dir(fin) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+    return remove_dir(fin) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
 }
 
 int mv_pool_remove_old(const char *out_dir, const char *stem)
@@ -359,14 +439,14 @@ int mv_pool_remove_old(const char *out_dir, const char *stem)
     struct stat a, b;
     if (lstat(npy, &a) != 0 || lstat(idx, &b) != 0 || !S_ISREG(a.st_mode) || !S_ISREG(b.st_mode))
         return 0;
-    return unlink(idx) == 0 && unlink(npy) == 0 && sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+    return unlink(idx) == 0 && unlink(npy) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
 }
 
 /* ---- OUT's pooled directories, kept current ------------------------------------------------- */
 
-/* OUT's lock around every rebuild and staleness check of its pooled directories. */
-/* Takes the lock, byte MV_CLAIMS_INDEX_BYTE of OUT's lock file (mv_claims.h) exclusively: *fd
- * is its descriptor (unlocked where the file system offers no locks). */
+/* Takes OUT's lock around every rebuild and staleness check of its pooled directories, byte
+ * MV_CLAIMS_INDEX_BYTE of OUT's lock file (mv_claims.h), exclusively: *fd is its descriptor
+ * (unlocked where the file system offers no locks). */
 static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
 {
     char p[4400];
@@ -374,11 +454,7 @@ static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
     *fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (*fd < 0)
         return mv_fail(e, MV_ERR_IO, "%s: cannot open the pooled directories' lock: %s", p, strerror(errno));
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = MV_CLAIMS_INDEX_BYTE, .l_len = 1};
-    int r;
-    while ((r = fcntl(*fd, F_OFD_SETLKW, &fl)) != 0 && errno == EINTR)
-        ;
-    if (r != 0 && errno != ENOLCK && errno != EINVAL && errno != EOPNOTSUPP) {
+    if (lock_byte(*fd, MV_CLAIMS_INDEX_BYTE, F_WRLCK) != 0 && errno != ENOLCK && errno != EINVAL && errno != EOPNOTSUPP) {
         int err = errno;
         close(*fd);
         return mv_fail(e, MV_ERR_IO, "%s: lock: %s", p, strerror(err));
@@ -386,54 +462,22 @@ static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
     return MV_OK;
 }
 
-/* Every manifest of OUT (the shard manifests, then manifest.jsonl) into *d: the newest line of
- * each input wins, as for resume. */
-static mv_status load_manifests(const char *out_dir, mv_done **d, mv_err *e)
-{
-    char **names = NULL, p[4400];
-    size_t nn = 0;
-    mv_status st = mv_done_create(d, e);
-    if (!st)
-        st = mv_manifest_list(out_dir, &names, &nn, e);
-    for (size_t i = 0; !st && i <= nn; i++) {
-        if (i == nn)
-            mv_name_manifest(p, sizeof p, out_dir, 0, 1);
-        else
-            snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
-        st = mv_manifest_load_done(p, *d, NULL, NULL, e);
-    }
-    mv_manifest_list_free(names, nn);
-    return st;
-}
-
-/* The index's entries: the inputs of S (all of D when S is NULL) by their newest line in D: a
- * row where that line is ok, made with fingerprint fp (so a [1, cols] array of the run's dtype)
- * and still holding its output (a file it owns, or a tar sample); listed left out where it is an
- * error line; else not listed (*other counts the ok ones made with other settings). */
+/* The index's entries: the inputs of S (all of D when S is NULL) that resolve to a row or a
+ * left-out line. */
 static mv_status collect(const mv_done *D, const mv_done *S, const char *fp, mv_pool_list *l, size_t *other,
                          mv_err *e)
 {
     const mv_done *from = S ? S : D;
     for (size_t i = 0; i < mv_done_inputs(from); i++) {
-        const char *input, *err;
+        const char *input;
         mv_done_sample s;
-        mv_done_owner w;
         mv_done_entry(from, i, &input, &s);
-        pool_entry en = {0};
-        if (mv_done_sample_of(D, input, &s)) {
-            if (strcmp(s.model, fp) != 0) {
-                (*other)++;
-                continue;
-            }
-            if (!s.output || mv_name_flaw(s.output) ||
-                (s.tar ? s.offset < 0 : !mv_done_owner_of(D, s.output, &w) || strcmp(w.input, input)))
-                continue;
-            en = (pool_entry){strdup(input), strdup(s.output), s.tar ? s.offset : -1, NULL, s.ord};
-            list_add(l, en, en.input && en.output);
-        } else if ((err = mv_done_error(D, input))) {
-            en = (pool_entry){.input = strdup(input), .offset = -1, .error = strdup(err)};
-            list_add(l, en, en.input && en.error);
-        }
+        pool_entry en;
+        int r = resolve(D, input, fp, &en, other);
+        if (r)
+            list_add(l, en, en.input && (r == 1 ? en.output != NULL : en.error != NULL));
+        else
+            entry_free(&en);
     }
     return l->oom ? mv_fail(e, MV_ERR_NOMEM, "out of memory collecting the pooled outputs") : MV_OK;
 }
@@ -497,7 +541,7 @@ static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done
         if (remove_dir(fin) != 0)
             st = mv_fail(e, MV_ERR_IO, "%s: its rows were replaced, and it cannot be removed: %s", fin,
                          strerror(errno));
-        else if (!(st = sync_dir(out_dir, e)) && removed)
+        else if (!(st = mv_sync_dir(out_dir, e)) && removed)
             removed(de->d_name, ud);
     }
     closedir(dd);
@@ -536,12 +580,15 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
             st = mv_manifest_load_done(p, S, NULL, NULL, e);
     }
     if (!st && t) {
-        mv_pool_list *l = mv_pool_list_new();
+        mv_pool_list *l = mv_calloc(1, sizeof *l);
         st = l ? collect(D, S, t->fp, l, &c->other, e) : mv_fail(e, MV_ERR_NOMEM, "out of memory");
         mv_done_free(S);
         S = NULL;
+        pool_src src = {out_dir, t->fp, D, lfd, c->other};
         if (!st)
-            st = pool_stack(l, out_dir, t->stem, t->fp, t->cols, t->dt, &c->rows, &c->left, e);
+            st = pool_stack(l, &src, t->stem, t->cols, t->dt, &c->rows, &c->left, e);
+        D = src.D; /* read again where a row's file changed */
+        c->other = src.other;
         mv_pool_list_free(l);
     }
     if (!st)

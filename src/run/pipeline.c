@@ -131,7 +131,8 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     int no_locks = 0;
     /* claims first: what it notes as read is then read by the resume set too */
     const char *mname = strrchr(mpath, '/') ? strrchr(mpath, '/') + 1 : mpath;
-    if ((st = mv_claims_open(o->out_dir, mname, &R->claims, &no_locks, e))) /* the run lock, both layouts */
+    /* the run lock, both layouts; a live run of other settings (fingerprint) refuses this one */
+    if ((st = mv_claims_open(o->out_dir, mname, R->m->fingerprint, &R->claims, &no_locks, e)))
         return st;
     if (no_locks && !o->quiet)
         fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: an output name is only "
@@ -312,14 +313,14 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
 }
 
 /* Closes the manifest and fills res; then keeps OUT's pooled directories current
- * (finish_pooled). The run's first fatal error wins. */
+ * (finish_pooled) while the run is still live in OUT (its claims are closed after: a run of
+ * other settings cannot start replacing the outputs the rebuild reads). The run's first fatal
+ * error wins. */
 static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
 {
     const mv_run_opts *o = R->o;
     mv_status cst = mv_manifest_close(R->man, e);
     R->man = NULL;
-    mv_claims_close(R->claims);
-    R->claims = NULL;
     res->ok = atomic_load(&R->n_ok);
     res->failed = atomic_load(&R->n_err);
     res->skipped = atomic_load(&R->n_skip);
@@ -335,6 +336,15 @@ static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
     if (cst || res->signal)
         return cst;
     return finish_pooled(R, res, 0, e);
+}
+
+/* finish, then the run leaves OUT (its claims and live entry). */
+static mv_status finish_and_leave(runner *R, mv_run_result *res, mv_err *e)
+{
+    mv_status st = finish(R, res, e);
+    mv_claims_close(R->claims);
+    R->claims = NULL;
+    return st;
 }
 
 /* The closing lines: counts and time, or the interrupt; with -v the timeline. */
@@ -417,7 +427,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     mv_interrupt_watch(NULL);
     mv_done_free(done);
     pl_progress_end(R);
-    if (!(st = finish(R, res, e)))
+    if (!(st = finish_and_leave(R, res, e)))
         report(R, res, &th, T, n_dev);
     pl_towers_free(T);
     pl_runner_free(R);

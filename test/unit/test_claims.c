@@ -87,7 +87,7 @@ static void *open_main(void *arg)
     opener *o = arg;
     int no_locks;
     mv_err e;
-    o->st = mv_claims_open(out_dir, "manifest.jsonl", &o->c, &no_locks, &e);
+    o->st = mv_claims_open(out_dir, "manifest.jsonl", NULL, &o->c, &no_locks, &e);
     atomic_store(&o->done, 1);
     return NULL;
 }
@@ -101,7 +101,7 @@ static int child(int held, int go)
     mv_claims *c;
     int no_locks, may, slot;
     mv_err e;
-    if (mv_claims_open(out_dir, "manifest-00000-of-00002.jsonl", &c, &no_locks, &e))
+    if (mv_claims_open(out_dir, "manifest-00000-of-00002.jsonl", NULL, &c, &no_locks, &e))
         return 10;
     if (mv_claims_take(c, "in/a", "a.jpg.npy.zst", &may, &slot, &e))
         return 11;
@@ -127,7 +127,7 @@ int main(void)
     mv_claims *c;
     int no_locks;
     mv_err e;
-    CHECK(mv_claims_open(out_dir, "manifest-00001-of-00002.jsonl", &c, &no_locks, &e) == MV_OK && !no_locks,
+    CHECK(mv_claims_open(out_dir, "manifest-00001-of-00002.jsonl", NULL, &c, &no_locks, &e) == MV_OK && !no_locks,
           "the claims of OUT open, with locks");
     int held[2], go[2];
     if (pipe(held) || pipe(go))
@@ -214,7 +214,7 @@ int main(void)
     fwrite(line, 1, len / 2, f);
     fclose(f);
     mv_claims *c2;
-    CHECK(mv_claims_open(out2, "manifest.jsonl", &c2, &no_locks, &e) == MV_OK, "claims open beside a half-written line");
+    CHECK(mv_claims_open(out2, "manifest.jsonl", NULL, &c2, &no_locks, &e) == MV_OK, "claims open beside a half-written line");
     f = fopen(mp, "a");
     fwrite(line + len / 2, 1, len - len / 2, f);
     fputc('\n', f);
@@ -225,6 +225,41 @@ int main(void)
     CHECK(kp.st == MV_ERR_OUTPUT && strstr(kp.msg, "already holds the embedding of in/p"),
           "the line, finished after the open, holds its name: %s", kp.msg);
     mv_claims_close(c2);
+
+    /* live runs: one of fingerprint A holds OUT; B is refused (nothing added to the lock file),
+     * another A is let in; once the As closed, B is let in and takes over a finished run's line */
+    char out3[300], lp[400];
+    snprintf(out3, sizeof out3, "%s/three", out_dir);
+    mkdir(out3, 0777);
+    snprintf(lp, sizeof lp, "%s/%s", out3, MV_CLAIMS_LOCK);
+    mv_claims *a1, *a2, *b1;
+    CHECK(mv_claims_open(out3, "manifest.jsonl", "aaaaaaaaaaaaaaaa", &a1, &no_locks, &e) == MV_OK,
+          "a run of fingerprint A opens OUT");
+    struct stat l1, l2;
+    stat(lp, &l1);
+    CHECK(mv_claims_open(out3, "manifest.jsonl", "bbbbbbbbbbbbbbbb", &b1, &no_locks, &e) == MV_ERR_USAGE &&
+              strstr(e.msg, "another run is writing into it with other settings") &&
+              strstr(e.msg, "fingerprint aaaaaaaaaaaaaaaa; this run's fingerprint is bbbbbbbbbbbbbbbb"),
+          "a run of fingerprint B is refused while A is live: %s", e.msg);
+    stat(lp, &l2);
+    CHECK(l1.st_size == l2.st_size, "and adds nothing to the lock file (%lld, %lld bytes)", (long long)l1.st_size,
+          (long long)l2.st_size);
+    int lfd = open(lp, O_RDWR);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = MV_CLAIMS_LIVE_BYTE0, .l_len = 1};
+    CHECK(lfd >= 0 && fcntl(lfd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_RDLCK, "the kernel shows A's live byte held");
+    close(lfd);
+    CHECK(mv_claims_open(out3, "manifest.jsonl", "aaaaaaaaaaaaaaaa", &a2, &no_locks, &e) == MV_OK,
+          "a second run of A opens beside it");
+    struct stat l3, l4;
+    stat(lp, &l3);
+    mv_claims_close(a1);
+    mv_claims_close(a2);
+    CHECK(mv_claims_open(out3, "manifest.jsonl", "bbbbbbbbbbbbbbbb", &b1, &no_locks, &e) == MV_OK,
+          "B opens once the runs of A have ended");
+    stat(lp, &l4);
+    CHECK(l4.st_size == l3.st_size, "reusing their lines (%lld, %lld bytes)", (long long)l3.st_size,
+          (long long)l4.st_size);
+    mv_claims_close(b1);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out_dir);
     if (system(cmd) != 0)
