@@ -109,6 +109,9 @@ void mv_blas_rows_nt(float *out, int64_t ldo, const float *x, int64_t ldx, const
 /* Makes OpenBLAS's own calls single-threaded, once per process (every parallel loop is ours):
  * call before any direct cblas call. */
 void mv_blas_single_threaded(void);
+/* The threads OpenBLAS started when it loaded (its OPENBLAS_NUM_THREADS, else one per CPU), each
+ * reserving about 128 MiB of address space; 1: none besides the caller. */
+int mv_blas_threads_at_load(void);
 
 /* Row-major C[m, n] = alpha . A[m, k] . op(B) + beta . C (op(B) = B[k, n], or B[n, k]^T when
  * tb), on the calling thread alone (attention's products). Returns 0, or -1 on a library error. */

@@ -5,9 +5,10 @@
  *
  * The options themselves (the table, --help, argument checks) are options.c's.
  *
- * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error, 128 + signal
- * when interrupted. */
+ * Exit statuses: 0 every input ok, 2 some inputs failed, 1 usage or fatal error (standard output
+ * that cannot be written too), 128 + signal when interrupted (141: standard output's reader gone). */
 #include "mv_gemm_amx.h"
+#include "mv_gemm_cpu.h"
 #include "mv_numparse.h"
 #include "mv_pool.h"
 #include "mv_run.h"
@@ -15,13 +16,16 @@
 #include "mv_tar.h"
 #include "options.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 
@@ -35,6 +39,35 @@ static void on_signal(int sig)
     if (g_interrupted)
         _exit(128 + sig);
     g_interrupted = sig;
+}
+
+/* OpenBLAS started a server thread per CPU when it loaded (before main), each reserving a buffer
+ * of about 128 MiB of address space and retrying forever when that fails (under `ulimit -v`: a
+ * hang). mvembed calls OpenBLAS on one thread only (mv_blas_single_threaded), so the program starts
+ * itself again with OPENBLAS_NUM_THREADS=1, once; where it cannot, it goes on with the threads. */
+static void blas_without_threads(char **argv)
+{
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    if (mv_blas_threads_at_load() <= 1 || (v && !strcmp(v, "1")))
+        return;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0)
+        return;
+    self[n] = 0;
+    execv(self, argv); /* by its name, which ps and pgrep show; then by the link (a deleted file) */
+    execv("/proc/self/exe", argv);
+}
+
+/* Under an address-space limit (ulimit -v), glibc's malloc reserving 64 MiB per arena, up to eight
+ * per CPU, would take it all before the run needs any: at most one arena per 256 MiB of it. */
+static void fit_address_space(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    rlim_t arenas = rl.rlim_cur >> 28;
+    mallopt(M_ARENA_MAX, arenas < 1 ? 1 : arenas > 64 ? 64 : (int)arenas);
 }
 
 /* ---- the program ----------------------------------------------------------------------------- */
@@ -155,14 +188,34 @@ static int run(mv_run_opts *o)
     return res.failed ? 2 : 0;
 }
 
+/* What went to standard output (--help, --version, manifest failed) must have reached it, as GNU
+ * coreutils' close_stdout checks: else the cause on stderr and status 1 (unless an error was
+ * already reported: status 1, or an interrupt's; 141 without a word where the reader is gone). */
+static int close_stdout(int rc)
+{
+    int had = ferror(stdout);
+    errno = 0;
+    if (fclose(stdout) == 0 && !had)
+        return rc;
+    int err = errno;
+    if (rc == 1 || rc >= 128)
+        return rc;
+    if (err == EPIPE) /* the reader left (`| head`): what SIGPIPE's default would have given */
+        return 128 + SIGPIPE;
+    fprintf(stderr, "mvembed: cannot write to standard output%s%s\n", err ? ": " : "", err ? strerror(err) : "");
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    blas_without_threads(argv); /* first: the new program sees the descriptors as they were */
+    fit_address_space();
     if (mv_stdfds_guard())
         return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
     /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "manifest"))
-        return manifest_command(argc, argv);
+        return close_stdout(manifest_command(argc, argv));
     mv_run_opts o;
     defaults(&o);
     int rc = from_environment(&o);
@@ -170,5 +223,5 @@ int main(int argc, char **argv)
         rc = cli_parse_args(argc, argv, &o);
     if (rc < 0)
         rc = cli_check_args(&o);
-    return rc < 0 ? run(&o) : rc;
+    return close_stdout(rc < 0 ? run(&o) : rc);
 }

@@ -302,6 +302,38 @@ static int mkdirs_rec(char *dir, char *failed)
     return fail_at(dir, failed, errno == EEXIST ? ENOTDIR : errno);
 }
 
+static const char *file_kind(mode_t m)
+{
+    return S_ISREG(m) ? "a regular file" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : "a file";
+}
+
+/* Why path, which mkdir found in the way, is not a directory: what it is, and for a symbolic link
+ * where it leads (nowhere: dangling; round: a loop). */
+static void not_dir_why(const char *path, char *why, size_t cap)
+{
+    struct stat st;
+    char to[1024];
+    if (lstat(path, &st) != 0) {
+        snprintf(why, cap, "%s", strerror(ENOTDIR));
+        return;
+    }
+    if (!S_ISLNK(st.st_mode)) {
+        snprintf(why, cap, "%s, not a directory", file_kind(st.st_mode));
+        return;
+    }
+    ssize_t n = readlink(path, to, sizeof to - 1);
+    to[n > 0 ? n : 0] = 0;
+    if (stat(path, &st) == 0)
+        snprintf(why, cap, "a symbolic link (to %s) to %s, not a directory", to, file_kind(st.st_mode));
+    else if (errno == ENOENT)
+        snprintf(why, cap, "a dangling symbolic link (to %s, which does not exist)", to);
+    else if (errno == ELOOP)
+        snprintf(why, cap, "a symbolic link (to %s) in a loop of symbolic links", to);
+    else
+        snprintf(why, cap, "a symbolic link (to %s): %s", to, strerror(errno));
+}
+
 mv_status mv_mkdirs(const char *dir, mv_err *e)
 {
     char buf[4096];
@@ -314,10 +346,17 @@ mv_status mv_mkdirs(const char *dir, mv_err *e)
     memcpy(buf, dir, n + 1);
     while (n > 1 && buf[n - 1] == '/')
         buf[--n] = 0;
-    char failed[4096];
+    char failed[4096], why[1200];
     if (mkdirs_rec(buf, failed) != 0) {
         int err = errno;
-        mv_fail(e, MV_ERR_IO, "%s: %s", failed, strerror(err));
+        if (err == ENOTDIR)
+            not_dir_why(failed, why, sizeof why);
+        else
+            snprintf(why, sizeof why, "%s", strerror(err));
+        if (strcmp(failed, buf))
+            mv_fail(e, MV_ERR_IO, "%s: %s (on the way to %s)", failed, why, buf);
+        else
+            mv_fail(e, MV_ERR_IO, "%s: %s", failed, why);
         errno = err;
         return MV_ERR_IO;
     }

@@ -230,17 +230,24 @@ static mv_status start_threads(runner *R, pl_towers *T, int n_be, threads *th, m
     th->dec = qfail || !T ? NULL : calloc(th->jobs, sizeof *th->dec);
     if (!th->dec)
         return mv_fail(e, MV_ERR_NOMEM, "out of memory for the pipeline's queues");
-    for (; th->nd < th->jobs; th->nd++)
-        if (mv_thread_create(&th->dec[th->nd], decode_main, R))
+    /* the towers and one writer before the decoders, which are many: where the address space
+     * runs out (ulimit -v), each stage has its thread before the pool of decoders takes the rest */
+    int err = 0;
+    for (; !err && th->nt < n_be; th->nt++)
+        if ((err = mv_thread_create(&th->tw[th->nt], pl_tower_main, pl_tower_arg(T, th->nt))))
             break;
-    for (; th->nt < n_be; th->nt++)
-        if (mv_thread_create(&th->tw[th->nt], pl_tower_main, pl_tower_arg(T, th->nt)))
+    for (; !err && th->nw < 1; th->nw++)
+        if ((err = mv_thread_create(&th->wr[th->nw], pl_writer_main, R)))
             break;
-    for (; th->nw < th->writers; th->nw++)
-        if (mv_thread_create(&th->wr[th->nw], pl_writer_main, R))
+    for (; !err && th->nd < th->jobs; th->nd++)
+        if ((err = mv_thread_create(&th->dec[th->nd], decode_main, R)))
+            break;
+    for (; !err && th->nw < th->writers; th->nw++)
+        if ((err = mv_thread_create(&th->wr[th->nw], pl_writer_main, R)))
             break;
     if (!th->nd || !th->nt || !th->nw)
-        return mv_fail(e, MV_ERR_INTERNAL, "cannot start threads");
+        return mv_fail(e, MV_ERR_NOMEM, "cannot start threads: %s%s", strerror(err),
+                       err == EAGAIN ? " (an address-space limit, ulimit -v, or a limit on processes?)" : "");
     return MV_OK;
 }
 

@@ -86,6 +86,7 @@ struct mv_gemm_ws {
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
 void mv_blas_single_threaded(void) { pthread_once(&blas_once, blas_single); }
+int mv_blas_threads_at_load(void) { return openblas_get_num_threads(); }
 
 void mv_blas_rows_nt(float *out, int64_t ldo, const float *x, int64_t ldx, const float *W, int in,
                      int od, int64_t m)

@@ -89,12 +89,12 @@ PYEOF
     run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/afile/o" "$IMG/png_rgb_320x256.png"
     echo "$output"
     [ "$status" -eq 1 ]
-    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: Not a directory" ]]
+    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: a regular file, not a directory (on the way to $T/afile/o)" ]]
     # OUT itself a file: that one message, no run record tried inside it first
     run timeout 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/afile" "$IMG/png_rgb_320x256.png"
     echo "$output"
     [ "$status" -eq 1 ]
-    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: Not a directory" ]]
+    [[ "$output" == "mvembed: cannot create the output directory (--out): $T/afile: a regular file, not a directory" ]]
 }
 
 @test "a FIFO as refs/main in the Hugging Face cache is refused, not waited on" {

@@ -1,0 +1,116 @@
+#!/usr/bin/env bats
+# A hostile environment around the run: an address-space limit (ulimit -v), an --out that is no
+# directory (a dangling symbolic link, a symlink loop, a regular file, a path under one), and a
+# standard output that cannot be written (/dev/full). mvembed either works or fails with status 1
+# and a message naming the cause; it never crashes, hangs or exits 0 after failing. Every run is
+# under `timeout -k`, so that a hang fails instead of blocking. Oracles: the exit status, the
+# filesystem (os.lstat), Python's json and numpy (with zstandard) on what a run wrote.
+load test_helper
+
+IMG="$ROOT/fixtures/media/images"
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+}
+
+# outputs_ok OUT: every manifest line is JSON with status ok, each output loads with numpy and is
+# finite, and OUT holds no temporary (dot) file besides the lock; prints the number of outputs
+outputs_ok() {
+    "$PY" - "$1" <<'PYEOF'
+import io, json, os, sys
+import numpy as np, zstandard
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(os.path.join(out, "manifest.jsonl"), "rb")]
+assert rows and all(r["status"] == "ok" for r in rows), rows
+for r in rows:
+    a = np.load(io.BytesIO(zstandard.ZstdDecompressor().decompress(open(os.path.join(out, r["output"]), "rb").read())))
+    assert a.ndim == 2 and a.shape[0] > 0 and np.isfinite(a).all(), (r, a.shape)
+stray = [f for f in os.listdir(out) if f.startswith(".") and f != ".mvembed.lock"]
+assert not stray, stray
+print(len(rows))
+PYEOF
+}
+
+@test "under ulimit -v: the run works or exits 1 naming the cause; never a crash or a hang" {
+    mkdir "$T/in"
+    cp "$IMG"/jpeg_gray_200x149.jpg "$IMG"/png_rgb_320x256.png "$IMG"/webp_lossy_192x128.webp "$T/in/"
+    local lim j st worked=0
+    # 300 MB: too little for the threads; 400 MB and up: enough once OpenBLAS starts no threads of
+    # its own (each reserved 128 MiB, and retried forever when it could not: a hang)
+    for lim in 300000 400000 450000 1000000; do
+        for j in 1 2; do
+            rm -rf "$T/o"
+            st=0
+            timeout -k 5 60 bash -c "ulimit -v $lim; exec \"\$0\" -q --device cpu -j $j --jobs 2 --writers 2 \
+                --model \"\$1\" --out \"\$2\" \"\$3\"" "$MVEMBED" "$MODEL" "$T/o" "$T/in" 2>"$T/err" || st=$?
+            echo "ulimit -v $lim, -j $j: status $st: $(cat "$T/err")"
+            if [ "$st" -eq 0 ]; then
+                [ "$(outputs_ok "$T/o")" -eq 3 ]
+                worked=$((worked + 1))
+            else
+                [ "$st" -eq 1 ]
+                grep -qE '^mvembed: .*(out of memory|ulimit -v)' "$T/err"
+            fi
+        done
+    done
+    [ "$worked" -ge 4 ] # 450 MB and 1 GB at least
+}
+
+@test "--out a dangling symbolic link, a symlink loop, a regular file, a path under one: status 1, the cause" {
+    cp "$IMG/png_gray_128x72.png" "$T/a.png"
+    ln -s "$T/nowhere" "$T/dang"
+    ln -s loop2 "$T/loop1"
+    ln -s loop1 "$T/loop2"
+    echo text > "$T/file"
+    ln -s file "$T/tofile"
+    local out want st
+    while IFS='|' read -r out want; do
+        st=0
+        timeout -k 5 60 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/$out" "$T/a.png" 2>"$T/err" || st=$?
+        echo "--out $out: status $st: $(cat "$T/err")"
+        [ "$st" -eq 1 ]
+        grep -qF "$want" "$T/err"
+    done <<EOF
+dang|$T/dang: a dangling symbolic link (to $T/nowhere, which does not exist)
+dang/sub|$T/dang: a dangling symbolic link (to $T/nowhere, which does not exist) (on the way to $T/dang/sub)
+loop1|$T/loop1: a symbolic link (to loop2) in a loop of symbolic links
+file|$T/file: a regular file, not a directory
+file/sub|$T/file: a regular file, not a directory (on the way to $T/file/sub)
+tofile/sub|$T/tofile: a symbolic link (to file) to a regular file, not a directory
+EOF
+    # nothing was made through the links, the file is untouched
+    "$PY" - "$T" <<'PYEOF'
+import os, stat, sys
+t = sys.argv[1]
+assert not os.path.lexists(os.path.join(t, "nowhere"))
+assert stat.S_ISLNK(os.lstat(os.path.join(t, "dang")).st_mode)
+assert open(os.path.join(t, "file")).read() == "text\n"
+PYEOF
+}
+
+@test "standard output on a full device: --help, --version, manifest failed exit 1 and say so" {
+    local st
+    for args in --help --version; do
+        st=0
+        timeout -k 5 60 "$MVEMBED" $args >/dev/full 2>"$T/err" || st=$?
+        echo "$args: status $st: $(cat "$T/err")"
+        [ "$st" -eq 1 ]
+        grep -qx "mvembed: cannot write to standard output: No space left on device" "$T/err"
+    done
+    # the same commands to a writable stdout: status 0, the text whole
+    timeout -k 5 60 "$MVEMBED" --version > "$T/v"
+    grep -q '^mvembed [0-9]' "$T/v"
+    # manifest failed: the list is the product; one message, status 1
+    cp "$IMG/png_gray_128x72.png" "$T/a.png"
+    cp "$ROOT/fixtures/bad/empty.jpg" "$T/b.jpg"
+    st=0
+    timeout -k 5 120 "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" "$T/a.png" "$T/b.jpg" 2>/dev/null || st=$?
+    [ "$st" -eq 2 ]
+    st=0
+    timeout -k 5 60 "$MVEMBED" manifest failed "$T/o" >/dev/full 2>"$T/err" || st=$?
+    echo "manifest failed: status $st: $(cat "$T/err")"
+    [ "$st" -eq 1 ]
+    [ "$(grep -c 'No space left on device' "$T/err")" -eq 1 ]
+    timeout -k 5 60 "$MVEMBED" manifest failed "$T/o" > "$T/list"
+    [ "$(cat "$T/list")" = "$T/b.jpg" ]
+}
