@@ -41,14 +41,24 @@ static void on_signal(int sig)
     g_interrupted = sig;
 }
 
+/* 1 when the process runs under an address-space or data-segment limit (ulimit -v / -d). */
+static int address_space_limited(void)
+{
+    struct rlimit as, data;
+    return (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+           (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+}
+
 /* OpenBLAS started a server thread per CPU when it loaded (before main), each reserving a buffer
  * of about 128 MiB of address space and retrying forever when that fails (under `ulimit -v`: a
- * hang). mvembed calls OpenBLAS on one thread only (mv_blas_single_threaded), so the program starts
- * itself again with OPENBLAS_NUM_THREADS=1, once; where it cannot, it goes on with the threads. */
+ * hang). mvembed calls OpenBLAS on one thread only (mv_blas_single_threaded), so under such a
+ * limit the program starts itself again with OPENBLAS_NUM_THREADS=1, once; where it cannot, it
+ * goes on with the threads. Without a limit nothing is restarted (the reservations cost nothing,
+ * and tools that follow one program, such as valgrind, keep following it). */
 static void blas_without_threads(char **argv)
 {
     const char *v = getenv("OPENBLAS_NUM_THREADS");
-    if (mv_blas_threads_at_load() <= 1 || (v && !strcmp(v, "1")))
+    if (mv_blas_threads_at_load() <= 1 || (v && !strcmp(v, "1")) || !address_space_limited())
         return;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
