@@ -224,6 +224,9 @@ int main(int argc, char **argv)
         return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
     /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
     signal(SIGPIPE, SIG_IGN);
+    /* a file size limit (ulimit -f): a write past it fails with EFBIG, a fatal disk error that
+     * removes its temp file and says so, instead of SIGXFSZ killing the run mid-write */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "manifest"))
         return close_stdout(manifest_command(argc, argv));
     mv_run_opts o;

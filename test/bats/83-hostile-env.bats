@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
-# A hostile environment around the run: an address-space limit (ulimit -v), an --out that is no
-# directory (a dangling symbolic link, a symlink loop, a regular file, a path under one), and a
-# standard output that cannot be written (/dev/full). mvembed either works or fails with status 1
+# A hostile environment around the run: an address-space limit (ulimit -v), a file size limit
+# (ulimit -f), an --out that is no directory (a dangling symbolic link, a symlink loop, a regular
+# file, a path under one), and a standard output that cannot be written (/dev/full). mvembed either works or fails with status 1
 # and a message naming the cause; it never crashes, hangs or exits 0 after failing. Every run is
 # under `timeout -k`, so that a hang fails instead of blocking. Oracles: the exit status, the
 # filesystem (os.lstat), Python's json and numpy (with zstandard) on what a run wrote.
@@ -113,4 +113,38 @@ PYEOF
     [ "$(grep -c 'No space left on device' "$T/err")" -eq 1 ]
     timeout -k 5 60 "$MVEMBED" manifest failed "$T/o" > "$T/list"
     [ "$(cat "$T/list")" = "$T/b.jpg" ]
+}
+
+@test "under ulimit -f: status 1 naming the output and the cause, no half-written file; a rerun completes" {
+    mkdir "$T/in"
+    cp "$IMG"/jpeg_gray_200x149.jpg "$IMG"/png_rgb_320x256.png "$IMG"/webp_lossy_192x128.webp "$T/in/"
+    local layout st
+    for layout in files tar; do
+        rm -rf "$T/o"
+        st=0
+        # 16 KiB a file: the manifest and the run record fit, no output does (SIGXFSZ used to kill
+        # the run mid-write, leaving its temp file)
+        timeout -k 5 60 bash -c "ulimit -f 16; exec \"\$0\" -q --device cpu --layout $layout \
+            --model \"\$1\" --out \"\$2\" \"\$3\"" "$MVEMBED" "$MODEL" "$T/o" "$T/in" 2>"$T/err" || st=$?
+        echo "--layout $layout: status $st: $(cat "$T/err")"
+        [ "$st" -eq 1 ]
+        grep -q "File too large" "$T/err"
+        "$PY" - "$T/o" <<'PYEOF'
+import json, os, sys
+out = sys.argv[1]
+names = os.listdir(out)
+assert not [f for f in names if f.startswith(".tmp")], names
+rows = [json.loads(l) for l in open(os.path.join(out, "manifest.jsonl"), "rb")]
+for r in rows: # a line ok only over a file that is there, whole in size
+    if r["status"] == "ok":
+        assert os.path.getsize(os.path.join(out, r["output"])) >= r["bytes"], r
+PYEOF
+        run timeout -k 5 60 "$MVEMBED" -q --device cpu --layout $layout --model "$MODEL" --out "$T/o" "$T/in"
+        [ "$status" -eq 0 ]
+        if [ $layout = files ]; then
+            [ "$(outputs_ok "$T/o")" -eq 3 ]
+        else
+            "$PY" "$ROOT/test/bats/tar_check.py" "$T/o" --ok 3 --one-sample
+        fi
+    done
 }
