@@ -159,6 +159,10 @@ static int done_set(mv_done *d, const done_line *l)
             d->n_ok++;
         en->ok = l->ok;
         en->ord = l->ord;
+        /* the input as the newest line spells it (a name of this entry: done_entry added it) */
+        const mv_hashset_entry *is = mv_hashset_find(&d->in, l->input, strlen(l->input));
+        if (is && &d->ents[is->value - 1] == en)
+            en->input = is->key;
         free(en->error);
         en->error = NULL;
         if (!l->ok && !(en->error = strdup(l->error ? l->error : "")))

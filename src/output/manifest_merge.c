@@ -41,16 +41,21 @@ typedef struct {
     char (*model)[17]; /* "" for error lines and lines without one */
     int *file;
     mv_line_who *who;
+    unsigned char *has_abs; /* the kept line recorded the input's path from / (input_abs) */
     size_t n, cap;
     uint64_t pos; /* lines read, over every file */
     int n_files;
     mv_hashset keys;
 } table;
 
-/* line becomes key's line when it is newer than the one kept (t owns it and who's strings from
- * here: 0, and frees them when older), or -1 when out of memory (they are the caller's still). */
-static int table_put(table *t, const char *key, size_t keylen, char *line, const mv_line_order *ord,
-                     const char *model, mv_line_who who)
+/* line becomes its input's line when it is newer than the one kept (t owns it and who's strings
+ * from here: 0, and frees them when older), or -1 when out of memory (they are the caller's
+ * still). The input is found by akey (the key of the line's input_abs, or NULL) first: lines of
+ * one file written from other working directories are one input; else by key, which a line with
+ * akey takes only where the kept line has none (a line written before input_abs was recorded),
+ * so that one relative spelling met from two directories stays two inputs. */
+static int table_put(table *t, const char *key, size_t keylen, const char *akey, size_t akl, char *line,
+                     const mv_line_order *ord, const char *model, mv_line_who who)
 {
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 256;
@@ -67,16 +72,22 @@ static int table_put(table *t, const char *key, size_t keylen, char *line, const
         if (nf)
             t->file = nf;
         mv_line_who *nw = nf ? realloc(t->who, nc * sizeof *nw) : NULL;
-        if (!nw)
+        if (nw)
+            t->who = nw;
+        unsigned char *na = nw ? realloc(t->has_abs, nc) : NULL;
+        if (!na)
             return -1;
-        t->who = nw;
+        t->has_abs = na;
         t->cap = nc;
     }
-    int added;
-    mv_hashset_entry *en = mv_hashset_add(&t->keys, key, keylen, &added);
-    if (!en)
+    mv_hashset_entry *ea = akey ? mv_hashset_find(&t->keys, akey, akl) : NULL;
+    mv_hashset_entry *ek = mv_hashset_find(&t->keys, key, keylen);
+    const int added = !ea && !(ek && (!akey || !t->has_abs[ek->value]));
+    const size_t i = ea ? ea->value : !added ? ek->value : t->n;
+    if (!ek && (!(ek = mv_hashset_add(&t->keys, key, keylen, NULL)) || (ek->value = i, 0)))
         return -1;
-    size_t i = added ? t->n : en->value;
+    if (akey && !ea && (!(ea = mv_hashset_add(&t->keys, akey, akl, NULL)) || (ea->value = i, 0)))
+        return -1;
     if (!added) {
         if (mv_line_order_cmp(ord, &t->ord[i]) < 0) { /* an older line: the kept one stays */
             free(line);
@@ -88,8 +99,10 @@ static int table_put(table *t, const char *key, size_t keylen, char *line, const
         free(t->who[i].in);
         free(t->who[i].out);
     } else {
-        en->value = t->n++;
+        t->n++;
+        t->has_abs[i] = 0;
     }
+    t->has_abs[i] |= akey != NULL;
     t->lines[i] = line;
     t->who[i] = who;
     t->ord[i] = *ord;
@@ -115,6 +128,25 @@ static char *line_output(json_t *j, int ok, int *nomem)
     }
     *nomem = !b64 && !o; /* a bad output_b64 keys the line by its input only */
     return o;
+}
+
+/* The input's path from / that a line recorded ("input_abs", or its "input_abs_b64"), malloc'd
+ * with its length in *n; NULL where it has none (or a bad one) and when out of memory (*nomem). */
+static char *line_abs(json_t *j, size_t *n, int *nomem)
+{
+    const char *abs = json_string_value(json_object_get(j, "input_abs"));
+    const char *b64 = json_string_value(json_object_get(j, "input_abs_b64"));
+    if (!abs && !b64)
+        return NULL;
+    char *a = b64 ? (char *)mv_base64_decode(b64, n) : strdup(abs);
+    if (b64 && a && (*n == 0 || memchr(a, 0, *n))) {
+        free(a);
+        return NULL;
+    }
+    if (!b64 && a)
+        *n = strlen(a);
+    *nomem |= !b64 && !a;
+    return a;
 }
 
 /* Reads one manifest into t; unparsable lines (a torn last line) are skipped and counted in *bad;
@@ -173,10 +205,16 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
         char fp[17];
         snprintf(fp, sizeof fp, "%s", ok && model ? model : "");
         mv_line_who who = {raw, line_output(j, ok, &nomem)};
+        size_t al = 0, akl = 0;
+        char *abs = line_abs(j, &al, &nomem);
         json_decref(j);
         char *key = raw ? mv_line_input_key(raw, rl, &kl) : NULL;
+        char *akey = abs ? mv_line_input_key(abs, al, &akl) : NULL;
+        nomem |= abs && !akey;
+        free(abs);
         char *line = strdup(buf);
-        if (!key || !line || nomem || table_put(t, key, kl, line, &ord, fp, who)) {
+        if (!key || !line || nomem || table_put(t, key, kl, akey, akl, line, &ord, fp, who)) {
+            free(akey);
             free(key);
             free(line);
             free(who.in);
@@ -185,6 +223,7 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
             fclose(f);
             return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
         }
+        free(akey);
         free(key);
     }
     free(buf);
@@ -209,6 +248,7 @@ static void folded_free(folded *f)
     free(f->t.ord);
     free(f->t.model);
     free(f->t.file);
+    free(f->t.has_abs);
     mv_hashset_free(&f->t.keys);
     memset(f, 0, sizeof *f);
 }

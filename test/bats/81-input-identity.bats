@@ -137,3 +137,38 @@ print(c["ok"], c["failed"], c["skipped"])' "$1"
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "from another working directory, a failed input retried ok: manifest failed lists none, compact and pooled/ keep one entry each" {
+    mkdir w && mv data w/ && cd w
+    echo junk > data/bad.jpg
+    run emb --pool mean --out OUT data
+    [ "$status" -eq 2 ]
+    cp "$IMG/png_gray_128x72.png" data/bad.jpg
+    cd "$T"
+    run emb --pool mean --out w/OUT w/data
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cd w
+    run "$MVEMBED" manifest failed OUT
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    run "$MVEMBED" manifest compact OUT
+    [ "$status" -eq 0 ]
+    "$PY" - "$ROOT/README.md" <<'PYEOF'
+import io, json, os, re, sys
+import numpy as np, zstandard
+readme = open(sys.argv[1]).read()
+exec(re.search(r"(def load_pooled\(.*?\n)(?=```)", readme, re.S).group(1)) # the README's reader
+lines = [json.loads(l) for l in open("OUT/manifest.jsonl")]
+# one line per file after compact, whatever directory each run started in, and every one ok
+files = [os.path.realpath(l["input"]) for l in lines]
+assert len(files) == len(set(files)) == 3 and all(l["status"] == "ok" for l in lines), lines
+rows, index = load_pooled("OUT")
+assert len(index) == 3 and sorted(x["row"] for x in index) == [0, 1, 2], index
+for x in index: # each row the mean of that input's own output (a --pool run stores the mean)
+    a = np.load(io.BytesIO(zstandard.ZstdDecompressor().decompress(open("OUT/" + x["output"], "rb").read())))
+    assert np.allclose(rows[x["row"]], a.reshape(-1, a.shape[-1]).mean(0), rtol=1e-6, atol=1e-7), x
+newest = {os.path.realpath(l["input"]): l["input"] for l in lines}
+assert sorted(x["input"] for x in index) == sorted(newest.values()), (index, newest)
+PYEOF
+}
