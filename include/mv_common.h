@@ -77,6 +77,9 @@ mv_status mv_open_regular(const char *path, int *fd, mv_err *e);
 /* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask). On failure errno holds the
  * cause (ENAMETOOLONG for a name over 4095 bytes). */
 mv_status mv_mkdirs(const char *dir, mv_err *e);
+/* Why opening path failed with err, in words: for a symbolic link, where it leads (a dangling
+ * one, a loop of links), else strerror(err). */
+void mv_path_why(const char *path, int err, char *why, size_t cap);
 
 /* write(2) of all n bytes (EINTR retried): 0, or -1 with errno (EIO for a write of 0 bytes). */
 int mv_write_all(int fd, const void *buf, size_t n);

@@ -308,6 +308,24 @@ static const char *file_kind(mode_t m)
          : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : "a file";
 }
 
+void mv_path_why(const char *path, int err, char *why, size_t cap)
+{
+    struct stat st;
+    char to[1024];
+    ssize_t n;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || (n = readlink(path, to, sizeof to - 1)) <= 0) {
+        snprintf(why, cap, "%s", strerror(err));
+        return;
+    }
+    to[n] = 0;
+    if (err == ENOENT && stat(path, &st) != 0 && errno == ENOENT)
+        snprintf(why, cap, "a dangling symbolic link (to %s, which does not exist)", to);
+    else if (err == ELOOP)
+        snprintf(why, cap, "a symbolic link (to %s) in a loop of symbolic links", to);
+    else
+        snprintf(why, cap, "a symbolic link (to %s): %s", to, strerror(err));
+}
+
 /* Why path, which mkdir found in the way, is not a directory: what it is, and for a symbolic link
  * where it leads (nowhere: dangling; round: a loop). */
 static void not_dir_why(const char *path, char *why, size_t cap)
@@ -326,12 +344,8 @@ static void not_dir_why(const char *path, char *why, size_t cap)
     to[n > 0 ? n : 0] = 0;
     if (stat(path, &st) == 0)
         snprintf(why, cap, "a symbolic link (to %s) to %s, not a directory", to, file_kind(st.st_mode));
-    else if (errno == ENOENT)
-        snprintf(why, cap, "a dangling symbolic link (to %s, which does not exist)", to);
-    else if (errno == ELOOP)
-        snprintf(why, cap, "a symbolic link (to %s) in a loop of symbolic links", to);
     else
-        snprintf(why, cap, "a symbolic link (to %s): %s", to, strerror(errno));
+        mv_path_why(path, errno, why, cap);
 }
 
 mv_status mv_mkdirs(const char *dir, mv_err *e)

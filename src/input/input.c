@@ -69,8 +69,11 @@ mv_status mv_input_open_path(mv_input *in, const char *path, mv_err *e)
     if (st != MV_OK)
         return opened(in, st);
     struct stat sb;
-    if (stat(path, &sb) != 0)
-        return opened(in, mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno)));
+    if (stat(path, &sb) != 0) {
+        char why[1200];
+        mv_path_why(path, errno, why, sizeof why);
+        return opened(in, mv_fail(e, MV_ERR_IO, "%s: %s", path, why));
+    }
     if (!S_ISREG(sb.st_mode))
         return opened(in, mv_fail(e, MV_ERR_IO, "%s: not a regular file", path));
     int fd;

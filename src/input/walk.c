@@ -462,7 +462,7 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
                 skip(w, 0, NULL, MV_WALK_SKIP_SPECIAL);
                 return 0;
             }
-            snprintf(w->err, sizeof w->err, "%s", strerror(errno));
+            mv_path_why(w->pb, errno, w->err, sizeof w->err); /* a dangling link: says so */
             return yield_error(w, it, w->pb, rel);
         }
         is_dir = S_ISDIR(sb.st_mode);
@@ -532,7 +532,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             told(w, p, (mv_walk_skip)why);
             continue;
         }
-        if (gone && snprintf(w->err, sizeof w->err, "%s", strerror(err)) >= 0) /* not passed over */
+        if (gone && (mv_path_why(p, err, w->err, sizeof w->err), 1)) /* not passed over */
             return yield_error(w, it, p, rel);
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);

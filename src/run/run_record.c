@@ -38,6 +38,7 @@ static const struct {
     {"No such file or directory", "unreadable"},
     {"Permission denied", "unreadable"},
     {"not a regular file", "unreadable"},
+    {"symbolic link", "unreadable"},
     {"read error", "unreadable"},
     {"cannot create", "output"},
     {"File name too long", "output"},

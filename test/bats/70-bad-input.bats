@@ -188,7 +188,21 @@ for f in sys.argv[1:]:
     ln -s self.jpg "$T/self.jpg"
     embed "$T/self.jpg"
     [ "$status" -eq 2 ]
-    expect_error "$T/self.jpg" "$T/self.jpg: Too many levels of symbolic links"
+    expect_error "$T/self.jpg" "$T/self.jpg: a symbolic link (to $(readlink "$T/self.jpg")) in a loop of symbolic links"
+}
+
+@test "dangling symbolic links, named and met in a walk: each fails alone, saying where it leads" {
+    mkdir "$T/d"
+    ln -s "$T/nowhere.png" "$T/d/gone.png"
+    ln -s missing.jpg "$T/named.jpg"
+    cp "$IMG/png_gray_128x72.png" "$T/d/"
+    embed "$T/named.jpg" "$T/d"
+    [ "$status" -eq 2 ]
+    expect_error "$T/named.jpg" "$T/named.jpg: a dangling symbolic link (to $(readlink "$T/named.jpg"), which does not exist)"
+    expect_error "$T/d/gone.png" "$T/d/gone.png: a dangling symbolic link (to $(readlink "$T/d/gone.png"), which does not exist)"
+    [ "$(field_of "$T/d/png_gray_128x72.png" status)" = ok ]
+    # the run record counts them as unreadable inputs
+    "$PY" -c 'import json,glob,sys; r=json.load(open(glob.glob(sys.argv[1]+"/run-*.json")[0])); assert r["failures"]["unreadable"]["count"] == 2, r["failures"]' "$T/o"
 }
 
 @test "non-UTF-8 file names: exact bytes kept in input_b64 / output_b64, for successes and errors" {
