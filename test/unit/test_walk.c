@@ -128,7 +128,7 @@ int main(void)
     snprintf(expect, sizeof expect,
              "%1$s/a.JPG|a.JPG\n"
              "%1$s/b.png|b.png\n"
-             "%1$s/dangling.jpg|dangling.jpg|ERR:No such file or directory\n"
+             "%1$s/dangling.jpg|dangling.jpg|ERR:a dangling symbolic link (to does-not-exist, which does not exist)\n"
              "%1$s/link.jpg|link.jpg\n"
              "%1$s/sub/c.mp4|sub/c.mp4\n"
              "%1$s/sub/deeper/d.webp|sub/deeper/d.webp\n"
