@@ -217,8 +217,10 @@ typedef struct {
     mv_line_order ord;   /* the record's order (its run and seq name the line) */
 } mv_done_sample;
 
-/* 1 with *s filled when input's latest line is ok, else 0. Strings as for mv_done_lookup. */
-int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *s);
+/* 1 with *s filled when input's latest line is ok, else 0; an input no line names as written is
+ * found by its path from / (abs, or NULL: not looked up), as a line's input_abs records it.
+ * Strings as for mv_done_lookup. */
+int mv_done_sample_of(const mv_done *d, const char *input, const char *abs, mv_done_sample *s);
 
 /* input's newest line's "error" ("" when it has none) when that line is an error line, else NULL
  * (ok, or not in d). Strings as for mv_done_lookup. */

@@ -229,15 +229,16 @@ size_t mv_done_inputs(const mv_done *d) { return d->n_ents; }
 int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample *smp)
 {
     *input = d->ents[i].input;
-    return mv_done_sample_of(d, d->ents[i].input, smp);
+    return mv_done_sample_of(d, d->ents[i].input, NULL, smp);
 }
 
-int mv_done_sample_of(const mv_done *d, const char *input, mv_done_sample *smp)
+int mv_done_sample_of(const mv_done *d, const char *input, const char *abs, mv_done_sample *smp)
 {
     const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
-    if (!s || !d->ents[s->value - 1].ok)
+    size_t ix = s ? s->value : abs ? id_find(d, abs, NULL, NULL) : 0;
+    if (!ix || !d->ents[ix - 1].ok)
         return 0;
-    const done_ent *en = &d->ents[s->value - 1];
+    const done_ent *en = &d->ents[ix - 1];
     smp->output = en->output ? en->output : en->odd_output;
     smp->model = en->model;
     smp->bytes = en->bytes;

@@ -169,7 +169,7 @@ static int resolve(const mv_done *D, const char *input, const char *fp, pool_ent
     mv_done_owner w;
     const char *err;
     *en = (pool_entry){.input = strdup(input), .offset = -1, .bytes = -1};
-    if (mv_done_sample_of(D, input, &s)) {
+    if (mv_done_sample_of(D, input, NULL, &s)) {
         if (strcmp(s.model, fp) != 0) {
             (*other)++;
             return 0;
@@ -504,7 +504,7 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
         mv_done_owner w;
         if (!mv_done_entry(P, i, &input, &ps))
             continue; /* left out: no row */
-        cur = mv_done_sample_of(D, input, &ds) && !strcmp(ps.model, ds.model) && ds.output &&
+        cur = mv_done_sample_of(D, input, NULL, &ds) && !strcmp(ps.model, ds.model) && ds.output &&
               (ds.tar || (mv_done_owner_of(D, ds.output, &w) && !strcmp(w.input, input)));
         if (cur && ps.ord.run[0] && ds.ord.run[0])
             cur = !strcmp(ps.ord.run, ds.ord.run) && ps.ord.seq == ds.ord.seq;

@@ -163,7 +163,7 @@ static int adoptable(const char *shard, const char *key, const char *text, size_
              json_is_string(js) && !strcmp(json_string_value(js), shard) && json_is_string(jk) &&
              !strcmp(json_string_value(jk), key) && json_is_integer(jb) && json_is_string(jx) &&
              (!npy || (json_integer_value(jb) == (json_int_t)npy_len && !strcmp(json_string_value(jx), hex))) &&
-             !mv_done_sample_of(done, input, &smp);
+             !mv_done_sample_of(done, input, json_string_value(json_object_get(o, "input_abs")), &smp);
     free(input);
     json_decref(o);
     return ok;

@@ -2,8 +2,8 @@
  * shard's inputs, checks resume (output names held in OUT's manifest, settings fingerprints,
  * damaged outputs; per input and complete shard for --layout tar) and names used twice in one
  * run (by two inputs: an error; by one input named twice: embedded once), and queues the rest
- * for the decode pool; plus the counting walk for the progress total and loading the resume
- * state. Not here: the naming rules (names.c), decoding.
+ * for the decode pool; plus the counting walk for the progress total. Not here: loading the
+ * resume state and the layout checks (pipeline.c), the naming rules (names.c), decoding.
  */
 #include "pipeline_int.h"
 
@@ -64,18 +64,19 @@ static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *s
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
-/* Files layout: the name the resume set gives the input of it (a walked one, relative to the
- * walked directory; a listed one, its path): the name its lines hold (mv_done_name_of) when they
- * hold one, so that the input keeps the name it first got, wherever it is met from (it->rel and
- * out_rel[cap] then take it). Sets it->abs (mv_path_from_root; cwd: the working directory, NULL
- * when unknown). 0, or -1 when out of memory. */
-static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, mv_item *it, char *out_rel,
-                      size_t cap)
+/* Sets it->abs (mv_path_from_root; cwd: the working directory, NULL when unknown), which its
+ * line records and resume finds it by. Files layout (tars 0): the name the resume set gives the
+ * input of it (a walked one, relative to the walked directory; a listed one, its path): the name
+ * its lines hold (mv_done_name_of) when they hold one, so that the input keeps the name it first
+ * got, wherever it is met from (it->rel and out_rel[cap] then take it). 0, or -1 when out of
+ * memory. */
+static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, int tars, mv_item *it,
+                      char *out_rel, size_t cap)
 {
     int oom = 0;
     if (!(it->abs = mv_path_from_root(dc, cwd, it->path, &oom)) && oom)
         return -1;
-    const char *known = done ? mv_done_name_of(done, it->path, it->abs) : NULL;
+    const char *known = done && !tars ? mv_done_name_of(done, it->path, it->abs) : NULL;
     size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
     if (!known || kl >= cap || kl <= sl || strcmp(known + kl - sl, MV_OUTPUT_SUFFIX) || !strcmp(known, out_rel))
         return 0;
@@ -86,6 +87,29 @@ static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, mv
     it->rel = rel;
     memcpy(out_rel, known, kl + 1);
     return 0;
+}
+
+/* 1 when walk item wi is in this run's shard. An input's shard is its output name's: in the
+ * files layout the name it holds when OUT's manifests know it (mv_done_name_of, as name_known
+ * finds it), so that a retry or resume that spells it another way (a path list after a walk,
+ * another working directory) keeps it in its shard; else (and when out of memory, which the
+ * caller meets next) the name its path gives. */
+static int in_shard(const runner *R, const mv_done *done, mv_dir_cache *dc, const char *cwd,
+                    const mv_walk_item *wi)
+{
+    int k = R->shard_k, n = R->shard_n, oom = 0, in = -1;
+    if (n <= 1 || R->tars || !done || wi->error)
+        return mv_name_in_shard(wi->rel, k, n);
+    char *abs = mv_path_from_root(dc, cwd, wi->path, &oom);
+    const char *known = abs || !oom ? mv_done_name_of(done, wi->path, abs) : NULL;
+    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
+    if (kl > sl && !strcmp(known + kl - sl, MV_OUTPUT_SUFFIX)) {
+        char *rel = strndup(known, kl - sl);
+        in = rel ? mv_name_in_shard(rel, k, n) : -1;
+        free(rel);
+    }
+    free(abs);
+    return in >= 0 ? in : mv_name_in_shard(wi->rel, k, n);
 }
 
 /* -v: each entry the walk passes over, named */
@@ -242,15 +266,15 @@ static int input_changed(const mv_run_opts *o, const char *path, const member_no
  * is now (input_changed; mn: a tar member as it is now) that still verifies (mv_tar_sample_intact): skip
  * it. 0: embed it (no record, other settings, a changed input, a sample missing or damaged; said
  * as the files layout says it). */
-static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const member_now *mn,
-                    const char *out_real, long *n_stale, char stale_fp[17])
+static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *abs,
+                    const member_now *mn, const char *out_real, long *n_stale, char stale_fp[17])
 {
     const mv_run_opts *o = R->o;
     const char *fp = R->m->fingerprint;
     mv_done_sample smp;
-    if (!mv_done_sample_of(done, path, &smp)) {
-        const char *alias = tar_alias(ta, done, path);
-        if (!alias || !mv_done_sample_of(done, alias, &smp))
+    if (!mv_done_sample_of(done, path, abs, &smp)) { /* as written, or by its path from / */
+        const char *alias = tar_alias(ta, done, path); /* lines without input_abs */
+        if (!alias || !mv_done_sample_of(done, alias, NULL, &smp))
             return 0;
     }
     char esc[8192], why[1100];
@@ -376,7 +400,6 @@ static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn,
 mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
 {
     const mv_run_opts *o = R->o;
-    int shard_k = R->shard_k, shard_n = R->shard_n;
     mv_walk *w;
     mv_walk_opts wo = walk_opts(o, R);
     char *out_real = realpath(o->out_dir, NULL);
@@ -393,12 +416,12 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     char stale_fp[17] = "";
     mv_hashset rels = {0};
     tar_aliases aliases = {0};
-    char *cwd = R->tars ? NULL : getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
+    char *cwd = getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
     mv_dir_cache dirs = {0};
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
-        if (!mv_name_in_shard(wi.rel, shard_k, shard_n))
+        if (!in_shard(R, done, &dirs, cwd, &wi))
             continue;
         member_now mn;
         mv_item *it = item_of(&wi, &mn);
@@ -408,7 +431,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         }
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
-        if (!R->tars && !wi.error && name_known(done, &dirs, cwd, it, out_rel, sizeof out_rel)) {
+        if (!wi.error && name_known(done, &dirs, cwd, R->tars != NULL, it, out_rel, sizeof out_rel)) {
             mv_item_free(it);
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
@@ -416,7 +439,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         const char *abs = it->abs;
         mv_done_owner ow;
         if (R->tars && !wi.error && done && !o->force &&
-            tar_done(R, done, &aliases, wi.path, &mn, out_real, &n_stale, stale_fp)) {
+            tar_done(R, done, &aliases, wi.path, it->abs, &mn, out_real, &n_stale, stale_fp)) {
             mv_item_free(it);
             continue;
         }
@@ -486,94 +509,5 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     free(cwd);
     mv_dir_cache_free(&dirs);
     free(out_real);
-    return st;
-}
-
-/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record is
- * refused before anything is written (mixing them would leave files beside shards, and readers
- * of either layout would meet lines of the other); one that holds both (left by earlier
- * versions) is refused whatever the layout. */
-static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e)
-{
-    size_t n_files, n_tar;
-    const char *ex_files, *ex_tar;
-    mv_done_layouts(done, &n_files, &n_tar, &ex_files, &ex_tar);
-    int tar = o->layout == MV_LAYOUT_TAR;
-    char esc[4096], esc2[4096];
-    if (n_files && n_tar)
-        return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (%zu input%s, such as %s, in the files layout "
-                       "and %zu, such as %s, in the tar layout, in its manifest): mvembed does not sort them "
-                       "apart; use another --out", o->out_dir, n_files, n_files > 1 ? "s" : "",
-                       mv_escape(ex_files, esc, sizeof esc), n_tar, mv_escape(ex_tar, esc2, sizeof esc2));
-    size_t n = tar ? n_files : n_tar;
-    char other[300];
-    int lt = n_tar > 0; /* the layout the lines show (when any), and the other one's files beside */
-    if ((n_files || n_tar) && mv_layout_signs(o->out_dir, !lt, other, sizeof other))
-        return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (%zu input%s, such as %s, in the %s layout in "
-                       "its manifest, and %s): mvembed does not sort them apart; use another --out",
-                       o->out_dir, lt ? n_tar : n_files, (lt ? n_tar : n_files) > 1 ? "s" : "",
-                       mv_escape(lt ? ex_tar : ex_files, esc, sizeof esc), lt ? "tar" : "files",
-                       mv_escape(other, esc2, sizeof esc2));
-    if (n)
-        return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (%zu input%s, such as %s, in its manifest): "
-                       "--layout %s would mix two layouts in one output directory; use another --out, or "
-                       "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
-                       mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
-                       tar ? "files" : "tar");
-    return MV_OK; /* runs starting side by side: pipeline.c's hold_layout */
-}
-
-/* --layout tar: adopts the samples of orphan shards (mv_tar_adopt) into the manifest, and when
- * there were any, loads the resume state again so that they count as done. */
-mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e)
-{
-    const mv_run_opts *o = R->o;
-    long n = 0;
-    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, pl_tar_commit, R, &n, e);
-    if (st || !n)
-        return st;
-    if (!o->quiet)
-        fprintf(stderr, "mvembed: %ld sample%s of complete shards had no manifest line (a run stopped "
-                "in between): adopted\n", n, n > 1 ? "s" : "");
-    mv_done_free(*done);
-    *done = NULL;
-    return pl_load_done(o, done, e);
-}
-
-/* Loads the resume state: every manifest in OUT (manifest.jsonl and each shard's, whatever its
- * shard count), so that no run takes a name another run's input holds; an input's newest line
- * wins (mv_line_order_cmp). */
-mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
-{
-    char **names = NULL;
-    size_t nn = 0;
-    mv_status st = mv_done_create(done, e);
-    if (!st)
-        st = mv_manifest_list(o->out_dir, &names, &nn, e);
-    for (size_t i = 0; !st && i <= nn; i++) {
-        char p[4200];
-        if (i == nn)
-            mv_name_manifest(p, sizeof p, o->out_dir, 0, 1);
-        else
-            snprintf(p, sizeof p, "%s/%s", o->out_dir, names[i]);
-        if (access(p, F_OK) != 0)
-            continue;
-        size_t nl, nb;
-        double t = mv_now();
-        if ((st = mv_manifest_load_done(p, *done, &nl, &nb, e)))
-            break;
-        if (o->verbose) {
-            char esc[8192];
-            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s (%.2fs)\n", mv_escape(p, esc, sizeof esc),
-                    nl, mv_done_count(*done), nb ? " (unreadable lines ignored)" : "", mv_now() - t);
-        }
-    }
-    mv_manifest_list_free(names, nn);
-    if (!st)
-        st = one_layout(o, *done, e);
-    if (st) {
-        mv_done_free(*done);
-        *done = NULL;
-    }
     return st;
 }

@@ -344,6 +344,7 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
     memset(r, 0, sizeof *r);
     mv_record_stamp(r);
     r->input = it->path;
+    r->input_abs = it->abs && strcmp(it->abs, it->path) ? it->abs : NULL; /* none: input is it */
     r->kind = it->kind;
     r->model = model_fingerprint;
     r->has_seconds = 1;

@@ -1,5 +1,6 @@
 /* pipeline.c - the batch's threads and queues (see mv_pipeline.h for the picture): opens the
- * run's outputs (resume state, manifest, tar shards), starts the stages' threads,
+ * run's outputs (resume state, manifest, tar shards) after checking that OUT holds one layout
+ * (by its lines, and against runs starting beside it), starts the stages' threads,
  * feeds them from the caller's thread, drains them stage by stage and reports. The decode pool is
  * here; the walker is in feed.c, the tower threads in towers.c, the writers in writers.c
  * (pipeline_int.h), the state they share and its services in runner.c.
@@ -22,6 +23,7 @@
 #include "mv_run_record.h"
 #include "mv_tar.h"
 #include "mv_tar_limit.h"
+#include "mv_tar_resume.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -78,8 +80,97 @@ static mv_status agree_tar_limit(runner *R, long long *limit, mv_err *e)
     return st;
 }
 
+/* An OUT holds one layout: a run whose --layout differs from the one OUT's ok lines record is
+ * refused before anything is written (mixing them would leave files beside shards, and readers
+ * of either layout would meet lines of the other); one that already holds both is refused
+ * whatever the layout. */
+static mv_status one_layout(const mv_run_opts *o, const mv_done *done, mv_err *e)
+{
+    size_t n_files, n_tar;
+    const char *ex_files, *ex_tar;
+    mv_done_layouts(done, &n_files, &n_tar, &ex_files, &ex_tar);
+    int tar = o->layout == MV_LAYOUT_TAR;
+    char esc[4096], esc2[4096];
+    if (n_files && n_tar)
+        return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (%zu input%s, such as %s, in the files layout "
+                       "and %zu, such as %s, in the tar layout, in its manifest): mvembed does not sort them "
+                       "apart; use another --out", o->out_dir, n_files, n_files > 1 ? "s" : "",
+                       mv_escape(ex_files, esc, sizeof esc), n_tar, mv_escape(ex_tar, esc2, sizeof esc2));
+    size_t n = tar ? n_files : n_tar;
+    char other[300];
+    int lt = n_tar > 0; /* the layout the lines show (when any), and the other one's files beside */
+    if ((n_files || n_tar) && mv_layout_signs(o->out_dir, !lt, other, sizeof other))
+        return mv_fail(e, MV_ERR_USAGE, "%s holds both layouts (%zu input%s, such as %s, in the %s layout in "
+                       "its manifest, and %s): mvembed does not sort them apart; use another --out",
+                       o->out_dir, lt ? n_tar : n_files, (lt ? n_tar : n_files) > 1 ? "s" : "",
+                       mv_escape(lt ? ex_tar : ex_files, esc, sizeof esc), lt ? "tar" : "files",
+                       mv_escape(other, esc2, sizeof esc2));
+    if (n)
+        return mv_fail(e, MV_ERR_USAGE, "%s holds the %s layout (%zu input%s, such as %s, in its manifest): "
+                       "--layout %s would mix two layouts in one output directory; use another --out, or "
+                       "--layout %s", o->out_dir, tar ? "files" : "tar", n, n > 1 ? "s" : "",
+                       mv_escape(tar ? ex_files : ex_tar, esc, sizeof esc), tar ? "tar" : "files",
+                       tar ? "files" : "tar");
+    return MV_OK; /* runs starting side by side: hold_layout */
+}
+
+/* Loads the resume state: every manifest in OUT (manifest.jsonl and each shard's, whatever its
+ * shard count), so that no run takes a name another run's input holds; an input's newest line
+ * wins (mv_line_order_cmp). */
+static mv_status load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
+{
+    char **names = NULL;
+    size_t nn = 0;
+    mv_status st = mv_done_create(done, e);
+    if (!st)
+        st = mv_manifest_list(o->out_dir, &names, &nn, e);
+    for (size_t i = 0; !st && i <= nn; i++) {
+        char p[4200];
+        if (i == nn)
+            mv_name_manifest(p, sizeof p, o->out_dir, 0, 1);
+        else
+            snprintf(p, sizeof p, "%s/%s", o->out_dir, names[i]);
+        if (access(p, F_OK) != 0)
+            continue;
+        size_t nl, nb;
+        double t = mv_now();
+        if ((st = mv_manifest_load_done(p, *done, &nl, &nb, e)))
+            break;
+        if (o->verbose) {
+            char esc[8192];
+            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s (%.2fs)\n", mv_escape(p, esc, sizeof esc),
+                    nl, mv_done_count(*done), nb ? " (unreadable lines ignored)" : "", mv_now() - t);
+        }
+    }
+    mv_manifest_list_free(names, nn);
+    if (!st)
+        st = one_layout(o, *done, e);
+    if (st) {
+        mv_done_free(*done);
+        *done = NULL;
+    }
+    return st;
+}
+
+/* --layout tar: adopts the samples of orphan shards (mv_tar_adopt) into the manifest, and when
+ * there were any, loads the resume state again so that they count as done. */
+static mv_status tar_adopt(runner *R, mv_done **done, mv_err *e)
+{
+    const mv_run_opts *o = R->o;
+    long n = 0;
+    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, pl_tar_commit, R, &n, e);
+    if (st || !n)
+        return st;
+    if (!o->quiet)
+        fprintf(stderr, "mvembed: %ld sample%s of complete shards had no manifest line (a run stopped "
+                "in between): adopted\n", n, n > 1 ? "s" : "");
+    mv_done_free(*done);
+    *done = NULL;
+    return load_done(o, done, e);
+}
+
 /* Runs starting side by side into one OUT with different layouts, before either has written a
- * line (feed.c's one_layout reads the lines): each marks its layout, then looks for the other's,
+ * line (one_layout above reads the lines): each marks its layout, then looks for the other's,
  * so that at least one of two sees the other. A files run holds its byte of OUT's lock file
  * (mv_claims_hold_files) and looks for the tar layout's record (which a tar run writes before any
  * shard); a tar run, its record written (agree_tar_limit), looks for a
@@ -138,7 +229,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: an output name is only "
                 "taken when free or this input's own, and manifest merge/compact cannot tell that a run "
                 "writes here\n", o->out_dir);
-    if ((st = pl_load_done(o, done, e)))
+    if ((st = load_done(o, done, e)))
         goto fail_claims;
     long long limit = 0; /* a run refused for its --shard-samples leaves the marker too */
     char rec[4400];
@@ -162,7 +253,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         goto fail_man;
     if (R->tars)
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
-    if (R->tars && (st = pl_tar_adopt(R, done, e)))
+    if (R->tars && (st = tar_adopt(R, done, e)))
         goto fail_tars;
     return MV_OK;
 fail_tars:

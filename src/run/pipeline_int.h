@@ -14,8 +14,6 @@
 /* feed.c */
 mv_status pl_feed(runner *R, mv_done *done, mv_err *e);
 void *pl_count_main(void *arg);
-mv_status pl_load_done(const mv_run_opts *o, mv_done **done, mv_err *e);
-mv_status pl_tar_adopt(runner *R, mv_done **done, mv_err *e);
 
 /* towers.c: the tower stage of backends be[0..n_be) spread over n_dev devices (be[i] on device
  * i % n_dev), one thread each: mv_thread_create(..., pl_tower_main, pl_tower_arg(T, i)). A thread

@@ -70,7 +70,6 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
             mv_item_fail(it, e.msg);
     }
     mv_item_record(it, c, dt, R->m->fingerprint, out_rel, r);
-    r->input_abs = it->abs && strcmp(it->abs, it->path) ? it->abs : NULL; /* none: input is it */
     if (it->error && it->named) /* the name it takes when a rerun succeeds (mv_done_name_of) */
         r->planned_output = out_rel;
     if (!it->error) {
