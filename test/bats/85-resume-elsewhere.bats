@@ -2,8 +2,9 @@
 # Runs that meet OUT's inputs spelled another way: --layout tar resumed from another working
 # directory (relative and absolute paths, loose files and the members of an input tar) skips what
 # is done; a --shard K/N retry of one task's failures, listed by `manifest failed`, redoes exactly
-# the inputs that task held.
-# Oracles: Python's json and tarfile over OUT, numpy + zstandard loading outputs.
+# the inputs that task held; and an OUT the umask leaves unwritable is named with its cause and
+# not left behind.
+# Oracles: Python's json and tarfile over OUT, os.path, numpy + zstandard loading outputs.
 load test_helper
 
 IMG="$ROOT/fixtures/media/images"
@@ -11,6 +12,10 @@ IMG="$ROOT/fixtures/media/images"
 setup() {
     T="$BATS_TEST_TMPDIR"
     cd "$T"
+}
+
+teardown() {
+    if [ -n "${D:-}" ]; then rm -rf "$D"; fi
 }
 
 emb() { "$MVEMBED" --device cpu --threads 1 --model "$MODEL" "$@"; }
@@ -108,4 +113,35 @@ for inp, k in held.items():
     else:       # task 0's: left to task 0
         assert r["status"] == "error", (inp, r)
 PYEOF
+}
+
+@test "umask 0777 or 0222: the message names the umask and OUT is not left behind" {
+    D=$(mktemp -d /tmp/mvembed-bats.XXXXXX)
+    chmod 755 "$D"
+    cp -r "$MODEL" "$D/m" && chmod -R a+rX "$D/m"
+    mkdir -m 777 "$D/w"
+    cp "$IMG/png_gray_128x72.png" "$D/w/in.png"
+    chmod a+r "$D/w/in.png"
+    as_user=()
+    if [ "$(id -u)" -eq 0 ]; then # root writes anywhere: run as nobody
+        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    fi
+    for case in "0777 O1 000" "0222 O2/a/b 555"; do
+        set -- $case
+        run timeout 120 "${as_user[@]}" bash -c 'umask "$1"; exec "$2" -q --device cpu --model "$3" --out "$4" "$5"' \
+            _ "$1" "$MVEMBED" "$D/m" "$D/w/$2" "$D/w/in.png"
+        echo "$output"
+        [ "$status" -eq 1 ]
+        top=${2%%/*}
+        [[ "$output" == *"mvembed made $D/w/$top with mode $3, as the umask $1 asks"* ]]
+        "$PY" -c 'import os, sys; assert not os.path.lexists(sys.argv[1]), sys.argv[1]' "$D/w/$top"
+    done
+    # a umask that leaves the owner its permissions makes an OUT that works
+    run timeout 120 "${as_user[@]}" bash -c 'umask 027; exec "$1" -q --device cpu --model "$2" --out "$3" "$4"' \
+        _ "$MVEMBED" "$D/m" "$D/w/O3" "$D/w/in.png"
+    [ "$status" -eq 0 ]
+    "$PY" -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1] + "/manifest.jsonl")]
+assert [x["status"] for x in r] == ["ok"], r' "$D/w/O3"
 }
