@@ -59,6 +59,12 @@
 #   gemmrank   cuBLASLt's other heuristic answers (mvtower --gemm-rank in,out,k) for proj (1152 ->
 #              1152; answers GEMMRANK_PROJ: 0 3 4 6 0) and fc2 (4304 -> 1152; GEMMRANK_FC2: 0 3 7),
 #              whole 64 x 448² forwards, images/s (mvtower --gemm-list's list first) -> gemmrank.log
+#   clocks     sustained clocks and power under load: nvidia-smi sampled every 100 ms while the
+#              tower (no HF) runs CLOCK_SIZES of each CLOCK_CONFIGS layout, and while attnbench's
+#              fa3 runs CLOCK_SHAPES at head dim 64; per run the median / lowest SM clock, median
+#              power and the share of samples under each throttle reason; then ncu on one fa3
+#              launch per shape (clocks left free): duration, L2 hit rate, DRAM and SM
+#              throughput, SM clock                                               -> clocks.log
 # The environment (unpacked bundle, libraries, cuDNN from the torch venv) is scripts/device-env.sh.
 # Each step's exit status is logged; the script exits 1 when any step failed.
 # Example (device tool): OUT=$OUT timeout 560 scripts/device-run.sh tests attn parity tower
@@ -262,6 +268,40 @@ print(f"u8dump: {len(cpu)} inputs ok on cpu, {len(cuda)} on cuda, {n_hf} with HF
 sys.exit(0 if bad == 0 and len(cuda) == len(cpu) and len(cpu) > 0 else 1)
 PY
         tail -1 "$OUT/u8dump.log"
+        ;;
+    clocks)
+        : >"$OUT/clocks.log"
+        under_smi() { # LABEL CMD...: CMD under nvidia-smi sampling, its summary line in clocks.log
+            local label=$1
+            shift
+            local why=clocks_throttle_reasons.active # renamed clocks_event_reasons by newer drivers
+            nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_event_reasons.active && why=clocks_event_reasons.active
+            nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,$why \
+                --format=csv,noheader,nounits -lms 100 >/tmp/mv/smi.csv 2>/dev/null &
+            local smi=$!
+            "$@" >"$OUT/clocks_run.log" 2>&1
+            kill $smi 2>/dev/null
+            wait $smi 2>/dev/null
+            echo "$label: $(grep -E 'img/s|TFLOP' "$OUT/clocks_run.log" | tail -2 | tr -s ' \n' ' ')" | tee -a "$OUT/clocks.log"
+            python3 scripts/smi_summary.py /tmp/mv/smi.csv | tee -a "$OUT/clocks.log"
+        }
+        for cfg in ${CLOCK_CONFIGS:-27b 2b}; do
+            m=$(ensure_model "$cfg")
+            for sz in ${CLOCK_SIZES:-16x1600x1200 1x3024x4032}; do
+                under_smi "tower $cfg $sz" timeout 150 python3 scripts/bench_tower.py bench --model "$m" \
+                    --mvtower "$BIN/mvtower" --iters "${CLOCK_ITERS:-8}" --sizes "$sz" --attention auto --no-hf
+            done
+        done
+        NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        for sh in ${CLOCK_SHAPES:-1x16384 1x47376}; do
+            under_smi "fa3 d64 $sh" timeout 90 "$BIN/attnbench" --iters 200 --only fa3 --shape "$sh" --dim 64
+            timeout 120 "$NCU" --clock-control none --kernel-name regex:fa3 --launch-skip 3 --launch-count 1 \
+                --metrics gpu__time_duration.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second \
+                "$BIN/attnbench" --iters 5 --only fa3 --shape "$sh" --dim 64 >"$OUT/clocks_ncu_$sh.log" 2>&1
+            echo "ncu fa3 d64 $sh:" | tee -a "$OUT/clocks.log"
+            grep -E "gpu__time_duration|lts__t_sector_hit|dram__throughput|sm__throughput|sm__cycles_elapsed" \
+                "$OUT/clocks_ncu_$sh.log" | tee -a "$OUT/clocks.log"
+        done
         ;;
     tower)
         m=$(ensure_model "${TOWER_CONFIG:-27b}")
