@@ -84,8 +84,9 @@ void mv_path_why(const char *path, int err, char *why, size_t cap);
 /* write(2) of all n bytes (EINTR retried): 0, or -1 with errno (EIO for a write of 0 bytes). */
 int mv_write_all(int fd, const void *buf, size_t n);
 
-/* fsync of directory dir (EINVAL, a file system that cannot, is fine): MV_OK, or MV_ERR_IO
- * naming dir in e (e may be NULL). */
+/* fsync of directory dir (EINVAL, a file system that cannot, and EROFS are fine): MV_OK, or
+ * MV_ERR_IO naming dir in e (e may be NULL, for a caller that words its own message) with errno
+ * the cause. */
 mv_status mv_sync_dir(const char *dir, mv_err *e);
 
 /* CPUs this process may run on (its affinity mask: taskset, Slurm and container CPU sets), for

@@ -411,12 +411,14 @@ int mv_write_all(int fd, const void *buf, size_t n)
 mv_status mv_sync_dir(const char *dir, mv_err *e)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int bad = fd < 0 || (fsync(fd) != 0 && errno != EINVAL);
+    int bad = fd < 0 || (fsync(fd) != 0 && errno != EINVAL && errno != EROFS);
     int err = errno;
     if (fd >= 0)
         close(fd);
-    return bad && e ? mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", dir, strerror(err))
-                    : bad ? MV_ERR_IO : MV_OK;
+    if (bad && e)
+        mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", dir, strerror(err));
+    errno = err;
+    return bad ? MV_ERR_IO : MV_OK;
 }
 
 double mv_now(void)

@@ -327,14 +327,8 @@ static mv_status write_atomic_held(const char *dir, const char *tmp, const char 
         unlink(tmp);
         return mv_fail(e, MV_ERR_IO, "%s: rename failed: %s", path, strerror(err));
     }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd < 0 || fsync(dfd)) {
-        int err = errno;
-        if (dfd >= 0)
-            close(dfd);
-        return mv_fail(e, MV_ERR_IO, "%s: fsync of the directory failed: %s", dir, strerror(err));
-    }
-    close(dfd);
+    if (mv_sync_dir(dir, NULL))
+        return mv_fail(e, MV_ERR_IO, "%s: fsync of the directory failed: %s", dir, strerror(errno));
     return MV_OK;
 }
 

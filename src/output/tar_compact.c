@@ -388,12 +388,8 @@ static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, m
         st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
     if (st || !changed)
         unlink(tmp);
-    int dfd = st || !changed ? -1 : open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0 && errno != EINVAL)
-            st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", out_dir, strerror(errno));
-        close(dfd);
-    }
+    if (!st && changed && mv_sync_dir(out_dir, NULL))
+        st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", out_dir, strerror(errno));
     return st;
 }
 
@@ -460,10 +456,7 @@ static mv_status fix_pooled(const char *out_dir, const char *stem, int old, cons
         fprintf(stderr, "mvembed: %s%s removed: it indexed samples of shards compact removed (a run "
                 "with --pool mean over the same inputs writes it again)\n", old ? path : dir, old ? "" : "/");
     else if (!st && changed && !stale) {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), bad = dfd < 0 || (fsync(dfd) && errno != EINVAL);
-        if (dfd >= 0)
-            close(dfd);
-        if (bad)
+        if (mv_sync_dir(dir, NULL))
             st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", dir, strerror(errno));
         else if (!quiet)
             fprintf(stderr, "mvembed: %s: %zu line%s now name%s the copies of moved samples\n", path, changed,

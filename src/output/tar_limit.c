@@ -112,14 +112,10 @@ static int write_record(const char *out_dir, const char *path, long long limit, 
         unlink(tmp);
         return err == EEXIST ? 0 : -1; /* another run's record won the name */
     }
-    int dfd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS)) {
+    if (mv_sync_dir(out_dir, NULL)) {
         mv_fail(e, MV_ERR_IO, "%s: fsync of directory %s: %s", path, out_dir, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
         return -1;
     }
-    close(dfd);
     return 1;
 }
 

@@ -575,18 +575,14 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
         mv_tar_abandon(sh);
         return st;
     }
-    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS)) {
+    if (mv_sync_dir(s->dir, NULL)) {
         st = mv_fail(e, MV_ERR_IO, "%s: fsync of directory %s: %s", sh->fin, s->dir, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
         unlink(sh->fin); /* not durable: its inputs are redone, no line points into it */
         free(sh->tmp);
         sh->tmp = NULL;
         shard_free(sh);
         return st;
     }
-    close(dfd);
     /* the shard is complete and durable: now its lines may name it. Its lock is held until they
      * are appended (shard_free closes it), so a shard no line names and nobody locks is an
      * orphan of a run killed in between (mv_tar_adopt); its data was synced, so the close

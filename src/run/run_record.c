@@ -220,18 +220,6 @@ static json_t *snapshot_commit(const char *dir)
     return c;
 }
 
-/* fsync of the directory out (EINVAL: a file system that cannot). */
-static mv_status sync_dir(const char *out, mv_err *e)
-{
-    mv_status st = MV_OK;
-    int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL))
-        st = mv_fail(e, MV_ERR_IO, "%s: fsync of the directory: %s", out, strerror(errno));
-    if (dfd >= 0)
-        close(dfd);
-    return st;
-}
-
 static const char *base_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -339,7 +327,7 @@ static mv_status write_json(const char *out, const char *tmp, const char *fin, j
         unlink(tmp);
         return st;
     }
-    return sync_dir(out, e);
+    return mv_sync_dir(out, e);
 }
 
 /* write_json, then j freed and fin copied into path[cap] (when non-NULL and written). */
@@ -375,7 +363,7 @@ mv_status mv_run_marker_remove(const char *out, int k, int n, int *removed, mv_e
                        strerror(errno));
     }
     *removed = 1;
-    return sync_dir(out, e); /* a crash from here on must not bring it back */
+    return mv_sync_dir(out, e); /* a crash from here on must not bring it back */
 }
 
 mv_status mv_run_marker_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e)
