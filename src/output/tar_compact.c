@@ -310,6 +310,36 @@ static mv_status note_moves(moves *M, const char *name, const sample *smp, size_
     return MV_OK;
 }
 
+/* Opens temp file tmp (our pid names it: ours) into *w, locked as output.c's temp files are. */
+static mv_status open_temp(const char *tmp, FILE **w, mv_err *e)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!*w) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(err));
+    }
+    mv_output_lock_temp(fd);
+    return MV_OK;
+}
+
+/* Ends a rewrite through tmp (w: NULL when it could not be opened; st: the status so far):
+ * flush, fsync, close, then tmp renamed over path when keep, else removed. */
+static mv_status close_temp(FILE *w, const char *tmp, const char *path, int keep, mv_status st, mv_err *e)
+{
+    if (w && !st && (fflush(w) || fsync(fileno(w))))
+        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (w && fclose(w) && !st)
+        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (!st && keep && rename(tmp, path) != 0)
+        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
+    if (st || !keep)
+        unlink(tmp);
+    return st;
+}
+
 /* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies;
  * nothing when no line names one. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
  * temp files are, fsync, rename, fsync of out_dir. */
@@ -332,19 +362,15 @@ static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, m
         return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); /* our pid: ours */
-    FILE *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!w) {
-        if (fd >= 0)
-            close(fd);
+    FILE *w;
+    mv_status st = open_temp(tmp, &w, e);
+    if (st) {
         fclose(f);
-        return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
+        return st;
     }
-    mv_output_lock_temp(fd);
     char *line = NULL;
     size_t lcap = 0, changed = 0;
     ssize_t len;
-    mv_status st = MV_OK;
     while (!st && (len = getline(&line, &lcap, f)) > 0) {
         json_error_t jerr;
         json_t *o = json_loadb(line, (size_t)len, 0, &jerr);
@@ -380,14 +406,7 @@ static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, m
     }
     free(line);
     fclose(f);
-    if (!st && (fflush(w) || fsync(fd)))
-        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (fclose(w) && !st)
-        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (!st && changed && rename(tmp, path) != 0)
-        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
-    if (st || !changed)
-        unlink(tmp);
+    st = close_temp(w, tmp, path, changed > 0, st, e);
     if (!st && changed && mv_sync_dir(out_dir, NULL))
         st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", out_dir, strerror(errno));
     return st;
@@ -409,13 +428,8 @@ static mv_status fix_pooled(const char *out_dir, const char *stem, int old, cons
     if (!f)
         return errno == ENOENT ? MV_OK : mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
     mv_place_guard_begin(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); /* our pid: ours */
-    FILE *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    mv_status st = w ? MV_OK : mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (!w && fd >= 0)
-        close(fd);
-    if (w)
-        mv_output_lock_temp(fd);
+    FILE *w;
+    mv_status st = open_temp(tmp, &w, e);
     char *line = NULL, *a = NULL, *b = NULL;
     size_t lcap = 0, changed = 0, stale = 0;
     ssize_t len;
@@ -441,14 +455,7 @@ static mv_status fix_pooled(const char *out_dir, const char *stem, int old, cons
     }
     free(line);
     fclose(f);
-    if (w && !st && (fflush(w) || fsync(fd)))
-        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (w && fclose(w) && !st)
-        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (!st && !stale && changed && rename(tmp, path) != 0)
-        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
-    if (st || stale || !changed)
-        unlink(tmp);
+    st = close_temp(w, tmp, path, !stale && changed, st, e);
     mv_place_guard_end();
     if (!st && stale && (old ? mv_pool_remove_old(out_dir, stem) : mv_pool_remove(out_dir, stem)) < 0)
         st = mv_fail(e, MV_ERR_IO, "%s: cannot remove it: %s", old ? path : dir, strerror(errno));
