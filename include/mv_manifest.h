@@ -120,6 +120,11 @@ void mv_line_order_of(struct json_t *line, uint64_t pos, mv_line_order *ord);
  * when out of memory. */
 char *mv_line_input_key(const char *raw, size_t n, size_t *kl);
 
+/* The raw path a parsed line records in field ("<field>_b64"'s bytes when a string, else field's
+ * string), malloc'd; NULL when absent or malformed (bad base64, empty, a NUL byte in it), and
+ * when out of memory copying field's string (*nomem then set; nomem may be NULL). */
+char *mv_line_path_field(struct json_t *o, const char *field, int *nomem);
+
 /* One line's input (raw bytes, NUL-terminated) and, for an ok line of the files layout, the
  * output file it names (NULL otherwise: error lines, tar samples, whose "output" is a shared shard). */
 typedef struct {

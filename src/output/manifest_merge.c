@@ -116,37 +116,9 @@ static int table_put(table *t, const char *key, size_t keylen, const char *akey,
  * memory (*nomem set). */
 static char *line_output(json_t *j, int ok, int *nomem)
 {
-    const char *out = json_string_value(json_object_get(j, "output"));
-    const char *b64 = json_string_value(json_object_get(j, "output_b64"));
-    if (!ok || !out || json_object_get(j, "shard"))
+    if (!ok || !json_is_string(json_object_get(j, "output")) || json_object_get(j, "shard"))
         return NULL;
-    size_t n = 0;
-    char *o = b64 ? (char *)mv_base64_decode(b64, &n) : strdup(out);
-    if (b64 && o && (n == 0 || memchr(o, 0, n))) { /* not a name: the line keys by input only */
-        free(o);
-        return NULL;
-    }
-    *nomem = !b64 && !o; /* a bad output_b64 keys the line by its input only */
-    return o;
-}
-
-/* The input's path from / that a line recorded ("input_abs", or its "input_abs_b64"), malloc'd
- * with its length in *n; NULL where it has none (or a bad one) and when out of memory (*nomem). */
-static char *line_abs(json_t *j, size_t *n, int *nomem)
-{
-    const char *abs = json_string_value(json_object_get(j, "input_abs"));
-    const char *b64 = json_string_value(json_object_get(j, "input_abs_b64"));
-    if (!abs && !b64)
-        return NULL;
-    char *a = b64 ? (char *)mv_base64_decode(b64, n) : strdup(abs);
-    if (b64 && a && (*n == 0 || memchr(a, 0, *n))) {
-        free(a);
-        return NULL;
-    }
-    if (!b64 && a)
-        *n = strlen(a);
-    *nomem |= !b64 && !a;
-    return a;
+    return mv_line_path_field(j, "output", nomem); /* a bad output_b64: keyed by input only */
 }
 
 /* Reads one manifest into t; unparsable lines (a torn last line) are skipped and counted in *bad;
@@ -205,8 +177,8 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
         char fp[17];
         snprintf(fp, sizeof fp, "%s", ok && model ? model : "");
         mv_line_who who = {raw, line_output(j, ok, &nomem)};
-        size_t al = 0, akl = 0;
-        char *abs = line_abs(j, &al, &nomem);
+        char *abs = mv_line_path_field(j, "input_abs", &nomem); /* the input's path from / */
+        size_t al = abs ? strlen(abs) : 0, akl = 0;
         json_decref(j);
         char *key = raw ? mv_line_input_key(raw, rl, &kl) : NULL;
         char *akey = abs ? mv_line_input_key(abs, al, &akl) : NULL;

@@ -15,9 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The raw path of field (from "<field>_b64" when present, else the string); malloc'd, or NULL
- * when absent or malformed. */
-static char *record_path(json_t *o, const char *field)
+/* mv_line_path_field (mv_manifest.h): here, merge's and tar resume's reader of a path field. */
+char *mv_line_path_field(json_t *o, const char *field, int *nomem)
 {
     char k64[64];
     snprintf(k64, sizeof k64, "%s_b64", field);
@@ -34,7 +33,10 @@ static char *record_path(json_t *o, const char *field)
     json_t *s = json_object_get(o, field);
     if (!json_is_string(s))
         return NULL;
-    return strdup(json_string_value(s));
+    char *p = strdup(json_string_value(s));
+    if (!p && nomem)
+        *nomem = 1;
+    return p;
 }
 
 /* The input file's size, mtime and hash as an ok line recorded them (absent: -1, "") */
@@ -91,7 +93,7 @@ static void parse_line(const char *line, size_t n, parsed_line *p)
     memset(p, 0, sizeof *p);
     json_error_t jerr;
     json_t *o = json_loadb(line, n, 0, &jerr);
-    p->input = json_is_object(o) ? record_path(o, "input") : NULL;
+    p->input = json_is_object(o) ? mv_line_path_field(o, "input", NULL) : NULL;
     json_t *st = json_is_object(o) ? json_object_get(o, "status") : NULL;
     if (!p->input || !json_is_string(st)) {
         free(p->input);
@@ -104,18 +106,18 @@ static void parse_line(const char *line, size_t n, parsed_line *p)
     l->input = p->input;
     l->ok = strcmp(json_string_value(st), "ok") == 0;
     mv_line_order_of(o, 0, &l->ord); /* the position is given in file order, by apply_line */
-    p->output = l->ok ? record_path(o, "output") : NULL;
+    p->output = l->ok ? mv_line_path_field(o, "output", NULL) : NULL;
     l->output = p->output;
     json_t *je = l->ok ? NULL : json_object_get(o, "error"); /* kept for --pool mean's index */
     p->error = json_is_string(je) ? strdup(json_string_value(je)) : NULL;
     l->error = p->error;
-    p->abs = record_path(o, "input_abs");
+    p->abs = mv_line_path_field(o, "input_abs", NULL);
     if (p->abs && p->abs[0] != '/') { /* not a path from /: not an identity */
         free(p->abs);
         p->abs = NULL;
     }
     l->abs = p->abs ? p->abs : p->input[0] == '/' ? p->input : NULL;
-    p->planned = l->ok ? NULL : record_path(o, "planned_output");
+    p->planned = l->ok ? NULL : mv_line_path_field(o, "planned_output", NULL);
     l->planned = p->planned;
     json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
     snprintf(p->model, sizeof p->model, "%s", json_is_string(jm) ? json_string_value(jm) : "");

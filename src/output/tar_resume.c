@@ -127,22 +127,6 @@ char *mv_tar_record_set(const char *rec, const char *name, const char *v, int nu
 
 /* ---- orphan shards ------------------------------------------------------------------------ */
 
-/* The raw input path of record o (input_b64 when present); malloc'd, NULL when absent. */
-static char *record_input(json_t *o)
-{
-    json_t *b = json_object_get(o, "input_b64"), *s = json_object_get(o, "input");
-    if (json_is_string(b)) {
-        size_t n;
-        uint8_t *raw = mv_base64_decode(json_string_value(b), &n);
-        if (raw && (n == 0 || memchr(raw, 0, n))) {
-            free(raw);
-            raw = NULL;
-        }
-        return (char *)raw;
-    }
-    return json_is_string(s) ? strdup(json_string_value(s)) : NULL;
-}
-
 /* 1 when the sample's record (text[0..len), its .json member) names this shard and key, has no ok
  * line in done, and npy[0..npy_len) is the member it records (size, XXH64; not checked when npy
  * is NULL). */
@@ -154,7 +138,7 @@ static int adoptable(const char *shard, const char *key, const char *text, size_
     json_t *js = json_object_get(o, "shard"), *jk = json_object_get(o, "key");
     json_t *jb = json_object_get(o, "bytes"), *jx = json_object_get(o, "xxh64");
     json_t *st = json_object_get(o, "status");
-    char *input = json_is_object(o) ? record_input(o) : NULL;
+    char *input = json_is_object(o) ? mv_line_path_field(o, "input", NULL) : NULL;
     char hex[24] = "";
     if (npy)
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)mv_tar_checksum(npy, npy_len));
