@@ -26,9 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The extensions met in a sample ("/jpg/txt/", lower case), and the first met twice ("" none). */
+/* The extensions met in a sample (lower case), and the first met twice ("" none). */
 typedef struct {
-    char seen[2048];
+    mv_hashset seen;
     char twice[256];
 } sample_exts;
 
@@ -45,7 +45,7 @@ struct mv_tar_in {
     int ahead_end;       /* it reached the end (or a damaged part) of the tar */
     char akey[4096];     /* the sample it last scanned, and what it found after its member */
     mv_tar_raw after;
-    sample_exts aext;    /* the extensions of that whole sample */
+    sample_exts aext;    /* that sample's extensions after the member; twice: of the whole sample */
     mv_hashset names;    /* the names handed out (as output names: mv_output_name) */
     mv_tar_meta meta;    /* handed out (mv_tar_in_meta) when has_meta */
     int has_meta;
@@ -252,9 +252,17 @@ static int link_to_memfd(mv_tar_in *t, const char *self, const char *target, int
 
 /* --- samples and their metadata ----------------------------------------------------------- */
 
+/* x empty again, for a new sample. */
+static void exts_reset(sample_exts *x)
+{
+    mv_hashset_free(&x->seen);
+    x->twice[0] = 0;
+}
+
 /* Extension ext (lower case, as WebDataset compares them) met in a sample: noted in x, and in
- * x->twice when x has it already (the first such). */
-static void note_ext(sample_exts *x, const char *ext)
+ * x->twice when x, or before (NULL, or the sample's members before those x notes), has it
+ * already (the first such). Out of memory, it is not noted. */
+static void note_ext(sample_exts *x, const sample_exts *before, const char *ext)
 {
     char e[sizeof x->twice];
     size_t n = 0;
@@ -263,19 +271,10 @@ static void note_ext(sample_exts *x, const char *ext)
     e[n] = 0;
     if (!n) /* no extension: WebDataset passes such a member by */
         return;
-    size_t have = strlen(x->seen);
-    if (!have)
-        x->seen[have++] = '/';
-    for (const char *p = x->seen; (p = strstr(p, e)); p++)
-        if (p[-1] == '/' && p[n] == '/') {
-            if (!x->twice[0])
-                memcpy(x->twice, e, n + 1);
-            return;
-        }
-    if (have + n + 2 <= sizeof x->seen) /* a sample of more extensions than that: not noted */
-        snprintf(x->seen + have, sizeof x->seen - have, "%s/", e);
-    else
-        x->seen[have] = 0;
+    int added = 1;
+    if ((before && mv_hashset_find(&before->seen, e, n)) || (mv_hashset_add(&x->seen, e, n, &added) && !added))
+        if (!x->twice[0])
+            memcpy(x->twice, e, n + 1);
 }
 
 /* The main reader is at member raw (entry ent, its name as the tar has it): WebDataset's sample
@@ -288,11 +287,11 @@ static int track_sample(mv_tar_in *t, struct archive_entry *ent, const char *raw
     int k = mv_tar_meta_kind(ext);
     if (!t->in_sample || strcmp(key, t->gkey)) {
         mv_tar_raw_clear(&t->before);
-        memset(&t->gext, 0, sizeof t->gext);
+        exts_reset(&t->gext);
         memcpy(t->gkey, key, strlen(key) + 1);
         t->in_sample = 1;
     }
-    note_ext(&t->gext, ext);
+    note_ext(&t->gext, NULL, ext);
     if (k >= 0 && !t->names_only)
         mv_tar_read_meta(t->a, ent, raw, k, &t->before);
     return k >= 0;
@@ -306,7 +305,8 @@ static int scan_after(mv_tar_in *t)
     if (t->ahead && t->ahead_at > t->at && !strcmp(t->akey, t->gkey))
         return 0; /* an earlier input member of this sample was scanned past this one */
     mv_tar_raw_clear(&t->after);
-    t->aext = t->gext; /* the sample up to this member, then what follows */
+    exts_reset(&t->aext); /* what follows this member, and the sample's first repeat */
+    memcpy(t->aext.twice, t->gext.twice, sizeof t->aext.twice);
     memcpy(t->akey, t->gkey, strlen(t->gkey) + 1);
     char why[256];
     if (!t->ahead && !(t->ahead = mv_tar_reader(t->path, &t->ahead_src, why, sizeof why))) {
@@ -335,7 +335,7 @@ static int scan_after(mv_tar_in *t)
         int k = mv_tar_meta_kind(ext);
         if (strcmp(key, t->gkey))
             break; /* the next sample: where the next scan starts */
-        note_ext(&t->aext, ext);
+        note_ext(&t->aext, &t->gext, ext);
         if (k >= 0)
             mv_tar_read_meta(t->ahead, en, nm, k, &t->after);
     }
@@ -485,6 +485,8 @@ void mv_tar_in_close(mv_tar_in *t)
     mv_tar_src_free(t->src);
     mv_tar_src_free(t->ahead_src);
     mv_hashset_free(&t->names);
+    mv_hashset_free(&t->gext.seen);
+    mv_hashset_free(&t->aext.seen);
     mv_tar_raw_clear(&t->before);
     mv_tar_raw_clear(&t->after);
     mv_tar_meta_clear(&t->meta);
