@@ -41,24 +41,26 @@ static void on_signal(int sig)
     g_interrupted = sig;
 }
 
-/* 1 when the process runs under an address-space or data-segment limit (ulimit -v / -d). */
-static int address_space_limited(void)
+/* The process's address-space and data-segment limits (ulimit -v / -d, soft): RLIM_INFINITY for
+ * none, or where one cannot be read. */
+static void memory_limits(rlim_t *as, rlim_t *data)
 {
-    struct rlimit as, data;
-    return (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
-           (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+    struct rlimit rl;
+    *as = getrlimit(RLIMIT_AS, &rl) == 0 ? rl.rlim_cur : RLIM_INFINITY;
+    *data = getrlimit(RLIMIT_DATA, &rl) == 0 ? rl.rlim_cur : RLIM_INFINITY;
 }
 
 /* OpenBLAS started a server thread per CPU when it loaded (before main), each reserving a buffer
  * of about 128 MiB of address space and retrying forever when that fails (under `ulimit -v`: a
  * hang). mvembed calls OpenBLAS on one thread only (mv_blas_single_threaded), so under such a
- * limit the program starts itself again with OPENBLAS_NUM_THREADS=1, once; where it cannot, it
- * goes on with the threads. Without a limit nothing is restarted (the reservations cost nothing,
- * and tools that follow one program, such as valgrind, keep following it). */
-static void blas_without_threads(char **argv)
+ * limit (limited: one of memory_limits) the program starts itself again with
+ * OPENBLAS_NUM_THREADS=1, once; where it cannot, it goes on with the threads. Without a limit
+ * nothing is restarted (the reservations cost nothing, and tools that follow one program, such
+ * as valgrind, keep following it). */
+static void blas_without_threads(char **argv, int limited)
 {
     const char *v = getenv("OPENBLAS_NUM_THREADS");
-    if (mv_blas_threads_at_load() <= 1 || (v && !strcmp(v, "1")) || !address_space_limited())
+    if (mv_blas_threads_at_load() <= 1 || (v && !strcmp(v, "1")) || !limited)
         return;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -69,14 +71,13 @@ static void blas_without_threads(char **argv)
     execv("/proc/self/exe", argv);
 }
 
-/* Under an address-space limit (ulimit -v), glibc's malloc reserving 64 MiB per arena, up to eight
- * per CPU, would take it all before the run needs any: at most one arena per 256 MiB of it. */
-static void fit_address_space(void)
+/* Under an address-space limit as (ulimit -v), glibc's malloc reserving 64 MiB per arena, up to
+ * eight per CPU, would take it all before the run needs any: at most one arena per 256 MiB of it. */
+static void fit_address_space(rlim_t as)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    if (as == RLIM_INFINITY)
         return;
-    rlim_t arenas = rl.rlim_cur >> 28;
+    rlim_t arenas = as >> 28;
     mallopt(M_ARENA_MAX, arenas < 1 ? 1 : arenas > 64 ? 64 : (int)arenas);
 }
 
@@ -218,8 +219,11 @@ static int close_stdout(int rc)
 
 int main(int argc, char **argv)
 {
-    blas_without_threads(argv); /* first: the new program sees the descriptors as they were */
-    fit_address_space();
+    rlim_t as, data;
+    memory_limits(&as, &data);
+    /* first: the new program sees the descriptors as they were */
+    blas_without_threads(argv, as != RLIM_INFINITY || data != RLIM_INFINITY);
+    fit_address_space(as);
     if (mv_stdfds_guard())
         return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
     /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
