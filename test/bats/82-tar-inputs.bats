@@ -17,6 +17,16 @@ setup() {
 
 emb() { "$MVEMBED" -q --device cpu --model "$MODEL" "$@"; }
 
+# as_alone FIRST SECOND TAR: o/TAR/a.png and o/TAR/a.png#2 are byte for byte the outputs of the
+# images FIRST and SECOND embedded alone (into ref/, as one.png and two.png)
+as_alone() {
+    cp "$1" one.png
+    cp "$2" two.png
+    emb --out ref one.png two.png
+    cmp "o/$3/a.png.npy.zst" ref/one.png.npy.zst
+    cmp "o/$3/a.png#2.npy.zst" ref/two.png.npy.zst
+}
+
 # mktar TAR SPEC...: a tar made with Python's tarfile (compressed as TAR's name says: .gz, .zst,
 # .xz); each SPEC is NAME=@FILE (the file's bytes) or NAME=TEXT (UTF-8), or NAME=bom:TEXT (a UTF-8
 # BOM, then TEXT); members in the order given
@@ -180,11 +190,7 @@ for l in lines:
     assert list(a.shape) == l["shape"], (a.shape, l)
 PYEOF
     # y.tar's two images are each their own: outputs as for the images alone
-    cp "$IMG/png_gray_128x72.png" one.png
-    cp "$IMG/jpeg_gray_200x149.jpg" two.png
-    emb --out ref one.png two.png
-    cmp o/y.tar/a.png.npy.zst ref/one.png.npy.zst
-    cmp "o/y.tar/a.png#2.npy.zst" ref/two.png.npy.zst
+    as_alone "$IMG/png_gray_128x72.png" "$IMG/jpeg_gray_200x149.jpg" y.tar
 }
 
 @test "a key met again after another sample: a sample of its own, with its own output and caption; resumed as such" {
@@ -205,11 +211,7 @@ assert lines["d.tar/a.png"]["input_key"] == lines["d.tar/a.png#2"]["input_key"] 
 assert "txt" not in lines["d.tar/b.jpg"], lines
 assert all(l["status"] == "ok" for l in lines.values())
 PYEOF
-    cp "$IMG/png_gray_128x72.png" one.png
-    cp "$IMG/png_rgb_320x256.png" two.png
-    emb --out ref one.png two.png
-    cmp o/d.tar/a.png.npy.zst ref/one.png.npy.zst
-    cmp "o/d.tar/a.png#2.npy.zst" ref/two.png.npy.zst
+    as_alone "$IMG/png_gray_128x72.png" "$IMG/png_rgb_320x256.png" d.tar
     run "$MVEMBED" --device cpu --model "$MODEL" --out o d.tar
     [ "$status" -eq 0 ]
     [[ "$output" =~ "0 ok, 0 failed, 3 skipped" ]]
