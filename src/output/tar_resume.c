@@ -139,6 +139,7 @@ static int adoptable(const char *shard, const char *key, const char *text, size_
     json_t *jb = json_object_get(o, "bytes"), *jx = json_object_get(o, "xxh64");
     json_t *st = json_object_get(o, "status");
     char *input = json_is_object(o) ? mv_line_path_field(o, "input", NULL) : NULL;
+    char *abs = input ? mv_line_path_field(o, "input_abs", NULL) : NULL;
     char hex[24] = "";
     if (npy)
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)mv_tar_checksum(npy, npy_len));
@@ -147,8 +148,9 @@ static int adoptable(const char *shard, const char *key, const char *text, size_
              json_is_string(js) && !strcmp(json_string_value(js), shard) && json_is_string(jk) &&
              !strcmp(json_string_value(jk), key) && json_is_integer(jb) && json_is_string(jx) &&
              (!npy || (json_integer_value(jb) == (json_int_t)npy_len && !strcmp(json_string_value(jx), hex))) &&
-             !mv_done_sample_of(done, input, json_string_value(json_object_get(o, "input_abs")), &smp);
+             !mv_done_sample_of(done, input, abs, &smp);
     free(input);
+    free(abs);
     json_decref(o);
     return ok;
 }
