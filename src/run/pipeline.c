@@ -518,8 +518,9 @@ static mv_status make_out_dir(const char *out, mv_err *e)
     mv_status st = mv_mkdirs(out, e); /* "afile: Not a directory" alone does not say what failed */
     if (st)
         mv_fail_prefix(e, st, "cannot create the output directory (--out)");
-    else if (access(out, W_OK) != 0)
-        st = mv_fail(e, MV_ERR_IO, "%s: output directory is not writable: %s", out, strerror(errno));
+    else if (access(out, W_OK) != 0 || access(out, R_OK | X_OK) != 0) /* its listing is read too */
+        st = mv_fail(e, MV_ERR_IO, "%s: output directory is not %s: %s", out,
+                     access(out, W_OK) ? "writable" : "readable and searchable", strerror(errno));
     struct stat sb;
     if (st && top && stat(top, &sb) == 0) {
         unsigned mode = (unsigned)sb.st_mode & 0777;

@@ -115,7 +115,7 @@ for inp, k in held.items():
 PYEOF
 }
 
-@test "umask 0777 or 0222: the message names the umask and OUT is not left behind" {
+@test "umask 0777, 0222, 0177, 0477: the message names the umask and OUT is not left behind" {
     D=$(mktemp -d /tmp/mvembed-bats.XXXXXX)
     chmod 755 "$D"
     cp -r "$MODEL" "$D/m" && chmod -R a+rX "$D/m"
@@ -126,7 +126,7 @@ PYEOF
     if [ "$(id -u)" -eq 0 ]; then # root writes anywhere: run as nobody
         as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
     fi
-    for case in "0777 O1 000" "0222 O2/a/b 555"; do
+    for case in "0777 O1 000" "0222 O2/a/b 555" "0177 O3 600" "0477 O4 300"; do
         set -- $case
         run timeout 120 "${as_user[@]}" bash -c 'umask "$1"; exec "$2" -q --device cpu --model "$3" --out "$4" "$5"' \
             _ "$1" "$MVEMBED" "$D/m" "$D/w/$2" "$D/w/in.png"
@@ -138,10 +138,10 @@ PYEOF
     done
     # a umask that leaves the owner its permissions makes an OUT that works
     run timeout 120 "${as_user[@]}" bash -c 'umask 027; exec "$1" -q --device cpu --model "$2" --out "$3" "$4"' \
-        _ "$MVEMBED" "$D/m" "$D/w/O3" "$D/w/in.png"
+        _ "$MVEMBED" "$D/m" "$D/w/O5" "$D/w/in.png"
     [ "$status" -eq 0 ]
     "$PY" -c '
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1] + "/manifest.jsonl")]
-assert [x["status"] for x in r] == ["ok"], r' "$D/w/O3"
+assert [x["status"] for x in r] == ["ok"], r' "$D/w/O5"
 }
