@@ -63,7 +63,7 @@
 #              tower (no HF) runs CLOCK_SIZES of each CLOCK_CONFIGS layout, and while attnbench's
 #              fa3 runs CLOCK_SHAPES at head dim 64; per run the median / lowest SM clock, median
 #              power and the share of samples under each throttle reason; then ncu on one fa3
-#              launch per shape (clocks left free): duration, L2 hit rate, DRAM and SM
+#              launch per shape (clocks left free): duration, L2 hit rate, L2, DRAM and SM
 #              throughput, SM clock                                               -> clocks.log
 # The environment (unpacked bundle, libraries, cuDNN from the torch venv) is scripts/device-env.sh.
 # Each step's exit status is logged; the script exits 1 when any step failed.
@@ -296,10 +296,10 @@ PY
         for sh in ${CLOCK_SHAPES:-1x16384 1x47376}; do
             under_smi "fa3 d64 $sh" timeout 90 "$BIN/attnbench" --iters 200 --only fa3 --shape "$sh" --dim 64
             timeout 120 "$NCU" --clock-control none --kernel-name regex:fa3 --launch-skip 3 --launch-count 1 \
-                --metrics gpu__time_duration.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second \
+                --metrics gpu__time_duration.sum,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second \
                 "$BIN/attnbench" --iters 5 --only fa3 --shape "$sh" --dim 64 >"$OUT/clocks_ncu_$sh.log" 2>&1
             echo "ncu fa3 d64 $sh:" | tee -a "$OUT/clocks.log"
-            grep -E "gpu__time_duration|lts__t_sector_hit|dram__throughput|sm__throughput|sm__cycles_elapsed" \
+            grep -E "gpu__time_duration|lts__t_sector_hit|lts__throughput|dram__throughput|sm__throughput|sm__cycles_elapsed" \
                 "$OUT/clocks_ncu_$sh.log" | tee -a "$OUT/clocks.log"
         done
         ;;
