@@ -139,7 +139,8 @@ static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
 }
 
 /* For the progress line's total and ETA: a second, cheap walk (names only) that counts this run's
- * share of the inputs. Not done when paths come from standard input (a stream). */
+ * share of the inputs (in_shard, as the feeding walk takes them). Not done when paths come from
+ * standard input (a stream). */
 void *pl_count_main(void *arg)
 {
     runner *R = arg;
@@ -152,10 +153,14 @@ void *pl_count_main(void *arg)
         return NULL;
     long n = 0;
     mv_walk_item wi;
+    char *cwd = getcwd(NULL, 0);
+    mv_dir_cache dirs = {0};
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
-        if (mv_name_in_shard(wi.rel, R->shard_k, R->shard_n))
+        if (in_shard(R, R->resume, &dirs, cwd, &wi))
             n++;
     mv_walk_close(w);
+    free(cwd);
+    mv_dir_cache_free(&dirs);
     atomic_store(&R->total, n);
     return NULL;
 }

@@ -572,6 +572,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     for (int i = 0; i < n_be; i++)
         R->ictx.device_resize &= be[i]->resizes;
     mv_interrupt_watch(o->interrupt); /* decodes in flight stop at an interrupt too */
+    R->resume = done; /* read by the counting walk too; freed after the threads are joined */
     pl_towers *T = pl_towers_new(R, be, n_be, n_dev);
     mv_err fe;
     st = start_threads(R, T, n_be, &th, &fe);
@@ -581,6 +582,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
         pl_set_fatal(R, &fe);
     drain(R, &th);
     mv_interrupt_watch(NULL);
+    R->resume = NULL;
     mv_done_free(done);
     pl_progress_end(R);
     if (!(st = finish_and_leave(R, res, e)))

@@ -68,6 +68,7 @@ struct runner {
     mv_tar_set *tars;      /* --layout tar: the run's shards (else NULL) */
     mv_output_swept swept; /* files layout: the directories the writers have swept of temp files */
     struct mv_claims *claims; /* files layout: output names claimed across processes (mv_claims.h) */
+    const struct mv_done *resume; /* the resume set while the stages run (read only), else NULL */
 };
 
 /* A runner for options o and model m, taking shard k of n: counters at zero, the total unknown,

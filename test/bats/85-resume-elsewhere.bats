@@ -115,6 +115,37 @@ for inp, k in held.items():
 PYEOF
 }
 
+@test "--shard K/N: a walk after a listed run takes the inputs each shard held; progress counts them" {
+    mkdir data
+    for i in 1 2 3 4 5 6 7 8 9 10; do printf 'not an image %d' "$i" > "data/img$i.jpg"; done
+    for k in 0 1; do # named one by one: each holds the name data/imgN.jpg.npy.zst
+        run emb --shard "$k/2" --out O data/img*.jpg
+        [ "$status" -eq 2 ]
+    done
+    for i in 1 2 3 4 5 6 7 8 9 10; do cp "$IMG/jpeg_gray_200x149.jpg" "data/img$i.jpg"; done
+    for k in 1 0; do # then walked: found as imgN.jpg under data/, kept in the shard that held it
+        SLURM_JOB_ID=1 emb --shard "$k/2" --out O data 2>"log$k"
+        cat "log$k"
+        "$PY" - O "$k" "log$k" <<'PYEOF'
+import json, os, re, sys
+out, k, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+first, last = {}, {}
+for l in open(os.path.join(out, "manifest-%05d-of-00002.jsonl" % k)):  # one writer: in order
+    r = json.loads(l)
+    first.setdefault(r["input"], r)
+    last[r["input"]] = r
+held = {i for i, r in first.items() if r["status"] == "error"}
+done = {i for i, r in last.items() if r["status"] == "ok"}
+assert len(held) > 0 and held <= done, (held, done)   # each failure of shard k redone by shard k
+assert all(r["output"] == i + ".npy.zst" for i, r in last.items() if r["status"] == "ok"), last
+last = [l for l in open(log) if re.match(r"mvembed: \d+/\d+ done", l)][-1]
+m = re.match(r"mvembed: (\d+)/(\d+) done, (\d+) failed, (\d+) skipped", last)
+assert m and m.group(1) == m.group(2) == str(len(held)) and m.group(3) == "0", last
+PYEOF
+    done
+    [ "$(ls O/data | wc -l)" -eq 10 ]
+}
+
 @test "umask 0777, 0222, 0177, 0477: the message names the umask and OUT is not left behind" {
     D=$(mktemp -d /tmp/mvembed-bats.XXXXXX)
     chmod 755 "$D"
