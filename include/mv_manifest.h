@@ -126,18 +126,31 @@ char *mv_line_input_key(const char *raw, size_t n, size_t *kl);
 char *mv_line_path_field(struct json_t *o, const char *field, int *nomem);
 
 /* One line's input (raw bytes, NUL-terminated) and, for an ok line of the files layout, the
- * output file it names (NULL otherwise: error lines, tar samples, whose "output" is a shared shard). */
+ * output file it names (NULL otherwise: error lines, tar samples, whose "output" is a shared
+ * shard); whether it failed, and whether it is a tar member's (it records an "input_key"). */
 typedef struct {
     char *in, *out;
+    unsigned char error, member;
 } mv_line_who;
+
+/* The length of the tar PATH that a tar member's input ("<tar path>/<member>") begins with: its
+ * shortest prefix ending before a '/' whose last name is a tar's (mv_name_kind_of); 0 when none. */
+size_t mv_line_tar_of(const char *input);
+
+/* 1 when a tar member's line (order member) settles its tar's error line (order tar_error: the
+ * tar unreadable part way): it is newer and of another run, so a later run read that tar again
+ * (a run redoes a member of a tar whose newest line failed) without meeting the damage; a run
+ * that still meets it writes a newer error line of its own. */
+int mv_line_settles(const mv_line_order *member, const mv_line_order *tar_error);
 
 /* Over n lines, one per input key (ord[i], who[i]), sets stale[i] (n bytes, zeroed by the caller)
  * for each line that a newer line shows to be stale: one naming the same output file (one file,
  * one owner: the newest line naming it describes its bytes), or one whose input is now the same
  * regular file (device and inode, as mv_done_same_input: "in/a.jpg" and "/abs/in/a.jpg"), unless
- * both are ok lines naming different files (hard links: two inputs, two files). Relative inputs
- * resolve from the current directory, as resume's do. So an error line outlives its input's older
- * ok line, whatever the spelling. 0, or -1 when out of memory. */
+ * both are ok lines naming different files (hard links: two inputs, two files), or a tar's error
+ * line that a line of one of its members settles (mv_line_settles). Relative inputs resolve from
+ * the current directory, as resume's do. So an error line outlives its input's older ok line,
+ * whatever the spelling. 0, or -1 when out of memory. */
 int mv_line_stale(size_t n, const mv_line_order *ord, const mv_line_who *who, char *stale);
 
 typedef struct mv_manifest mv_manifest;

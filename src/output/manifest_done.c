@@ -54,6 +54,11 @@ struct mv_done {
     size_t n_ents, ents_cap, n_ok;
     uint64_t pos; /* lines read so far, over every manifest loaded */
     mv_hashset in, ids, out;
+    /* tar paths as their members' lines spell them -> index + 1 in tar_ord: the order of the
+     * newest member line, which may settle the tar's error line (mv_line_settles) */
+    mv_hashset tars;
+    mv_line_order *tar_ord;
+    size_t tars_cap;
 };
 
 mv_status mv_done_create(mv_done **out, mv_err *e)
@@ -75,6 +80,8 @@ void mv_done_free(mv_done *d)
     mv_hashset_free(&d->in);
     mv_hashset_free(&d->ids);
     mv_hashset_free(&d->out);
+    mv_hashset_free(&d->tars);
+    free(d->tar_ord);
     free(d);
 }
 
@@ -147,8 +154,37 @@ static done_ent *done_entry(mv_done *d, const char *input, const char *abs)
     return en;
 }
 
+/* A member line l: its order becomes its tar's newest member order when newer. -1 when out of
+ * memory. */
+static int tar_member_seen(mv_done *d, const done_line *l)
+{
+    size_t tl = mv_line_tar_of(l->input);
+    if (!tl)
+        return 0;
+    int added;
+    mv_hashset_entry *t = mv_hashset_add(&d->tars, l->input, tl, &added);
+    if (!t)
+        return -1;
+    if (added) {
+        if (d->tars.n > d->tars_cap) {
+            size_t nc = d->tars_cap ? 2 * d->tars_cap : 64;
+            mv_line_order *no = realloc(d->tar_ord, nc * sizeof *no);
+            if (!no)
+                return -1; /* t's value stays 0: found as none */
+            d->tar_ord = no;
+            d->tars_cap = nc;
+        }
+        t->value = d->tars.n;
+        d->tar_ord[t->value - 1] = l->ord;
+    } else if (t->value && mv_line_order_cmp(&l->ord, &d->tar_ord[t->value - 1]) > 0)
+        d->tar_ord[t->value - 1] = l->ord;
+    return 0;
+}
+
 static int done_set(mv_done *d, const done_line *l)
 {
+    if (l->member && tar_member_seen(d, l))
+        return -1;
     done_ent *en = done_entry(d, l->input, l->abs);
     if (!en)
         return -1;
@@ -255,7 +291,11 @@ int mv_done_sample_of(const mv_done *d, const char *input, const char *abs, mv_d
 const char *mv_done_error(const mv_done *d, const char *input)
 {
     const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));
-    return s && !d->ents[s->value - 1].ok ? d->ents[s->value - 1].error : NULL;
+    if (!s || d->ents[s->value - 1].ok)
+        return NULL;
+    const done_ent *en = &d->ents[s->value - 1];
+    const mv_hashset_entry *t = mv_hashset_find(&d->tars, input, strlen(input)); /* a tar's line */
+    return t && t->value && mv_line_settles(&d->tar_ord[t->value - 1], &en->ord) ? NULL : en->error;
 }
 
 void mv_done_layouts(const mv_done *d, size_t *n_files, size_t *n_tar, const char **ex_files,

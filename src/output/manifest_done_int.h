@@ -20,6 +20,7 @@ typedef struct {
     const char *abs;    /* the input's path from /: "input_abs", or "input" when absolute; or NULL */
     const char *planned; /* error lines: their "planned_output" (NULL when absent) */
     int ok;
+    int member;         /* a tar member's line (it records an "input_key") */
     int64_t bytes, offset;
     mv_done_input_stat src;
     tar_part tp;        /* ok lines: the tar layout's parts */

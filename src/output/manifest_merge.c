@@ -176,7 +176,7 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
         int ok = status && !strcmp(status, "ok"), nomem = 0;
         char fp[17];
         snprintf(fp, sizeof fp, "%s", ok && model ? model : "");
-        mv_line_who who = {raw, line_output(j, ok, &nomem)};
+        mv_line_who who = {raw, line_output(j, ok, &nomem), !ok, json_object_get(j, "input_key") != NULL};
         char *abs = mv_line_path_field(j, "input_abs", &nomem); /* the input's path from / */
         size_t al = abs ? strlen(abs) : 0, akl = 0;
         json_decref(j);

@@ -112,6 +112,49 @@ static int newer_in(const mv_hashset *s, const mv_line_order *ord, const void *k
     return en && mv_line_order_cmp(&ord[en->value - 1], &ord[i]) > 0;
 }
 
+size_t mv_line_tar_of(const char *input)
+{
+    char *p = strdup(input);
+    size_t len = 0;
+    for (char *c = p ? strchr(p, '/') : NULL; c && !len; c = strchr(c + 1, '/')) {
+        *c = 0;
+        if (c > p && mv_name_kind_of(p) == MV_NAME_TAR)
+            len = (size_t)(c - p);
+        *c = '/';
+    }
+    free(p);
+    return len;
+}
+
+int mv_line_settles(const mv_line_order *member, const mv_line_order *tar_error)
+{
+    return mv_line_order_cmp(member, tar_error) > 0 && member->run[0] && strcmp(member->run, tar_error->run);
+}
+
+/* Sets stale[i] for each tar error line (who[i].error, input a tar's path) that a member line
+ * settles: the newest member line of each tar, keyed by the tar's path as the members spell it.
+ * 0, or -1 when out of memory. */
+static int tars_settled(size_t n, const mv_line_order *ord, const mv_line_who *who, char *stale)
+{
+    mv_hashset newest = {0};
+    int rc = -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t tl = who[i].member ? mv_line_tar_of(who[i].in) : 0;
+        if (tl && newest_put(&newest, ord, who[i].in, tl, i))
+            goto out;
+    }
+    for (size_t i = 0; newest.n && i < n; i++) {
+        const mv_hashset_entry *en = who[i].error && !who[i].member
+                                         ? mv_hashset_find(&newest, who[i].in, strlen(who[i].in)) : NULL;
+        if (en && mv_line_settles(&ord[en->value - 1], &ord[i]))
+            stale[i] = 1;
+    }
+    rc = 0;
+out:
+    mv_hashset_free(&newest);
+    return rc;
+}
+
 int mv_line_stale(size_t n, const mv_line_order *ord, const mv_line_who *who, char *stale)
 {
     mv_hashset by_out = {0}, by_file = {0}, by_file_ok = {0};
@@ -138,7 +181,7 @@ int mv_line_stale(size_t n, const mv_line_order *ord, const mv_line_who *who, ch
                    (known && newer_in(&by_file, ord, id[i], sizeof id[i], i)) ||
                    (known && !o && newer_in(&by_file_ok, ord, id[i], sizeof id[i], i));
     }
-    rc = 0;
+    rc = tars_settled(n, ord, who, stale);
 out:
     free(id);
     mv_hashset_free(&by_out);

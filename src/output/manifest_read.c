@@ -119,6 +119,7 @@ static void parse_line(const char *line, size_t n, parsed_line *p)
     l->abs = p->abs ? p->abs : p->input[0] == '/' ? p->input : NULL;
     p->planned = l->ok ? NULL : mv_line_path_field(o, "planned_output", NULL);
     l->planned = p->planned;
+    l->member = json_object_get(o, "input_key") != NULL;
     json_t *jm = json_object_get(o, "model"), *jb = json_object_get(o, "bytes");
     snprintf(p->model, sizeof p->model, "%s", json_is_string(jm) ? json_string_value(jm) : "");
     l->model = p->model;

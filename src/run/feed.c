@@ -309,6 +309,20 @@ static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path,
     return 1;
 }
 
+/* A tar whose newest line failed (unreadable part way) is read again by each run that meets it:
+ * 1 for the first of its members this run meets (*last, malloc'd, remembers the tar), which is
+ * then embedded even when done, so that its new line settles the tar's error line when the tar
+ * now reads to its end (mv_line_settles; a run that meets the damage again writes a newer error
+ * line). 0 for the others and other tars (out of memory: 1, the tar not remembered). */
+static int tar_reread(const mv_done *done, char **last, const char *tar)
+{
+    if ((*last && !strcmp(*last, tar)) || !mv_done_error(done, tar))
+        return 0;
+    free(*last);
+    *last = strdup(tar);
+    return 1;
+}
+
 /* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
  * since its stream lasts only until the walk reads on, and goes to the towers. 0, or -1 when
  * the queue is closed (it freed). */
@@ -423,6 +437,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     tar_aliases aliases = {0};
     char *cwd = getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
     mv_dir_cache dirs = {0};
+    char *reread = NULL;
     mv_walk_item wi;
     int r = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -443,7 +458,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         }
         const char *abs = it->abs;
         mv_done_owner ow;
-        if (R->tars && !wi.error && done && !o->force &&
+        int redo = o->force || (wi.tar && done && tar_reread(done, &reread, wi.tar));
+        if (R->tars && !wi.error && done && !redo &&
             tar_done(R, done, &aliases, wi.path, it->abs, &mn, out_real, &n_stale, stale_fp)) {
             mv_item_free(it);
             continue;
@@ -462,7 +478,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                      wi.path, out_rel, ow.input);
             mv_item_fail(it, msg);
         } else {
-            if (held && ow.ok && !o->force) {
+            if (held && ow.ok && !redo) {
                 int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
                     int same;
@@ -511,6 +527,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_close(w);
     mv_hashset_free(&rels);
     mv_hashset_free(&aliases.by_file);
+    free(reread);
     free(cwd);
     mv_dir_cache_free(&dirs);
     free(out_real);

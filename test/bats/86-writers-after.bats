@@ -1,0 +1,88 @@
+#!/usr/bin/env bats
+# What OUT says after runs end badly or overlap: a tar that was damaged and is whole again leaves
+# no failure behind (manifest failed, compact, pooled rows) in either layout, while one still
+# damaged stays failed.
+# Oracles: Python's tarfile (the members and where they end), json over OUT.
+load test_helper
+
+IMG="$ROOT/fixtures/media/images"
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    cd "$T"
+    mkdir src
+    for f in png_gray_128x72.png jpeg_gray_200x149.jpg png_rgb_320x256.png webp_lossless_alpha_120x90.webp; do
+        cp "$IMG/$f" src/
+    done
+    tar -C src -cf good.tar .
+    # the same members, then a damaged header block where the end of the archive would be
+    "$PY" - good.tar bad.tar <<'PYEOF'
+import sys, tarfile
+t = tarfile.open(sys.argv[1])
+end = max(m.offset_data + (m.size + 511) // 512 * 512 for m in t.getmembers())
+data = open(sys.argv[1], "rb").read()[:end]
+open(sys.argv[2], "wb").write(data + bytes(range(256)) * 2 + bytes(1024))
+PYEOF
+}
+
+emb() { "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" "$@"; }
+
+# newest OUT: "input status" of each input's newest line (time, then seq), sorted
+newest() {
+    "$PY" - "$1" <<'PYEOF'
+import glob, json, os, sys
+by = {}
+for m in glob.glob(os.path.join(sys.argv[1], "manifest*.jsonl")):
+    for l in open(m):
+        r = json.loads(l)
+        if r["input"] not in by or (r["time"], r["seq"]) > (by[r["input"]]["time"], by[r["input"]]["seq"]):
+            by[r["input"]] = r
+print("\n".join(sorted("%s %s" % (i, r["status"]) for i, r in by.items())))
+PYEOF
+}
+
+@test "a tar damaged, then whole again: no failure left in manifest failed, compact or pooled rows" {
+    n=$("$PY" -c 'import tarfile,sys; print(sum(m.isfile() for m in tarfile.open(sys.argv[1])))' good.tar)
+    for layout in files tar; do
+        rm -rf O
+        cp bad.tar in.tar
+        run emb --layout "$layout" --out O in.tar
+        [ "$status" -eq 2 ]
+        [ "$("$MVEMBED" manifest failed O | grep -cx in.tar)" -eq 1 ]
+        cp good.tar in.tar
+        run emb --layout "$layout" --out O in.tar
+        echo "$output"
+        [ "$status" -eq 0 ]
+        run "$MVEMBED" manifest failed O
+        [ "$status" -eq 0 ]
+        [ -z "$output" ]
+        [ "$(newest O | grep -c ' ok$')" -eq "$n" ]
+        # the retry recipe has nothing left to do, and a --pool run leaves nobody out
+        "$MVEMBED" manifest failed O -0 | emb --layout "$layout" --out O -0 -
+        run emb --layout "$layout" --pool mean --out O in.tar
+        [ "$status" -eq 0 ]
+        "$PY" - O "$n" <<'PYEOF'
+import json, os, sys
+rows = [json.loads(l) for l in open(os.path.join(sys.argv[1], "pooled", "pooled.jsonl"))]
+assert len(rows) == int(sys.argv[2]) and all(r["status"] == "ok" for r in rows), rows
+PYEOF
+        "$MVEMBED" manifest compact O
+        "$PY" - O <<'PYEOF'
+import json, os, sys
+lines = [json.loads(l) for l in open(os.path.join(sys.argv[1], "manifest.jsonl"))]
+assert all(r["status"] == "ok" for r in lines), [r for r in lines if r["status"] != "ok"]
+PYEOF
+    done
+}
+
+@test "a tar still damaged on the next run stays failed" {
+    cp bad.tar in.tar
+    run emb --out O in.tar
+    [ "$status" -eq 2 ]
+    run emb --out O in.tar
+    [ "$status" -eq 2 ]
+    [ "$("$MVEMBED" manifest failed O | grep -cx in.tar)" -eq 1 ]
+    [ "$(newest O | grep -cx 'in.tar error')" -eq 1 ]
+    "$MVEMBED" manifest compact O
+    [ "$(newest O | grep -cx 'in.tar error')" -eq 1 ]
+}
