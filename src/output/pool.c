@@ -548,24 +548,24 @@ static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done
     return st;
 }
 
-/* 1 when out_dir holds a pooled directory. */
-static int any_pooled(const char *out_dir)
+int mv_pool_dirs(const char *out_dir, int remove, void (*removed)(const char *stem, void *ud), void *ud)
 {
     DIR *dd = opendir(out_dir);
     struct dirent *de;
-    int any = 0;
-    while (dd && !any && (de = readdir(dd)))
-        any = pooled_name(de->d_name);
+    int n = 0;
+    while (dd && (!n || remove) && (de = readdir(dd)))
+        if (pooled_name(de->d_name) && ++n && remove && mv_pool_remove(out_dir, de->d_name) > 0 && removed)
+            removed(de->d_name, ud);
     if (dd)
         closedir(dd);
-    return any;
+    return n;
 }
 
 mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
                          void (*removed)(const char *stem, void *ud), void *ud, mv_err *e)
 {
     memset(c, 0, sizeof *c);
-    if (!t && !any_pooled(out_dir))
+    if (!t && !mv_pool_dirs(out_dir, 0, NULL, NULL))
         return MV_OK;
     int lfd;
     mv_status st = lock_index(out_dir, &lfd, e);

@@ -10,6 +10,7 @@
 #include "mv_filehash.h"
 #include "mv_hashset.h"
 #include "mv_output.h"
+#include "mv_pool.h"
 #include "mv_names.h"
 #include "mv_tar_in.h"
 #include "mv_tar_limit.h"
@@ -323,6 +324,29 @@ static int tar_reread(const mv_done *done, char **last, const char *tar)
     return 1;
 }
 
+/* mv_pool_dirs's removed: says which pooled directory went */
+static void pooled_went(const char *stem, void *ud)
+{
+    runner *R = ud;
+    if (!R->o->quiet)
+        pl_say(R, "mvembed: %s/%s/ removed: this run redoes inputs it may hold rows of; a --pool mean "
+               "run writes it again\n", R->o->out_dir, stem);
+}
+
+/* Before the first input this run redoes that had an ok line (held_ok: its files-layout name;
+ * the tar layout: its sample), OUT's pooled directories go: their rows may be its old output, and
+ * a run killed before its end (kill -9) would leave them looking current. Once per run (*gone);
+ * a --pool run rebuilds its own at its end. */
+static void pooled_check(runner *R, const mv_done *done, const mv_item *it, int held_ok, int *gone)
+{
+    mv_done_sample smp;
+    if (*gone || !done || it->error ||
+        !(held_ok || (R->tars && mv_done_sample_of(done, it->path, it->abs, &smp))))
+        return;
+    *gone = 1;
+    mv_pool_dirs(R->o->out_dir, 1, pooled_went, R);
+}
+
 /* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
  * since its stream lasts only until the walk reads on, and goes to the towers. 0, or -1 when
  * the queue is closed (it freed). */
@@ -439,7 +463,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_dir_cache dirs = {0};
     char *reread = NULL;
     mv_walk_item wi;
-    int r = 0;
+    int r = 0, pooled_gone = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
         if (!in_shard(R, done, &dirs, cwd, &wi))
             continue;
@@ -514,6 +538,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             } else
                 it->named = !R->tars;
         }
+        pooled_check(R, done, it, held && ow.ok, &pooled_gone);
         if (queue_item(R, it, &wi))
             break;
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # What OUT says after runs end badly or overlap: a tar that was damaged and is whole again leaves
 # no failure behind (manifest failed, compact, pooled rows) in either layout, while one still
-# damaged stays failed.
-# Oracles: Python's tarfile (the members and where they end), json over OUT.
+# damaged stays failed; a run killed (kill -9) while it redoes inputs leaves no pooled rows that
+# look current.
+# Oracles: Python's tarfile (the members and where they end), json over OUT, os.path.
 load test_helper
 
 IMG="$ROOT/fixtures/media/images"
@@ -85,4 +86,27 @@ PYEOF
     [ "$(newest O | grep -cx 'in.tar error')" -eq 1 ]
     "$MVEMBED" manifest compact O
     [ "$(newest O | grep -cx 'in.tar error')" -eq 1 ]
+}
+
+@test "kill -9 during a run that redoes inputs: no pooled directory left presenting old rows" {
+    for layout in files tar; do
+        rm -rf O data paths
+        mkdir data
+        cp "$IMG/png_gray_128x72.png" "$IMG/jpeg_gray_200x149.jpg" "$IMG/png_rgb_320x256.png" data/
+        run emb --layout "$layout" --pool mean --out O data
+        [ "$status" -eq 0 ]
+        [ -f O/pooled/pooled.npy ]
+        cp "$IMG/png_rgb_odd_173x97.png" data/png_gray_128x72.png # changed: its row is old now
+        # paths come through a FIFO the test holds open: the run stays up, then is killed
+        mkfifo paths
+        "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --layout "$layout" --out O - <paths &
+        pid=$!
+        exec 7>paths
+        echo data/png_gray_128x72.png >&7
+        for _ in $(seq 1 200); do [ -e O/pooled ] || break; sleep 0.1; done
+        kill -9 "$pid"
+        exec 7>&-
+        wait "$pid" || true
+        "$PY" -c 'import os, sys; assert not os.path.exists(sys.argv[1] + "/pooled"), "stale pooled/"' O
+    done
 }
