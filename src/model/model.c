@@ -62,8 +62,11 @@ static mv_status list_shards(const char *dir, char ***files, int *n, mv_err *e)
                 for (int i = 0; i < cnt; i++)
                     free(list[i]);
                 free(list);
+                char esc[256]; /* key lives in j: the message first */
+                mv_fail(e, MV_ERR_MODEL, "%s: weight_map entry '%s' is not a file name", path,
+                        mv_escape(key, esc, sizeof esc));
                 json_decref(j);
-                return mv_fail(e, MV_ERR_MODEL, "%s: weight_map entry '%s' is not a file name", path, key);
+                return MV_ERR_MODEL;
             }
             /* vision tensors only: the language model's shards are never opened */
             int vision = !strncmp(key, "model.visual.", 13) || !strncmp(key, "visual.", 7) ||
@@ -76,10 +79,11 @@ static mv_status list_shards(const char *dir, char ***files, int *n, mv_err *e)
                 for (int i = 0; i < cnt; i++)
                     free(list[i]);
                 free(list);
+                char esc[256]; /* fn lives in j: the message first */
+                mv_fail(e, MV_ERR_MODEL, "%s: shard name '%s' must be a plain file name", path,
+                        mv_escape(fn, esc, sizeof esc));
                 json_decref(j);
-                char esc[256];
-                return mv_fail(e, MV_ERR_MODEL, "%s: shard name '%s' must be a plain file name", path,
-                               mv_escape(fn, esc, sizeof esc));
+                return MV_ERR_MODEL;
             }
             int seen = 0;
             for (int i = 0; i < cnt && !seen; i++)

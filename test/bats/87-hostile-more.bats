@@ -1,0 +1,47 @@
+#!/usr/bin/env bats
+# A hostile environment, more of it: a sharded model whose index names a shard outside the model
+# directory (or no file name at all) is refused naming that entry as written; signals stop a run
+# whose path list yields only entries passed over; `manifest failed` into a pipe its reader
+# closed ends as --help does.
+# Oracles: Python's json (the index as written), the shell's exit statuses.
+load test_helper
+
+IMG="$ROOT/fixtures/media/images"
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    cd "$T"
+}
+
+# sharded_model DIR VALUE_JSON: a copy of the tiny model whose model.safetensors.index.json maps
+# every tensor to model.safetensors, and one more vision tensor name to VALUE_JSON
+sharded_model() {
+    cp -r "$MODEL" "$1"
+    "$PY" - "$1" "$2" <<'PYEOF'
+import json, struct, sys
+d, extra = sys.argv[1], json.loads(sys.argv[2])
+with open(d + "/model.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    names = [k for k in json.loads(f.read(n)) if k != "__metadata__"]
+wm = {k: "model.safetensors" for k in names}
+wm["model.visual.extra.weight"] = extra
+json.dump({"metadata": {}, "weight_map": wm}, open(d + "/model.safetensors.index.json", "w"))
+PYEOF
+}
+
+@test "a model index naming a shard outside the directory, or no name: refused, the entry as written" {
+    sharded_model m1 '"../../../etc/passwd"'
+    run "$MVEMBED" --device cpu --model m1 --out o1 "$IMG/png_gray_128x72.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"m1/model.safetensors.index.json: shard name '../../../etc/passwd' must be a plain file name"* ]]
+    sharded_model m2 '5'
+    run "$MVEMBED" --device cpu --model m2 --out o2 "$IMG/png_gray_128x72.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"m2/model.safetensors.index.json: weight_map entry 'model.visual.extra.weight' is not a file name"* ]]
+    # and the index as it should be: the model loads
+    sharded_model m3 '"model.safetensors"'
+    run "$MVEMBED" -q --device cpu --model m3 --out o3 "$IMG/png_gray_128x72.png"
+    [ "$status" -eq 0 ]
+}
