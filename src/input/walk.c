@@ -12,6 +12,7 @@
  */
 #include "mv_walk.h"
 
+#include "mv_interrupt.h"
 #include "mv_names.h"
 #include "mv_tar_in.h"
 #include "mv_walk_rules.h"
@@ -101,10 +102,8 @@ static void frame_free(frame *f)
 /* w->name = mv_output_name(p); returns it, or NULL when out of memory (e set). */
 static const char *set_name(mv_walk *w, const char *p, mv_err *e)
 {
-    if (reserve(&w->name, &w->name_cap, mv_output_name_cap(strlen(p)))) {
-        mv_fail(e, MV_ERR_NOMEM, "out of memory for an output name");
-        return NULL;
-    }
+    if (reserve(&w->name, &w->name_cap, mv_output_name_cap(strlen(p))))
+        return mv_fail(e, MV_ERR_NOMEM, "out of memory for an output name"), NULL;
     mv_output_name(p, w->name);
     return w->name;
 }
@@ -297,16 +296,11 @@ static int next_arg(mv_walk *w, const char **p, mv_err *e)
             errno = 0;
             ssize_t r = getdelim(&w->line, &w->line_cap, delim, w->in);
             if (r < 0) {
-                if (ferror(w->in)) {
-                    int err = errno;
-                    mv_fail(e, MV_ERR_IO, "<stdin>: cannot read paths: %s",
-                            strerror(err ? err : EIO));
-                    return -1;
-                }
-                if (errno == ENOMEM) {
-                    mv_fail(e, MV_ERR_NOMEM, "<stdin>: out of memory reading paths");
-                    return -1;
-                }
+                int err = errno;
+                if (ferror(w->in))
+                    return mv_fail(e, MV_ERR_IO, "<stdin>: cannot read paths: %s", strerror(err ?: EIO)), -1;
+                if (err == ENOMEM)
+                    return mv_fail(e, MV_ERR_NOMEM, "<stdin>: out of memory reading paths"), -1;
                 w->in_active = 0;
                 continue;
             }
@@ -315,8 +309,11 @@ static int next_arg(mv_walk *w, const char **p, mv_err *e)
                 w->line[--n] = 0;
             if (!w->o.null_sep && n > 0 && w->line[n - 1] == '\r')
                 w->line[--n] = 0;
-            if (n == 0)
+            if (n == 0) { /* skipped: a stream of empty lines must not outlast a signal either */
+                if (mv_interrupted())
+                    return 0;
                 continue;
+            }
             *p = w->line;
             return 1;
         }
@@ -500,6 +497,8 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         w->fd = -1;
     }
     for (;;) {
+        if (mv_interrupted()) /* a list of only passed-over entries must not outlast a signal */
+            return 0;
         if (w->tar) {
             int r = tar_next(w, it, e);
             if (r != 0)

@@ -45,3 +45,21 @@ PYEOF
     run "$MVEMBED" -q --device cpu --model m3 --out o3 "$IMG/png_gray_128x72.png"
     [ "$status" -eq 0 ]
 }
+
+@test "SIGTERM stops a run whose endless path list yields only entries passed over" {
+    for src in "yes /etc/passwd" "yes ''"; do
+        "$MVEMBED" --device cpu --threads 1 --model "$MODEL" --out o --walk-rules - < <($src) 2>err &
+        pid=$!
+        sleep 1
+        kill -TERM "$pid"
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -9 "$pid"
+            echo "still running 10 s after SIGTERM ($src)"
+            false
+        fi
+        run wait "$pid"
+        [ "$status" -eq 143 ]
+        grep -q "interrupted" err
+    done
+}
