@@ -117,7 +117,8 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e);
  * null_sep), byte for byte (input_b64's bytes where a line has them), each once, in the order they
  * first appear; a tar member as its tar's path (once), which a rerun of the tar retries. Reads
  * only, takes no lock. Returns 0, or 1 with the reason in e (OUT missing, not a directory, no
- * manifest in it, a manifest unreadable, stdout failing). */
+ * manifest in it, a manifest unreadable, `to` failing: errno then its cause, EPIPE for a reader
+ * gone). */
 int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *e);
 
 #endif

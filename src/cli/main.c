@@ -160,6 +160,8 @@ static int manifest_command(int argc, char **argv)
             return 1;
         }
         rc = mv_manifest_failed_dir(argv[nul ? 4 : 3], nul || nul_after, stdout, &e);
+        if (rc && ferror(stdout) && errno == EPIPE) /* the reader left (`| head`): as SIGPIPE's default */
+            return 128 + SIGPIPE;
     }
     else
         return cli_usage_error("usage: mvembed manifest merge OUT | mvembed manifest compact [--all] OUT | "

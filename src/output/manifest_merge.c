@@ -506,7 +506,7 @@ int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *
         return 1;
     folded fd = {0};
     mv_hashset printed = {0};
-    int rc = 1;
+    int rc = 1, werr = 0;
     char path[4200];
     mv_name_manifest(path, sizeof path, out_dir, 0, 1);
     int have_main = access(path, F_OK) == 0;
@@ -544,14 +544,15 @@ int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *
             }
             if (added && (fwrite(in, 1, n, to) != n || fputc(null_sep ? 0 : '\n', to) == EOF)) {
                 free(in);
-                mv_fail(e, MV_ERR_IO, "<stdout>: %s", strerror(errno));
-                goto out;
+                goto write_failed;
             }
         }
         free(in);
     }
     if (fflush(to) != 0) {
-        mv_fail(e, MV_ERR_IO, "<stdout>: %s", strerror(errno));
+    write_failed:
+        werr = errno;
+        mv_fail(e, MV_ERR_IO, "cannot write to standard output: %s", strerror(werr));
         goto out;
     }
     if (fd.bad)
@@ -562,5 +563,7 @@ out:
     mv_hashset_free(&printed);
     mv_manifest_list_free(names, nn);
     folded_free(&fd);
+    if (werr)
+        errno = werr; /* EPIPE: the caller tells a reader gone from a full disk */
     return rc;
 }

@@ -63,3 +63,22 @@ PYEOF
         grep -q "interrupted" err
     done
 }
+
+@test "manifest failed into a pipe its reader closes: 141 without a word; a full disk: the cause" {
+    mkdir O
+    "$PY" - O/manifest.jsonl <<'PYEOF'
+import json, sys
+with open(sys.argv[1], "w") as f:  # 20000 failures: more than a pipe holds
+    for i in range(20000):
+        f.write(json.dumps({"input": "d/x%06d.jpg" % i, "status": "error", "error": "unreadable",
+                            "schema": 5, "run": "0123456789abcdef", "seq": i + 1, "time": 1.0 + i}) + "\n")
+PYEOF
+    run bash -c '"$0" manifest failed O | head -1; echo "status ${PIPESTATUS[0]}"' "$MVEMBED"
+    echo "$output"
+    [ "${lines[0]}" = "d/x000000.jpg" ]
+    [ "${lines[1]}" = "status 141" ]
+    [ "${#lines[@]}" -eq 2 ]
+    run bash -c '"$0" manifest failed O >/dev/full' "$MVEMBED"
+    [ "$status" -eq 1 ]
+    [ "$output" = "mvembed: cannot write to standard output: No space left on device" ]
+}
