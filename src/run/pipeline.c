@@ -249,7 +249,8 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
     if (o->layout == MV_LAYOUT_TAR &&
-        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit, R, &R->tars, e)))
+        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit_run, R,
+                              &R->tars, e)))
         goto fail_man;
     if (R->tars)
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
@@ -419,7 +420,7 @@ static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
     const mv_run_opts *o = R->o;
     mv_status cst = mv_manifest_close(R->man, e);
     R->man = NULL;
-    res->ok = atomic_load(&R->n_ok);
+    res->ok = atomic_load(R->tars ? &R->n_ok_lined : &R->n_ok); /* tar: what the manifest got */
     res->failed = atomic_load(&R->n_err);
     res->skipped = atomic_load(&R->n_skip);
     res->signal = o->interrupt ? *o->interrupt : 0;

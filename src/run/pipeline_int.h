@@ -33,6 +33,9 @@ void pl_towers_free(pl_towers *T);
 
 /* writers.c */
 void *pl_writer_main(void *arg);
+/* Appends a complete shard's lines (text[0..len), '\n'-ended) to the run's manifest; the _run
+ * form, the run's own shards', also counts them as this run's ok inputs (n_ok_lined). */
 mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e);
+mv_status pl_tar_commit_run(void *ud, const char *text, size_t len, mv_err *e);
 
 #endif

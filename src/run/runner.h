@@ -46,6 +46,7 @@ struct runner {
     /* counters */
     atomic_long n_ok, n_err, n_skip, n_decoded;
     atomic_long n_dev_resized; /* inputs handed to the backends decoded, for them to resize */
+    atomic_long n_ok_lined; /* --layout tar: ok samples whose lines went in with their whole shard */
     atomic_long total; /* inputs in this run's share, once the counting walk finished; -1 unknown */
     long walk_skipped[MV_WALK_SKIP_N]; /* what the feed's walk passed over (set when it ends) */
     int shard_k, shard_n;

@@ -142,6 +142,17 @@ mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e)
     return st;
 }
 
+mv_status pl_tar_commit_run(void *ud, const char *text, size_t len, mv_err *e)
+{
+    runner *R = ud;
+    mv_status st = pl_tar_commit(ud, text, len, e);
+    long n = 0;
+    for (size_t i = 0; !st && i < len; i++)
+        n += text[i] == '\n';
+    atomic_fetch_add(&R->n_ok_lined, n); /* a shard abandoned on a write error never gets here */
+    return st;
+}
+
 /* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
  * line waits for the shard's completion (mv_tar_close). Failed inputs (and samples refused for
  * non-finite values, before the shard is touched) get their line at once. */
@@ -167,6 +178,9 @@ static void write_item_tar(runner *R, mv_item *it, mv_tar_shard **tar)
         } else if (st) { /* a write error breaks the shard: its inputs are redone by the next run */
             mv_tar_abandon(*tar);
             *tar = NULL;
+            char was[sizeof e.msg];
+            snprintf(was, sizeof was, "%s", e.msg);
+            mv_fail(&e, st, "%s (that shard is not kept: the next run redoes its inputs)", was);
             pl_set_fatal(R, &e);
             return;
         } else {

@@ -82,3 +82,29 @@ PYEOF
     [ "$status" -eq 1 ]
     [ "$output" = "mvembed: cannot write to standard output: No space left on device" ]
 }
+
+@test "tar layout stopped by a file size limit: the run record counts what the manifest holds" {
+    mkdir big
+    for i in $(seq 1 30); do cp "$IMG/png_gray_128x72.png" "big/i$i.png"; done
+    run bash -c 'ulimit -f 40; exec "$0" -q --device cpu --threads 1 --model "$1" --layout tar --out o big' \
+        "$MVEMBED" "$MODEL"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"File too large (that shard is not kept: the next run redoes its inputs)"* ]]
+    "$PY" - o <<'PYEOF'
+import glob, json, os, sys
+out = sys.argv[1]
+rec = json.load(open(glob.glob(os.path.join(out, "run-*.json"))[0]))
+ok = sum(json.loads(l)["status"] == "ok" for l in open(os.path.join(out, "manifest.jsonl")))
+assert rec["counts"]["ok"] == ok, (rec["counts"], ok)
+PYEOF
+    # and the next run, without the limit, does the rest: every input once
+    run "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --layout tar --out o big
+    [ "$status" -eq 0 ]
+    "$PY" - o <<'PYEOF'
+import json, os, sys
+ok = {json.loads(l)["input"] for l in open(os.path.join(sys.argv[1], "manifest.jsonl"))
+      if json.loads(l)["status"] == "ok"}
+assert len(ok) == 30, len(ok)
+PYEOF
+}
