@@ -184,12 +184,16 @@ static int keep_entry(mv_walk *w, const struct dirent *d, size_t dirlen)
 
 /* Opens the directory at w->pb and pushes its frame.
  * Returns 1 when pushed, 2 when it is the directory to skip (nothing pushed), 0 when an error
- * item message was written to w->err (nothing pushed), -1 on out of memory (e set). */
+ * item message was written to w->err (nothing pushed), -1 when out of memory or of file
+ * descriptors, the process's, not the directory's (e set). */
 static int push_dir(mv_walk *w, mv_err *e)
 {
     DIR *d = opendir(w->pb);
     if (!d) {
-        snprintf(w->err, sizeof w->err, "cannot open directory: %s", strerror(errno));
+        int err = errno;
+        if (err == EMFILE || err == ENFILE)
+            return mv_fail(e, MV_ERR_IO, "%s: cannot open directory: %s", w->pb, strerror(err)), -1;
+        snprintf(w->err, sizeof w->err, "cannot open directory: %s", strerror(err));
         return 0;
     }
     struct stat sb;
@@ -212,10 +216,7 @@ static int push_dir(mv_walk *w, mv_err *e)
             return 0;
         }
     }
-    frame f = {0};
-    f.dev = sb.st_dev;
-    f.ino = sb.st_ino;
-    f.len = strlen(w->pb);
+    frame f = {.dev = sb.st_dev, .ino = sb.st_ino, .len = strlen(w->pb)};
     size_t used = 0, cap = 0, n = 0;
     size_t *offs = NULL, offs_cap = 0;
     for (;;) {
@@ -257,8 +258,7 @@ static int push_dir(mv_walk *w, mv_err *e)
     for (size_t k = 0; k < n; k++)
         f.names[k] = f.arena + offs[k];
     free(offs);
-    offs = NULL;
-    f.n = n;
+    offs = NULL, f.n = n;
     qsort(f.names, n, sizeof *f.names, cmp_names);
     if (w->depth == w->st_cap) {
         size_t nc = w->st_cap ? w->st_cap * 2 : 16;

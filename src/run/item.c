@@ -285,6 +285,9 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
     mv_status st = it->io ? mv_input_open_io(&in, it->io, it->io_user, it->path, &e)
                  : it->fd >= 0 ? mv_input_open_fd(&in, it->fd, it->path, &e)
                                : mv_input_open_path(&in, it->path, &e);
+    int oerr = errno;
+    if (st && (oerr == EMFILE || oerr == ENFILE)) /* the process's limit, not the input's fault */
+        return mv_fail(fatal, MV_ERR_IO, "%s", e.msg);
     if (st) {
         mv_item_fail(it, e.msg);
         return MV_OK;

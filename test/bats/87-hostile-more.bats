@@ -108,3 +108,25 @@ ok = {json.loads(l)["input"] for l in open(os.path.join(sys.argv[1], "manifest.j
 assert len(ok) == 30, len(ok)
 PYEOF
 }
+
+@test "out of file descriptors (ulimit -n) is the run's failure, not its inputs': exit 1, no _SUCCESS" {
+    mkdir d1 d2
+    cp "$IMG/png_gray_128x72.png" d1/
+    cp "$IMG/jpeg_gray_200x149.jpg" d2/
+    fatal=0
+    for n in $(seq 4 16) 64; do # from too few to start at all to enough
+        rm -rf o
+        status=0
+        output=$(bash -c 'exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; ulimit -n "$2"
+                          exec "$0" -q --device cpu --threads 1 --model "$1" --out o d1 d2' \
+                 "$MVEMBED" "$MODEL" "$n" 2>&1) || status=$?
+        echo "ulimit -n $n: status $status: $output"
+        [ "$status" -ne 2 ] # never "these inputs failed" for the process's own limit
+        if [ "$status" -eq 1 ] && [[ "$output" == *"Too many open files"* ]]; then
+            fatal=$((fatal + 1))
+            "$PY" -c 'import os, sys; assert not os.path.exists(sys.argv[1] + "/_SUCCESS")' o
+        fi
+    done
+    [ "$fatal" -ge 1 ]
+    [ "$status" -eq 0 ] # and with 64 the run works
+}
