@@ -100,4 +100,10 @@ int mv_output_lock_temp(int fd);
 struct stat;
 int mv_output_temp_abandoned(int fd, const struct stat *st, long pid);
 
+/* Makes OUT (and the directories on the way) and checks that it can be read, written and
+ * searched. When it cannot, the directories this call made go again, and when the umask took the
+ * owner's permissions from them (umask 0777: mode 000; 0222: r-x) the message says so. MV_ERR_IO
+ * naming OUT and the cause. */
+mv_status mv_out_dir_make(const char *out, mv_err *e);
+
 #endif

@@ -9,6 +9,7 @@
  * Errors are split: MV_ERR_IO when the disk itself fails (full, quota, read-only, I/O error, file
  * size limit, no descriptors or memory), MV_ERR_OUTPUT when only this output's name or place is
  * wrong (too long, a directory or file in the way, no permission).
+ * Also here: making OUT itself (mv_out_dir_make).
  * This file does not choose output names or check collisions between inputs.
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
@@ -481,4 +482,63 @@ done:
     free(dir);
     free(tmp);
     return s;
+}
+
+/* The topmost directory on the way to path that does not exist yet (malloc'd); NULL when path
+ * exists, or when out of memory (then nothing is taken for this run's own). */
+static char *first_missing(const char *path)
+{
+    struct stat sb;
+    char *cur = strdup(path), *top = NULL;
+    for (size_t n = cur ? strlen(cur) : 0; n > 0 && lstat(cur, &sb) != 0 && errno == ENOENT;) {
+        free(top);
+        if (!(top = strdup(cur)))
+            break;
+        while (n > 1 && cur[n - 1] == '/') /* up one name */
+            cur[--n] = 0;
+        while (n > 0 && cur[n - 1] != '/')
+            cur[--n] = 0;
+        while (n > 1 && cur[n - 1] == '/')
+            cur[--n] = 0;
+    }
+    free(cur);
+    return top;
+}
+
+/* ---- OUT itself ----------------------------------------------------------------------------- */
+
+mv_status mv_out_dir_make(const char *out, mv_err *e)
+{
+    char *top = first_missing(out);
+    mv_status st = mv_mkdirs(out, e); /* "afile: Not a directory" alone does not say what failed */
+    if (st)
+        mv_fail_prefix(e, st, "cannot create the output directory (--out)");
+    else if (access(out, W_OK) != 0 || access(out, R_OK | X_OK) != 0) /* its listing is read too */
+        st = mv_fail(e, MV_ERR_IO, "%s: output directory is not %s: %s", out,
+                     access(out, W_OK) ? "writable" : "readable and searchable", strerror(errno));
+    struct stat sb;
+    if (st && top && stat(top, &sb) == 0) {
+        unsigned mode = (unsigned)sb.st_mode & 0777;
+        char *cur = strdup(out);
+        for (size_t n = cur ? strlen(cur) : 0; n > 0; ) { /* this run's directories, deepest first */
+            while (n > 1 && cur[n - 1] == '/')
+                cur[--n] = 0;
+            int last = !strcmp(cur, top);
+            rmdir(cur);
+            if (last)
+                break;
+            while (n > 0 && cur[n - 1] != '/')
+                cur[--n] = 0;
+        }
+        free(cur);
+        if ((mode & 0700) != 0700) {
+            char was[sizeof e->msg];
+            snprintf(was, sizeof was, "%s", e->msg);
+            mv_fail(e, st, "%s (mvembed made %s with mode %03o, as the umask %04o asks, and removed it "
+                    "again: run with a umask that leaves the owner read, write and search permission, such "
+                    "as 022)", was, top, mode, 0777 & ~mode);
+        }
+    }
+    free(top);
+    return st;
 }

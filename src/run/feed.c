@@ -324,13 +324,12 @@ static int tar_reread(const mv_done *done, char **last, const char *tar)
     return 1;
 }
 
-/* mv_pool_dirs's removed: says which pooled directory went */
+/* mv_pool_dirs's removed: notes which pooled directory went (the run's end says so, as it ended) */
 static void pooled_went(const char *stem, void *ud)
 {
     runner *R = ud;
-    if (!R->o->quiet)
-        pl_say(R, "mvembed: %s/%s/ removed: this run redoes inputs it may hold rows of; a --pool mean "
-               "run writes it again\n", R->o->out_dir, stem);
+    if (R->n_pooled_gone < (int)(sizeof R->pooled_gone / sizeof R->pooled_gone[0]))
+        snprintf(R->pooled_gone[R->n_pooled_gone++], sizeof R->pooled_gone[0], "%s", stem);
 }
 
 /* Before the first input this run redoes that had an ok line (held_ok: its files-layout name;

@@ -387,10 +387,17 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
     else
         snprintf(stem, sizeof stem, "pooled");
     mv_pool_counts c;
+    int gone_own = 0; /* removed by the walker before the run replaced rows (feed.c) */
+    for (int i = 0; i < R->n_pooled_gone; i++) {
+        int own = !strcmp(R->pooled_gone[i], stem);
+        gone_own |= own;
+        if (!own || o->pool != MV_POOL_MEAN) /* a --pool run's own: rebuilt, or "ended early" below */
+            pooled_removed(R->pooled_gone[i], R);
+    }
     if (o->pool != MV_POOL_MEAN)
         return res->ok + res->failed > 0 ? mv_pool_update(o->out_dir, NULL, &c, pooled_removed, R, e) : MV_OK;
     if (early) {
-        if (res->ok > 0 && mv_pool_remove(o->out_dir, stem) > 0 && !o->quiet)
+        if (res->ok > 0 && (mv_pool_remove(o->out_dir, stem) > 0 || gone_own) && !o->quiet)
             fprintf(stderr, "mvembed: %s/%s/ removed: this run ended early and changed outputs it was "
                     "made from (the next complete run writes it again)\n", o->out_dir, stem);
         return MV_OK;
@@ -489,66 +496,6 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
     }
 }
 
-/* The topmost directory on the way to path that does not exist yet (malloc'd); NULL when path
- * exists, or when out of memory (then nothing is taken for this run's own). */
-static char *first_missing(const char *path)
-{
-    struct stat sb;
-    char *cur = strdup(path), *top = NULL;
-    for (size_t n = cur ? strlen(cur) : 0; n > 0 && lstat(cur, &sb) != 0 && errno == ENOENT;) {
-        free(top);
-        if (!(top = strdup(cur)))
-            break;
-        while (n > 1 && cur[n - 1] == '/') /* up one name */
-            cur[--n] = 0;
-        while (n > 0 && cur[n - 1] != '/')
-            cur[--n] = 0;
-        while (n > 1 && cur[n - 1] == '/')
-            cur[--n] = 0;
-    }
-    free(cur);
-    return top;
-}
-
-/* Makes OUT (and the directories on the way) and checks that it is writable. When it cannot be
- * written into, what this made goes again, and when the umask took the owner's permissions from
- * it (umask 0777: mode 000; 0222: r-x), the message says so. */
-static mv_status make_out_dir(const char *out, mv_err *e)
-{
-    char *top = first_missing(out);
-    mv_status st = mv_mkdirs(out, e); /* "afile: Not a directory" alone does not say what failed */
-    if (st)
-        mv_fail_prefix(e, st, "cannot create the output directory (--out)");
-    else if (access(out, W_OK) != 0 || access(out, R_OK | X_OK) != 0) /* its listing is read too */
-        st = mv_fail(e, MV_ERR_IO, "%s: output directory is not %s: %s", out,
-                     access(out, W_OK) ? "writable" : "readable and searchable", strerror(errno));
-    struct stat sb;
-    if (st && top && stat(top, &sb) == 0) {
-        unsigned mode = (unsigned)sb.st_mode & 0777;
-        char *cur = strdup(out);
-        for (size_t n = cur ? strlen(cur) : 0; n > 0; ) { /* this run's directories, deepest first */
-            while (n > 1 && cur[n - 1] == '/')
-                cur[--n] = 0;
-            int last = !strcmp(cur, top);
-            rmdir(cur);
-            if (last)
-                break;
-            while (n > 0 && cur[n - 1] != '/')
-                cur[--n] = 0;
-        }
-        free(cur);
-        if ((mode & 0700) != 0700) {
-            char was[sizeof e->msg];
-            snprintf(was, sizeof was, "%s", e->msg);
-            mv_fail(e, st, "%s (mvembed made %s with mode %03o, as the umask %04o asks, and removed it "
-                    "again: run with a umask that leaves the owner read, write and search permission, such "
-                    "as 022)", was, top, mode, 0777 & ~mode);
-        }
-    }
-    free(top);
-    return st;
-}
-
 mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, int n_be, int n_dev,
                           int shard_k, int shard_n, mv_run_result *res, mv_err *e)
 {
@@ -557,7 +504,7 @@ mv_status mv_pipeline_run(const mv_run_opts *o, mv_model *m, mv_backend **be, in
     if (n_be < 1 || n_be > MV_PIPELINE_MAX_TOWERS || n_dev < 1 || n_dev > n_be)
         return mv_fail(e, MV_ERR_USAGE, "pipeline: %d backends on %d devices: 1..%d backends, each device one or more",
                        n_be, n_dev, MV_PIPELINE_MAX_TOWERS);
-    if ((st = make_out_dir(o->out_dir, e)))
+    if ((st = mv_out_dir_make(o->out_dir, e)))
         return st;
     runner *R = pl_runner_new(o, m, shard_k, shard_n);
     if (!R)

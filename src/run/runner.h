@@ -70,6 +70,9 @@ struct runner {
     mv_output_swept swept; /* files layout: the directories the writers have swept of temp files */
     struct mv_claims *claims; /* files layout: output names claimed across processes (mv_claims.h) */
     const struct mv_done *resume; /* the resume set while the stages run (read only), else NULL */
+    /* pooled directories the walker removed before the run replaced their rows (said at its end) */
+    char pooled_gone[8][32];
+    int n_pooled_gone;
 };
 
 /* A runner for options o and model m, taking shard k of n: counters at zero, the total unknown,
