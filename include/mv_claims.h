@@ -66,6 +66,10 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, i
                          mv_err *e);
 void mv_claims_release(mv_claims *c, int slot);
 
+/* How many other runs are live in OUT now (0 without locks); who (may be NULL) names the first:
+ * "run RUN, pid PID on HOST". */
+int mv_claims_others_live(mv_claims *c, char *who, size_t cap);
+
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);
 

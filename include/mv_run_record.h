@@ -51,13 +51,17 @@ mv_status mv_run_record_write(const mv_run_info *ri, char *path, size_t cap, mv_
  * do not matter). */
 int mv_run_complete(const mv_run_info *ri);
 
+/* 1 when the run writes its completion marker: complete, and no other run was still live in OUT
+ * as it left (they may redo or add inputs; the last of them to get through writes it). */
+int mv_run_marks(const mv_run_info *ri);
+
 /* Removes the completion marker of shard k of n from out (fsync of out after it), *removed 1 when
  * there was one. None there, or no out yet, is fine; MV_ERR_IO when it cannot be removed. */
 mv_status mv_run_marker_remove(const char *out, int k, int n, int *removed, mv_err *e);
 
 /* Writes the completion marker of run ri (temp file, fsync, rename, fsync of OUT), its path into
- * path[cap] when path is non-NULL. Call it after the record, for a run mv_run_complete says went
- * through. MV_ERR_IO naming the file and cause. */
+ * path[cap] when path is non-NULL. Call it after the record, for a run mv_run_marks says
+ * writes one. MV_ERR_IO naming the file and cause. */
 mv_status mv_run_marker_write(const mv_run_info *ri, char *path, size_t cap, mv_err *e);
 
 #endif

@@ -299,6 +299,21 @@ static mv_status live_lines(mv_claims *c, live_line **v, size_t *n, mv_err *e)
     return MV_OK;
 }
 
+int mv_claims_others_live(mv_claims *c, char *who, size_t cap)
+{
+    live_line *v;
+    size_t n;
+    mv_err e;
+    if (!c || c->no_locks || live_lines(c, &v, &n, &e))
+        return 0;
+    int k = 0; /* this run's own slot is held by its own open file description: never counted */
+    for (size_t i = 0; i < n; i++)
+        if (live_held(c->fd, v[i].slot) && !k++ && who)
+            snprintf(who, cap, "run %s, pid %ld on %s", v[i].run, v[i].pid, v[i].host);
+    free(v);
+    return k;
+}
+
 /* Under the list's lock: refuses (MV_ERR_USAGE) when a live run holds OUT with another
  * fingerprint than fp, else describes this run in a live line and holds its slot. */
 static mv_status live_enter(mv_claims *c, const char *fp, mv_err *e)

@@ -339,12 +339,15 @@ static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
     if (o->verbose)
         fprintf(stderr, "mvembed: run record %s\n", path);
     /* the manifest was synced when it closed, the outputs before their lines: the marker last */
-    if (!st && mv_run_complete(ri)) {
+    if (!st && mv_run_marks(ri)) {
         if ((st = mv_run_marker_write(ri, path, sizeof path, e)))
             return st;
         if (o->verbose)
             fprintf(stderr, "mvembed: completion marker %s\n", path);
-    }
+    } else if (!st && mv_run_complete(ri) && !o->quiet)
+        fprintf(stderr, "mvembed: no completion marker: %d other run%s still writ%s into %s (%s); the "
+                "last run to get through writes it\n", ri->res->others_live, ri->res->others_live > 1 ? "s" : "",
+                ri->res->others_live > 1 ? "e" : "es", o->out_dir, ri->res->live_other);
     return st;
 }
 

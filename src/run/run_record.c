@@ -238,6 +238,11 @@ int mv_run_complete(const mv_run_info *ri)
     return !ri->fatal && !ri->res->signal;
 }
 
+int mv_run_marks(const mv_run_info *ri)
+{
+    return mv_run_complete(ri) && !ri->res->others_live;
+}
+
 /* --out-dtype as the run resolved it: auto stays auto where each output's type is its own */
 static const char *dtype_option(mv_dtype d)
 {
@@ -275,7 +280,7 @@ static json_t *build(const mv_run_info *ri, const char *manifest_name)
         o->zstd_level, "num_frames", o->num_frames, "force", o->force, "input_hash", o->input_hash,
         "shard_size", (json_int_t)o->shard_size, "shard_samples", (json_int_t)o->shard_samples, "counts", counts_object(r), "failures", t.failures, "bytes_written", t.bytes,
         "tar_shards", t.shards ? t.shards : json_null(),
-        "marker", mv_run_complete(ri) ? json_string(base_name(marker)) : json_null(),
+        "marker", mv_run_marks(ri) ? json_string(base_name(marker)) : json_null(),
         "rates", "inputs_per_second", secs > 0 ? inputs / secs : 0.0, "ok_per_second",
         secs > 0 ? r->ok / secs : 0.0, "bytes_per_second", secs > 0 ? t.bytes / secs : 0.0);
     if (j) {

@@ -110,3 +110,40 @@ PYEOF
         "$PY" -c 'import os, sys; assert not os.path.exists(sys.argv[1] + "/pooled"), "stale pooled/"' O
     done
 }
+
+@test "a run that gets through while another is live writes no _SUCCESS; the last one to get through does" {
+    mkdir data
+    cp "$IMG/png_gray_128x72.png" "$IMG/jpeg_gray_200x149.jpg" "$IMG/png_rgb_320x256.png" data/
+    for end in finish kill; do
+        rm -rf O paths
+        mkfifo paths
+        "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out O - <paths 2>errA &
+        pid=$!
+        exec 7>paths
+        echo data/png_gray_128x72.png >&7
+        for _ in $(seq 1 200); do grep -q '"status":"ok"' O/manifest.jsonl 2>/dev/null && break; sleep 0.1; done
+        run "$MVEMBED" --device cpu --threads 1 --model "$MODEL" --out O data/jpeg_gray_200x149.jpg
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"no completion marker: 1 other run still writes into O (run "* ]]
+        "$PY" -c 'import os, sys; assert not os.path.exists(sys.argv[1] + "/_SUCCESS")' O
+        if [ "$end" = kill ]; then
+            kill -9 "$pid"
+            exec 7>&-
+            wait "$pid" || true
+            "$PY" -c 'import os, sys; assert not os.path.exists(sys.argv[1] + "/_SUCCESS")' O
+        else
+            echo data/png_rgb_320x256.png >&7
+            exec 7>&-
+            wait "$pid"
+            # the marker names the run that wrote it last, with its own counts (json)
+            "$PY" - O <<'PYEOF'
+import glob, json, os, sys
+out = sys.argv[1]
+m = json.load(open(os.path.join(out, "_SUCCESS")))
+rec = json.load(open(os.path.join(out, m["record"])))
+assert m["run"] == rec["run"] and m["counts"] == rec["counts"] and rec["counts"]["ok"] == 2, (m, rec)
+PYEOF
+        fi
+    done
+}
