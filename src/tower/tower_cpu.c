@@ -517,6 +517,7 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
     const mv_vision_config *c = &m->cfg;
     int H = c->hidden, F = c->inter, mm = c->merge * c->merge;
     mv_status st;
+    omp_set_num_threads(ci->threads); /* oneDNN's packing runs OpenMP here: --threads, not OMP_NUM_THREADS */
     if ((st = mv_gemm_pack(ci->g, m->patch_w, c->patch_dim, H, "patch_embed", &ci->patch, e)) ||
         (st = mv_gemm_pack(ci->g, m->mfc1_w, H * mm, H * mm, "merger fc1", &ci->mfc1, e)) ||
         (st = mv_gemm_pack(ci->g, m->mfc2_w, H * mm, c->out_hidden, "merger fc2", &ci->mfc2, e)))

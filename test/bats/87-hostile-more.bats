@@ -130,3 +130,14 @@ PYEOF
     [ "$fatal" -ge 1 ]
     [ "$status" -eq 0 ] # and with 64 the run works
 }
+
+@test "OMP_NUM_THREADS in the environment does not override --threads (100000 of them: no crash)" {
+    mkdir d
+    cp "$IMG/png_gray_128x72.png" "$IMG/jpeg_gray_200x149.jpg" d/
+    run "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out o1 d
+    [ "$status" -eq 0 ]
+    OMP_NUM_THREADS=100000 run timeout 120 "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out o2 d
+    echo "$output"
+    [ "$status" -eq 0 ]
+    same_bytes o1 o2
+}
