@@ -507,6 +507,7 @@ int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *
     folded fd = {0};
     mv_hashset printed = {0};
     int rc = 1, werr = 0;
+    size_t n_unsaid = 0; /* names holding a newline, without -0 */
     char path[4200];
     mv_name_manifest(path, sizeof path, out_dir, 0, 1);
     int have_main = access(path, F_OK) == 0;
@@ -542,7 +543,9 @@ int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *
                 mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir);
                 goto out;
             }
-            if (added && (fwrite(in, 1, n, to) != n || fputc(null_sep ? 0 : '\n', to) == EOF)) {
+            if (added && !null_sep && memchr(in, '\n', n)) /* one name, two lines: only -0 can say it */
+                n_unsaid++;
+            else if (added && (fwrite(in, 1, n, to) != n || fputc(null_sep ? 0 : '\n', to) == EOF)) {
                 free(in);
                 goto write_failed;
             }
@@ -558,7 +561,11 @@ int mv_manifest_failed_dir(const char *out_dir, int null_sep, FILE *to, mv_err *
     if (fd.bad)
         fprintf(stderr, "mvembed: %s: %zu unreadable manifest line%s skipped (a line torn by a crash, or one "
                 "being written)\n", out_dir, fd.bad, fd.bad == 1 ? "" : "s");
-    rc = 0;
+    rc = n_unsaid > 0;
+    if (n_unsaid)
+        mv_fail(e, MV_ERR_USAGE, "%s: %zu failed input%s left out of this list: %s name%s a newline, which "
+                "one name a line cannot say; `mvembed manifest failed OUT -0` lists every one", out_dir, n_unsaid,
+                n_unsaid == 1 ? "" : "s", n_unsaid == 1 ? "its" : "their", n_unsaid == 1 ? " holds" : "s hold");
 out:
     mv_hashset_free(&printed);
     mv_manifest_list_free(names, nn);

@@ -147,3 +147,22 @@ PYEOF
         fi
     done
 }
+
+@test "manifest failed without -0: a name holding a newline is left out and said, never split in two" {
+    mkdir d
+    printf 'not an image' > "d/x
+y.jpg"
+    printf 'not an image' > d/z.jpg
+    run "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out O d
+    [ "$status" -eq 2 ]
+    run "$MVEMBED" manifest failed O
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "d/z.jpg" ]
+    [[ "${lines[1]}" == *"1 failed input left out of this list: its name holds a newline"* ]]
+    [ "${#lines[@]}" -eq 2 ]
+    # with -0 both come through byte for byte, and the retry recipe does both
+    "$MVEMBED" manifest failed O -0 > list
+    "$PY" -c 'import sys; l = open(sys.argv[1], "rb").read().split(b"\0")[:-1]
+assert sorted(l) == [b"d/x\ny.jpg", b"d/z.jpg"], l' list
+}
