@@ -83,13 +83,18 @@ static mv_status open_lock(const char *out_dir, mv_claims **out, mv_err *e)
         free(c);
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     }
-    c->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (c->fd < 0) {
-        int err = errno;
+    c->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666); /* a FIFO there: no wait */
+    struct stat sb;
+    int err = c->fd < 0 ? errno : fstat(c->fd, &sb) != 0 ? errno : S_ISREG(sb.st_mode) ? 0 : -1;
+    if (err) {
+        if (c->fd >= 0)
+            close(c->fd);
         free(c->out_dir);
         free(c);
-        return mv_fail(e, MV_ERR_IO, "%s: cannot open OUT's lock file: %s", path, strerror(err));
+        return mv_fail(e, MV_ERR_IO, "%s: cannot open OUT's lock file: %s", path,
+                       err > 0 ? strerror(err) : "not a regular file (remove it: mvembed makes it again)");
     }
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
     pthread_mutex_init(&c->mu, NULL);
     for (int i = 0; i < CLAIM_SLOTS; i++)
         pthread_mutex_init(&c->slot_mu[i], NULL);

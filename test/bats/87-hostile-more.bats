@@ -141,3 +141,13 @@ PYEOF
     [ "$status" -eq 0 ]
     same_bytes o1 o2
 }
+
+@test "OUT's lock file replaced by a FIFO: refused saying what it is, no wait" {
+    mkdir O
+    mkfifo O/.mvembed.lock
+    run timeout 60 "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out O "$IMG/png_gray_128x72.png"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"O/.mvembed.lock: cannot open OUT's lock file: not a regular file"* ]]
+    "$PY" -c 'import os, stat, sys; assert stat.S_ISFIFO(os.lstat(sys.argv[1]).st_mode)' O/.mvembed.lock
+}
