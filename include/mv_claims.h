@@ -54,16 +54,19 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *
                          int *no_locks, mv_err *e);
 
 /* Takes the claim lock of out_rel's slot (*slot; this process's threads and other processes
- * claiming a name of that slot wait), reads the new manifest
+ * claiming a name of that slot wait), with abs (the input's path from /, or NULL) first the lock
+ * of the input's slot, reads the new manifest
  * lines and checks that no other input than `input` (mv_done_same_input) holds out_rel (an
- * output name with its suffix). MV_OK: the lock is held until mv_claims_release, and
+ * output name with its suffix), and that no other live run embedded this input (found by abs)
+ * under another name meanwhile: MV_ERR_OUTPUT, elsewhere[cap] (may be NULL) naming that output,
+ * "" otherwise. MV_OK: the locks are held until mv_claims_release, and
  * *may_replace says whether an existing file at out_rel may be replaced: 1 under a working lock
  * (a file nobody's lines hold is a crashed run's), or where this input's own line holds it; 0
  * without locks otherwise (another run may be writing it: the caller only takes a free name).
  * MV_ERR_OUTPUT with e naming both inputs: held by another (the lock is released); MV_ERR_IO /
  * MV_ERR_NOMEM: the lock or reading failed (released). */
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, int *slot,
-                         mv_err *e);
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const char *out_rel,
+                         int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e);
 void mv_claims_release(mv_claims *c, int slot);
 
 /* How many other runs are live in OUT now (0 without locks); who (may be NULL) names the first:

@@ -44,6 +44,7 @@ typedef struct {
 #define FILES_BYTE (SLOT_BYTE0 + CLAIM_SLOTS) /* held shared by files-layout runs */
 #define LIVE_BYTE0 MV_CLAIMS_LIVE_BYTE0        /* + a live run's slot: held shared while it runs */
 #define LIVE_SLOTS 10000                       /* its four digits */
+#define INPUT_BYTE0 (LIVE_BYTE0 + LIVE_SLOTS)  /* + an input's slot (input_slot): held around a claim */
 
 int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
 
@@ -53,7 +54,7 @@ struct mv_claims {
     int no_locks;
     /* this process's threads share one open file description, whose OFD locks never exclude
      * each other: a slot's mutex keeps them apart, and `mu` guards the view below */
-    pthread_mutex_t slot_mu[CLAIM_SLOTS];
+    pthread_mutex_t slot_mu[CLAIM_SLOTS], input_mu[CLAIM_SLOTS];
     pthread_mutex_t mu;
     mv_done *seen;      /* the lines read since open */
     seen_file *files;
@@ -96,8 +97,10 @@ static mv_status open_lock(const char *out_dir, mv_claims **out, mv_err *e)
     }
     fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
     pthread_mutex_init(&c->mu, NULL);
-    for (int i = 0; i < CLAIM_SLOTS; i++)
+    for (int i = 0; i < CLAIM_SLOTS; i++) {
         pthread_mutex_init(&c->slot_mu[i], NULL);
+        pthread_mutex_init(&c->input_mu[i], NULL);
+    }
     *out = c;
     return MV_OK;
 }
@@ -412,38 +415,75 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *
     return MV_OK;
 }
 
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *out_rel, int *may_replace, int *slot,
-                         mv_err *e)
+/* The input slot of a path from /: the byte a claim holds around its name's, so that two runs
+ * naming one file two ways (a relative path and one from /, from two directories) take turns. */
+static int input_slot(const char *abs) { return (int)(mv_hash64(abs, strlen(abs)) % CLAIM_SLOTS); }
+
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const char *out_rel,
+                         int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e)
 {
-    int k = mv_claims_slot(out_rel);
+    int k = mv_claims_slot(out_rel), ik = abs && !c->no_locks ? input_slot(abs) : -1;
+    if (elsewhere && cap)
+        elsewhere[0] = 0;
+    if (ik >= 0) { /* the input's turn first, then the name's: one order for every run */
+        pthread_mutex_lock(&c->input_mu[ik]);
+        if (ofd_lock(c->fd, F_WRLCK, INPUT_BYTE0 + ik, 1) != 0) {
+            int err = errno;
+            pthread_mutex_unlock(&c->input_mu[ik]);
+            return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
+        }
+    }
     pthread_mutex_lock(&c->slot_mu[k]);
+    mv_status st = MV_OK;
     if (!c->no_locks && ofd_lock(c->fd, F_WRLCK, SLOT_BYTE0 + k, 1) != 0) {
         int err = errno;
         pthread_mutex_unlock(&c->slot_mu[k]);
-        return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
+        st = mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock: %s", c->out_dir, MV_CLAIMS_LOCK, strerror(err));
+        goto input_release;
     }
-    *slot = k;
+    *slot = k + CLAIM_SLOTS * (ik + 1); /* both slots, for mv_claims_release */
     pthread_mutex_lock(&c->mu);
-    mv_status st = look(c, 0, 0, e);
+    st = look(c, 0, 0, e);
     mv_done_owner w;
+    mv_done_sample ws;
     int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
+    /* another run live beside this one (not this one: a file named two ways in one run keeps both
+     * names) embedded this file under another name meanwhile */
+    const char *other = !st && ik >= 0 ? mv_done_name_of(c->seen, input, abs) : NULL;
     *may_replace = !c->no_locks || mine;
     if (held && !mine)
         st = mv_fail(e, MV_ERR_OUTPUT,
                      "%s: output name %s already holds the embedding of %s (written by another run "
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "
                      "output and its manifest lines", input, out_rel, w.input);
+    else if (other && strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) && w.ok &&
+             mv_done_sample_of(c->seen, w.input, NULL, &ws) && strcmp(ws.ord.run, mv_manifest_run_id())) {
+        st = mv_fail(e, MV_ERR_OUTPUT, "%s: embedded meanwhile by another run into this OUT as %s", input, other);
+        if (elsewhere && cap)
+            snprintf(elsewhere, cap, "%s", other);
+    }
     pthread_mutex_unlock(&c->mu);
     if (st)
-        mv_claims_release(c, k);
+        mv_claims_release(c, *slot);
+    return st;
+input_release:
+    if (ik >= 0) {
+        ofd_lock(c->fd, F_UNLCK, INPUT_BYTE0 + ik, 0);
+        pthread_mutex_unlock(&c->input_mu[ik]);
+    }
     return st;
 }
 
 void mv_claims_release(mv_claims *c, int slot)
 {
+    int k = slot % CLAIM_SLOTS, ik = slot / CLAIM_SLOTS - 1; /* the name's slot, the input's or -1 */
     if (!c->no_locks)
-        ofd_lock(c->fd, F_UNLCK, SLOT_BYTE0 + slot, 0);
-    pthread_mutex_unlock(&c->slot_mu[slot]);
+        ofd_lock(c->fd, F_UNLCK, SLOT_BYTE0 + k, 0);
+    pthread_mutex_unlock(&c->slot_mu[k]);
+    if (ik >= 0) {
+        ofd_lock(c->fd, F_UNLCK, INPUT_BYTE0 + ik, 0);
+        pthread_mutex_unlock(&c->input_mu[ik]);
+    }
 }
 
 void mv_claims_close(mv_claims *c)
@@ -457,8 +497,10 @@ void mv_claims_close(mv_claims *c)
     free(c->files);
     mv_done_free(c->seen);
     pthread_mutex_destroy(&c->mu);
-    for (int i = 0; i < CLAIM_SLOTS; i++)
+    for (int i = 0; i < CLAIM_SLOTS; i++) {
         pthread_mutex_destroy(&c->slot_mu[i]);
+        pthread_mutex_destroy(&c->input_mu[i]);
+    }
     free(c->out_dir);
     free(c);
 }

@@ -24,8 +24,9 @@
  * never both take one name. */
 typedef struct {
     mv_claims *claims;
-    const char *input;
+    const char *input, *abs;
     int taken, slot;
+    char elsewhere[4200]; /* another run embedded the input meanwhile, as this output */
 } claim_ctx;
 
 static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err *e)
@@ -33,13 +34,15 @@ static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err 
     claim_ctx *cc = ud;
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, rel);
-    mv_status st = mv_claims_take(cc->claims, cc->input, out_rel, may_replace, &cc->slot, e);
+    mv_status st = mv_claims_take(cc->claims, cc->input, cc->abs, out_rel, may_replace, &cc->slot, cc->elsewhere,
+                                  sizeof cc->elsewhere, e);
     cc->taken = st == MV_OK;
     return st;
 }
 
 /* Writes the item's output and its manifest line (*cc's claim held from just before the rename
- * until the line is written); 0, or -1 after a fatal error. */
+ * until the line is written); 0, 1 when another run live in OUT embedded the same file under
+ * another name meanwhile (nothing written: it counts as skipped), or -1 after a fatal error. */
 static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *cc, mv_record *r)
 {
     const mv_run_opts *o = R->o;
@@ -50,7 +53,9 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
     size_t bytes = 0;
     mv_dtype dt = o->out_dtype;
     cc->input = it->path;
+    cc->abs = it->abs;
     cc->taken = 0;
+    cc->elsewhere[0] = 0;
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
@@ -65,6 +70,14 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
                 mv_claims_release(cc->claims, cc->slot);
             pl_set_fatal(R, &e);
             return -1;
+        }
+        if (st && cc->elsewhere[0]) { /* the other run's line and file stand for it */
+            atomic_fetch_add(&R->n_skip, 1);
+            if (o->verbose) {
+                char esc[8192];
+                pl_say(R, "mvembed: %s\n", mv_escape(e.msg, esc, sizeof esc));
+            }
+            return 1;
         }
         if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
@@ -95,7 +108,7 @@ static void write_item(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *
     if (!it->error && !it->out)
         return; /* discarded after a fatal error */
     mv_record r;
-    if (write_output(R, it, ow, cc, &r))
+    if (write_output(R, it, ow, cc, &r)) /* fatal, or done by another run */
         return;
     /* paths are escaped: a file name cannot forge a line or send terminal escapes */
     char esc[8192];

@@ -166,3 +166,28 @@ y.jpg"
     "$PY" -c 'import sys; l = open(sys.argv[1], "rb").read().split(b"\0")[:-1]
 assert sorted(l) == [b"d/x\ny.jpg", b"d/z.jpg"], l' list
 }
+
+@test "two runs at once naming the same files two ways (relative, from /): one output per file" {
+    mkdir ds
+    for i in $(seq 1 60); do cp "$IMG/png_rgb_320x256.png" "ds/i$i.png"; done
+    find ds -type f | sort > rel.lst
+    sed "s|^|$T/|" rel.lst > abs.lst
+    "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out O - <rel.lst &
+    a=$!
+    (cd / && "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --out "$T/O" - <"$T/abs.lst")
+    wait "$a"
+    "$PY" - O 60 <<'PYEOF'
+import io, json, os, sys
+import numpy as np, zstandard
+out, n = sys.argv[1], int(sys.argv[2])
+files = {os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs
+         if f.endswith(".npy.zst")}
+lines = [json.loads(l) for l in open(os.path.join(out, "manifest.jsonl"))]
+ok = [r for r in lines if r["status"] == "ok"]
+assert len(files) == n, (len(files), sorted(files)[:4])
+assert {r["output"] for r in ok} == files and len(ok) == n, (len(ok), len(files))
+for r in ok:
+    a = np.load(io.BytesIO(zstandard.ZstdDecompressor().stream_reader(open(os.path.join(out, r["output"]), "rb")).read()))
+    assert list(a.shape) == r["shape"], r
+PYEOF
+}
