@@ -270,6 +270,10 @@ void mv_tar_abandon(mv_tar_shard *sh)
         return;
     if (sh->tmp)
         unlink(sh->tmp);
+    /* after a failed write the archive is FATAL, and archive_write_free then skips the close
+     * that frees its filters (libarchive 3.6 leaks them): close it first, to nothing that stays */
+    if (sh->a)
+        archive_write_close(sh->a);
     shard_free(sh);
 }
 
