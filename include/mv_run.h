@@ -89,8 +89,8 @@ typedef struct {
 typedef struct {
     long ok, failed, skipped;
     int signal; /* the interrupting signal, or 0 */
-    /* other runs still live in OUT as this one left it (they may redo or add inputs): its
-     * completion marker waits for the last of them; live_other names one */
+    /* unsharded runs: other runs still live in OUT as this one left it (they may redo or add
+     * inputs): its completion marker waits for the last of them; live_other names one */
     int others_live;
     char live_other[160];
 } mv_run_result;

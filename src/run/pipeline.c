@@ -448,7 +448,10 @@ static mv_status finish(runner *R, mv_run_result *res, mv_err *e)
 static mv_status finish_and_leave(runner *R, mv_run_result *res, mv_err *e)
 {
     mv_status st = finish(R, res, e);
-    res->others_live = mv_claims_others_live(R->claims, res->live_other, sizeof res->live_other);
+    /* an unsharded run's marker speaks for OUT as a whole; shard K's only for its own share, which
+     * the other shards' live runs never take (Slurm array tasks run side by side) */
+    if (R->shard_n <= 1)
+        res->others_live = mv_claims_others_live(R->claims, res->live_other, sizeof res->live_other);
     mv_claims_close(R->claims);
     R->claims = NULL;
     return st;

@@ -191,3 +191,24 @@ for r in ok:
     assert list(a.shape) == r["shape"], r
 PYEOF
 }
+
+@test "--shard K/N tasks side by side: a task that gets through writes its own marker at once" {
+    mkdir data
+    cp "$IMG/png_gray_128x72.png" "$IMG/jpeg_gray_200x149.jpg" "$IMG/png_rgb_320x256.png" data/
+    mkfifo paths
+    "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --shard 1/2 --out O - <paths &
+    pid=$!
+    exec 7>paths
+    for _ in $(seq 1 200); do [ -e O/.mvembed.lock ] && break; sleep 0.1; done
+    run "$MVEMBED" --device cpu --threads 1 --model "$MODEL" --shard 0/2 --out O data
+    echo "$output"
+    [[ "$status" -eq 0 || "$status" -eq 2 ]]
+    "$PY" - O <<'PYEOF'
+import json, os, sys
+m = json.load(open(os.path.join(sys.argv[1], "_SUCCESS-00000-of-00002")))
+assert m["shard"] == {"k": 0, "n": 2}, m
+PYEOF
+    exec 7>&-
+    wait "$pid"
+    [ -e O/_SUCCESS-00001-of-00002 ]
+}
