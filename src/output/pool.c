@@ -548,14 +548,14 @@ static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done
     return st;
 }
 
-int mv_pool_dirs(const char *out_dir, int remove, void (*removed)(const char *stem, void *ud), void *ud)
+int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, void *ud), void *ud)
 {
     DIR *dd = opendir(out_dir);
     struct dirent *de;
     int n = 0;
-    while (dd && (!n || remove) && (de = readdir(dd)))
-        if (pooled_name(de->d_name) && ++n && remove && mv_pool_remove(out_dir, de->d_name) > 0 && removed)
-            removed(de->d_name, ud);
+    while (dd && (!n || drop) && (de = readdir(dd)))
+        if (pooled_name(de->d_name) && ++n && drop && drop(de->d_name, ud))
+            mv_pool_remove(out_dir, de->d_name);
     if (dd)
         closedir(dd);
     return n;
@@ -565,7 +565,7 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
                          void (*removed)(const char *stem, void *ud), void *ud, mv_err *e)
 {
     memset(c, 0, sizeof *c);
-    if (!t && !mv_pool_dirs(out_dir, 0, NULL, NULL))
+    if (!t && !mv_pool_dirs(out_dir, NULL, NULL))
         return MV_OK;
     int lfd;
     mv_status st = lock_index(out_dir, &lfd, e);

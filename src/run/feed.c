@@ -324,12 +324,17 @@ static int tar_reread(const mv_done *done, char **last, const char *tar)
     return 1;
 }
 
-/* mv_pool_dirs's removed: notes which pooled directory went (the run's end says so, as it ended) */
-static void pooled_went(const char *stem, void *ud)
+/* mv_pool_dirs's drop: every pooled directory but another shard's of this run's N (which holds
+ * none of this shard's inputs) goes; notes which (the run's end says so, as it ended) */
+static int pooled_went(const char *stem, void *ud)
 {
     runner *R = ud;
+    int k, n, len = 0;
+    if (sscanf(stem, "pooled-%5d-of-%5d%n", &k, &n, &len) == 2 && n == R->shard_n && k != R->shard_k)
+        return 0;
     if (R->n_pooled_gone < (int)(sizeof R->pooled_gone / sizeof R->pooled_gone[0]))
         snprintf(R->pooled_gone[R->n_pooled_gone++], sizeof R->pooled_gone[0], "%s", stem);
+    return 1;
 }
 
 /* Before the first input this run redoes that had an ok line (held_ok: its files-layout name;
@@ -343,7 +348,7 @@ static void pooled_check(runner *R, const mv_done *done, const mv_item *it, int 
         !(held_ok || (R->tars && mv_done_sample_of(done, it->path, it->abs, &smp))))
         return;
     *gone = 1;
-    mv_pool_dirs(R->o->out_dir, 1, pooled_went, R);
+    mv_pool_dirs(R->o->out_dir, pooled_went, R);
 }
 
 /* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,

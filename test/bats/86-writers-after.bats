@@ -212,3 +212,27 @@ PYEOF
     wait "$pid"
     [ -e O/_SUCCESS-00001-of-00002 ]
 }
+
+@test "--pool mean by shards: a task redoing its inputs leaves the other shards' pooled directories" {
+    mkdir data
+    cp "$IMG/png_gray_128x72.png" "$IMG/jpeg_gray_200x149.jpg" "$IMG/png_rgb_320x256.png" \
+       "$IMG/png_rgb_odd_173x97.png" "$IMG/jpeg_exif6_168x104.jpg" data/
+    for k in 0 1; do
+        run "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --pool mean --shard "$k/2" --out O data
+        [ "$status" -eq 0 ]
+    done
+    [ -d O/pooled-00000-of-00002 ] && [ -d O/pooled-00001-of-00002 ]
+    # change one of shard 0's inputs (as its manifest names it) and rerun shard 0 only
+    f=$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["input"])' \
+        O/manifest-00000-of-00002.jsonl)
+    cp "$IMG/webp_lossless_alpha_120x90.webp" "$f"
+    run "$MVEMBED" -q --device cpu --threads 1 --model "$MODEL" --pool mean --shard 0/2 --out O data
+    [ "$status" -eq 0 ]
+    "$PY" - O <<'PYEOF'
+import json, os, sys
+out = sys.argv[1]
+for k in (0, 1):
+    rows = [json.loads(l) for l in open(os.path.join(out, "pooled-%05d-of-00002" % k, "pooled.jsonl"))]
+    assert rows and all(r["status"] == "ok" for r in rows), (k, rows)
+PYEOF
+}
