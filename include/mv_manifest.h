@@ -263,6 +263,7 @@ typedef struct {
     const char *model; /* that line's "model" fingerprint, "" when absent */
     int64_t bytes;     /* that line's "bytes", -1 when absent */
     int ok;            /* 1 when that input's latest line is still ok (0: a later error line) */
+    const char *run;   /* that line's run id, "" when absent */
     mv_done_input_stat src; /* the input file when that line was written */
 } mv_done_owner;
 

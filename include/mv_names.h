@@ -48,6 +48,8 @@ uint64_t mv_hash64(const void *p, size_t n);
 /* 1 when shard k of n (--shard K/N) takes the input whose output name is rel: n <= 1 (no
  * sharding), or mv_hash64(rel) mod n == k. */
 int mv_name_in_shard(const char *rel, int k, int n);
+/* The same for the len bytes at rel (a name inside a longer string). */
+int mv_name_in_shard_n(const char *rel, size_t len, int k, int n);
 
 /* --- kinds by extension ----------------------------------------------------------------------- */
 
@@ -62,6 +64,8 @@ typedef enum {
  * extension (and is longer than it); else an image or a video by the extension after the last
  * '.' of the last component (not a leading '.': ".jpg" is no image). */
 mv_name_kind mv_name_kind_of(const char *path);
+/* 1 when the len bytes at path end in a tar archive's extension (MV_NAME_TAR's rule). */
+int mv_name_is_tar_n(const char *path, size_t len);
 
 /* 1 when mv_name_kind_of(path) is MV_NAME_IMAGE or MV_NAME_VIDEO: what a directory walk or a tar
  * takes without --all-files. */

@@ -61,9 +61,9 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
 int mv_pool_remove(const char *out_dir, const char *stem);
 
 /* The pooled directories of out_dir ("pooled", "pooled-KKKKK-of-NNNNN"): without drop, 1 when
- * there is one (0 when none); with drop, each one for which drop(its name, ud) says 1 is removed
- * (mv_pool_remove), and the count of all is returned. */
-int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, void *ud), void *ud);
+ * there is one (0 when none); with drop, each one for which drop(its name, its shard k of n: 0 and
+ * 0 for "pooled", ud) says 1 is removed (mv_pool_remove), and the count of all is returned. */
+int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, int k, int n, void *ud), void *ud);
 
 /* Removes out_dir/<stem>.npy and out_dir/<stem>.jsonl, where earlier builds wrote them, when both
  * are regular files (stale beside out_dir/<stem>/): 1 removed, 0 none there, -1 a removal failed. */

@@ -76,9 +76,14 @@ uint64_t mv_hash64(const void *p, size_t n)
     return h;
 }
 
+int mv_name_in_shard_n(const char *rel, size_t len, int k, int n)
+{
+    return n <= 1 || (int)(mv_hash64(rel, len) % (uint64_t)n) == k;
+}
+
 int mv_name_in_shard(const char *rel, int k, int n)
 {
-    return n <= 1 || (int)(mv_hash64(rel, strlen(rel)) % (uint64_t)n) == k;
+    return mv_name_in_shard_n(rel, strlen(rel), k, n);
 }
 
 /* --- kinds by extension ----------------------------------------------------------------------- */
@@ -97,14 +102,20 @@ static const struct {
 
 static const char *const tar_exts[] = {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"};
 
-mv_name_kind mv_name_kind_of(const char *path)
+int mv_name_is_tar_n(const char *path, size_t n)
 {
-    size_t n = strlen(path);
     for (size_t i = 0; i < sizeof tar_exts / sizeof *tar_exts; i++) {
         size_t k = strlen(tar_exts[i]);
-        if (n > k && !strcasecmp(path + n - k, tar_exts[i]))
-            return MV_NAME_TAR;
+        if (n > k && !strncasecmp(path + n - k, tar_exts[i], k))
+            return 1;
     }
+    return 0;
+}
+
+mv_name_kind mv_name_kind_of(const char *path)
+{
+    if (mv_name_is_tar_n(path, strlen(path)))
+        return MV_NAME_TAR;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     const char *dot = strrchr(base, '.');

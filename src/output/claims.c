@@ -445,7 +445,6 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const
     pthread_mutex_lock(&c->mu);
     st = look(c, 0, 0, e);
     mv_done_owner w;
-    mv_done_sample ws;
     int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
     /* another run live beside this one (not this one: a file named two ways in one run keeps both
      * names) embedded this file under another name meanwhile */
@@ -457,7 +456,7 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "
                      "output and its manifest lines", input, out_rel, w.input);
     else if (other && strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) && w.ok &&
-             mv_done_sample_of(c->seen, w.input, NULL, &ws) && strcmp(ws.ord.run, mv_manifest_run_id())) {
+             strcmp(w.run, mv_manifest_run_id())) {
         st = mv_fail(e, MV_ERR_OUTPUT, "%s: embedded meanwhile by another run into this OUT as %s", input, other);
         if (elsewhere && cap)
             snprintf(elsewhere, cap, "%s", other);

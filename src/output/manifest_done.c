@@ -329,6 +329,7 @@ int mv_done_owner_of(const mv_done *d, const char *output, mv_done_owner *w)
     w->model = en->model;
     w->bytes = en->bytes;
     w->ok = en->ok;
+    w->run = en->ok_ord.run;
     w->src = en->src;
     return 1;
 }

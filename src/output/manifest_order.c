@@ -114,16 +114,10 @@ static int newer_in(const mv_hashset *s, const mv_line_order *ord, const void *k
 
 size_t mv_line_tar_of(const char *input)
 {
-    char *p = strdup(input);
-    size_t len = 0;
-    for (char *c = p ? strchr(p, '/') : NULL; c && !len; c = strchr(c + 1, '/')) {
-        *c = 0;
-        if (c > p && mv_name_kind_of(p) == MV_NAME_TAR)
-            len = (size_t)(c - p);
-        *c = '/';
-    }
-    free(p);
-    return len;
+    for (const char *c = strchr(input, '/'); c; c = strchr(c + 1, '/'))
+        if (c > input && mv_name_is_tar_n(input, (size_t)(c - input)))
+            return (size_t)(c - input);
+    return 0;
 }
 
 int mv_line_settles(const mv_line_order *member, const mv_line_order *tar_error)

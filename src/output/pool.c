@@ -515,12 +515,14 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
     return cur;
 }
 
-/* 1 when name is a pooled directory's: "pooled" or "pooled-KKKKK-of-NNNNN". */
-static int pooled_name(const char *name)
+/* 1 when name is a pooled directory's: "pooled" (*k = *n = 0) or "pooled-KKKKK-of-NNNNN" (shard
+ * *k of *n). */
+static int pooled_name(const char *name, int *k, int *n)
 {
-    int k, n, len = 0;
+    int len = 0;
+    *k = *n = 0;
     return !strcmp(name, "pooled") ||
-           (sscanf(name, "pooled-%5d-of-%5d%n", &k, &n, &len) == 2 && len == 21 && (size_t)len == strlen(name));
+           (sscanf(name, "pooled-%5d-of-%5d%n", k, n, &len) == 2 && len == 21 && (size_t)len == strlen(name));
 }
 
 /* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current
@@ -533,8 +535,9 @@ static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done
         return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
     struct dirent *de;
     mv_status st = MV_OK;
+    int k, n;
     while (!st && (de = readdir(dd))) {
-        if (!pooled_name(de->d_name) || (keep && !strcmp(de->d_name, keep)) || dir_current(out_dir, de->d_name, D))
+        if (!pooled_name(de->d_name, &k, &n) || (keep && !strcmp(de->d_name, keep)) || dir_current(out_dir, de->d_name, D))
             continue;
         char fin[4400];
         snprintf(fin, sizeof fin, "%s/%s", out_dir, de->d_name);
@@ -548,17 +551,17 @@ static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done
     return st;
 }
 
-int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, void *ud), void *ud)
+int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, int k, int n, void *ud), void *ud)
 {
     DIR *dd = opendir(out_dir);
     struct dirent *de;
-    int n = 0;
-    while (dd && (!n || drop) && (de = readdir(dd)))
-        if (pooled_name(de->d_name) && ++n && drop && drop(de->d_name, ud))
+    int count = 0, k, n;
+    while (dd && (!count || drop) && (de = readdir(dd)))
+        if (pooled_name(de->d_name, &k, &n) && ++count && drop && drop(de->d_name, k, n, ud))
             mv_pool_remove(out_dir, de->d_name);
     if (dd)
         closedir(dd);
-    return n;
+    return count;
 }
 
 mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,

@@ -65,52 +65,56 @@ static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *s
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
-/* Sets it->abs (mv_path_from_root; cwd: the working directory, NULL when unknown), which its
- * line records and resume finds it by. Files layout (tars 0): the name the resume set gives the
- * input of it (a walked one, relative to the walked directory; a listed one, its path): the name
- * its lines hold (mv_done_name_of) when they hold one, so that the input keeps the name it first
- * got, wherever it is met from (it->rel and out_rel[cap] then take it). 0, or -1 when out of
- * memory. */
-static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, int tars, mv_item *it,
-                      char *out_rel, size_t cap)
+/* The name OUT's manifests give the input at path (abs: its path from /, NULL when unknown) in
+ * the files layout (mv_done_name_of: the name its lines hold, wherever it is met from), less
+ * MV_OUTPUT_SUFFIX, its length in *len; NULL when they give none (the tar layout, no manifests, a
+ * name that is not an output file's). */
+static const char *held_stem(const mv_done *done, int tars, const char *path, const char *abs, size_t *len)
+{
+    const char *known = done && !tars ? mv_done_name_of(done, path, abs) : NULL;
+    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
+    if (kl <= sl || strcmp(known + kl - sl, MV_OUTPUT_SUFFIX))
+        return NULL;
+    *len = kl - sl;
+    return known;
+}
+
+/* What the walk item wi is to this run: -1 out of memory, 0 another shard's, 1 this run's, with
+ * *abs its path from / (mv_path_from_root; cwd: the working directory, NULL when unknown; NULL for
+ * an entry the walk failed), which its line records and resume finds it by, and *stem (length
+ * *len) the name OUT's manifests give it (held_stem) or NULL. An input's shard is its output
+ * name's: the held name when there is one, so that a retry or resume that spells it another way
+ * (a path list after a walk, another working directory) keeps it in its shard; else the name its
+ * path gives. */
+static int shard_take(const runner *R, const mv_done *done, mv_dir_cache *dc, const char *cwd,
+                      const mv_walk_item *wi, char **abs, const char **stem, size_t *len)
 {
     int oom = 0;
-    if (!(it->abs = mv_path_from_root(dc, cwd, it->path, &oom)) && oom)
-        return -1;
-    const char *known = done && !tars ? mv_done_name_of(done, it->path, it->abs) : NULL;
-    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
-    if (!known || kl >= cap || kl <= sl || strcmp(known + kl - sl, MV_OUTPUT_SUFFIX) || !strcmp(known, out_rel))
+    *abs = NULL;
+    *stem = NULL;
+    if (!wi->error) {
+        if (!(*abs = mv_path_from_root(dc, cwd, wi->path, &oom)) && oom)
+            return -1;
+        *stem = held_stem(done, R->tars != NULL, wi->path, *abs, len);
+    }
+    return *stem ? mv_name_in_shard_n(*stem, *len, R->shard_k, R->shard_n)
+                 : mv_name_in_shard(wi->rel, R->shard_k, R->shard_n);
+}
+
+/* The input takes the name OUT's manifests give it (stem, len: shard_take's), so that it keeps the
+ * name it first got (it->rel and out_rel[cap] take it). 0, or -1 when out of memory. */
+static int take_held_name(mv_item *it, const char *stem, size_t len, char *out_rel, size_t cap)
+{
+    size_t kl = len + strlen(MV_OUTPUT_SUFFIX);
+    if (kl >= cap || !strcmp(stem, out_rel))
         return 0;
-    char *rel = strndup(known, kl - sl);
+    char *rel = strndup(stem, len);
     if (!rel)
         return -1;
     free(it->rel);
     it->rel = rel;
-    memcpy(out_rel, known, kl + 1);
+    memcpy(out_rel, stem, kl + 1);
     return 0;
-}
-
-/* 1 when walk item wi is in this run's shard. An input's shard is its output name's: in the
- * files layout the name it holds when OUT's manifests know it (mv_done_name_of, as name_known
- * finds it), so that a retry or resume that spells it another way (a path list after a walk,
- * another working directory) keeps it in its shard; else (and when out of memory, which the
- * caller meets next) the name its path gives. */
-static int in_shard(const runner *R, const mv_done *done, mv_dir_cache *dc, const char *cwd,
-                    const mv_walk_item *wi)
-{
-    int k = R->shard_k, n = R->shard_n, oom = 0, in = -1;
-    if (n <= 1 || R->tars || !done || wi->error)
-        return mv_name_in_shard(wi->rel, k, n);
-    char *abs = mv_path_from_root(dc, cwd, wi->path, &oom);
-    const char *known = abs || !oom ? mv_done_name_of(done, wi->path, abs) : NULL;
-    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
-    if (kl > sl && !strcmp(known + kl - sl, MV_OUTPUT_SUFFIX)) {
-        char *rel = strndup(known, kl - sl);
-        in = rel ? mv_name_in_shard(rel, k, n) : -1;
-        free(rel);
-    }
-    free(abs);
-    return in >= 0 ? in : mv_name_in_shard(wi->rel, k, n);
 }
 
 /* -v: each entry the walk passes over, named */
@@ -140,7 +144,7 @@ static mv_walk_opts walk_opts(const mv_run_opts *o, runner *teller)
 }
 
 /* For the progress line's total and ETA: a second, cheap walk (names only) that counts this run's
- * share of the inputs (in_shard, as the feeding walk takes them). Not done when paths come from
+ * share of the inputs (shard_take, as the feeding walk takes them). Not done when paths come from
  * standard input (a stream). */
 void *pl_count_main(void *arg)
 {
@@ -156,9 +160,14 @@ void *pl_count_main(void *arg)
     mv_walk_item wi;
     char *cwd = getcwd(NULL, 0);
     mv_dir_cache dirs = {0};
-    while (!pl_interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0)
-        if (in_shard(R, R->resume, &dirs, cwd, &wi))
+    char *abs;
+    const char *stem;
+    size_t len;
+    while (!pl_interrupted(R) && !atomic_load(&R->fatal) && mv_walk_next(w, &wi, &e) > 0) {
+        if (shard_take(R, R->resume, &dirs, cwd, &wi, &abs, &stem, &len) > 0)
             n++;
+        free(abs);
+    }
     mv_walk_close(w);
     free(cwd);
     mv_dir_cache_free(&dirs);
@@ -326,11 +335,10 @@ static int tar_reread(const mv_done *done, char **last, const char *tar)
 
 /* mv_pool_dirs's drop: every pooled directory but another shard's of this run's N (which holds
  * none of this shard's inputs) goes; notes which (the run's end says so, as it ended) */
-static int pooled_went(const char *stem, void *ud)
+static int pooled_went(const char *stem, int k, int n, void *ud)
 {
     runner *R = ud;
-    int k, n, len = 0;
-    if (sscanf(stem, "pooled-%5d-of-%5d%n", &k, &n, &len) == 2 && n == R->shard_n && k != R->shard_k)
+    if (n > 0 && n == R->shard_n && k != R->shard_k)
         return 0;
     if (R->n_pooled_gone < (int)(sizeof R->pooled_gone / sizeof R->pooled_gone[0]))
         snprintf(R->pooled_gone[R->n_pooled_gone++], sizeof R->pooled_gone[0], "%s", stem);
@@ -440,7 +448,7 @@ static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn,
 
 /* Walks the inputs and feeds the pipeline. Returns MV_OK or a fatal error (in e).
  * Resume works on output names (mv_output_name; an input the manifest knows keeps the name it
- * holds there, name_known): an input is skipped when OUT's manifest says that this same input
+ * holds there, take_held_name): an input is skipped when OUT's manifest says that this same input
  * (mv_done_same_input, or its path from /: mv_done_held_by) made its output name with this run's
  * fingerprint and the output is whole; it is redone when the settings differ or the output is
  * missing or damaged; it fails when another input holds the name (never overwritten, even with --force). */
@@ -469,17 +477,28 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_item wi;
     int r = 0, pooled_gone = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
-        if (!in_shard(R, done, &dirs, cwd, &wi))
-            continue;
-        member_now mn;
-        mv_item *it = item_of(&wi, &mn);
-        if (!it) {
+        char *abs0;
+        const char *stem;
+        size_t stem_len;
+        int take = shard_take(R, done, &dirs, cwd, &wi, &abs0, &stem, &stem_len);
+        if (take <= 0) {
+            free(abs0);
+            if (!take)
+                continue;
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
         }
+        member_now mn;
+        mv_item *it = item_of(&wi, &mn);
+        if (!it) {
+            free(abs0);
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        it->abs = abs0;
         char out_rel[4200];
         mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
-        if (!wi.error && name_known(done, &dirs, cwd, R->tars != NULL, it, out_rel, sizeof out_rel)) {
+        if (stem && take_held_name(it, stem, stem_len, out_rel, sizeof out_rel)) {
             mv_item_free(it);
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
