@@ -63,6 +63,21 @@ static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *s
     return added;
 }
 
+/* --layout tar: 1 when this run met the input at abs (its path from /, by which resume and compact
+ * know it) before under another spelling (a/x and /abs/a/x, a/../a/x, a directory reached through
+ * a symbolic link): one input, one sample, as a later run would skip it (the files layout keeps
+ * an output per name given instead); 0 (abs now noted; NULL: none), -1 no memory. */
+static int abs_again(mv_hashset *s, const char *abs)
+{
+    if (!abs)
+        return 0;
+    uint64_t h = mv_hash64(abs, strlen(abs));
+    int added;
+    if (!mv_hashset_add(s, &h, sizeof h, &added))
+        return -1;
+    return !added;
+}
+
 /* ---- feeding ------------------------------------------------------------------------------ */
 
 /* The name OUT's manifests give the input at path (abs: its path from /, NULL when unknown) in
@@ -469,7 +484,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const char *fp = R->m->fingerprint;
     long n_stale = 0;
     char stale_fp[17] = "";
-    mv_hashset rels = {0};
+    mv_hashset rels = {0}, abss = {0}; /* output names, inputs' paths from / (tar) */
     tar_aliases aliases = {0};
     char *cwd = getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
     mv_dir_cache dirs = {0};
@@ -525,7 +540,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                      wi.path, out_rel, ow.input);
             mv_item_fail(it, msg);
         } else {
-            if (held && ow.ok && !redo) {
+            int again = R->tars ? abs_again(&abss, abs) : 0; /* < 0: out of memory, as added */
+            if (!again && held && ow.ok && !redo) {
                 int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
                     int same;
@@ -534,8 +550,8 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                     continue;
                 }
             }
-            int same = 0;
-            int added = name_add(&rels, out_rel, wi.path, &same);
+            int same = again > 0;
+            int added = again < 0 ? -1 : again ? 0 : name_add(&rels, out_rel, wi.path, &same);
             if (added < 0) {
                 mv_item_free(it);
                 st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
@@ -543,7 +559,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             }
             if (added == 0 && same) {
                 /* the same input named twice (a/x and ./a//x, overlapping path lists, one tar
-                 * twice): one input, embedded once; counted as skipped */
+                 * twice; --layout tar: /abs/a/x too): one input, embedded once; counted as skipped */
                 atomic_fetch_add(&R->n_skip, 1);
                 if (o->verbose) {
                     char esc[8192];
@@ -574,6 +590,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_skipped(w, R->walk_skipped);
     mv_walk_close(w);
     mv_hashset_free(&rels);
+    mv_hashset_free(&abss);
     mv_hashset_free(&aliases.by_file);
     free(reread);
     free(cwd);
