@@ -71,9 +71,8 @@ static int abs_again(mv_hashset *s, const char *abs)
 {
     if (!abs)
         return 0;
-    uint64_t h = mv_hash64(abs, strlen(abs));
     int added;
-    if (!mv_hashset_add(s, &h, sizeof h, &added))
+    if (!mv_hashset_add(s, abs, strlen(abs), &added))
         return -1;
     return !added;
 }
