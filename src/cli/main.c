@@ -221,6 +221,9 @@ static int close_stdout(int rc)
 
 int main(int argc, char **argv)
 {
+    /* threads the libraries start (OpenMP's team, oneDNN's) get 8 MiB of stack too, whatever
+     * ulimit -s says (glibc's default follows it: 64 KiB is too little for oneDNN) */
+    mv_thread_stacks_default();
     rlim_t as, data;
     memory_limits(&as, &data);
     /* first: the new program sees the descriptors as they were */

@@ -174,13 +174,16 @@ static mv_status enlist(mv_claims *c, const char *manifest, mv_err *e)
  * when it has none or cannot be read (then every line is read on the next look). */
 static int64_t whole_lines_end(const char *path, int64_t size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a regular file: never waits */
-    if (fd < 0)
+    enum { PIECE = 65536 }; /* on the heap: the main thread's stack may be small (ulimit -s) */
+    char *buf = malloc(PIECE);
+    int fd = buf ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1; /* a regular file: never waits */
+    if (fd < 0) {
+        free(buf);
         return 0;
-    char buf[65536];
+    }
     int64_t end = size, found = 0;
     while (end > 0 && !found) {
-        int64_t from = end > (int64_t)sizeof buf ? end - (int64_t)sizeof buf : 0;
+        int64_t from = end > (int64_t)PIECE ? end - (int64_t)PIECE : 0;
         ssize_t got = pread(fd, buf, (size_t)(end - from), from);
         if (got != end - from)
             break;
@@ -190,6 +193,7 @@ static int64_t whole_lines_end(const char *path, int64_t size)
         end = from;
     }
     close(fd);
+    free(buf);
     return found;
 }
 

@@ -33,10 +33,15 @@ static int hash_range(int fd, int64_t off, int64_t len, uint64_t *h)
         errno = ENOMEM;
         return -1;
     }
-    char buf[1 << 16];
+    enum { PIECE = 1 << 16 }; /* on the heap: the main thread's stack may be small (ulimit -s) */
+    char *buf = malloc(PIECE);
     int rc = 0;
-    while (len > 0) {
-        ssize_t k = pread(fd, buf, len < (int64_t)sizeof buf ? (size_t)len : sizeof buf, off);
+    if (!buf) {
+        errno = ENOMEM;
+        rc = -1;
+    }
+    while (!rc && len > 0) {
+        ssize_t k = pread(fd, buf, len < (int64_t)PIECE ? (size_t)len : PIECE, off);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0) {
@@ -55,6 +60,7 @@ static int hash_range(int fd, int64_t off, int64_t len, uint64_t *h)
     }
     if (!rc)
         *h = (uint64_t)XXH64_digest(st);
+    free(buf);
     XXH64_freeState(st);
     return rc;
 }

@@ -71,7 +71,7 @@ static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *s
  * its lines hold (mv_done_name_of) when they hold one, so that the input keeps the name it first
  * got, wherever it is met from (it->rel and out_rel[cap] then take it). 0, or -1 when out of
  * memory. */
-static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, int tars, mv_item *it,
+__attribute__((noinline)) static int name_known(const mv_done *done, mv_dir_cache *dc, const char *cwd, int tars, mv_item *it,
                       char *out_rel, size_t cap)
 {
     int oom = 0;
@@ -208,7 +208,7 @@ static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *p
  * redoes exactly the members whose image or metadata changed. */
 typedef struct {
     int member; /* a tar member: the fields below are its */
-    int64_t bytes, mtime_ns;
+    int64_t bytes, mtime_ns, mtime_s;
     int has_xxh64;
     uint64_t xxh64;
 } member_now;
@@ -222,6 +222,7 @@ static member_now member_of(const mv_walk_item *wi)
     mn.member = 1;
     mn.bytes = m->member_bytes;
     mn.mtime_ns = m->member_mtime_ns;
+    mn.mtime_s = m->member_mtime_s;
     if (wi->fd >= 0 && mv_filehash_fd(wi->fd, &mn.xxh64) == 0) {
         const char *part[3] = {m->json, m->txt, m->cls};
         size_t len[3] = {m->json ? strlen(m->json) : 0, m->txt_len, m->cls_len};
@@ -236,6 +237,20 @@ static member_now member_of(const mv_walk_item *wi)
     return mn;
 }
 
+/* pl_feed's heap buffer for messages and escapes (twice this): the main thread's stack may be
+ * small (ulimit -s). TEXT holds a path of up to 4095 bytes and the whole reason. */
+enum { TEXT = 8600 };
+
+/* An mtime in words: seconds.nanoseconds since the epoch; whole seconds s where ns is saturated. */
+static void mtime_words(int64_t ns, int64_t s, char out[48])
+{
+    if (ns == INT64_MAX || ns == INT64_MIN)
+        snprintf(out, 48, "%lld s", (long long)s);
+    else
+        snprintf(out, 48, "%lld.%09lld", (long long)(ns / 1000000000 - (ns % 1000000000 < 0)),
+                 (long long)((ns % 1000000000 + 1000000000) % 1000000000));
+}
+
 /* 1 with the reason in why when the input at path (a tar member: mn) is not what its ok line
  * recorded: another size or mtime, or other bytes (a member's XXH64 always, as it is in memory;
  * a file's with --input-hash, when the line has one). Lines without these fields (older
@@ -247,13 +262,17 @@ static int input_changed(const mv_run_opts *o, const char *path, const member_no
     if (src->bytes < 0 || (mn->member ? mn->bytes < 0 : stat(path, &sb) != 0))
         return 0; /* not recorded; a file gone fails when it is read */
     int64_t size = mn->member ? mn->bytes : (int64_t)sb.st_size;
-    int64_t mt = mn->member ? mn->mtime_ns : (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    int64_t mt = mn->member ? mn->mtime_ns : mv_time_ns(sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+    int64_t mts = mn->member ? mn->mtime_s : (int64_t)sb.st_mtim.tv_sec;
     const char *pre = mn->member ? "the member in its tar: " : "";
-    if (size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
-        snprintf(why, cap, "%s%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
-                 pre, (long long)size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
-                 (long long)src->bytes, (long long)(src->mtime_ns / 1000000000),
-                 (long long)(src->mtime_ns % 1000000000));
+    /* mtimes outside int64 nanoseconds (saturated) compare by their whole seconds */
+    if (size != src->bytes || (src->has_mtime && mt != src->mtime_ns) ||
+        (src->has_mtime && src->has_mtime_s && mts != src->mtime_s)) {
+        char now_t[48], rec_t[48];
+        mtime_words(mt, mts, now_t);
+        mtime_words(src->mtime_ns, src->has_mtime_s ? src->mtime_s : INT64_MIN, rec_t);
+        snprintf(why, cap, "%s%lld bytes, modified at %s; the manifest says %lld bytes, %s", pre,
+                 (long long)size, now_t, (long long)src->bytes, rec_t);
         return 1;
     }
     uint64_t h = mn->xxh64;
@@ -272,8 +291,8 @@ static int input_changed(const mv_run_opts *o, const char *path, const member_no
  * is now (input_changed; mn: a tar member as it is now) that still verifies (mv_tar_sample_intact): skip
  * it. 0: embed it (no record, other settings, a changed input, a sample missing or damaged; said
  * as the files layout says it). */
-static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *abs,
-                    const member_now *mn, const char *out_real, long *n_stale, char stale_fp[17])
+__attribute__((noinline)) static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *abs,
+                    const member_now *mn, const char *out_real, long *n_stale, char stale_fp[17], char *esc)
 {
     const mv_run_opts *o = R->o;
     const char *fp = R->m->fingerprint;
@@ -283,30 +302,30 @@ static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path,
         if (!alias || !mv_done_sample_of(done, alias, NULL, &smp))
             return 0;
     }
-    char esc[8192], why[1100];
+    char why[1100];
     if (strcmp(smp.model, fp) != 0) { /* other settings: redone */
         if (!(*n_stale)++)
             snprintf(stale_fp, 17, "%s", smp.model[0] ? smp.model : "none");
         if (o->verbose)
             pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
-                   mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
+                   mv_escape(path, esc, TEXT), smp.model[0] ? smp.model : "(none)", fp);
         return 0;
     }
     if (input_changed(o, path, mn, &smp.src, why, sizeof why)) {
         if (!o->quiet)
             pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
-                   mv_escape(path, esc, sizeof esc), why);
+                   mv_escape(path, esc, TEXT), why);
         return 0;
     }
     if (!mv_tar_sample_intact(out_real, &smp, why, sizeof why)) {
         if (!o->quiet)
             pl_say(R, "mvembed: %s: its sample is missing or damaged (%s); redoing it\n",
-                   mv_escape(path, esc, sizeof esc), why);
+                   mv_escape(path, esc, TEXT), why);
         return 0;
     }
     atomic_fetch_add(&R->n_skip, 1);
     if (o->verbose)
-        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, sizeof esc));
+        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, TEXT));
     return 1;
 }
 
@@ -341,7 +360,7 @@ static int pooled_went(const char *stem, void *ud)
  * the tar layout: its sample), OUT's pooled directories go: their rows may be its old output, and
  * a run killed before its end (kill -9) would leave them looking current. Once per run (*gone);
  * a --pool run rebuilds its own at its end. */
-static void pooled_check(runner *R, const mv_done *done, const mv_item *it, int held_ok, int *gone)
+__attribute__((noinline)) static void pooled_check(runner *R, const mv_done *done, const mv_item *it, int held_ok, int *gone)
 {
     mv_done_sample smp;
     if (*gone || !done || it->error ||
@@ -354,7 +373,7 @@ static void pooled_check(runner *R, const mv_done *done, const mv_item *it, int 
 /* Queues it for the decode pool; a streamed tar member (a large image) is decoded here first,
  * since its stream lasts only until the walk reads on, and goes to the towers. 0, or -1 when
  * the queue is closed (it freed). */
-static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
+__attribute__((noinline)) static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
 {
     if (wi->io) {
         it->io = wi->io;
@@ -375,7 +394,7 @@ static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
 
 /* The item of walk item wi (a tar member: its bytes kept open, its sample's metadata and its
  * record's size, mtime and hash, mn as it is now); NULL when out of memory. */
-static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
+__attribute__((noinline)) static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
 {
     mv_item *it = mv_item_new(wi->path, wi->rel);
     if (!it)
@@ -392,6 +411,7 @@ static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
         it->has_stat = 1;
         it->in_bytes = mn->bytes;
         it->in_mtime_ns = mn->mtime_ns;
+        it->in_mtime_s = mn->mtime_s;
         it->has_xxh64 = mn->has_xxh64;
         it->in_xxh64 = mn->xxh64;
     }
@@ -401,9 +421,9 @@ static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
 /* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
  * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
  * are counted in *n_stale, the first fingerprint kept in stale_fp). */
-static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn, const char *out_real,
+__attribute__((noinline)) static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn, const char *out_real,
                         const char *out_rel, const mv_done_owner *ow, long *n_stale, char *stale_fp,
-                        size_t fp_cap)
+                        size_t fp_cap, char *esc)
 {
     const mv_run_opts *o = R->o;
     const char *fp = R->m->fingerprint;
@@ -411,29 +431,22 @@ static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn,
     if (strcmp(ow->model, fp) != 0) { /* other settings: redone */
         if (!(*n_stale)++)
             snprintf(stale_fp, fp_cap, "%s", ow->model[0] ? ow->model : "none");
-        if (o->verbose) {
-            char esc[8192];
+        if (o->verbose)
             pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
-                   mv_escape(wi->path, esc, sizeof esc), ow->model[0] ? ow->model : "(none)", fp);
-        }
+                   mv_escape(wi->path, esc, TEXT), ow->model[0] ? ow->model : "(none)", fp);
     } else if (input_changed(o, wi->path, mn, &ow->src, why, sizeof why)) {
-        if (!o->quiet) {
-            char esc[8192];
+        if (!o->quiet)
             pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
-                   mv_escape(wi->path, esc, sizeof esc), why);
-        }
+                   mv_escape(wi->path, esc, TEXT), why);
     } else if (mv_done_output_intact(out_real, out_rel, ow->bytes, why, sizeof why)) {
         atomic_fetch_add(&R->n_skip, 1);
-        if (o->verbose) {
-            char esc[8192];
+        if (o->verbose)
             pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n",
-                   mv_escape(wi->path, esc, sizeof esc));
-        }
+                   mv_escape(wi->path, esc, TEXT));
         return 1;
     } else if (!o->quiet) {
-        char esc[8192], esc2[8192];
         pl_say(R, "mvembed: %s: output %s is missing or damaged (%s); redoing it\n",
-               mv_escape(wi->path, esc, sizeof esc), mv_escape(out_rel, esc2, sizeof esc2), why);
+               mv_escape(wi->path, esc, TEXT), mv_escape(out_rel, esc + TEXT, TEXT), why);
     }
     return 0;
 }
@@ -466,9 +479,12 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     char *cwd = getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
     mv_dir_cache dirs = {0};
     char *reread = NULL;
+    char *text = malloc(2 * TEXT); /* messages, on the heap: the main thread's stack (ulimit -s) */
+    if (!text)
+        st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
     mv_walk_item wi;
     int r = 0, pooled_gone = 0;
-    while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
+    while (text && !pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
         if (!in_shard(R, done, &dirs, cwd, &wi))
             continue;
         member_now mn;
@@ -488,26 +504,24 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         mv_done_owner ow;
         int redo = o->force || (wi.tar && done && tar_reread(done, &reread, wi.tar));
         if (R->tars && !wi.error && done && !redo &&
-            tar_done(R, done, &aliases, wi.path, it->abs, &mn, out_real, &n_stale, stale_fp)) {
+            tar_done(R, done, &aliases, wi.path, it->abs, &mn, out_real, &n_stale, stale_fp, text)) {
             mv_item_free(it);
             continue;
         }
         int held = !R->tars && !wi.error && done && mv_done_owner_of(done, out_rel, &ow);
         if (wi.error) {
-            char msg[8600]; /* a path of up to 4095 bytes and the whole reason */
-            snprintf(msg, sizeof msg, "%s: %s", wi.path[0] ? wi.path : "\"\"", wi.error);
-            mv_item_fail(it, msg);
+            snprintf(text, TEXT, "%s: %s", wi.path[0] ? wi.path : "\"\"", wi.error);
+            mv_item_fail(it, text);
         } else if (held && !mv_done_same_input(ow.input, wi.path) &&
                    !(abs && mv_done_held_by(done, out_rel, abs))) { /* from another directory */
-            char msg[8600];
-            snprintf(msg, sizeof msg,
+            snprintf(text, TEXT,
                      "%s: output name %s already holds the embedding of %s (OUT's manifest says so); "
                      "not overwritten: use another --out, or remove that output and its manifest lines",
                      wi.path, out_rel, ow.input);
-            mv_item_fail(it, msg);
+            mv_item_fail(it, text);
         } else {
             if (held && ow.ok && !redo) {
-                int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
+                int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp, text);
                 if (sk) {
                     int same;
                     name_add(&rels, out_rel, wi.path, &same);
@@ -526,19 +540,16 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 /* the same input named twice (a/x and ./a//x, overlapping path lists, one tar
                  * twice): one input, embedded once; counted as skipped */
                 atomic_fetch_add(&R->n_skip, 1);
-                if (o->verbose) {
-                    char esc[8192];
+                if (o->verbose)
                     pl_say(R, "mvembed: %s: named again in this run: embedded once\n",
-                           mv_escape(wi.path, esc, sizeof esc));
-                }
+                           mv_escape(wi.path, text, TEXT));
                 mv_item_free(it);
                 continue;
             }
             if (added == 0) {
-                char msg[8600];
-                snprintf(msg, sizeof msg, "%s: output name %s is already used by another input of this run",
+                snprintf(text, TEXT, "%s: output name %s is already used by another input of this run",
                          wi.path, out_rel);
-                mv_item_fail(it, msg);
+                mv_item_fail(it, text);
             } else
                 it->named = !R->tars;
         }
@@ -548,6 +559,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     }
     if (r < 0 && !st && !pl_interrupted(R))
         st = MV_ERR_IO; /* e was set by mv_walk_next */
+    free(text);
     if (n_stale && !o->quiet)
         fprintf(stderr, "mvembed: %ld input%s made with other settings (fingerprint %s%s; this run's "
                 "is %s): redoing %s\n", n_stale, n_stale > 1 ? "s were" : " was", stale_fp,

@@ -137,9 +137,11 @@ static mv_status load_done(const mv_run_opts *o, mv_done **done, mv_err *e)
         if ((st = mv_manifest_load_done(p, *done, &nl, &nb, e)))
             break;
         if (o->verbose) {
-            char esc[8192];
-            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s (%.2fs)\n", mv_escape(p, esc, sizeof esc),
-                    nl, mv_done_count(*done), nb ? " (unreadable lines ignored)" : "", mv_now() - t);
+            char *esc = malloc(8192); /* on the heap: the main thread's stack may be small */
+            fprintf(stderr, "mvembed: %s: %zu lines, %zu done so far%s (%.2fs)\n",
+                    esc ? mv_escape(p, esc, 8192) : "manifest", nl, mv_done_count(*done),
+                    nb ? " (unreadable lines ignored)" : "", mv_now() - t);
+            free(esc);
         }
     }
     mv_manifest_list_free(names, nn);

@@ -106,7 +106,9 @@ static int parse_grid(const char *s, int32_t **grid, int *n)
 }
 
 /* Tower-only entry: embeds given pixel_values. */
-static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, mv_err *e)
+/* noinline (with write_run_record, manifest_size): their path buffers stay out of mv_run's frame,
+ * which is on the main thread's stack (ulimit -s) for the whole run */
+__attribute__((noinline)) static mv_status run_pixels(const mv_run_opts *o, mv_model *m, mv_backend *be, mv_err *e)
 {
     int32_t *grid;
     int n;
@@ -317,7 +319,7 @@ static double wall_now(void)
 /* Writes the run record once the pipeline ran (st: its status, e its error): after a fatal
  * error too, when OUT takes it (that error stays the run's); then, for a run that went through
  * every input it owns, the completion marker. */
-static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
+__attribute__((noinline)) static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
 {
     const mv_run_opts *o = ri->o;
     struct stat sb; /* OUT not a directory (a file, a dangling link): the run's error says so */
@@ -364,6 +366,15 @@ static void *prewarm_main(void *arg)
 static int prewarm_start(const mv_run_opts *o, pthread_t *t)
 {
     return o->device != MV_DEV_CPU && mv_thread_create(t, prewarm_main, (void *)o) == 0;
+}
+
+/* The size of this shard's manifest now (0: none yet). */
+__attribute__((noinline)) static int64_t manifest_size(const mv_run_opts *o, int shard_k, int shard_n)
+{
+    char mpath[4200];
+    struct stat sb;
+    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
+    return stat(mpath, &sb) == 0 ? (int64_t)sb.st_size : 0;
 }
 
 mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
@@ -425,10 +436,7 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     mv_run_info ri = {.o = o, .model_dir = dir, .fingerprint = m->fingerprint,
                       .settings = mv_backend_settings(be[0]), .shard_k = shard_k, .shard_n = shard_n,
                       .t_start = mv_now(), .started_at = wall_now(), .res = res};
-    char mpath[4200];
-    struct stat sb;
-    mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
-    ri.manifest_start = stat(mpath, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    ri.manifest_start = manifest_size(o, shard_k, shard_n);
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
     st = write_run_record(&ri, st, e);
 out:;
