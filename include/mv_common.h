@@ -81,6 +81,14 @@ mv_status mv_mkdirs(const char *dir, mv_err *e);
  * one, a loop of links), else strerror(err). */
 void mv_path_why(const char *path, int err, char *why, size_t cap);
 
+/* A time (seconds, nanoseconds 0..999999999) in nanoseconds since the epoch, saturated to
+ * INT64_MAX / INT64_MIN outside int64's range (after 2262-04-11, before 1677-09-22): never a
+ * wrapped value. */
+int64_t mv_time_ns(int64_t sec, long nsec);
+/* Such a time in words into out[cap]: "seconds.nanoseconds" since the epoch, or "S s" (whole
+ * seconds s) where ns is saturated. */
+void mv_time_words(int64_t ns, int64_t s, char *out, size_t cap);
+
 /* write(2) of all n bytes (EINTR retried): 0, or -1 with errno (EIO for a write of 0 bytes). */
 int mv_write_all(int fd, const void *buf, size_t n);
 
@@ -106,6 +114,9 @@ double mv_now(void);
  * RLIMIT_STACK (ulimit -s), and a small one overflows in the pipeline's frames and the
  * libraries' thread-local storage. 0, or an errno value as pthread_create returns. */
 int mv_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+/* The same 8 MiB for threads created without a stack size (pthread's default attributes:
+ * OpenMP's team, the libraries' own threads), where the default is less; main calls it first. */
+void mv_thread_stacks_default(void);
 
 /* The path from / of the file at path: its directory resolved (realpath: ".", "..", symlinks),
  * '/', its name (the name itself not followed); where the directory does not resolve (gone, or a

@@ -63,7 +63,7 @@ typedef struct {
     /* the input file as it was opened (a tar member: its tar, as the walk found it at its first
      * member; feed.c): for its record and resume */
     int has_stat;
-    int64_t in_bytes, in_mtime_ns;
+    int64_t in_bytes, in_mtime_ns, in_mtime_s; /* in_mtime_ns: mv_time_ns, saturated */
     int has_xxh64;     /* mv_item_ctx.input_hash */
     uint64_t in_xxh64;
     mv_tar_meta *meta; /* a tar member's sample metadata (owned), for its record; or NULL */

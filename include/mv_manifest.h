@@ -62,7 +62,9 @@ typedef struct {
     /* the input file as it was read (resume redoes an input whose file changed since) */
     int has_input_stat;
     int64_t input_bytes;    /* its size */
-    int64_t input_mtime_ns; /* its modification time, nanoseconds since the epoch */
+    int64_t input_mtime_ns; /* its modification time, nanoseconds since the epoch (mv_time_ns:
+                             * saturated outside int64; then input_mtime_s is written too) */
+    int64_t input_mtime_s;  /* that time's whole seconds */
     int has_input_xxh64;     /* --input-hash: XXH64 (seed 0) of its bytes (mv_filehash.h), */
     uint64_t input_xxh64;    /* 16 lowercase hex digits in the line */
     /* order and provenance (mv_record_stamp); schema 0 omits the four */
@@ -217,6 +219,9 @@ int64_t mv_done_offset(const mv_done *d, const char *input);
  * line has no such field. */
 typedef struct {
     int64_t bytes, mtime_ns;
+    int has_mtime;       /* mtime_ns was recorded (any integer: before 1970 is negative) */
+    int has_mtime_s;     /* input_mtime_s too (mtime_ns saturated): compare whole seconds */
+    int64_t mtime_s;
     int has_xxh64;
     uint64_t xxh64;
 } mv_done_input_stat;
@@ -274,6 +279,9 @@ typedef struct {
  * that mv_name_flaw refuses. So an input keeps its first name whether it comes from a walk or a
  * path list, and from whatever directory. */
 const char *mv_done_name_of(const mv_done *d, const char *path, const char *abs);
+/* That name when it is an output file's (ends in MV_OUTPUT_SUFFIX), *len its length less the
+ * suffix (the stem: the input's rel); else NULL. */
+const char *mv_done_stem_of(const mv_done *d, const char *path, const char *abs, size_t *len);
 
 /* 1 when the input that holds output (mv_done_owner_of) is one whose lines record abs (its path
  * from /, compared as mv_line_input_key does), else 0: the same input met from another working

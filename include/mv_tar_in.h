@@ -50,7 +50,8 @@ typedef struct mv_tar_meta {
     int cls_is_int;     /* cls is [+-]digits within int64: cls_int */
     long long cls_int;
     int64_t member_bytes, member_mtime_ns; /* the input member's size and mtime (its tar header;
-                                            * -1: not given) */
+                                            * -1: not given; mv_time_ns, saturated) */
+    int64_t member_mtime_s;                /* that mtime's whole seconds (-1: not given) */
 } mv_tar_meta;
 
 /* A malloc'd deep copy (NULL when out of memory); mv_tar_meta_free frees one (NULL is fine). */

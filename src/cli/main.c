@@ -20,6 +20,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -219,8 +220,38 @@ static int close_stdout(int rc)
     return 1;
 }
 
+/* Everything after the process's set-up: the manifest command or a batch; the exit status. */
+static int body(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "manifest"))
+        return close_stdout(manifest_command(argc, argv));
+    mv_run_opts o;
+    defaults(&o);
+    int rc = from_environment(&o);
+    if (rc < 0)
+        rc = cli_parse_args(argc, argv, &o);
+    if (rc < 0)
+        rc = cli_check_args(&o);
+    return close_stdout(rc < 0 ? run(&o) : rc);
+}
+
+typedef struct {
+    int argc, rc;
+    char **argv;
+} body_args;
+
+static void *body_thread(void *p)
+{
+    body_args *a = p;
+    a->rc = body(a->argc, a->argv);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
+    /* threads the libraries start (OpenMP's team, oneDNN's) get 8 MiB of stack too, whatever
+     * ulimit -s says (glibc's default follows it: 64 KiB is too little for oneDNN) */
+    mv_thread_stacks_default();
     rlim_t as, data;
     memory_limits(&as, &data);
     /* first: the new program sees the descriptors as they were */
@@ -233,14 +264,20 @@ int main(int argc, char **argv)
     /* a file size limit (ulimit -f): a write past it fails with EFBIG, a fatal disk error that
      * removes its temp file and says so, instead of SIGXFSZ killing the run mid-write */
     signal(SIGXFSZ, SIG_IGN);
-    if (argc >= 2 && !strcmp(argv[1], "manifest"))
-        return close_stdout(manifest_command(argc, argv));
-    mv_run_opts o;
-    defaults(&o);
-    int rc = from_environment(&o);
-    if (rc < 0)
-        rc = cli_parse_args(argc, argv, &o);
-    if (rc < 0)
-        rc = cli_check_args(&o);
-    return close_stdout(rc < 0 ? run(&o) : rc);
+    /* The work runs on a thread of 8 MiB stack (mv_thread_create): the main thread's is what
+     * ulimit -s gives, maybe 64 KiB or less. The main thread only waits, with the stop signals
+     * blocked, so that they reach the threads that work (a read of a path list is interrupted). */
+    body_args a = {argc, 1, argv};
+    pthread_t t;
+    if (mv_thread_create(&t, body_thread, &a) != 0)
+        return body(argc, argv); /* no thread to be had: on this stack, as it is */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
+    sigaddset(&stop, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    pthread_join(t, NULL);
+    return a.rc;
 }

@@ -308,13 +308,41 @@ static const char *file_kind(mode_t m)
          : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : "a file";
 }
 
+/* ELOOP on a path that is no link itself: the first directory on the way that is a symbolic
+ * link in a loop, named with where it leads; plain words when none is found (the loop moved). */
+static void loop_on_the_way(const char *path, char *why, size_t cap)
+{
+    char pre[4096], to[1024];
+    struct stat st;
+    size_t n = strlen(path);
+    for (size_t i = 1; i < n && i < sizeof pre; i++) {
+        if (path[i] != '/' || path[i - 1] == '/')
+            continue;
+        memcpy(pre, path, i);
+        pre[i] = 0;
+        ssize_t k;
+        if (stat(pre, &st) == 0 || errno != ELOOP)
+            continue;
+        if (lstat(pre, &st) == 0 && S_ISLNK(st.st_mode) && (k = readlink(pre, to, sizeof to - 1)) > 0) {
+            to[k] = 0;
+            snprintf(why, cap, "too many levels of symbolic links: %s is a symbolic link (to %s) in a "
+                     "loop of symbolic links", pre, to);
+            return;
+        }
+    }
+    snprintf(why, cap, "too many levels of symbolic links");
+}
+
 void mv_path_why(const char *path, int err, char *why, size_t cap)
 {
     struct stat st;
     char to[1024];
     ssize_t n;
     if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || (n = readlink(path, to, sizeof to - 1)) <= 0) {
-        snprintf(why, cap, "%s", strerror(err));
+        if (err == ELOOP)
+            loop_on_the_way(path, why, cap);
+        else
+            snprintf(why, cap, "%s", strerror(err));
         return;
     }
     to[n] = 0;
@@ -365,6 +393,8 @@ mv_status mv_mkdirs(const char *dir, mv_err *e)
         int err = errno;
         if (err == ENOTDIR)
             not_dir_why(failed, why, sizeof why);
+        else if (err == ELOOP)
+            mv_path_why(failed, err, why, sizeof why);
         else
             snprintf(why, sizeof why, "%s", strerror(err));
         if (strcmp(failed, buf))
@@ -440,6 +470,18 @@ int mv_cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
+void mv_thread_stacks_default(void)
+{
+    pthread_attr_t a;
+    size_t have = 0;
+    if (pthread_getattr_default_np(&a) != 0)
+        return;
+    if (pthread_attr_getstacksize(&a, &have) == 0 && have < ((size_t)8 << 20) &&
+        pthread_attr_setstacksize(&a, (size_t)8 << 20) == 0)
+        pthread_setattr_default_np(&a);
+    pthread_attr_destroy(&a);
+}
+
 int mv_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     enum { STACK = 8 << 20 };
@@ -501,3 +543,20 @@ void mv_dir_cache_free(mv_dir_cache *dc)
     dc->dir = dc->real = NULL;
 }
 
+int64_t mv_time_ns(int64_t sec, long nsec)
+{
+    if (sec > (INT64_MAX - nsec) / 1000000000)
+        return INT64_MAX;
+    if (sec < INT64_MIN / 1000000000 + 1)
+        return INT64_MIN;
+    return sec * 1000000000 + nsec;
+}
+
+void mv_time_words(int64_t ns, int64_t s, char *out, size_t cap)
+{
+    if (ns == INT64_MAX || ns == INT64_MIN)
+        snprintf(out, cap, "%lld s", (long long)s);
+    else
+        snprintf(out, cap, "%lld.%09lld", (long long)(ns / 1000000000 - (ns % 1000000000 < 0)),
+                 (long long)((ns % 1000000000 + 1000000000) % 1000000000));
+}

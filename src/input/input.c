@@ -5,6 +5,7 @@
  * next byte mv_input_read delivers. A stream is read once, in order: bytes below head_len come
  * from head, later ones straight from the callbacks, so taken == max(pos, head_len) and a stream
  * can only go back to the start while pos <= head_len. Once a read fails the input stays failed.
+ * A regular file whose size reads as 0 (a /proc pseudo-file) is read to its end into memory.
  * Not here: sniffing the head (sniff.c), decoding.
  */
 #include "mv_input.h"
@@ -51,6 +52,51 @@ static mv_status opened(mv_input *in, mv_status st)
     return st;
 }
 
+/* A regular file whose size reads as 0 may still hold bytes: a pseudo-file (/proc) or a file
+ * system that does not know sizes up front reports 0 and delivers content. Its bytes are read
+ * to their end into memory, up to MV_INPUT_UNSIZED_MAX (a pseudo-file may never end); a file
+ * really empty stays an empty input. */
+#define MV_INPUT_UNSIZED_MAX ((size_t)256 << 20)
+
+static mv_status read_unsized(mv_input *in, mv_err *e)
+{
+    size_t cap = 0, len = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= MV_INPUT_UNSIZED_MAX) {
+                free(buf);
+                return mv_fail(e, MV_ERR_IO, "%s: its size reads as 0 bytes but it holds more than "
+                               "%zu MiB (a pseudo-file?); not read", in->name, MV_INPUT_UNSIZED_MAX >> 20);
+            }
+            size_t nc = cap ? cap * 2 : 64 << 10;
+            uint8_t *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory holding %zu bytes", in->name, nc);
+            }
+            buf = nb;
+            cap = nc;
+        }
+        ssize_t k = read(in->fd, buf + len, cap - len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            int er = errno;
+            free(buf);
+            return mv_fail(e, MV_ERR_IO, "%s: read error: %s", in->name, strerror(er));
+        }
+        if (k == 0)
+            break;
+        len += (size_t)k;
+    }
+    in->owned = buf;
+    in->mem = buf;
+    in->size = (int64_t)len;
+    in->kind = IN_MEM;
+    return MV_OK;
+}
+
 static mv_status open_fd(mv_input *in, int fd, mv_err *e)
 {
     struct stat sb;
@@ -60,6 +106,11 @@ static mv_status open_fd(mv_input *in, int fd, mv_err *e)
         return mv_fail(e, MV_ERR_IO, "%s: not a regular file", in->name);
     in->fd = fd;
     in->size = sb.st_size;
+    if (sb.st_size == 0 && lseek(fd, 0, SEEK_SET) == 0) {
+        mv_status st = read_unsized(in, e);
+        if (st != MV_OK)
+            return st;
+    }
     return read_head(in, e);
 }
 

@@ -356,7 +356,7 @@ static int sample_meta(mv_tar_in *t)
     if (bad || mv_tar_meta_build(&t->meta, t->gkey, &t->before, &t->after, t->err, sizeof t->err)) {
         mv_tar_meta_clear(&t->meta); /* the failed sample's error line still names its key */
         t->meta.key = strdup(t->gkey);
-        t->meta.member_bytes = t->meta.member_mtime_ns = -1;
+        t->meta.member_bytes = t->meta.member_mtime_ns = t->meta.member_mtime_s = -1;
         t->has_meta = t->meta.key != NULL;
         return -1;
     }
@@ -447,8 +447,9 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         }
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
         t->meta.member_bytes = archive_entry_size_is_set(ent) ? size : -1;
+        t->meta.member_mtime_s = archive_entry_mtime_is_set(ent) ? (int64_t)archive_entry_mtime(ent) : -1;
         t->meta.member_mtime_ns = archive_entry_mtime_is_set(ent)
-                                      ? (int64_t)archive_entry_mtime(ent) * 1000000000 + archive_entry_mtime_nsec(ent)
+                                      ? mv_time_ns(archive_entry_mtime(ent), archive_entry_mtime_nsec(ent))
                                       : -1;
         if ((link || sym) && !t->names_only) {
             *fd = link ? link_to_memfd(t, nm, link, 0) : link_to_memfd(t, nm, sym, 1);

@@ -344,6 +344,10 @@ static void sb_tail(sbuf *b, const mv_record *r)
         sb_i64(b, r->input_bytes);
         sb_key(b, "input_mtime_ns");
         sb_i64(b, r->input_mtime_ns);
+        if (r->input_mtime_ns == INT64_MAX || r->input_mtime_ns == INT64_MIN) { /* saturated */
+            sb_key(b, "input_mtime_s");
+            sb_i64(b, r->input_mtime_s);
+        }
     }
     if (r->has_input_xxh64)
         sb_hex64(b, "input_xxh64", r->input_xxh64);

@@ -355,6 +355,16 @@ const char *mv_done_name_of(const mv_done *d, const char *path, const char *abs)
     return !h || h == ix ? name : NULL;
 }
 
+const char *mv_done_stem_of(const mv_done *d, const char *path, const char *abs, size_t *len)
+{
+    const char *known = mv_done_name_of(d, path, abs);
+    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
+    if (kl <= sl || strcmp(known + kl - sl, MV_OUTPUT_SUFFIX))
+        return NULL;
+    *len = kl - sl;
+    return known;
+}
+
 int mv_done_held_by(const mv_done *d, const char *output, const char *abs)
 {
     size_t h = holder(d, output);

@@ -43,9 +43,12 @@ char *mv_line_path_field(json_t *o, const char *field, int *nomem)
 static void read_input_stat(json_t *o, mv_done_input_stat *src)
 {
     json_t *b = json_object_get(o, "input_bytes"), *t = json_object_get(o, "input_mtime_ns");
-    json_t *h = json_object_get(o, "input_xxh64");
+    json_t *h = json_object_get(o, "input_xxh64"), *ts = json_object_get(o, "input_mtime_s");
     src->bytes = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
-    src->mtime_ns = json_is_integer(t) ? (int64_t)json_integer_value(t) : -1;
+    src->has_mtime = json_is_integer(t);
+    src->mtime_ns = src->has_mtime ? (int64_t)json_integer_value(t) : -1;
+    src->has_mtime_s = json_is_integer(ts);
+    src->mtime_s = src->has_mtime_s ? (int64_t)json_integer_value(ts) : 0;
     const char *hs = json_is_string(h) ? json_string_value(h) : "";
     char *end;
     src->xxh64 = strtoull(hs, &end, 16);

@@ -2,10 +2,8 @@
  * OUT/pooled/ (pooled.npy + its row index pooled.jsonl, made together in a temp directory and put
  * in place in one rename), rebuilt under OUT's index lock from the newest pooled ok lines of
  * OUT's manifests by reading the outputs back (files, or tar samples at their offsets); and the
- * removal of pooled directories whose rows a later run replaced.
- * Not here: where pooling happens in the pipeline (writers.c), writing single outputs
- * (output.c / tar_out.c).
- */
+ * removal of pooled directories whose rows a later run replaced. Not here: where pooling happens
+ * in the pipeline (writers.c), writing single outputs (output.c / tar_out.c). */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_pool.h"
 #include "mv_claims.h" /* OUT's lock file: the pooled directories' byte */
@@ -515,8 +513,7 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
     return cur;
 }
 
-/* 1 when name is a pooled directory's: "pooled" (*k = *n = 0) or "pooled-KKKKK-of-NNNNN" (shard
- * *k of *n). */
+/* 1 when name is a pooled directory's: "pooled" (*k = *n = 0), "pooled-KKKKK-of-NNNNN" (*k, *n) */
 static int pooled_name(const char *name, int *k, int *n)
 {
     int len = 0;

@@ -79,24 +79,10 @@ static int abs_again(mv_hashset *s, const char *abs)
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
-/* The name OUT's manifests give the input at path (abs: its path from /, NULL when unknown) in
- * the files layout (mv_done_name_of: the name its lines hold, wherever it is met from), less
- * MV_OUTPUT_SUFFIX, its length in *len; NULL when they give none (the tar layout, no manifests, a
- * name that is not an output file's). */
-static const char *held_stem(const mv_done *done, int tars, const char *path, const char *abs, size_t *len)
-{
-    const char *known = done && !tars ? mv_done_name_of(done, path, abs) : NULL;
-    size_t kl = known ? strlen(known) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
-    if (kl <= sl || strcmp(known + kl - sl, MV_OUTPUT_SUFFIX))
-        return NULL;
-    *len = kl - sl;
-    return known;
-}
-
 /* What the walk item wi is to this run: -1 out of memory, 0 another shard's, 1 this run's, with
  * *abs its path from / (mv_path_from_root; cwd: the working directory, NULL when unknown; NULL for
  * an entry the walk failed), which its line records and resume finds it by, and *stem (length
- * *len) the name OUT's manifests give it (held_stem) or NULL. An input's shard is its output
+ * *len) the name OUT's manifests give it in the files layout (mv_done_stem_of) or NULL. An input's shard is its output
  * name's: the held name when there is one, so that a retry or resume that spells it another way
  * (a path list after a walk, another working directory) keeps it in its shard; else the name its
  * path gives. */
@@ -109,7 +95,7 @@ static int shard_take(const runner *R, const mv_done *done, mv_dir_cache *dc, co
     if (!wi->error) {
         if (!(*abs = mv_path_from_root(dc, cwd, wi->path, &oom)) && oom)
             return -1;
-        *stem = held_stem(done, R->tars != NULL, wi->path, *abs, len);
+        *stem = done && !R->tars ? mv_done_stem_of(done, wi->path, *abs, len) : NULL;
     }
     return *stem ? mv_name_in_shard_n(*stem, *len, R->shard_k, R->shard_n)
                  : mv_name_in_shard(wi->rel, R->shard_k, R->shard_n);
@@ -231,7 +217,7 @@ static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *p
  * redoes exactly the members whose image or metadata changed. */
 typedef struct {
     int member; /* a tar member: the fields below are its */
-    int64_t bytes, mtime_ns;
+    int64_t bytes, mtime_ns, mtime_s;
     int has_xxh64;
     uint64_t xxh64;
 } member_now;
@@ -245,6 +231,7 @@ static member_now member_of(const mv_walk_item *wi)
     mn.member = 1;
     mn.bytes = m->member_bytes;
     mn.mtime_ns = m->member_mtime_ns;
+    mn.mtime_s = m->member_mtime_s;
     if (wi->fd >= 0 && mv_filehash_fd(wi->fd, &mn.xxh64) == 0) {
         const char *part[3] = {m->json, m->txt, m->cls};
         size_t len[3] = {m->json ? strlen(m->json) : 0, m->txt_len, m->cls_len};
@@ -270,13 +257,15 @@ static int input_changed(const mv_run_opts *o, const char *path, const member_no
     if (src->bytes < 0 || (mn->member ? mn->bytes < 0 : stat(path, &sb) != 0))
         return 0; /* not recorded; a file gone fails when it is read */
     int64_t size = mn->member ? mn->bytes : (int64_t)sb.st_size;
-    int64_t mt = mn->member ? mn->mtime_ns : (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    int64_t mt = mn->member ? mn->mtime_ns : mv_time_ns(sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+    int64_t mts = mn->member ? mn->mtime_s : (int64_t)sb.st_mtim.tv_sec;
     const char *pre = mn->member ? "the member in its tar: " : "";
-    if (size != src->bytes || (src->mtime_ns >= 0 && mt != src->mtime_ns)) {
-        snprintf(why, cap, "%s%lld bytes, modified at %lld.%09lld; the manifest says %lld bytes, %lld.%09lld",
-                 pre, (long long)size, (long long)(mt / 1000000000), (long long)(mt % 1000000000),
-                 (long long)src->bytes, (long long)(src->mtime_ns / 1000000000),
-                 (long long)(src->mtime_ns % 1000000000));
+    char now_t[48], rec_t[48]; /* mtimes outside int64 nanoseconds (saturated): whole seconds */
+    if (size != src->bytes || (src->has_mtime && (mt != src->mtime_ns || (src->has_mtime_s && mts != src->mtime_s)))) {
+        mv_time_words(mt, mts, now_t, sizeof now_t);
+        mv_time_words(src->mtime_ns, src->has_mtime_s ? src->mtime_s : INT64_MIN, rec_t, sizeof rec_t);
+        snprintf(why, cap, "%s%lld bytes, modified at %s; the manifest says %lld bytes, %s", pre,
+                 (long long)size, now_t, (long long)src->bytes, rec_t);
         return 1;
     }
     uint64_t h = mn->xxh64;
@@ -414,10 +403,33 @@ static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
         it->has_stat = 1;
         it->in_bytes = mn->bytes;
         it->in_mtime_ns = mn->mtime_ns;
+        it->in_mtime_s = mn->mtime_s;
         it->has_xxh64 = mn->has_xxh64;
         it->in_xxh64 = mn->xxh64;
     }
     return it;
+}
+
+/* The walk item wi as this run takes it: 0 another shard's (shard_take), -1 out of memory, 1 with
+ * *it made (item_of, *mn), its path from / and the output name out_rel[cap] it holds. */
+static int item_take(const runner *R, const mv_done *done, mv_dir_cache *dc, const char *cwd,
+                     const mv_walk_item *wi, member_now *mn, mv_item **it, char *out_rel, size_t cap)
+{
+    char *abs;
+    const char *stem;
+    size_t len;
+    int take = shard_take(R, done, dc, cwd, wi, &abs, &stem, &len);
+    if (take <= 0 || !(*it = item_of(wi, mn))) {
+        free(abs);
+        return take <= 0 ? take : -1;
+    }
+    (*it)->abs = abs;
+    mv_name_output_file(out_rel, cap, wi->rel);
+    if (stem && take_held_name(*it, stem, len, out_rel, cap)) {
+        mv_item_free(*it);
+        return -1;
+    }
+    return 1;
 }
 
 /* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
@@ -491,32 +503,15 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     mv_walk_item wi;
     int r = 0, pooled_gone = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
-        char *abs0;
-        const char *stem;
-        size_t stem_len;
-        int take = shard_take(R, done, &dirs, cwd, &wi, &abs0, &stem, &stem_len);
-        if (take <= 0) {
-            free(abs0);
-            if (!take)
-                continue;
-            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-            break;
-        }
         member_now mn;
-        mv_item *it = item_of(&wi, &mn);
-        if (!it) {
-            free(abs0);
-            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
-            break;
-        }
-        it->abs = abs0;
+        mv_item *it;
         char out_rel[4200];
-        mv_name_output_file(out_rel, sizeof out_rel, wi.rel);
-        if (stem && take_held_name(it, stem, stem_len, out_rel, sizeof out_rel)) {
-            mv_item_free(it);
+        int take = item_take(R, done, &dirs, cwd, &wi, &mn, &it, out_rel, sizeof out_rel);
+        if (take < 0) {
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
-        }
+        } else if (!take)
+            continue;
         const char *abs = it->abs;
         mv_done_owner ow;
         int redo = o->force || (wi.tar && done && tar_reread(done, &reread, wi.tar));

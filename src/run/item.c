@@ -262,7 +262,8 @@ static int note_file(const mv_item_ctx *c, mv_item *it, const mv_input *in)
         return 0; /* no record of it: resume then does not compare */
     it->has_stat = 1;
     it->in_bytes = (int64_t)sb.st_size;
-    it->in_mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    it->in_mtime_ns = mv_time_ns(sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+    it->in_mtime_s = sb.st_mtim.tv_sec;
     if (!c->input_hash)
         return 0;
     if (mv_filehash_fd(in->fd, &it->in_xxh64) != 0) {
@@ -387,6 +388,7 @@ void mv_item_record(const mv_item *it, const mv_vision_config *c, mv_dtype out_d
     r->has_input_stat = it->has_stat;
     r->input_bytes = it->in_bytes;
     r->input_mtime_ns = it->in_mtime_ns;
+    r->input_mtime_s = it->in_mtime_s;
     r->has_input_xxh64 = it->has_xxh64;
     r->input_xxh64 = it->in_xxh64;
     if (p->frame_idx) {
