@@ -15,7 +15,9 @@
  * ".tmp-tar-<pid>-<host hash>-<final name>" in OUT. When the shard reaches about the target size
  * or holds the most samples a shard may (or the run ends) it is completed: end-of-archive, fsync, renamed to its final name (never over
  * an existing file), directory fsync'd, and only then are the manifest lines of its samples handed
- * to the commit callback, all at once. A crash therefore loses only open shards (their inputs
+ * to the commit callback, all at once (with mv_tar_set_dedup: appended by the set itself, the
+ * naming and the append one step under the manifest's lock, after samples of inputs other runs
+ * committed meanwhile were taken out; the others keep their keys, so indexes may skip). A crash therefore loses only open shards (their inputs
  * have no manifest line and are redone by the next run); a manifest line never points into a
  * shard that does not exist. A shard's number is chosen and its temporary file created in one
  * step under an flock of the manifest that the same naming writes (so runs sharing one OUT, with
@@ -58,6 +60,23 @@ void mv_tar_set_free(mv_tar_set *s);
  * milliseconds before its first sample, so that a test can make two runs choose their shard
  * numbers while the other's shard is open. 0: no pause. */
 void mv_tar_set_test_pause(mv_tar_set *s, int ms);
+
+/* Runs into one OUT over the same inputs (two runs given one folder, an array without --shard):
+ * with this set, a completed shard is committed under the flock of its naming's manifest (the
+ * commits of all runs of that naming one at a time): the manifest lines appended since the last
+ * look are read, and the samples of inputs that another run (another "run" id, the same "model")
+ * has an ok line for, written since from, are taken out of the shard before it gets its name
+ * (it is rewritten without them; a shard left with none is not published). Its lines are then
+ * appended under that same lock, so of two runs the later committer always sees the earlier's
+ * lines: no input gets two samples. Callbacks get the set's ud. */
+typedef struct {
+    const char *run;   /* this run's id (mv_manifest_run_id) */
+    const char *model; /* its fingerprint: lines of other settings are not its samples */
+    int64_t from;      /* the manifest's size before the run read it for resume */
+    void (*dropped)(void *ud, const char *input); /* a sample taken out: embedded by another run */
+    void (*appended)(void *ud, long n);           /* a shard's n lines appended */
+} mv_tar_dedup_opts;
+mv_status mv_tar_set_dedup(mv_tar_set *s, const mv_tar_dedup_opts *o, mv_err *e);
 
 /* Adds one sample: data [rows, cols] float32 stored as dt (MV_DT_F32, or MV_DT_F16 rounded to
  * nearest even). r is the input's manifest record; this fills r->output and r->shard with the

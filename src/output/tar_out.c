@@ -1,18 +1,21 @@
 /* tar_out.c - the tar layout's shard writer (see mv_tar.h for the format and the guarantees).
  *
- * libarchive writes the ustar members; it is set to no blocking (bytes_per_block 0), so every
- * byte it produces reaches our write callback at once and the callback's running count is the
- * position in the file. The offset of a member's data is that count right after
- * archive_write_header, and it is checked rather than assumed: it must be a multiple of 512 and,
- * after the data, the count must have grown by exactly the data's size (an internal error
- * otherwise, so a different libarchive behaviour cannot record wrong offsets silently).
- * This file does not append to the manifest (the commit callback does) nor pick inputs.
+ * libarchive writes the ustar members (tar_dedup.c's member writer); it is set to no blocking
+ * (bytes_per_block 0), so every byte it produces reaches the write callback at once and the
+ * callback's running count is the position in the file. The offset of a member's data is that
+ * count right after archive_write_header, and it is checked rather than assumed: it must be a
+ * multiple of 512 and, after the data, the count must have grown by exactly the data's size (an
+ * internal error otherwise, so a different libarchive behaviour cannot record wrong offsets
+ * silently).
+ * This file does not append to the manifest (the commit callback does, or with a run's check
+ * of the same inputs tar_dedup.c) nor pick inputs.
  */
 #include "mv_tar.h"
 #include "mv_names.h"
 #include "mv_output.h"
 #include "mv_place.h"
 #include "mv_tar_resume.h"
+#include "tar_int.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -30,36 +33,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-struct mv_tar_set {
-    char *dir;
-    int k, n;
-    long long target, max_samples; /* bytes; samples (0: no limit) */
-    atomic_llong next;    /* next shard number to try */
-    /* choosing a shard number and creating its temporary file is one step under this mutex (the
-     * run's writers) and an flock of the manifest this naming shares (other runs into OUT) */
-    pthread_mutex_t mu;
-    int lock_fd;
-    int pause_ms;         /* test hook: a pause after creating a temporary shard */
-    mv_tar_commit_fn commit;
-    void *ud;
-    char host[17];        /* hash of this host's name, 16 hex digits */
-};
-
-struct mv_tar_shard {
-    struct archive *a;
-    int fd;
-    char *tmp, *fin;      /* full paths: temporary and final */
-    char name[96];        /* final name relative to OUT */
-    char stem[80];        /* key prefix: name between "shard-" and ".tar" */
-    char key[100];        /* key of the latest sample */
-    int64_t pos;          /* bytes written so far (the write callback's count) */
-    int64_t flushed;      /* bytes whose writeback has been started (mv_start_writeback) */
-    long n;               /* samples written */
-    char *lines;          /* manifest lines of the samples, each ending in '\n' */
-    size_t nlines, cap;
-    int werrno;           /* errno of a failed write, 0 if none */
-};
 
 /* ---- temporary names (final names: mv_name_tar_shard, mv_names.h) ---------------------- */
 
@@ -224,33 +197,12 @@ void mv_tar_set_free(mv_tar_set *s)
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     pthread_mutex_destroy(&s->mu);
+    mv_tar_dedup_free(s->dd);
     free(s->dir);
     free(s);
 }
 
 /* ---- one shard ---------------------------------------------------------------------------- */
-
-static la_ssize_t write_cb(struct archive *a, void *ud, const void *buf, size_t len)
-{
-    mv_tar_shard *sh = ud;
-    const char *p = buf;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t k = write(sh->fd, p, left);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            sh->werrno = k < 0 ? errno : EIO;
-            archive_set_error(a, sh->werrno, "%s", strerror(sh->werrno));
-            return -1;
-        }
-        p += k;
-        left -= (size_t)k;
-    }
-    sh->pos += (int64_t)len;
-    mv_start_writeback(sh->fd, &sh->flushed, sh->pos);
-    return (la_ssize_t)len;
-}
 
 static void shard_free(mv_tar_shard *sh)
 {
@@ -261,6 +213,7 @@ static void shard_free(mv_tar_shard *sh)
     free(sh->tmp);
     free(sh->fin);
     free(sh->lines);
+    free(sh->npy);
     free(sh);
 }
 
@@ -342,56 +295,11 @@ static mv_status shard_open(mv_tar_set *s, mv_tar_shard **out, mv_err *e)
     }
     if (s->pause_ms > 0) /* test hook: another run chooses its number meanwhile */
         nanosleep(&(struct timespec){s->pause_ms / 1000, (long)(s->pause_ms % 1000) * 1000000}, NULL);
-    sh->a = archive_write_new();
-    if (!sh->a) {
+    if ((st = mv_tar_archive_open(sh, e))) {
         mv_tar_abandon(sh);
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for libarchive", s->dir);
-    }
-    if (archive_write_set_format_ustar(sh->a) != ARCHIVE_OK ||
-        archive_write_set_bytes_per_block(sh->a, 0) != ARCHIVE_OK ||
-        archive_write_open(sh->a, sh, NULL, write_cb, NULL) != ARCHIVE_OK) {
-        mv_fail(e, MV_ERR_IO, "%s: libarchive: %s", sh->fin, archive_error_string(sh->a));
-        mv_tar_abandon(sh);
-        return MV_ERR_IO;
+        return st;
     }
     *out = sh;
-    return MV_OK;
-}
-
-/* Writes one member name with data[0..len); *data_off receives the offset of its data. */
-static mv_status add_member(mv_tar_shard *sh, const char *name, const void *data, size_t len,
-                            int64_t *data_off, mv_err *e)
-{
-    struct archive_entry *en = archive_entry_new();
-    if (!en)
-        return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", sh->fin);
-    archive_entry_set_pathname(en, name);
-    archive_entry_set_size(en, (la_int64_t)len);
-    archive_entry_set_filetype(en, AE_IFREG);
-    archive_entry_set_perm(en, 0644);
-    archive_entry_set_mtime(en, time(NULL), 0);
-    int r = archive_write_header(sh->a, en);
-    archive_entry_free(en);
-    if (r != ARCHIVE_OK)
-        return mv_fail(e, MV_ERR_IO, "%s: %s: %s", sh->fin, name, archive_error_string(sh->a));
-    int64_t off = sh->pos;
-    if (off % 512 != 0)
-        return mv_fail(e, MV_ERR_INTERNAL, "%s: %s: libarchive put the data at byte %lld, not on a "
-                       "512-byte block", sh->fin, name, (long long)off);
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        la_ssize_t k = archive_write_data(sh->a, p, left);
-        if (k <= 0)
-            return mv_fail(e, MV_ERR_IO, "%s: %s: %s", sh->fin, name,
-                           k < 0 ? archive_error_string(sh->a) : "libarchive wrote nothing");
-        p += k;
-        left -= (size_t)k;
-    }
-    if (sh->pos != off + (int64_t)len)
-        return mv_fail(e, MV_ERR_INTERNAL, "%s: %s: %zu bytes of data moved the file by %lld",
-                       sh->fin, name, len, (long long)(sh->pos - off));
-    *data_off = off;
     return MV_OK;
 }
 
@@ -438,8 +346,10 @@ static mv_status sample_npy(mv_tar_set *s, mv_tar_shard **shp, const uint8_t *np
     char member[160];
     int64_t off;
     snprintf(member, sizeof member, "%s.npy", sh->key);
-    if ((st = add_member(sh, member, npy, npy_len, &off, e)))
+    if ((st = mv_tar_note_npy(sh, 0, npy_len, npy_hdr, e)) ||
+        (st = mv_tar_member(sh, member, npy, npy_len, &off, e)))
         return st;
+    sh->npy[sh->n].off = off;
     *data_off = off + (int64_t)npy_hdr;
     if (*data_off % 64 != 0)
         return mv_fail(e, MV_ERR_INTERNAL, "%s: %s: array data at byte %lld is not 64-byte aligned",
@@ -453,7 +363,7 @@ static mv_status sample_json(mv_tar_shard *sh, const char *line, size_t line_len
     char member[160];
     int64_t off;
     snprintf(member, sizeof member, "%s.json", sh->key);
-    mv_status st = add_member(sh, member, line, line_len, &off, e);
+    mv_status st = mv_tar_member(sh, member, line, line_len, &off, e);
     if (st)
         return st;
     if (sh->nlines + line_len > sh->cap) {
@@ -556,23 +466,11 @@ out:
     return st;
 }
 
-mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
+/* Names the complete, synced shard and commits its lines (s->commit, or with s->dd appended
+ * under the commit lock the caller holds); frees sh in any case. */
+static mv_status publish(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
 {
-    if (!sh)
-        return MV_OK;
-    mv_status st = MV_OK;
-    if (archive_write_close(sh->a) != ARCHIVE_OK) {
-        st = mv_fail(e, MV_ERR_IO, "%s: completing the tar: %s", sh->fin, archive_error_string(sh->a));
-        mv_tar_abandon(sh);
-        return st;
-    }
-    archive_write_free(sh->a);
-    sh->a = NULL;
-    if (fsync(sh->fd) != 0) {
-        st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", sh->fin, strerror(errno));
-        mv_tar_abandon(sh);
-        return st;
-    }
+    mv_status st;
     /* never over an existing file (mv_place.h); the descriptor, and with it the temporary
      * shard's lock, stays open until the shard has its name */
     if ((st = mv_place(AT_FDCWD, sh->tmp, sh->fin, 0, NULL, e))) {
@@ -591,9 +489,41 @@ mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
      * are appended (shard_free closes it), so a shard no line names and nobody locks is an
      * orphan of a run killed in between (mv_tar_adopt); its data was synced, so the close
      * cannot lose it */
-    st = s->commit(s->ud, sh->lines, sh->nlines, e);
+    st = s->dd ? mv_tar_dedup_append(s, sh->lines, sh->nlines, e) : s->commit(s->ud, sh->lines, sh->nlines, e);
     free(sh->tmp);
     sh->tmp = NULL;
     shard_free(sh);
+    return st;
+}
+
+mv_status mv_tar_close(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
+{
+    if (!sh)
+        return MV_OK;
+    mv_status st = MV_OK;
+    if (archive_write_close(sh->a) != ARCHIVE_OK) {
+        st = mv_fail(e, MV_ERR_IO, "%s: completing the tar: %s", sh->fin, archive_error_string(sh->a));
+        mv_tar_abandon(sh);
+        return st;
+    }
+    archive_write_free(sh->a);
+    sh->a = NULL;
+    if (fsync(sh->fd) != 0) {
+        st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", sh->fin, strerror(errno));
+        mv_tar_abandon(sh);
+        return st;
+    }
+    if (!s->dd)
+        return publish(s, sh, e);
+    /* runs over the same inputs: samples another run committed meanwhile are taken out first */
+    if ((st = mv_tar_dedup_begin(s, sh, e))) {
+        mv_tar_abandon(sh);
+        return st;
+    }
+    if (sh->n > 0)
+        st = publish(s, sh, e);
+    else
+        mv_tar_abandon(sh); /* every sample was another run's: no empty shard */
+    mv_tar_dedup_end(s);
     return st;
 }

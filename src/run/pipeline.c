@@ -229,6 +229,9 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: an output name is only "
                 "taken when free or this input's own, and manifest merge/compact cannot tell that a run "
                 "writes here\n", o->out_dir);
+    /* what another run appends to this naming's manifest from here on may be the same inputs */
+    struct stat ms;
+    int64_t from = stat(mpath, &ms) == 0 ? (int64_t)ms.st_size : 0;
     if ((st = load_done(o, done, e)))
         goto fail_claims;
     long long limit = 0; /* a run refused for its --shard-samples leaves the marker too */
@@ -254,6 +257,10 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
         goto fail_man;
     if (R->tars)
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
+    mv_tar_dedup_opts dd = {.run = mv_manifest_run_id(), .model = R->m->fingerprint, .from = from,
+                            .dropped = pl_tar_dropped, .appended = pl_tar_appended};
+    if (R->tars && (st = mv_tar_set_dedup(R->tars, &dd, e)))
+        goto fail_tars;
     if (R->tars && (st = tar_adopt(R, done, e)))
         goto fail_tars;
     return MV_OK;

@@ -37,5 +37,8 @@ void *pl_writer_main(void *arg);
  * form, the run's own shards', also counts them as this run's ok inputs (n_ok_lined). */
 mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e);
 mv_status pl_tar_commit_run(void *ud, const char *text, size_t len, mv_err *e);
+/* mv_tar_dedup_opts' callbacks: a sample dropped (another run's stands), n lines appended */
+void pl_tar_dropped(void *ud, const char *input);
+void pl_tar_appended(void *ud, long n);
 
 #endif

@@ -166,6 +166,26 @@ mv_status pl_tar_commit_run(void *ud, const char *text, size_t len, mv_err *e)
     return st;
 }
 
+/* mv_tar_dedup_opts.dropped: another run committed the input's sample first; this run's is
+ * taken out of its shard, so the input counts as skipped */
+void pl_tar_dropped(void *ud, const char *input)
+{
+    runner *R = ud;
+    atomic_fetch_add(&R->n_skip, 1);
+    if (R->o->verbose) {
+        char esc[8192];
+        pl_say(R, "mvembed: %s: embedded meanwhile by another run (its sample stands; this run's is not "
+               "kept)\n", mv_escape(input, esc, sizeof esc));
+    }
+}
+
+/* mv_tar_dedup_opts.appended: a shard's lines are in the manifest (the tar set appended them) */
+void pl_tar_appended(void *ud, long n)
+{
+    runner *R = ud;
+    atomic_fetch_add(&R->n_ok_lined, n);
+}
+
 /* write_item for --layout tar: the sample goes into this writer's open shard *tar; its manifest
  * line waits for the shard's completion (mv_tar_close). Failed inputs (and samples refused for
  * non-finite values, before the shard is touched) get their line at once. */
