@@ -483,8 +483,40 @@ static int lock_fd(int fd, int op)
     return r;
 }
 
-/* Writes buf[1..n) (or buf[0..n) when the file does not end in '\n': buf[0] is a '\n' that ends
- * a line torn by a crash) under the lock; frees buf. sync: fdatasync now, else every
+mv_status mv_manifest_append_held(int fd, const char *path, const char *text, size_t len, int64_t *at,
+                                  mv_err *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return mv_fail(e, MV_ERR_IO, "%s: fstat: %s", path, strerror(errno));
+    int64_t pos = (int64_t)st.st_size;
+    if (pos > 0) {
+        char last;
+        ssize_t k = pread(fd, &last, 1, pos - 1);
+        if (k != 1)
+            return mv_fail(e, MV_ERR_IO, "%s: reading the last byte: %s", path, k < 0 ? strerror(errno) : "file shrank");
+        if (last != '\n' && pwrite(fd, "\n", 1, pos) != 1) /* a line torn by a crash: ended first */
+            return mv_fail(e, MV_ERR_IO, "%s: write: %s", path, strerror(errno));
+        pos += last != '\n';
+    }
+    for (size_t done = 0; done < len;) {
+        ssize_t k = pwrite(fd, text + done, len - done, pos + (int64_t)done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            mv_status s = mv_fail(e, MV_ERR_IO, "%s: write: %s", path, k < 0 ? strerror(errno) : strerror(EIO));
+            if (ftruncate(fd, st.st_size) != 0) /* drop our partial line */
+                mv_fail_prefix(e, s, "%s: could not remove a partial line (%s)", path, strerror(errno));
+            return s;
+        }
+        done += (size_t)k;
+    }
+    if (at)
+        *at = pos;
+    return MV_OK;
+}
+
+/* Writes buf[1..n) under the lock (mv_manifest_append_held); frees buf. sync: fdatasync now, else every
  * MV_MANIFEST_SYNC_EVERY calls. */
 static mv_status append_buf(mv_manifest *m, char *buf, size_t n, int sync, mv_err *e)
 {
@@ -493,43 +525,7 @@ static mv_status append_buf(mv_manifest *m, char *buf, size_t n, int sync, mv_er
         free(buf);
         return mv_fail(e, MV_ERR_IO, "%s: cannot lock manifest: %s", m->path, strerror(err));
     }
-    mv_status s = MV_OK;
-    struct stat st;
-    if (fstat(m->fd, &st) != 0) {
-        s = mv_fail(e, MV_ERR_IO, "%s: fstat: %s", m->path, strerror(errno));
-        goto unlock;
-    }
-    const char *p = buf + 1;
-    size_t left = n - 1;
-    if (st.st_size > 0) {
-        char last;
-        ssize_t k = pread(m->fd, &last, 1, st.st_size - 1);
-        if (k != 1) {
-            s = mv_fail(e, MV_ERR_IO, "%s: reading the last byte: %s", m->path,
-                        k < 0 ? strerror(errno) : "file shrank");
-            goto unlock;
-        }
-        if (last != '\n') { /* a line torn by a crash: end it so ours stays whole */
-            p = buf;
-            left++;
-        }
-    }
-    while (left > 0) {
-        ssize_t k = write(m->fd, p, left);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            int err = k < 0 ? errno : EIO;
-            s = mv_fail(e, MV_ERR_IO, "%s: write: %s", m->path, strerror(err));
-            if (ftruncate(m->fd, st.st_size) != 0) /* drop our partial line */
-                mv_fail_prefix(e, s, "%s: could not remove a partial line (%s)", m->path,
-                               strerror(errno));
-            goto unlock;
-        }
-        p += k;
-        left -= (size_t)k;
-    }
-unlock:
+    mv_status s = mv_manifest_append_held(m->fd, m->path, buf + 1, n - 1, NULL, e);
     if (lock_fd(m->fd, LOCK_UN) != 0 && s == MV_OK)
         s = mv_fail(e, MV_ERR_IO, "%s: cannot unlock manifest: %s", m->path, strerror(errno));
     free(buf);

@@ -413,32 +413,19 @@ mv_status mv_tar_dedup_append(mv_tar_set *s, const char *text, size_t len, mv_er
     int fd = s->lock_fd;
     char path[4200];
     mv_name_manifest(path, sizeof path, s->dir, s->k, s->n);
+    int64_t at, was;
     struct stat sb;
     if (len == 0)
         return MV_OK;
     if (fstat(fd, &sb) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: fstat: %s", path, strerror(errno));
-    int64_t at = (int64_t)sb.st_size;
-    char last = '\n';
-    if (at > 0 && pread(fd, &last, 1, at - 1) != 1)
-        return mv_fail(e, MV_ERR_IO, "%s: reading the last byte: %s", path, strerror(errno));
-    if (last != '\n' && pwrite(fd, "\n", 1, at++) != 1) /* a line torn by a crash: ended first */
-        return mv_fail(e, MV_ERR_IO, "%s: write: %s", path, strerror(errno));
-    for (size_t done = 0; done < len;) {
-        ssize_t k = pwrite(fd, text + done, len - done, at + (int64_t)done);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            mv_status st = mv_fail(e, MV_ERR_IO, "%s: write: %s", path, k < 0 ? strerror(errno) : "nothing written");
-            if (ftruncate(fd, sb.st_size) != 0) /* no partial line left */
-                mv_fail_prefix(e, st, "%s: could not remove a partial line (%s)", path, strerror(errno));
-            return st;
-        }
-        done += (size_t)k;
-    }
+    was = (int64_t)sb.st_size;
+    mv_status st = mv_manifest_append_held(fd, path, text, len, &at, e);
+    if (st)
+        return st;
     if (fdatasync(fd) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: fdatasync: %s", path, strerror(errno));
-    if (s->dd->started && s->dd->off == (int64_t)sb.st_size) /* read up to them: no need to again */
+    if (s->dd->started && s->dd->off == was) /* read up to them: no need to again */
         s->dd->off = at + (int64_t)len;
     long n = 0;
     for (size_t i = 0; i < len; i++)

@@ -252,7 +252,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if ((st = mv_manifest_open(mpath, &R->man, e)))
         goto fail_done;
     if (o->layout == MV_LAYOUT_TAR &&
-        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit_run, R,
+        (st = mv_tar_set_open(o->out_dir, shard_k, shard_n, o->shard_size, limit, pl_tar_commit, R,
                               &R->tars, e)))
         goto fail_man;
     if (R->tars)

@@ -33,10 +33,10 @@ void pl_towers_free(pl_towers *T);
 
 /* writers.c */
 void *pl_writer_main(void *arg);
-/* Appends a complete shard's lines (text[0..len), '\n'-ended) to the run's manifest; the _run
- * form, the run's own shards', also counts them as this run's ok inputs (n_ok_lined). */
+/* Appends a complete shard's lines (text[0..len), '\n'-ended) to the run's manifest (adopted
+ * shards'; the run's own go in through the tar set, mv_tar_set_dedup, and pl_tar_appended counts
+ * them as this run's ok inputs, n_ok_lined). */
 mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e);
-mv_status pl_tar_commit_run(void *ud, const char *text, size_t len, mv_err *e);
 /* mv_tar_dedup_opts' callbacks: a sample dropped (another run's stands), n lines appended */
 void pl_tar_dropped(void *ud, const char *input);
 void pl_tar_appended(void *ud, long n);

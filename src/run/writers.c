@@ -155,17 +155,6 @@ mv_status pl_tar_commit(void *ud, const char *text, size_t len, mv_err *e)
     return st;
 }
 
-mv_status pl_tar_commit_run(void *ud, const char *text, size_t len, mv_err *e)
-{
-    runner *R = ud;
-    mv_status st = pl_tar_commit(ud, text, len, e);
-    long n = 0;
-    for (size_t i = 0; !st && i < len; i++)
-        n += text[i] == '\n';
-    atomic_fetch_add(&R->n_ok_lined, n); /* a shard abandoned on a write error never gets here */
-    return st;
-}
-
 /* mv_tar_dedup_opts.dropped: another run committed the input's sample first; this run's is
  * taken out of its shard, so the input counts as skipped */
 void pl_tar_dropped(void *ud, const char *input)
