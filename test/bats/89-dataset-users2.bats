@@ -31,23 +31,28 @@ for k, v in sorted(c.items()):
     print(v, k)' "$1"
 }
 
+# one_sample_each OUT N: N inputs with one ok line each, and N samples in OUT's shards as a
+# WebDataset reader groups them (tar_check.py) and as tarfile lists the .npy members
+one_sample_each() {
+    run inputs_of "$1"
+    echo "$output"
+    [ "${#lines[@]}" -eq "$2" ]
+    [ "$(echo "$output" | awk '$1 != 1' | wc -l)" -eq 0 ]
+    tar_check "$1" --ok "$2" --one-sample
+    "$PY" - "$1" "$2" <<'PYEOF'
+import glob, os, sys, tarfile
+n = sum(1 for s in glob.glob(os.path.join(sys.argv[1], "shard-*.tar")) for m in tarfile.open(s) if m.name.endswith(".npy"))
+assert n == int(sys.argv[2]), n
+PYEOF
+}
+
 @test "--layout tar, a file and a tar named relative, from /, through a linked directory and by their directory: one sample each" {
     cd "$T"
     tar -cf in.tar -C in a.png b.jpg
     run emb --out ot --layout tar in/a.png "$T/in/a.png" lnk/a.png in/../in/a.png in in.tar "$T/in.tar"
     echo "$output"
     [ "$status" -eq 0 ]
-    run inputs_of ot
-    echo "$output"
-    [ "${#lines[@]}" -eq 4 ]
-    [ "$(echo "$output" | awk '$1 != 1' | wc -l)" -eq 0 ]
-    # what a WebDataset reader sees: four samples, one per input
-    tar_check "$T/ot" --ok 4 --one-sample
-    "$PY" - <<'PYEOF'
-import glob, tarfile
-n = sum(1 for s in glob.glob("ot/shard-*.tar") for m in tarfile.open(s) if m.name.endswith(".npy"))
-assert n == 4, n
-PYEOF
+    one_sample_each "$T/ot" 4 # what a WebDataset reader sees: four samples, one per input
     # compact finds nothing to remove: no sample was a duplicate
     run "$MVEMBED" manifest compact ot
     echo "$output"
@@ -59,14 +64,5 @@ PYEOF
 @test "--layout tar from find -print0 without -type f (the directory and its files): one sample per file" {
     cd "$T"
     find in -print0 | emb --out ot --layout tar -0 -
-    run inputs_of ot
-    echo "$output"
-    [ "${#lines[@]}" -eq 2 ]
-    [ "$(echo "$output" | awk '$1 != 1' | wc -l)" -eq 0 ]
-    tar_check "$T/ot" --ok 2 --one-sample
-    "$PY" - <<'PYEOF'
-import glob, tarfile
-n = sum(1 for s in glob.glob("ot/shard-*.tar") for m in tarfile.open(s) if m.name.endswith(".npy"))
-assert n == 2, n
-PYEOF
+    one_sample_each "$T/ot" 2
 }
