@@ -60,7 +60,8 @@ void mv_tar_meta_free(mv_tar_meta *m);
 
 typedef struct mv_tar_in mv_tar_in;
 
-/* names_only: members are listed without copying their bytes (*fd stays -1): for counting. */
+/* names_only: members are listed without copying their bytes (*fd stays -1): for counting.
+ * MV_ERR_IO: the process is out of file descriptors (the run's failure, not the tar's). */
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **t, mv_err *e);
 
 /* The most bytes a member may hold (0: MV_TAR_MEMBER_MAX_OF the default decode budget): a member
@@ -74,7 +75,7 @@ void mv_tar_in_limits(mv_tar_in *t, long long max_bytes, long long stream_from);
  * names, mv_output_name, compare them); valid until the next call) and either *fd (a memfd holding its bytes, positioned at 0;
  * the caller closes it) or *err (a one-line reason this member cannot be an input, e.g. too large;
  * *fd is then -1); 0 at the end; -1 when the archive itself is unreadable past this point (e set:
- * "PATH: reason"). */
+ * "PATH: reason"); -2 when the process is out of file descriptors (e set), the run's failure. */
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e);
 
 /* After mv_tar_in_next returned a member with *fd -1 and no *err (not names_only): the member is

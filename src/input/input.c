@@ -249,7 +249,8 @@ ssize_t mv_input_pread(mv_input *in, void *buf, size_t n, uint64_t off)
         ssize_t k = pread(in->fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
         if (k < 0 && errno == EINTR)
             continue;
-        if (k < 0) {
+        if (k < 0) { /* the cause, for mv_input_fail */
+            snprintf(in->why, sizeof in->why, "%s", strerror(errno));
             in->failed = 1;
             return -1;
         }

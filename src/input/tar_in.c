@@ -55,9 +55,18 @@ struct mv_tar_in {
     char err[640];
     long long max_bytes, stream_from; /* mv_tar_in_limits */
     int streaming;                    /* the current member is handed out as a stream */
+    int fd_limit;                     /* no memfd for it: the process is out of file descriptors */
     long long streamed;               /* its bytes read so far */
     mv_input_io io;
 };
+
+/* mv_tar_reader on t's tar, noting in t->fd_limit when the process is out of file descriptors. */
+static struct archive *reader(mv_tar_in *t, mv_tar_src **src, char *why, size_t cap)
+{
+    struct archive *a = mv_tar_reader(t->path, src, why, cap);
+    t->fd_limit |= !a && (errno == EMFILE || errno == ENFILE);
+    return a;
+}
 
 mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar_in **out, mv_err *e)
 {
@@ -70,10 +79,11 @@ mv_status mv_tar_in_open(const char *path, int all_files, int names_only, mv_tar
     t->all_files = all_files;
     t->names_only = names_only;
     mv_tar_in_limits(t, 0, 0);
-    if (!(t->a = mv_tar_reader(path, &t->src, t->err, sizeof t->err))) {
-        mv_fail(e, MV_ERR_FORMAT, "%s: not a readable tar file (%s)", path, t->err);
+    if (!(t->a = reader(t, &t->src, t->err, sizeof t->err))) { /* out of descriptors: MV_ERR_IO */
+        mv_status st = t->fd_limit ? MV_ERR_IO : MV_ERR_FORMAT;
+        mv_fail(e, st, "%s: not a readable tar file (%s)", path, t->err);
         mv_tar_in_close(t);
-        return MV_ERR_FORMAT;
+        return st;
     }
     *out = t;
     return MV_OK;
@@ -125,6 +135,7 @@ static int member_to_memfd(mv_tar_in *t, struct archive *a, const mv_tar_src *sr
 {
     int fd = memfd_create("mvembed-tar-member", MFD_CLOEXEC);
     if (fd < 0) {
+        t->fd_limit = errno == EMFILE || errno == ENFILE; /* the process's limit, not the member's */
         snprintf(t->err, sizeof t->err, "cannot make an in-memory file: %s", strerror(errno));
         return -1;
     }
@@ -219,7 +230,7 @@ static int link_to_memfd(mv_tar_in *t, const char *self, const char *target, int
         return -1;
     }
     mv_tar_src *src;
-    struct archive *a = mv_tar_reader(t->path, &src, why, sizeof why);
+    struct archive *a = reader(t, &src, why, sizeof why);
     int fd = -1;
     snprintf(t->err, sizeof t->err, "%s to %.200s, which is not a regular member %s the tar", kind, want,
              sym ? "of" : "before it in");
@@ -309,7 +320,7 @@ static int scan_after(mv_tar_in *t)
     memcpy(t->aext.twice, t->gext.twice, sizeof t->aext.twice);
     memcpy(t->akey, t->gkey, strlen(t->gkey) + 1);
     char why[256];
-    if (!t->ahead && !(t->ahead = mv_tar_reader(t->path, &t->ahead_src, why, sizeof why))) {
+    if (!t->ahead && !(t->ahead = reader(t, &t->ahead_src, why, sizeof why))) {
         snprintf(t->err, sizeof t->err, "cannot read the tar a second time for the metadata after "
                  "this member: %s", why);
         return -1;
@@ -396,12 +407,22 @@ static int unique_name(mv_tar_in *t)
     return added ? 0 : -1;
 }
 
+/* mv_tar_in_next's end for a member copied to a memfd: 1 (fd, or *err set when it failed); -2
+ * when the process is out of file descriptors (e set), which no member causes. */
+static int member_fd(mv_tar_in *t, int fd, const char **err, mv_err *e)
+{
+    if (fd < 0 && t->fd_limit)
+        return mv_fail(e, MV_ERR_IO, "%s/%s: %s", t->path, t->name, t->err), -2;
+    *err = fd < 0 ? t->err : NULL;
+    return 1;
+}
+
 int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, mv_err *e)
 {
     struct archive_entry *ent;
     *fd = -1;
     *err = NULL;
-    t->streaming = 0;
+    t->streaming = t->fd_limit = 0;
     t->has_meta = 0;
     for (;;) {
         int r = archive_read_next_header(t->a, &ent);
@@ -441,10 +462,8 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
             *err = t->err;
             return 1;
         }
-        if (!t->names_only && sample_meta(t)) {
-            *err = t->err;
-            return 1;
-        }
+        if (!t->names_only && sample_meta(t))
+            return member_fd(t, -1, err, e);
         int64_t size = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : 0;
         t->meta.member_bytes = archive_entry_size_is_set(ent) ? size : -1;
         t->meta.member_mtime_s = archive_entry_mtime_is_set(ent) ? (int64_t)archive_entry_mtime(ent) : -1;
@@ -453,9 +472,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
                                       : -1;
         if ((link || sym) && !t->names_only) {
             *fd = link ? link_to_memfd(t, nm, link, 0) : link_to_memfd(t, nm, sym, 1);
-            if (*fd < 0)
-                *err = t->err;
-            return 1;
+            return member_fd(t, *fd, err, e);
         }
         if (size > t->max_bytes) { /* told by the header: nothing read, a sparse member's holes included */
             over_bound(t, "of ", size);
@@ -469,9 +486,7 @@ int mv_tar_in_next(mv_tar_in *t, const char **name, int *fd, const char **err, m
         if (t->streaming)
             return 1;
         *fd = member_to_memfd(t, t->a, t->src, size);
-        if (*fd < 0)
-            *err = t->err;
-        return 1;
+        return member_fd(t, *fd, err, e);
     }
 }
 

@@ -19,7 +19,8 @@ enum { MV_TAR_META_JSON, MV_TAR_META_TXT, MV_TAR_META_CLS, MV_TAR_META_N };
 
 /* A reader of the tar at path: tar formats; a gzip, zstd or xz file decompressed by tar_unzip.c
  * (every byte before damage handed out, *src then tells the damage), others through libarchive's
- * filters (*src NULL). NULL with err[cap] saying why. Free *src (mv_tar_src_free) after the
+ * filters (*src NULL). NULL with err[cap] saying why and errno the open's (0 when the file
+ * opened). Free *src (mv_tar_src_free) after the
  * reader (archive_read_free). */
 typedef struct mv_tar_src mv_tar_src;
 struct archive *mv_tar_reader(const char *path, mv_tar_src **src, char *err, size_t cap);

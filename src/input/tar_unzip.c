@@ -182,6 +182,7 @@ struct archive *mv_tar_reader(const char *path, mv_tar_src **src, char *err, siz
 {
     struct archive *a = archive_read_new();
     mv_tar_src *s = calloc(1, sizeof *s);
+    int oerr = 0; /* open's errno */
     *src = NULL;
     if (s)
         s->fd = -1;
@@ -192,6 +193,7 @@ struct archive *mv_tar_reader(const char *path, mv_tar_src **src, char *err, siz
     archive_read_support_format_tar(a);
     archive_read_support_format_gnutar(a);
     if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fill(s)) {
+        oerr = s->fd < 0 ? errno : 0;
         snprintf(err, cap, "%s", s->fd < 0 ? strerror(errno) : s->err);
         goto fail;
     }
@@ -202,7 +204,9 @@ struct archive *mv_tar_reader(const char *path, mv_tar_src **src, char *err, siz
         if (archive_read_open_filename(a, path, 1 << 16) == ARCHIVE_OK)
             return a;
         snprintf(err, cap, "%s", archive_error_string(a));
+        oerr = archive_errno(a);
         archive_read_free(a);
+        errno = oerr;
         return NULL;
     }
     int ok = s->kind == SRC_GZIP   ? inflateInit2(&s->z, 16 + MAX_WBITS) == Z_OK
@@ -223,5 +227,6 @@ fail:
     if (a)
         archive_read_free(a);
     mv_tar_src_free(s);
+    errno = oerr;
     return NULL;
 }

@@ -66,8 +66,7 @@ static int reserve(char **buf, size_t *cap, size_t need)
     while (nc < need)
         nc *= 2;
     char *nb = realloc(*buf, nc);
-    if (!nb)
-        return -1;
+    if (!nb) return -1;
     *buf = nb;
     *cap = nc;
     return 0;
@@ -304,11 +303,12 @@ static int next_arg(mv_walk *w, const char **p, mv_err *e)
                 w->in_active = 0;
                 continue;
             }
-            size_t n = (size_t)r;
-            if (n > 0 && w->line[n - 1] == (char)delim)
-                w->line[--n] = 0;
-            if (!w->o.null_sep && n > 0 && w->line[n - 1] == '\r')
-                w->line[--n] = 0;
+            size_t n = (size_t)r - (w->line[r - 1] == (char)delim);
+            n -= !w->o.null_sep && n > 0 && w->line[n - 1] == '\r'; /* a CRLF line end */
+            w->line[n] = 0;
+            if (!w->o.null_sep && strlen(w->line) < n) /* a\0b: no path holds a NUL; -0 was meant */
+                return mv_fail(e, MV_ERR_USAGE, "<stdin>: a NUL byte in a path list read by lines, after "
+                               "\"%s\": NUL-separated paths (find -print0) need -0 (--null)", w->line), -1;
             if (n == 0) { /* skipped: a stream of empty lines must not outlast a signal either */
                 if (mv_interrupted())
                     return 0;
@@ -369,10 +369,11 @@ static int tar_start(mv_walk *w, const char *p, size_t rel_off, const char *rel,
         mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
         return -1;
     }
-    if (mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te)) {
+    mv_status st = mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te);
+    if (st) { /* MV_ERR_IO: out of file descriptors, the run's failure */
         snprintf(w->err, sizeof w->err, "%s", after_path(te.msg, p));
         tar_end(w);
-        return yield_error(w, it, p, rel);
+        return st == MV_ERR_IO ? (*e = te, -1) : yield_error(w, it, p, rel);
     }
     mv_tar_in_limits(w->tar, w->o.tar_member_max, 0);
     w->tar_rel = rel_off;
@@ -387,9 +388,9 @@ static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     int fd;
     mv_err te;
     int r = mv_tar_in_next(w->tar, &name, &fd, &err, &te);
-    if (r == 0) {
+    if (r == 0 || r < -1) { /* the end; out of file descriptors (te says so): the run's failure */
         tar_end(w);
-        return 0;
+        return r ? (*e = te, -1) : 0;
     }
     /* the member's path <tar>/<member>, or the tar's when it is unreadable from here on (r < 0) */
     size_t tn = strlen(w->tar_path), mn = r > 0 ? strlen(name) : 0;
@@ -566,8 +567,7 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
     mv_walk *w = mv_calloc(1, sizeof *w);
     if (!w)
         return mv_fail(e, MV_ERR_NOMEM, "walk: out of memory");
-    w->args = args;
-    w->nargs = nargs;
+    w->args = args, w->nargs = nargs;
     if (o)
         w->o = *o;
     w->in = stdin_fp;

@@ -385,16 +385,17 @@ static int queue_item(runner *R, mv_item *it, const mv_walk_item *wi)
 }
 
 /* The item of walk item wi (a tar member: its bytes kept open, its sample's metadata and its
- * record's size, mtime and hash, mn as it is now); NULL when out of memory. */
+ * record's size, mtime and hash, mn as it is now); NULL when out of memory or of descriptors. */
 static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
 {
     mv_item *it = mv_item_new(wi->path, wi->rel);
     if (!it)
         return NULL;
-    if (wi->fd >= 0 && (it->fd = dup(wi->fd)) < 0) { /* a tar member's bytes */
-        char msg[1200];
-        snprintf(msg, sizeof msg, "%s: cannot keep the tar member open: %s", wi->path, strerror(errno));
-        mv_item_fail(it, msg);
+    if (wi->fd >= 0 && (it->fd = dup(wi->fd)) < 0) { /* a tar member's bytes; only the process's */
+        int er = errno;                                /* fd limit stops dup: NULL, errno kept */
+        mv_item_free(it);
+        errno = er;
+        return NULL;
     }
     if (wi->meta && !(it->meta = mv_tar_meta_copy(wi->meta)))
         mv_item_fail(it, "out of memory");
@@ -507,8 +508,10 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         mv_item *it;
         char out_rel[4200];
         int take = item_take(R, done, &dirs, cwd, &wi, &mn, &it, out_rel, sizeof out_rel);
-        if (take < 0) {
-            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+        if (take < 0) { /* out of memory, or of file descriptors (item_of) */
+            int er = errno;
+            st = er == EMFILE || er == ENFILE ? mv_fail(e, MV_ERR_IO, "%s: cannot keep the tar member open: %s",
+                                                        wi.path, strerror(er)) : mv_fail(e, MV_ERR_NOMEM, "out of memory");
             break;
         } else if (!take)
             continue;

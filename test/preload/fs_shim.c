@@ -6,6 +6,8 @@
  *                              mounted nolock);
  *   FS_SHIM_RENAME2=noreplace  renameat2 with RENAME_NOREPLACE fails with EINVAL;
  *   FS_SHIM_RENAME2=all        renameat2 with any flags fails with EINVAL (RENAME_EXCHANGE too);
+ *   FS_SHIM_EIO=TEXT           pread / pread64 of a file whose path holds TEXT fail with EIO (a
+ *                              disk's bad sector);
  *   FS_SHIM_LOG=FILE           each call refused appends a line to FILE (so that a test can tell
  *                              the shim was in the way).
  * Built by test_helper.bash's fs_shim: cc -shared -fPIC -o fs_shim.so fs_shim.c -ldl */
@@ -84,3 +86,33 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
     }
     return real(olddirfd, oldpath, newdirfd, newpath, flags);
 }
+
+/* With FS_SHIM_EIO, whether fd is a file whose path (as /proc/self/fd tells it) holds that text. */
+static int eio_fd(int fd)
+{
+    const char *t = getenv("FS_SHIM_EIO");
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = t && *t ? readlink(link, path, sizeof path - 1) : -1;
+    if (n < 0)
+        return 0;
+    path[n] = 0;
+    if (!strstr(path, t))
+        return 0;
+    note("pread: EIO", path, NULL);
+    return 1;
+}
+
+#define SHIM_PREAD(name)                                                                            \
+    ssize_t name(int fd, void *buf, size_t n, off_t off)                                            \
+    {                                                                                               \
+        if (eio_fd(fd)) {                                                                           \
+            errno = EIO;                                                                            \
+            return -1;                                                                              \
+        }                                                                                           \
+        ssize_t (*real)(int, void *, size_t, off_t) =                                               \
+            (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, #name);                       \
+        return real(fd, buf, n, off);                                                               \
+    }
+SHIM_PREAD(pread)
+SHIM_PREAD(pread64)
