@@ -43,7 +43,8 @@ mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, m
                        mv_tar_commit_fn commit, void *ud, long *n_adopted, mv_err *e);
 
 /* `mvembed manifest compact`, tar layout (tar_compact.c): rewrites the shards of out_dir that
- * hold dead samples (their input's latest line, in every manifest of OUT, names another sample)
+ * hold dead samples (their input's newest line over every manifest of OUT names another sample:
+ * shard manifests of two --shard counts, merged or not, as merge folds them)
  * without them: live samples are copied into new shards, the manifests naming them rewritten,
  * then the old shards removed. Shards a writer holds or with orphan samples are left. Says what it
  * did on stderr unless quiet. */

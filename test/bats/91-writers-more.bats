@@ -45,3 +45,49 @@ print("ok")' "$T/o/manifest.jsonl"
     echo "$output"
     [ "$output" = ok ]
 }
+
+@test "tar layout, --force reruns with another --shard count, then merge and compact: one sample per input, every line's sample exists" {
+    small_set "$T/in"
+    for k in 0 1; do
+        mvembed --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard "$k/2" "$T/in"
+    done
+    for k in 0 1 2; do
+        mvembed --device cpu --model "$MODEL" --out "$T/o" --layout tar --force --shard "$k/3" "$T/in"
+    done
+    run mvembed manifest merge "$T/o"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run mvembed manifest compact "$T/o"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    tar_check "$T/o" --ok 5 --one-sample
+    # every line of every manifest names a sample its shard holds (tarfile), and each input's
+    # samples over all shards are one
+    run "$PY" -c '
+import collections, glob, json, os, sys, tarfile
+out = sys.argv[1]
+members = {}
+per_input = collections.Counter()
+for s in glob.glob(out + "/shard-*.tar"):
+    with tarfile.open(s) as t:
+        names = t.getnames()
+        members[os.path.basename(s)] = set(names)
+        for n in names:
+            if n.endswith(".json"):
+                per_input[json.load(t.extractfile(n))["input"]] += 1
+assert len(per_input) == 5 and set(per_input.values()) == {1}, per_input
+n = 0
+for m in glob.glob(out + "/manifest*.jsonl"):
+    for line in open(m):
+        r = json.loads(line)
+        assert r["key"] + ".npy" in members.get(r["shard"], ()), (m, r["shard"], r["key"])
+        n += 1
+print("ok", n)' "$T/o"
+    echo "$output"
+    [[ "$output" =~ ^ok ]]
+    # and a rerun of either count finds everything done
+    run mvembed --device cpu --model "$MODEL" --out "$T/o" --layout tar --shard 1/2 "$T/in"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ " 0 ok, 0 failed" ]]
+}
