@@ -73,6 +73,10 @@ void mv_claims_release(mv_claims *c, int slot);
  * "run RUN, pid PID on HOST". */
 int mv_claims_others_live(mv_claims *c, char *who, size_t cap);
 
+/* 1 when a line another run appended since c was opened names out_rel as an ok output (or the
+ * manifests cannot be read); 0 when none does, or c is NULL. */
+int mv_claims_named(mv_claims *c, const char *out_rel);
+
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);
 

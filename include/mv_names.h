@@ -101,4 +101,11 @@ void mv_name_tar_shard(char *buf, size_t cap, int k, int n, long long num);
  * else -1. */
 long long mv_name_tar_shard_parse(const char *name, int k, int n);
 
+/* 1 when name is a manifest of OUT: manifest.jsonl or manifest-KKKKK-of-NNNNN.jsonl. */
+int mv_name_is_manifest(const char *name);
+
+/* 1 when name is a tar shard's final name of some naming, which goes to *k, *n (0 and 1 for an
+ * unsharded run's shard-SSSSS.tar); else 0. */
+int mv_name_tar_shard_naming(const char *name, int *k, int *n);
+
 #endif

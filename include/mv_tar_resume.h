@@ -19,6 +19,7 @@
 
 #include "mv_common.h"
 #include "mv_manifest.h"
+#include "mv_claims.h"
 #include "mv_tar.h"
 
 /* 1 when the sample s points at is whole in OUT (out_real: realpath of OUT), else 0 with the
@@ -35,13 +36,15 @@ char *mv_tar_record_set(const char *rec, const char *name, const char *v, int nu
 
 /* Adopts the orphan samples of the complete shards of naming (k, n) in out_dir (see above): their
  * records go through commit (one call per shard, complete lines). *n_adopted counts them. A shard
- * that cannot be read whole is left as it is (its inputs are done again where they have no line).
- * MV_OK, or the commit's error, or MV_ERR_IO when out_dir cannot be listed. */
-mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, mv_tar_commit_fn commit,
-                       void *ud, long *n_adopted, mv_err *e);
+ * that cannot be read whole is left as it is (its inputs are done again where they have no line),
+ * and so is one whose lines another run appended after done was read (mv_claims_named: claims may
+ * be NULL without locks). MV_OK, or the commit's error, or MV_ERR_IO when out_dir cannot be listed. */
+mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, mv_claims *claims,
+                       mv_tar_commit_fn commit, void *ud, long *n_adopted, mv_err *e);
 
 /* `mvembed manifest compact`, tar layout (tar_compact.c): rewrites the shards of out_dir that
- * hold dead samples (their input's latest line, in every manifest of OUT, names another sample)
+ * hold dead samples (their input's newest line over every manifest of OUT names another sample:
+ * shard manifests of two --shard counts, merged or not, as merge folds them)
  * without them: live samples are copied into new shards, the manifests naming them rewritten,
  * then the old shards removed. Shards a writer holds or with orphan samples are left. Says what it
  * did on stderr unless quiet. */

@@ -194,6 +194,21 @@ long long mv_name_tar_shard_parse(const char *name, int k, int n)
     return v;
 }
 
+int mv_name_is_manifest(const char *name)
+{
+    int k, n;
+    return !strcmp(name, "manifest.jsonl") || mv_name_manifest_parse(name, &k, &n);
+}
+
+int mv_name_tar_shard_naming(const char *name, int *k, int *n)
+{
+    *k = 0;
+    *n = 1;
+    if (mv_name_tar_shard_parse(name, 0, 1) >= 0)
+        return 1;
+    return sscanf(name, "shard-%d-of-%d-", k, n) == 2 && mv_name_tar_shard_parse(name, *k, *n) >= 0;
+}
+
 int mv_name_run_record(char *buf, size_t cap, const char *dir, int k, int n, const char *run)
 {
     if (n <= 1)

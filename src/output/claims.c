@@ -242,6 +242,19 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
     return st;
 }
 
+/* See mv_claims.h: the lines of the registered manifests read on (look), then asked. */
+int mv_claims_named(mv_claims *c, const char *out_rel)
+{
+    mv_err e;
+    mv_done_owner w;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    int named = look(c, 0, 0, &e) != MV_OK || mv_done_owner_of(c->seen, out_rel, &w);
+    pthread_mutex_unlock(&c->mu);
+    return named;
+}
+
 /* ---- live runs: who writes into OUT now, with which settings ---------------------------------
  * Each run (with locks) holds byte LIVE_BYTE0 + slot shared for its life and describes itself
  * in a line of the lock file, "live SSSS FP PID RUN HOST" in fixed widths: the line of a slot

@@ -2,7 +2,8 @@
  * dead samples (an input redone since has a newer sample elsewhere) are rewritten without them,
  * so that a reader of the shards sees each input once; a damaged shard no live line points into
  * is removed. Each step atomic: live samples are copied into new shards (new numbers: tar_out.c),
- * each manifest naming a moved sample is rewritten (temp file, fsync, rename), then --pool mean's
+ * each manifest naming a moved sample is rewritten (temp file, fsync, rename; its older lines
+ * naming a removed sample dropped: "newer" over every manifest, as merge), then --pool mean's
  * indexes (pooled.jsonl) likewise, or removed when they name a sample that is gone, then the old
  * shards go. A crash leaves the old shards (the copies, dead, go at the next compact) or dead old
  * shards. Shards with orphans (an input with no line, adopted by the next run) and shards a
@@ -38,18 +39,18 @@ static size_t sample_id(json_t *o, char *buf, size_t cap)
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
-/* What OUT's manifests say: live = the samples some manifest's latest line of an input names;
- * lined = the inputs with any line; held = the shards of the live samples. */
+/* What OUT's manifests say: live = the samples the newest line of an input, over every manifest
+ * (mv_line_order_cmp, as merge), names; lined = the inputs with any line; held = the shards of
+ * the live samples. While reading: latest (input -> 1 + index into newest). */
 typedef struct {
-    mv_hashset live, lined, held;
+    mv_hashset live, lined, held, latest;
+    struct newest {
+        char *id; /* "shard/key" of its newest line (an ok line), else NULL */
+        mv_line_order ord;
+    } *newest;
+    size_t n, cap;
+    uint64_t pos;
 } liveness;
-
-/* 1 when name is a manifest of OUT (manifest.jsonl, manifest-K-of-N.jsonl). */
-static int is_manifest(const char *name)
-{
-    int k, n;
-    return !strcmp(name, "manifest.jsonl") || mv_name_manifest_parse(name, &k, &n);
-}
 
 /* Enters (add) or finds input's keys in L->lined: its path once normalised (mv_line_input_key;
  * a base64 name as it is) and the regular file it reaches now (device, inode), so that a sample
@@ -76,16 +77,14 @@ static int lined_key(liveness *L, const char *input, int b64, int add)
     return r;
 }
 
-/* Reads one manifest's latest line per input into L. */
+/* Reads one manifest's lines into L: each input's newest line so far, over the manifests read. */
 static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
-    mv_hashset latest = {0}; /* input -> 1 + index into ids */
-    char **ids = NULL;
-    size_t n_ids = 0, cap = 0, lcap = 0;
     char *line = NULL;
+    size_t lcap = 0;
     ssize_t len;
     mv_status st = MV_OK;
     while (!st && (len = getline(&line, &lcap, f)) > 0) {
@@ -96,41 +95,47 @@ static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
         char id[600];
         size_t idl = json_is_object(o) && json_is_string(json_object_get(o, "status")) &&
                      !strcmp(json_string_value(json_object_get(o, "status")), "ok") ? sample_id(o, id, sizeof id) : 0;
-        mv_hashset_entry *en = key ? mv_hashset_add(&latest, key, strlen(key), NULL) : NULL;
-        if (key && (!en || lined_key(L, key, json_is_string(b64), 1)))
-            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-        else if (en) {
-            if (!en->value) {
-                if (n_ids == cap) {
-                    char **ni = realloc(ids, (cap = cap ? cap * 2 : 1024) * sizeof *ni);
-                    if (!ni) {
-                        json_decref(o);
-                        st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-                        break;
-                    }
-                    ids = ni;
-                }
-                ids[n_ids] = NULL;
-                en->value = ++n_ids;
-            }
-            char **slot = &ids[en->value - 1];
-            free(*slot);
-            *slot = idl ? malloc(idl + 1) : NULL;
-            if (*slot)
-                memcpy(*slot, id, idl + 1);
+        mv_hashset_entry *en = key ? mv_hashset_add(&L->latest, key, strlen(key), NULL) : NULL;
+        struct newest nw = {.id = idl ? strdup(id) : NULL}, *nv;
+        mv_line_order_of(o, L->pos++, &nw.ord);
+        if (en && !en->value && L->n == L->cap) {
+            size_t nc = L->cap ? L->cap * 2 : 1024;
+            if ((nv = realloc(L->newest, nc * sizeof *nv)))
+                L->newest = nv, L->cap = nc;
+            else
+                en = NULL;
         }
+        if (key && (!en || lined_key(L, key, json_is_string(b64), 1) || (idl && !nw.id)))
+            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
+        else if (en && (!en->value || mv_line_order_cmp(&nw.ord, &L->newest[en->value - 1].ord) >= 0)) {
+            if (!en->value)
+                L->newest[(en->value = ++L->n) - 1].id = NULL;
+            nv = &L->newest[en->value - 1];
+            char *old = nv->id;
+            *nv = nw;
+            nw.id = old;
+        }
+        free(nw.id);
         json_decref(o);
     }
-    for (size_t i = 0; i < n_ids; i++) {
-        if (!st && ids[i] && (!mv_hashset_add(&L->live, ids[i], strlen(ids[i]), NULL) ||
-                              !mv_hashset_add(&L->held, ids[i], strcspn(ids[i], "/"), NULL)))
-            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-        free(ids[i]);
-    }
-    free(ids);
     free(line);
-    mv_hashset_free(&latest);
     fclose(f);
+    return st;
+}
+
+/* Once every manifest is read (st: how that went): the newest lines' samples into L->live,
+ * their shards into L->held. */
+static mv_status settle_liveness(liveness *L, mv_status st, mv_err *e)
+{
+    for (size_t i = 0; i < L->n; i++) {
+        const char *id = L->newest[i].id;
+        if (!st && id && (!mv_hashset_add(&L->live, id, strlen(id), NULL) ||
+                          !mv_hashset_add(&L->held, id, strcspn(id, "/"), NULL)))
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+        free(L->newest[i].id);
+    }
+    free(L->newest);
+    mv_hashset_free(&L->latest);
     return st;
 }
 
@@ -340,22 +345,24 @@ static mv_status close_temp(FILE *w, const char *tmp, const char *path, int keep
     return st;
 }
 
-/* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies;
- * nothing when no line names one. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
+/* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies, and
+ * without the lines naming a dead sample of a shard that goes (gs: older than their input's newest
+ * line in another manifest); nothing when no line names either. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
  * temp files are, fsync, rename, fsync of out_dir. */
-static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, mv_err *e);
+static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, const mv_hashset *gs, mv_err *e);
 
-static mv_status rewrite_manifest(const char *out_dir, const char *path, moves *M, mv_err *e)
+static mv_status rewrite_manifest(const char *out_dir, const char *path, moves *M, const mv_hashset *gs,
+                                  mv_err *e)
 {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
     mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
-    mv_status st = rewrite_held(out_dir, path, M, e);
+    mv_status st = rewrite_held(out_dir, path, M, gs, e);
     mv_place_guard_end();
     return st;
 }
 
-static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, mv_err *e)
+static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, const mv_hashset *gs, mv_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -380,6 +387,8 @@ static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, m
         long long off = json_is_integer(jo) ? (long long)json_integer_value(jo) : -1;
         json_decref(o);
         const mv_hashset_entry *en = idl ? mv_hashset_find(&M->ids, id, idl) : NULL;
+        int drop = idl && !en && mv_hashset_find(gs, id, strcspn(id, "/"));
+        changed += drop;
         char *a = NULL, *b = NULL, *c = NULL, *d = NULL, at[640];
         int atl = en ? snprintf(at, sizeof at, "%.*s\n%lld", (int)strcspn(id, "/"), id, off) : 0;
         mv_hashset_entry *ae = en && off >= 0 ? mv_hashset_add(&M->at, at, (size_t)atl, NULL) : NULL;
@@ -397,7 +406,7 @@ static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, m
                 st = mv_fail(e, MV_ERR_FORMAT, "%s: a line naming %s lacks a field to move", path, id);
             changed++;
         }
-        if (!st && fputs(d ? d : line, w) == EOF)
+        if (!st && !drop && fputs(d ? d : line, w) == EOF)
             st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
         free(a);
         free(b);
@@ -488,16 +497,6 @@ static int pooled_stem(const char *name, char *stem, size_t cap, int *old)
     return !strcmp(stem, chk);
 }
 
-/* The naming (k, n) of a shard file name; 0 when it is none. */
-static int shard_naming(const char *name, int *k, int *n)
-{
-    *k = 0;
-    *n = 1;
-    if (mv_name_tar_shard_parse(name, 0, 1) >= 0)
-        return 1;
-    return sscanf(name, "shard-%d-of-%d-", k, n) == 2 && mv_name_tar_shard_parse(name, *k, *n) >= 0;
-}
-
 mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
 {
     DIR *d = opendir(out_dir);
@@ -509,16 +508,17 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
     struct dirent *de;
     char path[4400];
     while (!st && (de = readdir(d)) != NULL)
-        if (is_manifest(de->d_name)) {
+        if (mv_name_is_manifest(de->d_name)) {
             snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
             st = read_liveness(path, &L, e);
         }
+    st = settle_liveness(&L, st, e); /* frees what reading kept, in any case */
     char **gone = NULL; /* old shards to remove once the manifests name the copies */
     size_t n_gone = 0, n_dead = 0, n_rewritten = 0, n_bad = 0;
     rewinddir(d);
     while (!st && (de = readdir(d)) != NULL) {
         int k, n;
-        if (!shard_naming(de->d_name, &k, &n) || mv_hashset_find(&M.made, de->d_name, strlen(de->d_name)))
+        if (!mv_name_tar_shard_naming(de->d_name, &k, &n) || mv_hashset_find(&M.made, de->d_name, strlen(de->d_name)))
             continue; /* not a shard, or a copy this compact made (a directory listing may show it) */
         snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
         int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -557,16 +557,16 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
         free(smp);
         close(fd);
     }
-    rewinddir(d);
-    while (!st && M.n && (de = readdir(d)) != NULL)
-        if (is_manifest(de->d_name)) {
-            snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
-            st = rewrite_manifest(out_dir, path, &M, e);
-        }
     mv_hashset gs = {0}; /* the old shards, by name */
     for (size_t i = 0; !st && i < n_gone; i++)
         if (!mv_hashset_add(&gs, gone[i], strlen(gone[i]), NULL))
             st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+    rewinddir(d);
+    while (!st && n_gone && (de = readdir(d)) != NULL)
+        if (mv_name_is_manifest(de->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
+            st = rewrite_manifest(out_dir, path, &M, &gs, e);
+        }
     rewinddir(d);
     char stem[300];
     int old;

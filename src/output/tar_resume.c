@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_tar_resume.h"
 
+#include "mv_claims.h"
 #include "mv_names.h"
 
 #include <archive.h>
@@ -230,8 +231,8 @@ static int shard_orphans(int fd, const char *name, const mv_done *done, int veri
     return rc;
 }
 
-mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, mv_tar_commit_fn commit,
-                       void *ud, long *n_adopted, mv_err *e)
+mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, mv_claims *claims,
+                       mv_tar_commit_fn commit, void *ud, long *n_adopted, mv_err *e)
 {
     *n_adopted = 0;
     DIR *d = opendir(out_dir);
@@ -260,7 +261,9 @@ mv_status mv_tar_adopt(const char *out_dir, int k, int n, const mv_done *done, m
         /* a first pass reads the records only: a shard whose inputs all have lines (dead samples
          * awaiting manifest compact) is not read whole at every run */
         int r = shard_orphans(fd, de->d_name, done, 0, &lines, &nlines, &cnt);
-        if (!r && cnt > 0 && lseek(fd, 0, SEEK_SET) == 0) {
+        /* done was read before the lock was taken: a run that appended this shard's lines and
+         * let its lock go since then was no orphan's (its lines appear in the manifests now) */
+        if (!r && cnt > 0 && !mv_claims_named(claims, de->d_name) && lseek(fd, 0, SEEK_SET) == 0) {
             cnt = 0;
             r = shard_orphans(fd, de->d_name, done, 1, &lines, &nlines, &cnt);
             if (!r && cnt > 0 && !(st = commit(ud, lines, nlines, e)))

@@ -158,7 +158,7 @@ static mv_status tar_adopt(runner *R, mv_done **done, mv_err *e)
 {
     const mv_run_opts *o = R->o;
     long n = 0;
-    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, pl_tar_commit, R, &n, e);
+    mv_status st = mv_tar_adopt(o->out_dir, R->shard_k, R->shard_n, *done, R->claims, pl_tar_commit, R, &n, e);
     if (st || !n)
         return st;
     if (!o->quiet)

@@ -9,7 +9,10 @@
  *   FS_SHIM_EIO=TEXT           pread / pread64 of a file whose path holds TEXT fail with EIO (a
  *                              disk's bad sector);
  *   FS_SHIM_LOG=FILE           each call refused appends a line to FILE (so that a test can tell
- *                              the shim was in the way).
+ *                              the shim was in the way);
+ *   FS_SHIM_PAUSE_RENAMED=GO   after renameat2 gave a file a name shard-*.tar, FILE GO.waiting is
+ *                              made and the call waits until GO exists (a writer between naming
+ *                              its shard and appending the shard's lines).
  * Built by test_helper.bash's fs_shim: cc -shared -fPIC -o fs_shim.so fs_shim.c -ldl */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Appends what was refused to FS_SHIM_LOG, when set (errno kept). */
@@ -34,6 +38,32 @@ static void note(const char *what, const char *a, const char *b)
             n = 0;
         close(fd);
     }
+    errno = saved;
+}
+
+/* 1 when the last part of path is shard-*.tar */
+static int is_shard(const char *path)
+{
+    const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(b);
+    return !strncmp(b, "shard-", 6) && n > 10 && !strcmp(b + n - 4, ".tar");
+}
+
+/* With env var set (to GO): makes GO.waiting, then waits until GO exists (at most 120 s). */
+static void pause_at(const char *var)
+{
+    const char *go = getenv(var);
+    if (!go)
+        return;
+    int saved = errno;
+    char w[4200];
+    snprintf(w, sizeof w, "%s.waiting", go);
+    int fd = open(w, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 12000 && access(go, F_OK) != 0; i++)
+        nanosleep(&ts, NULL);
     errno = saved;
 }
 
@@ -84,7 +114,10 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
         errno = ENOSYS;
         return -1;
     }
-    return real(olddirfd, oldpath, newdirfd, newpath, flags);
+    int r = real(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (r == 0 && is_shard(newpath))
+        pause_at("FS_SHIM_PAUSE_RENAMED");
+    return r;
 }
 
 /* With FS_SHIM_EIO, whether fd is a file whose path (as /proc/self/fd tells it) holds that text. */
