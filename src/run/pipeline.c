@@ -261,7 +261,9 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
                             .dropped = pl_tar_dropped, .appended = pl_tar_appended};
     if (R->tars && (st = mv_tar_set_dedup(R->tars, &dd, e)))
         goto fail_tars;
-    if (R->tars && (st = tar_adopt(R, done, e)))
+    /* --force redoes every input: a dead run's orphan samples would count as committed by another
+     * run at this run's commits and take the place of its own (compact removes them later) */
+    if (R->tars && !o->force && (st = tar_adopt(R, done, e)))
         goto fail_tars;
     return MV_OK;
 fail_tars:
