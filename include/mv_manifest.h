@@ -173,10 +173,11 @@ mv_status mv_manifest_append(mv_manifest *m, const mv_record *r, mv_err *e);
 mv_status mv_manifest_append_lines(mv_manifest *m, const char *text, size_t len, mv_err *e);
 /* The append itself, for a caller that holds an flock of the manifest open at fd (path names it
  * in messages): text[0..len) (whole lines) at the file's end, a line torn by a crash ended first;
- * a failed write leaves no partial line. *at (may be NULL) takes the offset the lines begin at.
+ * a failed write leaves no partial line. *at (may be NULL) takes the offset the lines begin at,
+ * *size (may be NULL) the file's size found before (on failure too, once the fstat succeeded).
  * No fdatasync. */
 mv_status mv_manifest_append_held(int fd, const char *path, const char *text, size_t len, int64_t *at,
-                                  mv_err *e);
+                                  int64_t *size, mv_err *e);
 
 /* The JSON line for r, without the trailing '\n', in a malloc'd string (used by append). */
 mv_status mv_manifest_format(const mv_record *r, char **line, size_t *len, mv_err *e);

@@ -484,12 +484,14 @@ static int lock_fd(int fd, int op)
 }
 
 mv_status mv_manifest_append_held(int fd, const char *path, const char *text, size_t len, int64_t *at,
-                                  mv_err *e)
+                                  int64_t *size, mv_err *e)
 {
     struct stat st;
     if (fstat(fd, &st) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: fstat: %s", path, strerror(errno));
     int64_t pos = (int64_t)st.st_size;
+    if (size)
+        *size = pos;
     if (pos > 0) {
         char last;
         ssize_t k = pread(fd, &last, 1, pos - 1);
@@ -525,7 +527,7 @@ static mv_status append_buf(mv_manifest *m, char *buf, size_t n, int sync, mv_er
         free(buf);
         return mv_fail(e, MV_ERR_IO, "%s: cannot lock manifest: %s", m->path, strerror(err));
     }
-    mv_status s = mv_manifest_append_held(m->fd, m->path, buf + 1, n - 1, NULL, e);
+    mv_status s = mv_manifest_append_held(m->fd, m->path, buf + 1, n - 1, NULL, NULL, e);
     if (lock_fd(m->fd, LOCK_UN) != 0 && s == MV_OK)
         s = mv_fail(e, MV_ERR_IO, "%s: cannot unlock manifest: %s", m->path, strerror(errno));
     free(buf);

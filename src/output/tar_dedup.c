@@ -157,6 +157,25 @@ static char *input_key(json_t *o, size_t *kl)
     return k;
 }
 
+/* Reads n bytes at off of fd into a malloc'd buffer (NULL when out of memory), *got of them: fewer
+ * where the file ends first or a read fails (errno set). */
+static char *read_at(int fd, int64_t off, size_t n, size_t *got)
+{
+    char *b = mv_malloc(n);
+    *got = 0;
+    while (b && *got < n) {
+        ssize_t k = pread(fd, b + *got, n - *got, off + (int64_t)*got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            errno = k < 0 ? errno : EIO;
+            break;
+        }
+        *got += (size_t)k;
+    }
+    return b;
+}
+
 /* Reads the manifest (the lock's descriptor, the lock held) from dd->off to its last whole
  * line, noting the inputs of other runs' ok lines of this model. */
 static mv_status read_new(mv_tar_set *s, mv_err *e)
@@ -177,19 +196,10 @@ static mv_status read_new(mv_tar_set *s, mv_err *e)
     dd->started = 1;
     if (size == dd->off)
         return MV_OK;
-    size_t n = (size_t)(size - dd->off);
-    char *buf = mv_malloc(n + 1);
+    size_t got; /* a short read: its whole lines now, the rest next time */
+    char *buf = read_at(s->lock_fd, dd->off, (size_t)(size - dd->off), &got);
     if (!buf)
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory reading the manifest", s->dir);
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(s->lock_fd, buf + got, n - got, dd->off + (int64_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
     mv_status st = MV_OK;
     char *p = buf, *end = buf + got, *nl;
     for (; !st && p < end && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
@@ -209,25 +219,6 @@ static mv_status read_new(mv_tar_set *s, mv_err *e)
     dd->off += (int64_t)(p - buf); /* a line still being written is read next time */
     free(buf);
     return st;
-}
-
-/* Reads n bytes at off of fd into a malloc'd buffer (NULL on a short read, errno set). */
-static void *read_at(int fd, int64_t off, size_t n)
-{
-    char *b = mv_malloc(n ? n : 1);
-    size_t got = 0;
-    while (b && got < n) {
-        ssize_t k = pread(fd, b + got, n - got, off + (int64_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            errno = k < 0 ? errno : EIO;
-            free(b);
-            return NULL;
-        }
-        got += (size_t)k;
-    }
-    return b;
 }
 
 /* Appends line[0..len) (no '\n'), then '\n', to *buf (*n bytes, *cap). 0, or -1 out of memory. */
@@ -257,9 +248,13 @@ static mv_status copy_sample(mv_tar_shard *sh, mv_tar_shard *nsh, int rfd, long 
     mv_tar_npy_at at = sh->npy[i];
     char member[160], num[24];
     int64_t off;
-    void *npy = read_at(rfd, at.off, (size_t)at.len);
-    if (!npy)
-        return mv_fail(e, MV_ERR_IO, "%s: reading back sample %s: %s", sh->tmp, key, strerror(errno));
+    size_t got;
+    char *npy = read_at(rfd, at.off, (size_t)at.len, &got);
+    if (!npy || got < (size_t)at.len) {
+        int err = npy ? errno : ENOMEM;
+        free(npy);
+        return mv_fail(e, MV_ERR_IO, "%s: reading back sample %s: %s", sh->tmp, key, strerror(err));
+    }
     snprintf(member, sizeof member, "%s.npy", key);
     mv_status st = mv_tar_member(nsh, member, npy, (size_t)at.len, &off, e);
     free(npy);
@@ -414,13 +409,9 @@ mv_status mv_tar_dedup_append(mv_tar_set *s, const char *text, size_t len, mv_er
     char path[4200];
     mv_name_manifest(path, sizeof path, s->dir, s->k, s->n);
     int64_t at, was;
-    struct stat sb;
     if (len == 0)
         return MV_OK;
-    if (fstat(fd, &sb) != 0)
-        return mv_fail(e, MV_ERR_IO, "%s: fstat: %s", path, strerror(errno));
-    was = (int64_t)sb.st_size;
-    mv_status st = mv_manifest_append_held(fd, path, text, len, &at, e);
+    mv_status st = mv_manifest_append_held(fd, path, text, len, &at, &was, e);
     if (st)
         return st;
     if (fdatasync(fd) != 0)

@@ -13,7 +13,9 @@
 #include <stdatomic.h>
 
 /* Runs into one OUT over the same inputs (mv_tar_set_dedup): what this run knows of the others'
- * samples, read from the manifest under its lock when a shard is committed. */
+ * samples, read from the manifest under its lock when a shard is committed. Not the claims' view
+ * (mv_claims_named): that reads every manifest of OUT (another naming's lines are committed under
+ * another lock), keeps an input's newest line only, and without locks reads old runs' lines too. */
 typedef struct {
     mv_tar_dedup_opts o;
     char run[17], model[17];
