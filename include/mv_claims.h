@@ -33,7 +33,8 @@ int mv_claims_slot(const char *out_rel);
 /* The lock file's name in OUT. Its bytes: 0 the run lock, 1 the list of manifests, 2.. the
  * claim slots (MV_CLAIMS_SLOT_BYTE), then a files-layout run's (mv_claims_hold_files), then the
  * one --pool mean takes around a rebuild of OUT's pooled directories (pool.c), then one per live
- * run (mv_claims_open). */
+ * run (mv_claims_open), then one per input slot (mv_claims_take), then the tar layout's commit
+ * lock (mv_claims_commit_lock). */
 #define MV_CLAIMS_LOCK ".mvembed.lock"
 #define MV_CLAIMS_SLOT_BYTE(slot) (2 + (slot))
 #define MV_CLAIMS_INDEX_BYTE (2 + MV_CLAIM_SLOTS + 1)
@@ -76,6 +77,16 @@ int mv_claims_others_live(mv_claims *c, char *who, size_t cap);
 /* 1 when a line another run appended since c was opened names out_rel as an ok output (or the
  * manifests cannot be read); 0 when none does, or c is NULL. */
 int mv_claims_named(mv_claims *c, const char *out_rel);
+
+/* The tar layout's commit over every naming (tar_dedup.c): mv_claims_commit_lock takes (lock 1,
+ * waiting) or drops (0) OUT's commit lock, one byte of the lock file held exclusively around a
+ * shard's check, name and lines by runs of any --shard naming (MV_OK, or MV_ERR_IO naming the
+ * file; nothing without locks); mv_claims_ok_of_other says 1 when a line another run (another
+ * run id, the same model fingerprint) appended since c was opened, to any manifest of OUT, is
+ * input's newest and ok (input as written, or abs: its path from /, may be NULL); 0 otherwise,
+ * also without locks or when the manifests cannot be read. */
+mv_status mv_claims_commit_lock(mv_claims *c, int lock, mv_err *e);
+int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model);
 
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);

@@ -31,6 +31,7 @@
 #ifndef MV_TAR_H
 #define MV_TAR_H
 
+#include "mv_claims.h"
 #include "mv_common.h"
 #include "mv_manifest.h"
 #include "mv_npy.h"
@@ -68,11 +69,16 @@ void mv_tar_set_test_pause(mv_tar_set *s, int ms);
  * has an ok line for, written since from, are taken out of the shard before it gets its name
  * (it is rewritten without them; a shard left with none is not published). Its lines are then
  * appended under that same lock, so of two runs the later committer always sees the earlier's
- * lines: no input gets two samples. Callbacks get the set's ud. */
+ * lines: no input gets two samples. With claims, the commit also holds OUT's commit lock (every
+ * naming's commits one at a time) and takes out the samples of inputs whose newest line, in any
+ * manifest of OUT since the run started, is another run's ok line: runs of different --shard
+ * namings over the same inputs at once make one sample each too. Callbacks get the set's ud. */
 typedef struct {
     const char *run;   /* this run's id (mv_manifest_run_id) */
     const char *model; /* its fingerprint: lines of other settings are not its samples */
     int64_t from;      /* the manifest's size before the run read it for resume */
+    mv_claims *claims; /* the run's claims: other namings' lines too, under OUT's commit lock (NULL:
+                        * this naming's manifest only) */
     void (*dropped)(void *ud, const char *input); /* a sample taken out: embedded by another run */
     void (*appended)(void *ud, long n);           /* a shard's n lines appended */
 } mv_tar_dedup_opts;

@@ -45,6 +45,7 @@ typedef struct {
 #define LIVE_BYTE0 MV_CLAIMS_LIVE_BYTE0        /* + a live run's slot: held shared while it runs */
 #define LIVE_SLOTS 10000                       /* its four digits */
 #define INPUT_BYTE0 (LIVE_BYTE0 + LIVE_SLOTS)  /* + an input's slot (input_slot): held around a claim */
+#define COMMIT_BYTE (INPUT_BYTE0 + CLAIM_SLOTS) /* a tar shard's commit, whatever its naming */
 
 int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
 
@@ -253,6 +254,28 @@ int mv_claims_named(mv_claims *c, const char *out_rel)
     int named = look(c, 0, 0, &e) != MV_OK || mv_done_owner_of(c->seen, out_rel, &w);
     pthread_mutex_unlock(&c->mu);
     return named;
+}
+
+/* See mv_claims.h: the registered manifests read on (look), then the input's newest ok line. */
+int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model)
+{
+    mv_err e;
+    mv_done_sample smp;
+    if (!c || c->no_locks)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    int ok = look(c, 0, 0, &e) == MV_OK && mv_done_sample_of(c->seen, input, abs, &smp) && strcmp(smp.ord.run, run) &&
+             !strcmp(smp.model, model);
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+mv_status mv_claims_commit_lock(mv_claims *c, int lock, mv_err *e)
+{
+    if (!c || c->no_locks || ofd_lock(c->fd, lock ? F_WRLCK : F_UNLCK, COMMIT_BYTE, lock) == 0)
+        return MV_OK;
+    return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock for a shard's commit: %s", c->out_dir, MV_CLAIMS_LOCK,
+                   strerror(errno));
 }
 
 /* ---- live runs: who writes into OUT now, with which settings ---------------------------------

@@ -12,10 +12,14 @@
  * inputs are taken out: the shard is written again, beside it, without them (each kept .npy copied
  * as it was, its record's "offset" set to its new place), and replaces the temporary file. Then the
  * shard is named and its lines are appended with the lock still held, so whichever run commits an
- * input second sees the first's line. Not here: choosing shard numbers, naming (tar_out.c).
+ * input second sees the first's line. Runs of other namings (--shard K/N, or none) commit under
+ * other manifests' locks: with the run's claims, every commit also holds OUT's commit lock, and
+ * an input whose newest line in any manifest since the run started is another run's ok line is
+ * taken out too. Not here: choosing shard numbers, naming (tar_out.c).
  */
 #include "tar_int.h"
 
+#include "mv_claims.h"
 #include "mv_manifest.h"
 #include "mv_names.h"
 #include "mv_output.h"
@@ -343,20 +347,29 @@ static mv_status rewrite(mv_tar_shard *sh, const unsigned char *drop, long kept,
     return MV_OK;
 }
 
-/* Marks in drop[] (and names in inputs[]) the samples of sh whose input is among dd's others;
- * *n counts them. */
+/* Marks in drop[] (and names in inputs[]) the samples of sh whose input is among dd's others, or
+ * (with claims) another run's newest ok line in any manifest since the run started; *n counts
+ * them. */
 static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, unsigned char *drop, char **inputs, long *n)
 {
     const char *p = sh->lines, *end = sh->lines + sh->nlines, *q;
     for (long i = 0; i < sh->n && (q = memchr(p, '\n', (size_t)(end - p))); i++, p = q + 1) {
         json_t *o = json_loadb(p, (size_t)(q - p), 0, NULL);
         size_t kl = 0;
-        char *k = o ? input_key(o, &kl) : NULL;
-        if (k && mv_hashset_find(&dd->others, k, kl)) {
+        char *k = o ? input_key(o, &kl) : NULL, *in = k ? mv_line_path_field(o, "input", NULL) : NULL;
+        int other = k && mv_hashset_find(&dd->others, k, kl);
+        if (!other && in && dd->o.claims) {
+            char *abs = mv_line_path_field(o, "input_abs", NULL);
+            other = mv_claims_ok_of_other(dd->o.claims, in, abs, dd->run, dd->model);
+            free(abs);
+        }
+        if (other) {
             drop[i] = 1;
-            inputs[i] = mv_line_path_field(o, "input", NULL);
+            inputs[i] = in;
+            in = NULL;
             (*n)++;
         }
+        free(in);
         free(k);
         json_decref(o);
     }
@@ -376,7 +389,9 @@ mv_status mv_tar_dedup_begin(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
         return st;
     }
     mv_status st = read_new(s, e);
-    if (st || dd->others.n == 0 || sh->n == 0) {
+    if (!st && dd->o.claims && !(st = mv_claims_commit_lock(dd->o.claims, 1, e)))
+        dd->commit_locked = 1;
+    if (st || (dd->others.n == 0 && !dd->commit_locked) || sh->n == 0) {
         if (st)
             mv_tar_dedup_end(s);
         return st;
@@ -428,6 +443,11 @@ mv_status mv_tar_dedup_append(mv_tar_set *s, const char *text, size_t len, mv_er
 
 void mv_tar_dedup_end(mv_tar_set *s)
 {
+    mv_err e;
+    if (s->dd && s->dd->commit_locked) /* before the naming's lock: another naming's commit may go */
+        mv_claims_commit_lock(s->dd->o.claims, 0, &e);
+    if (s->dd)
+        s->dd->commit_locked = 0;
     flock(s->lock_fd, LOCK_UN);
     pthread_mutex_unlock(&s->mu);
 }

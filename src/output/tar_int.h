@@ -13,15 +13,17 @@
 #include <stdatomic.h>
 
 /* Runs into one OUT over the same inputs (mv_tar_set_dedup): what this run knows of the others'
- * samples, read from the manifest under its lock when a shard is committed. Not the claims' view
- * (mv_claims_named): that reads every manifest of OUT (another naming's lines are committed under
- * another lock), keeps an input's newest line only, and without locks reads old runs' lines too. */
+ * samples, read from its naming's manifest under that manifest's lock when a shard is committed:
+ * every ok line of another run of this model since the run started. Beside it the claims' view
+ * (mv_claims_ok_of_other) for other namings' manifests, under OUT's commit lock: it keeps an
+ * input's newest line only, and without locks tells nothing. */
 typedef struct {
     mv_tar_dedup_opts o;
     char run[17], model[17];
     int64_t off;        /* the manifest is read up to here */
     int started;        /* off has been moved back to the start of its line */
     mv_hashset others;  /* inputs (mv_line_input_key) another run has an ok line for since */
+    int commit_locked;  /* OUT's commit lock is held (o.claims) */
 } mv_tar_dd;
 
 struct mv_tar_set {

@@ -258,7 +258,7 @@ static mv_status open_outputs(runner *R, int shard_k, int shard_n, mv_done **don
     if (R->tars)
         mv_tar_set_test_pause(R->tars, o->test_pause_tar_open_ms);
     mv_tar_dedup_opts dd = {.run = mv_manifest_run_id(), .model = R->m->fingerprint, .from = from,
-                            .dropped = pl_tar_dropped, .appended = pl_tar_appended};
+                            .claims = R->claims, .dropped = pl_tar_dropped, .appended = pl_tar_appended};
     if (R->tars && (st = mv_tar_set_dedup(R->tars, &dd, e)))
         goto fail_tars;
     /* --force redoes every input: a dead run's orphan samples would count as committed by another
