@@ -16,6 +16,7 @@
 #include "mv_names.h"
 #include "mv_tar_in.h"
 #include "mv_walk_rules.h"
+#include "walk_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,59 +26,12 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-typedef struct {
-    char *arena;   /* entries back to back: one d_type byte, the name, NUL */
-    char **names;  /* [n] pointers into arena, sorted by name */
-    size_t n, i;   /* count, next to visit */
-    dev_t dev;
-    ino_t ino;
-    size_t len;    /* length of this directory's path in w->pb */
-} frame;
-
-struct mv_walk {
-    char *const *args;
-    int nargs, argi;
-    mv_walk_opts o;
-    FILE *in;
-    int in_active;   /* reading PATHs from stdin now */
-    char *line;      /* getdelim buffer */
-    size_t line_cap;
-    frame *st;       /* [depth] directory stack */
-    size_t depth, st_cap;
-    char *pb;        /* current path bytes */
-    size_t pb_cap;
-    size_t rel_off;  /* offset of rel in pb for files found under the current directory argument */
-    char *name;      /* the current item's output name (mv_output_name) */
-    size_t name_cap;
-    mv_tar_in *tar;  /* the tar being read (an argument, or found in a walk), or NULL */
-    char *tar_path;  /* its path */
-    size_t tar_rel;  /* where in it the part that names its members' outputs starts */
-    int fd;          /* the last tar member's memfd, closed at the next call */
-    long skipped[MV_WALK_SKIP_N]; /* entries passed over, by reason */
-    mv_dir_memo memo; /* listed_rules: whether the last listed path's directory is in OUT */
-    char err[1536];
-};
-
-static int reserve(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need)
-        nc *= 2;
-    char *nb = realloc(*buf, nc);
-    if (!nb) return -1;
-    *buf = nb;
-    *cap = nc;
-    return 0;
-}
-
 /* pb = pb[0..dirlen) + '/' + name (no '/' doubled when the directory path ends in one). */
 static int set_child(mv_walk *w, size_t dirlen, const char *name)
 {
     size_t nl = strlen(name);
     int sep = dirlen > 0 && w->pb[dirlen - 1] != '/';
-    if (reserve(&w->pb, &w->pb_cap, dirlen + sep + nl + 1))
+    if (mv_walk_reserve(&w->pb, &w->pb_cap, dirlen + sep + nl + 1))
         return -1;
     if (sep)
         w->pb[dirlen] = '/';
@@ -96,15 +50,6 @@ static void frame_free(frame *f)
     free(f->arena);
     free(f->names);
     memset(f, 0, sizeof *f);
-}
-
-/* w->name = mv_output_name(p); returns it, or NULL when out of memory (e set). */
-static const char *set_name(mv_walk *w, const char *p, mv_err *e)
-{
-    if (reserve(&w->name, &w->name_cap, mv_output_name_cap(strlen(p))))
-        return mv_fail(e, MV_ERR_NOMEM, "out of memory for an output name"), NULL;
-    mv_output_name(p, w->name);
-    return w->name;
 }
 
 const char *mv_walk_skip_str(mv_walk_skip why)
@@ -234,7 +179,7 @@ static int push_dir(mv_walk *w, mv_err *e)
         if (!keep_entry(w, de, f.len))
             continue;
         size_t nl = strlen(de->d_name);
-        if (reserve(&f.arena, &cap, used + nl + 2))
+        if (mv_walk_reserve(&f.arena, &cap, used + nl + 2))
             goto nomem;
         if (n == offs_cap) {
             size_t nc = offs_cap ? offs_cap * 2 : 32;
@@ -276,14 +221,6 @@ nomem:
     frame_free(&f);
     mv_fail(e, MV_ERR_NOMEM, "%s: out of memory while reading directory", w->pb);
     return -1;
-}
-
-static int yield_error(mv_walk *w, mv_walk_item *it, const char *path, const char *rel)
-{
-    it->path = path;
-    it->rel = rel;
-    it->error = w->err;
-    return 1;
 }
 
 /* Next PATH argument (from args or stdin). Returns 1 with *p set, 0 at the end, -1 fatal. */
@@ -336,7 +273,7 @@ static int start_root(mv_walk *w, const char *p, mv_err *e)
     size_t n = strlen(p);
     while (n > 1 && p[n - 1] == '/')
         n--;
-    if (reserve(&w->pb, &w->pb_cap, n + 1)) {
+    if (mv_walk_reserve(&w->pb, &w->pb_cap, n + 1)) {
         mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
         return -1;
     }
@@ -344,89 +281,6 @@ static int start_root(mv_walk *w, const char *p, mv_err *e)
     w->pb[n] = 0;
     w->rel_off = n + (w->pb[n - 1] == '/' ? 0 : 1);
     return push_dir(w, e);
-}
-
-static void tar_end(mv_walk *w)
-{
-    mv_tar_in_close(w->tar);
-    w->tar = NULL;
-    free(w->tar_path);
-    w->tar_path = NULL;
-}
-
-static const char *after_path(const char *msg, const char *p) /* msg less the "p: " it starts with */
-{
-    return strncmp(msg, p, strlen(p)) == 0 && msg[strlen(p)] == ':' ? msg + strlen(p) + 2 : msg;
-}
-
-/* Starts reading the tar at p, a WebDataset shard whose members are the inputs, their outputs
- * named from p + rel_off (rel: p's own name): 0 (its members come next), 1 with *it an error
- * item, -1 fatal. */
-static int tar_start(mv_walk *w, const char *p, size_t rel_off, const char *rel, mv_walk_item *it, mv_err *e)
-{
-    mv_err te;
-    if (!(w->tar_path = strdup(p))) {
-        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", p);
-        return -1;
-    }
-    mv_status st = mv_tar_in_open(p, w->o.all_files, w->o.names_only, &w->tar, &te);
-    if (st) { /* MV_ERR_IO: out of file descriptors, the run's failure */
-        snprintf(w->err, sizeof w->err, "%s", after_path(te.msg, p));
-        tar_end(w);
-        return st == MV_ERR_IO ? (*e = te, -1) : yield_error(w, it, p, rel);
-    }
-    mv_tar_in_limits(w->tar, w->o.tar_member_max, 0);
-    w->tar_rel = rel_off;
-    return 0;
-}
-
-/* The next member of the tar being read: 1 with *it filled (an input or an error item), 0 when
- * the tar is done, -1 fatal. */
-static int tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
-{
-    const char *name, *err;
-    int fd;
-    mv_err te;
-    int r = mv_tar_in_next(w->tar, &name, &fd, &err, &te);
-    if (r == 0 || r < -1) { /* the end; out of file descriptors (te says so): the run's failure */
-        tar_end(w);
-        return r ? (*e = te, -1) : 0;
-    }
-    /* the member's path <tar>/<member>, or the tar's when it is unreadable from here on (r < 0) */
-    size_t tn = strlen(w->tar_path), mn = r > 0 ? strlen(name) : 0;
-    const char *rel = NULL;
-    if (reserve(&w->pb, &w->pb_cap, tn + mn + 2) == 0) {
-        memcpy(w->pb, w->tar_path, tn + 1);
-        if (r > 0) {
-            w->pb[tn] = '/';
-            memcpy(w->pb + tn + 1, name, mn + 1);
-        }
-        rel = set_name(w, w->pb + w->tar_rel, e);
-    } else
-        mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", w->tar_path);
-    if (!rel) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (r < 0) { /* one error item for the tar */
-        snprintf(w->err, sizeof w->err, "%s", after_path(te.msg, w->tar_path)); /* te names the tar */
-        tar_end(w);
-        return yield_error(w, it, w->pb, rel);
-    }
-    it->meta = mv_tar_in_meta(w->tar); /* error items too: their lines name the sample */
-    if (err) {
-        snprintf(w->err, sizeof w->err, "%s", err);
-        return yield_error(w, it, w->pb, rel);
-    }
-    w->fd = fd;
-    it->path = w->pb;
-    it->rel = rel;
-    it->fd = fd;
-    it->tar = w->tar_path;
-    if (fd < 0)
-        mv_tar_in_stream(w->tar, &it->io, &it->io_user); /* a large image, or names_only */
-    return 1;
 }
 
 /* The next entry of the directory on top of the stack: 1 with *it filled (an input or an error
@@ -447,7 +301,7 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", name);
         return -1;
     }
-    const char *rel = set_name(w, w->pb + w->rel_off, e);
+    const char *rel = mv_walk_set_name(w, w->pb + w->rel_off, e);
     if (!rel)
         return -1;
     int tar = mv_name_kind_of(name) == MV_NAME_TAR; /* read as a shard, as when named itself */
@@ -461,7 +315,7 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
                 return 0;
             }
             mv_path_why(w->pb, errno, w->err, sizeof w->err); /* a dangling link: says so */
-            return yield_error(w, it, w->pb, rel);
+            return mv_walk_yield_error(w, it, w->pb, rel);
         }
         is_dir = S_ISDIR(sb.st_mode);
         is_reg = S_ISREG(sb.st_mode);
@@ -472,7 +326,7 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             return 0;
         }
         if (tar)
-            return tar_start(w, w->pb, w->rel_off, rel, it, e);
+            return mv_walk_tar_start(w, w->pb, w->rel_off, rel, it, e);
         it->path = w->pb;
         it->rel = rel;
         return 1;
@@ -485,7 +339,7 @@ static int frame_next(mv_walk *w, mv_walk_item *it, mv_err *e)
     if (r < 0)
         return -1;
     if (r == 0)
-        return yield_error(w, it, w->pb, rel);
+        return mv_walk_yield_error(w, it, w->pb, rel);
     return 0; /* pushed, or the output directory: skipped */
 }
 
@@ -501,7 +355,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         if (mv_interrupted()) /* a list of only passed-over entries must not outlast a signal */
             return 0;
         if (w->tar) {
-            int r = tar_next(w, it, e);
+            int r = mv_walk_tar_next(w, it, e);
             if (r != 0)
                 return r;
             continue;
@@ -518,9 +372,9 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             return r;
         if (p[0] == 0) {
             snprintf(w->err, sizeof w->err, "an empty path (an argument or a line of input)");
-            return yield_error(w, it, p, p);
+            return mv_walk_yield_error(w, it, p, p);
         }
-        const char *rel = set_name(w, p, e);
+        const char *rel = mv_walk_set_name(w, p, e);
         if (!rel)
             return -1;
         struct stat sb;
@@ -533,21 +387,21 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             continue;
         }
         if (gone && (mv_path_why(p, err, w->err, sizeof w->err), 1)) /* not passed over */
-            return yield_error(w, it, p, rel);
+            return mv_walk_yield_error(w, it, p, rel);
         if (S_ISDIR(sb.st_mode)) {
             r = start_root(w, p, e);
             if (r < 0)
                 return -1;
             if (r == 0)
-                return yield_error(w, it, p, rel);
+                return mv_walk_yield_error(w, it, p, rel);
             continue; /* walked, or skipped when it is the output directory */
         }
         if (!S_ISREG(sb.st_mode)) {
             snprintf(w->err, sizeof w->err, "not a regular file");
-            return yield_error(w, it, p, rel);
+            return mv_walk_yield_error(w, it, p, rel);
         }
         if (mv_name_kind_of(p) == MV_NAME_TAR) { /* a WebDataset shard: its members are the inputs */
-            if ((r = tar_start(w, p, 0, rel, it, e)) != 0)
+            if ((r = mv_walk_tar_start(w, p, 0, rel, it, e)) != 0)
                 return r;
             continue;
         }
@@ -567,7 +421,8 @@ mv_status mv_walk_open(char *const *args, int nargs, const mv_walk_opts *o, FILE
     mv_walk *w = mv_calloc(1, sizeof *w);
     if (!w)
         return mv_fail(e, MV_ERR_NOMEM, "walk: out of memory");
-    w->args = args, w->nargs = nargs;
+    w->args = args;
+    w->nargs = nargs;
     if (o)
         w->o = *o;
     w->in = stdin_fp;
@@ -590,7 +445,7 @@ void mv_walk_close(mv_walk *w)
     free(w->st);
     if (w->fd >= 0)
         close(w->fd);
-    tar_end(w);
+    mv_walk_tar_end(w);
     free(w->pb);
     free(w->name);
     free(w->line);

@@ -1,16 +1,16 @@
 /* pool.c - --pool mean (see mv_pool.h): the f64-accumulated mean over tokens, and the directory
  * OUT/pooled/ (pooled.npy + its row index pooled.jsonl, made together in a temp directory and put
  * in place in one rename), rebuilt under OUT's index lock from the newest pooled ok lines of
- * OUT's manifests by reading the outputs back (files, or tar samples at their offsets); and the
- * removal of pooled directories whose rows a later run replaced. Not here: where pooling happens
- * in the pipeline (writers.c), writing single outputs (output.c / tar_out.c). */
+ * OUT's manifests by reading the outputs back (files, or tar samples at their offsets). Not here:
+ * removing pooled directories, those whose rows a later run replaced too (pool_dirs.c), where
+ * pooling happens in the pipeline (writers.c), writing single outputs (output.c / tar_out.c). */
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_pool.h"
+#include "pool_int.h"
 #include "mv_claims.h" /* OUT's lock file: the pooled directories' byte */
 #include "mv_manifest.h" /* mv_manifest_format: the index lines escape paths like the manifest */
 #include "mv_names.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,18 +47,6 @@ static int open_new(const char *dir, const char *name)
     return open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 }
 
-/* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
-static int remove_dir(const char *dir)
-{
-    char p[4600];
-    static const char *const names[] = {"pooled.npy", "pooled.jsonl"};
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
-}
-
 /* Puts the complete directory tmp at fin in one step: renamed when fin does not exist, else
  * exchanged with it (renameat2 RENAME_EXCHANGE) and the old one removed; where the file system
  * cannot exchange, the old one is moved aside first (a crash then leaves no fin, never a mixed
@@ -74,13 +62,13 @@ static mv_status replace_dir(const char *tmp, const char *fin, const char *out_d
             return mv_fail(e, MV_ERR_IO, "%s: exchange with %s: %s", fin, tmp, strerror(errno));
         char old[4500];
         snprintf(old, sizeof old, "%s-old", tmp);
-        remove_dir(old);
+        mv_pool_remove_dir(old);
         if (rename(fin, old) != 0 || rename(tmp, fin) != 0)
             return mv_fail(e, MV_ERR_IO, "%s: replacing it with %s: %s", fin, tmp, strerror(errno));
-        remove_dir(old);
+        mv_pool_remove_dir(old);
         return mv_sync_dir(out_dir, e);
     }
-    remove_dir(tmp); /* the old directory, now at tmp */
+    mv_pool_remove_dir(tmp); /* the old directory, now at tmp */
     return mv_sync_dir(out_dir, e);
 }
 
@@ -398,7 +386,7 @@ static mv_status pool_stack(mv_pool_list *l, pool_src *src, const char *stem, in
     char tmp[4400], fin[4400];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%s", out_dir, (long)getpid(), stem);
     snprintf(fin, sizeof fin, "%s/%s", out_dir, stem);
-    remove_dir(tmp); /* ours from an earlier attempt in this process, if any */
+    mv_pool_remove_dir(tmp); /* ours from an earlier attempt in this process, if any */
     if (mkdir(tmp, 0777) != 0)
         return mv_fail(e, MV_ERR_IO, "%s: cannot create %s: %s", fin, tmp, strerror(errno));
     size_t n_rows = 0, idx_rows = 0;
@@ -410,34 +398,13 @@ static mv_status pool_stack(mv_pool_list *l, pool_src *src, const char *stem, in
     if (!st)
         st = replace_dir(tmp, fin, out_dir, e);
     if (st) {
-        remove_dir(tmp);
+        mv_pool_remove_dir(tmp);
         return st;
     }
     *rows = n_rows;
     for (size_t i = *left = 0; i < l->n; i++)
         *left += !l->v[i].output && l->v[i].error;
     return MV_OK;
-}
-
-int mv_pool_remove(const char *out_dir, const char *stem)
-{
-    char fin[4400];
-    snprintf(fin, sizeof fin, "%s/%s", out_dir, stem);
-    struct stat sb;
-    if (lstat(fin, &sb) != 0)
-        return 0;
-    return remove_dir(fin) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
-}
-
-int mv_pool_remove_old(const char *out_dir, const char *stem)
-{
-    char npy[4400], idx[4400];
-    snprintf(npy, sizeof npy, "%s/%s.npy", out_dir, stem);
-    snprintf(idx, sizeof idx, "%s/%s.jsonl", out_dir, stem);
-    struct stat a, b;
-    if (lstat(npy, &a) != 0 || lstat(idx, &b) != 0 || !S_ISREG(a.st_mode) || !S_ISREG(b.st_mode))
-        return 0;
-    return unlink(idx) == 0 && unlink(npy) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
 }
 
 /* ---- OUT's pooled directories, kept current ------------------------------------------------- */
@@ -480,87 +447,6 @@ static mv_status collect(const mv_done *D, const mv_done *S, const char *fp, mv_
     return l->oom ? mv_fail(e, MV_ERR_NOMEM, "out of memory collecting the pooled outputs") : MV_OK;
 }
 
-/* 1 when every row that out_dir/<stem>/pooled.jsonl lists is still its input's newest ok line in
- * D (the same manifest line: run and seq; for lines without them the same fingerprint, output
- * and offset), 0 when one is not, -1 when the index cannot be read. */
-static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
-{
-    char p[4400];
-    snprintf(p, sizeof p, "%s/%s/pooled.jsonl", out_dir, stem);
-    mv_done *P;
-    mv_err e;
-    if (mv_done_create(&P, &e))
-        return -1;
-    if (mv_manifest_load_done(p, P, NULL, NULL, &e)) {
-        mv_done_free(P);
-        return -1;
-    }
-    int cur = 1;
-    for (size_t i = 0; cur && i < mv_done_inputs(P); i++) {
-        const char *input;
-        mv_done_sample ps, ds;
-        mv_done_owner w;
-        if (!mv_done_entry(P, i, &input, &ps))
-            continue; /* left out: no row */
-        cur = mv_done_sample_of(D, input, NULL, &ds) && !strcmp(ps.model, ds.model) && ds.output &&
-              (ds.tar || (mv_done_owner_of(D, ds.output, &w) && !strcmp(w.input, input)));
-        if (cur && ps.ord.run[0] && ds.ord.run[0])
-            cur = !strcmp(ps.ord.run, ds.ord.run) && ps.ord.seq == ds.ord.seq;
-        else if (cur)
-            cur = ps.output && !strcmp(ps.output, ds.output) && ps.offset == (ds.tar ? ds.offset : -1);
-    }
-    mv_done_free(P);
-    return cur;
-}
-
-/* 1 when name is a pooled directory's: "pooled" (*k = *n = 0), "pooled-KKKKK-of-NNNNN" (*k, *n) */
-static int pooled_name(const char *name, int *k, int *n)
-{
-    int len = 0;
-    *k = *n = 0;
-    return !strcmp(name, "pooled") ||
-           (sscanf(name, "pooled-%5d-of-%5d%n", k, n, &len) == 2 && len == 21 && (size_t)len == strlen(name));
-}
-
-/* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current
- * (dir_current), calling removed for each. */
-static mv_status drop_stale(const char *out_dir, const char *keep, const mv_done *D,
-                            void (*removed)(const char *, void *), void *ud, mv_err *e)
-{
-    DIR *dd = opendir(out_dir);
-    if (!dd)
-        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
-    struct dirent *de;
-    mv_status st = MV_OK;
-    int k, n;
-    while (!st && (de = readdir(dd))) {
-        if (!pooled_name(de->d_name, &k, &n) || (keep && !strcmp(de->d_name, keep)) || dir_current(out_dir, de->d_name, D))
-            continue;
-        char fin[4400];
-        snprintf(fin, sizeof fin, "%s/%s", out_dir, de->d_name);
-        if (remove_dir(fin) != 0)
-            st = mv_fail(e, MV_ERR_IO, "%s: its rows were replaced, and it cannot be removed: %s", fin,
-                         strerror(errno));
-        else if (!(st = mv_sync_dir(out_dir, e)) && removed)
-            removed(de->d_name, ud);
-    }
-    closedir(dd);
-    return st;
-}
-
-int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, int k, int n, void *ud), void *ud)
-{
-    DIR *dd = opendir(out_dir);
-    struct dirent *de;
-    int count = 0, k, n;
-    while (dd && (!count || drop) && (de = readdir(dd)))
-        if (pooled_name(de->d_name, &k, &n) && ++count && drop && drop(de->d_name, k, n, ud))
-            mv_pool_remove(out_dir, de->d_name);
-    if (dd)
-        closedir(dd);
-    return count;
-}
-
 mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
                          void (*removed)(const char *stem, void *ud), void *ud, mv_err *e)
 {
@@ -592,7 +478,7 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
         mv_pool_list_free(l);
     }
     if (!st)
-        st = drop_stale(out_dir, t ? t->stem : NULL, D, removed, ud, e);
+        st = mv_pool_drop_stale(out_dir, t ? t->stem : NULL, D, removed, ud, e);
     mv_done_free(S);
     mv_done_free(D);
     close(lfd); /* the lock goes with it */

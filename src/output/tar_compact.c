@@ -7,15 +7,14 @@
  * indexes (pooled.jsonl) likewise, or removed when they name a sample that is gone, then the old
  * shards go. A crash leaves the old shards (the copies, dead, go at the next compact) or dead old
  * shards. Shards with orphans (an input with no line, adopted by the next run) and shards a
- * writer holds stay. Not here: the manifest's own compaction (manifest_merge.c). */
+ * writer holds stay. Not here: the rewriting of the manifests and pooled indexes
+ * (tar_compact_rewrite.c), the manifest's own compaction (manifest_merge.c). */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_tar_resume.h"
+#include "tar_compact_int.h"
 
 #include "mv_hashset.h"
 #include "mv_names.h"
-#include "mv_output.h"
-#include "mv_place.h"
-#include "mv_pool.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -28,16 +27,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* "shard/key" of a record (neither holds a '/'), in buf; 0 when the record names no sample. */
-static size_t sample_id(json_t *o, char *buf, size_t cap)
-{
-    json_t *s = json_object_get(o, "shard"), *k = json_object_get(o, "key");
-    if (!json_is_string(s) || !json_is_string(k))
-        return 0;
-    int n = snprintf(buf, cap, "%s/%s", json_string_value(s), json_string_value(k));
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
-}
 
 /* What OUT's manifests say: live = the samples the newest line of an input, over every manifest
  * (mv_line_order_cmp, as merge), names; lined = the inputs with any line; held = the shards of
@@ -94,7 +83,8 @@ static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
         const char *key = json_is_string(b64) ? json_string_value(b64) : json_string_value(in);
         char id[600];
         size_t idl = json_is_object(o) && json_is_string(json_object_get(o, "status")) &&
-                     !strcmp(json_string_value(json_object_get(o, "status")), "ok") ? sample_id(o, id, sizeof id) : 0;
+                     !strcmp(json_string_value(json_object_get(o, "status")), "ok")
+                         ? mv_tar_sample_id(o, id, sizeof id) : 0;
         mv_hashset_entry *en = key ? mv_hashset_add(&L->latest, key, strlen(key), NULL) : NULL;
         struct newest nw = {.id = idl ? strdup(id) : NULL}, *nv;
         mv_line_order_of(o, L->pos++, &nw.ord);
@@ -266,15 +256,6 @@ static mv_status copy_live(int fd, const char *path, const sample *smp, size_t n
     return mv_tar_close(S, sh, e);
 }
 
-/* Moved samples: old "shard/key" -> its new line's shard, key and offset. */
-typedef struct {
-    mv_hashset ids;  /* value: 1 + index */
-    mv_hashset at;   /* old "shard\noffset" (as the manifests said) -> 1 + index: for OUT/pooled/ */
-    mv_hashset made; /* the copies' shard names: never surveyed in the same compact */
-    struct moved { char shard[96], key[100], offset[24]; } *to;
-    size_t n, cap;
-} moves;
-
 /* Enters the copies of the live samples of old shard name (smp, in order) from their new lines. */
 static mv_status note_moves(moves *M, const char *name, const sample *smp, size_t n, const collected *c,
                             mv_err *e)
@@ -313,188 +294,6 @@ static mv_status note_moves(moves *M, const char *name, const sample *smp, size_
         p = nl + 1;
     }
     return MV_OK;
-}
-
-/* Opens temp file tmp (our pid names it: ours) into *w, locked as output.c's temp files are. */
-static mv_status open_temp(const char *tmp, FILE **w, mv_err *e)
-{
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    *w = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!*w) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
-        return mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(err));
-    }
-    mv_output_lock_temp(fd);
-    return MV_OK;
-}
-
-/* Ends a rewrite through tmp (w: NULL when it could not be opened; st: the status so far):
- * flush, fsync, close, then tmp renamed over path when keep, else removed. */
-static mv_status close_temp(FILE *w, const char *tmp, const char *path, int keep, mv_status st, mv_err *e)
-{
-    if (w && !st && (fflush(w) || fsync(fileno(w))))
-        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (w && fclose(w) && !st)
-        st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (!st && keep && rename(tmp, path) != 0)
-        st = mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
-    if (st || !keep)
-        unlink(tmp);
-    return st;
-}
-
-/* Rewrites manifest path (in out_dir) with the moved samples' lines pointing at their copies, and
- * without the lines naming a dead sample of a shard that goes (gs: older than their input's newest
- * line in another manifest); nothing when no line names either. Temp file ".tmp-<pid>-manifest.jsonl", locked as output.c's
- * temp files are, fsync, rename, fsync of out_dir. */
-static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, const mv_hashset *gs, mv_err *e);
-
-static mv_status rewrite_manifest(const char *out_dir, const char *path, moves *M, const mv_hashset *gs,
-                                  mv_err *e)
-{
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
-    mv_place_guard_begin(tmp); /* a signal meanwhile removes the temp file */
-    mv_status st = rewrite_held(out_dir, path, M, gs, e);
-    mv_place_guard_end();
-    return st;
-}
-
-static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, const mv_hashset *gs, mv_err *e)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-manifest.jsonl", out_dir, (long)getpid());
-    FILE *w;
-    mv_status st = open_temp(tmp, &w, e);
-    if (st) {
-        fclose(f);
-        return st;
-    }
-    char *line = NULL;
-    size_t lcap = 0, changed = 0;
-    ssize_t len;
-    while (!st && (len = getline(&line, &lcap, f)) > 0) {
-        json_error_t jerr;
-        json_t *o = json_loadb(line, (size_t)len, 0, &jerr);
-        char id[600];
-        size_t idl = json_is_object(o) ? sample_id(o, id, sizeof id) : 0;
-        json_t *jo = json_object_get(o, "offset");
-        long long off = json_is_integer(jo) ? (long long)json_integer_value(jo) : -1;
-        json_decref(o);
-        const mv_hashset_entry *en = idl ? mv_hashset_find(&M->ids, id, idl) : NULL;
-        int drop = idl && !en && mv_hashset_find(gs, id, strcspn(id, "/"));
-        changed += drop;
-        char *a = NULL, *b = NULL, *c = NULL, *d = NULL, at[640];
-        int atl = en ? snprintf(at, sizeof at, "%.*s\n%lld", (int)strcspn(id, "/"), id, off) : 0;
-        mv_hashset_entry *ae = en && off >= 0 ? mv_hashset_add(&M->at, at, (size_t)atl, NULL) : NULL;
-        if (ae)
-            ae->value = en->value;
-        else if (en && off >= 0)
-            st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
-        if (en && !st) {
-            const struct moved *mv = &M->to[en->value - 1];
-            a = mv_tar_record_set(line, "output", mv->shard, 0);
-            b = a ? mv_tar_record_set(a, "shard", mv->shard, 0) : NULL;
-            c = b ? mv_tar_record_set(b, "key", mv->key, 0) : NULL;
-            d = c ? mv_tar_record_set(c, "offset", mv->offset, 1) : NULL;
-            if (!d)
-                st = mv_fail(e, MV_ERR_FORMAT, "%s: a line naming %s lacks a field to move", path, id);
-            changed++;
-        }
-        if (!st && !drop && fputs(d ? d : line, w) == EOF)
-            st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-        free(a);
-        free(b);
-        free(c);
-        free(d);
-    }
-    free(line);
-    fclose(f);
-    st = close_temp(w, tmp, path, changed > 0, st, e);
-    if (!st && changed && mv_sync_dir(out_dir, NULL))
-        st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", out_dir, strerror(errno));
-    return st;
-}
-
-/* --pool mean's index of stem (OUT/<stem>/pooled.jsonl, or beside: OUT/<stem>.jsonl when old)
- * names tar samples by shard ("output") and "offset": each line naming a moved sample is pointed
- * at its copy (pooled.npy's rows stay: the same bytes), through a temp file in OUT, fsync,
- * rename. A line naming a removed shard at no moved sample (an index stale already) cannot be
- * mended: the index and its array are removed, and standard error says so. */
-static mv_status fix_pooled(const char *out_dir, const char *stem, int old, const moves *M,
-                            const mv_hashset *gone, int quiet, mv_err *e)
-{
-    char path[4600], tmp[4400], dir[4400];
-    snprintf(dir, sizeof dir, "%s/%s", out_dir, old ? "." : stem);
-    snprintf(path, sizeof path, old ? "%s/%s.jsonl" : "%s/%s/pooled.jsonl", out_dir, stem);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-pooled.jsonl", out_dir, (long)getpid());
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? MV_OK : mv_fail(e, MV_ERR_IO, "%s: %s", path, strerror(errno));
-    mv_place_guard_begin(tmp);
-    FILE *w;
-    mv_status st = open_temp(tmp, &w, e);
-    char *line = NULL, *a = NULL, *b = NULL;
-    size_t lcap = 0, changed = 0, stale = 0;
-    ssize_t len;
-    while (!st && !stale && (len = getline(&line, &lcap, f)) > 0) {
-        json_error_t jerr;
-        json_t *o = json_loadb(line, (size_t)len, 0, &jerr);
-        json_t *jp = json_object_get(o, "output"), *jo = json_object_get(o, "offset");
-        const char *sh = json_string_value(jp);
-        char at[640];
-        int atl = sh && json_is_integer(jo) && mv_hashset_find(gone, sh, strlen(sh))
-                      ? snprintf(at, sizeof at, "%s\n%lld", sh, (long long)json_integer_value(jo)) : 0;
-        json_decref(o);
-        const mv_hashset_entry *en = atl > 0 ? mv_hashset_find(&M->at, at, (size_t)atl) : NULL;
-        const struct moved *mv = en ? &M->to[en->value - 1] : NULL;
-        a = mv ? mv_tar_record_set(line, "output", mv->shard, 0) : NULL;
-        b = a ? mv_tar_record_set(a, "offset", mv->offset, 1) : NULL;
-        stale = atl && !b; /* names a removed shard, at no sample that moved */
-        changed += b != NULL;
-        if (!stale && fputs(b ? b : line, w) == EOF)
-            st = mv_fail(e, MV_ERR_IO, "%s: %s", tmp, strerror(errno));
-        free(a);
-        free(b);
-    }
-    free(line);
-    fclose(f);
-    st = close_temp(w, tmp, path, !stale && changed, st, e);
-    mv_place_guard_end();
-    if (!st && stale && (old ? mv_pool_remove_old(out_dir, stem) : mv_pool_remove(out_dir, stem)) < 0)
-        st = mv_fail(e, MV_ERR_IO, "%s: cannot remove it: %s", old ? path : dir, strerror(errno));
-    else if (!st && stale && !quiet)
-        fprintf(stderr, "mvembed: %s%s removed: it indexed samples of shards compact removed (a run "
-                "with --pool mean over the same inputs writes it again)\n", old ? path : dir, old ? "" : "/");
-    else if (!st && changed && !stale) {
-        if (mv_sync_dir(dir, NULL))
-            st = mv_fail(e, MV_ERR_IO, "%s: fsync: %s", dir, strerror(errno));
-        else if (!quiet)
-            fprintf(stderr, "mvembed: %s: %zu line%s now name%s the copies of moved samples\n", path, changed,
-                    changed == 1 ? "" : "s", changed == 1 ? "s" : "");
-    }
-    return st;
-}
-
-/* The pooled index stem names in OUT (pooled, pooled-KKKKK-of-NNNNN; *old: the .jsonl beside the
- * outputs that earlier builds wrote); 0 when name is none. */
-static int pooled_stem(const char *name, char *stem, size_t cap, int *old)
-{
-    int k, n;
-    char chk[64];
-    size_t l = strlen(name);
-    *old = l > 6 && !strcmp(name + l - 6, ".jsonl");
-    snprintf(stem, cap, "%.*s", (int)(*old ? l - 6 : l), name);
-    if (sscanf(stem, "pooled-%d-of-%d", &k, &n) == 2)
-        snprintf(chk, sizeof chk, "pooled-%05d-of-%05d", k, n);
-    else
-        snprintf(chk, sizeof chk, "pooled");
-    return !strcmp(stem, chk);
 }
 
 mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
@@ -565,14 +364,14 @@ mv_status mv_tar_compact_dir(const char *out_dir, int quiet, mv_err *e)
     while (!st && n_gone && (de = readdir(d)) != NULL)
         if (mv_name_is_manifest(de->d_name)) {
             snprintf(path, sizeof path, "%s/%s", out_dir, de->d_name);
-            st = rewrite_manifest(out_dir, path, &M, &gs, e);
+            st = mv_tar_rewrite_manifest(out_dir, path, &M, &gs, e);
         }
     rewinddir(d);
     char stem[300];
     int old;
     while (!st && n_gone && (de = readdir(d)) != NULL)
-        if (pooled_stem(de->d_name, stem, sizeof stem, &old))
-            st = fix_pooled(out_dir, stem, old, &M, &gs, quiet, e);
+        if (mv_tar_pooled_stem(de->d_name, stem, sizeof stem, &old))
+            st = mv_tar_fix_pooled(out_dir, stem, old, &M, &gs, quiet, e);
     mv_hashset_free(&gs);
     closedir(d);
     for (size_t i = 0; i < n_gone; i++) {

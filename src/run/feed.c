@@ -3,9 +3,11 @@
  * damaged outputs; per input and complete shard for --layout tar) and names used twice in one
  * run (by two inputs: an error; by one input named twice: embedded once), and queues the rest
  * for the decode pool; plus the counting walk for the progress total. Not here: loading the
- * resume state and the layout checks (pipeline.c), the naming rules (names.c), decoding.
+ * resume state and the layout checks (pipeline.c), the naming rules (names.c), decoding, the
+ * tar layout's resume checks by input (feed_tar.c).
  */
 #include "pipeline_int.h"
+#include "feed_int.h"
 
 #include "mv_filehash.h"
 #include "mv_hashset.h"
@@ -23,7 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 /* The output names of this run, each with the identity of the input that took it, so that a name
  * met again tells the same input named twice from another input, by mv_done_same_input's rule:
@@ -175,167 +176,6 @@ void *pl_count_main(void *arg)
     return NULL;
 }
 
-/* --layout tar: the recorded inputs by the file they reach now (device, inode), made at the first
- * input the manifest does not name as given, so that "in", "./in" and "/abs/in" resume each
- * other (mv_done_same_input's rule; the files layout finds them by output name). */
-typedef struct {
-    int built;
-    mv_hashset by_file; /* (st_dev, st_ino) -> entry index + 1 */
-} tar_aliases;
-
-static const char *tar_alias(tar_aliases *ta, const mv_done *done, const char *path)
-{
-    struct stat sb;
-    mv_done_sample smp;
-    const char *in;
-    if (stat(path, &sb) != 0)
-        return NULL; /* a tar member, or gone: only its own path names it */
-    if (!ta->built) {
-        ta->built = 1;
-        for (size_t i = 0; i < mv_done_inputs(done); i++) {
-            struct stat rb;
-            if (mv_done_entry(done, i, &in, &smp) && smp.tar && stat(in, &rb) == 0) {
-                dev_t key[2] = {rb.st_dev, rb.st_ino};
-                mv_hashset_entry *en = mv_hashset_add(&ta->by_file, key, sizeof key, NULL);
-                if (en)
-                    en->value = i + 1; /* out of memory: that input is not found by alias */
-            }
-        }
-    }
-    dev_t key[2] = {sb.st_dev, sb.st_ino};
-    const mv_hashset_entry *en = mv_hashset_find(&ta->by_file, key, sizeof key);
-    if (!en)
-        return NULL;
-    mv_done_entry(done, en->value - 1, &in, &smp);
-    return mv_done_same_input(in, path) ? in : NULL;
-}
-
-/* A tar member as this run finds it: its size and mtime from its tar header, and the XXH64 of
- * its bytes followed by its sample's .json, .txt and .cls (the record carries those too), read
- * from the member's copy in memory (a streamed large member: none). Its ok line records them
- * (input_bytes, input_mtime_ns, input_xxh64), and resume compares them, so that a rebuilt tar
- * redoes exactly the members whose image or metadata changed. */
-typedef struct {
-    int member; /* a tar member: the fields below are its */
-    int64_t bytes, mtime_ns, mtime_s;
-    int has_xxh64;
-    uint64_t xxh64;
-} member_now;
-
-static member_now member_of(const mv_walk_item *wi)
-{
-    member_now mn = {0};
-    const mv_tar_meta *m = wi->meta;
-    if (!wi->tar || !m)
-        return mn;
-    mn.member = 1;
-    mn.bytes = m->member_bytes;
-    mn.mtime_ns = m->member_mtime_ns;
-    mn.mtime_s = m->member_mtime_s;
-    if (wi->fd >= 0 && mv_filehash_fd(wi->fd, &mn.xxh64) == 0) {
-        const char *part[3] = {m->json, m->txt, m->cls};
-        size_t len[3] = {m->json ? strlen(m->json) : 0, m->txt_len, m->cls_len};
-        for (int i = 0; i < 3; i++) { /* each part tagged, so that a part moved is a change */
-            unsigned char tag = part[i] ? (unsigned char)(1 + i) : 0;
-            mn.xxh64 = XXH64(&tag, 1, mn.xxh64);
-            if (part[i])
-                mn.xxh64 = XXH64(part[i], len[i], mn.xxh64);
-        }
-        mn.has_xxh64 = 1;
-    }
-    return mn;
-}
-
-/* 1 with the reason in why when the input at path (a tar member: mn) is not what its ok line
- * recorded: another size or mtime, or other bytes (a member's XXH64 always, as it is in memory;
- * a file's with --input-hash, when the line has one). Lines without these fields (older
- * builds) are trusted. */
-static int input_changed(const mv_run_opts *o, const char *path, const member_now *mn,
-                         const mv_done_input_stat *src, char *why, size_t cap)
-{
-    struct stat sb;
-    if (src->bytes < 0 || (mn->member ? mn->bytes < 0 : stat(path, &sb) != 0))
-        return 0; /* not recorded; a file gone fails when it is read */
-    int64_t size = mn->member ? mn->bytes : (int64_t)sb.st_size;
-    int64_t mt = mn->member ? mn->mtime_ns : mv_time_ns(sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
-    int64_t mts = mn->member ? mn->mtime_s : (int64_t)sb.st_mtim.tv_sec;
-    const char *pre = mn->member ? "the member in its tar: " : "";
-    char now_t[48], rec_t[48]; /* mtimes outside int64 nanoseconds (saturated): whole seconds */
-    if (size != src->bytes || (src->has_mtime && (mt != src->mtime_ns || (src->has_mtime_s && mts != src->mtime_s)))) {
-        mv_time_words(mt, mts, now_t, sizeof now_t);
-        mv_time_words(src->mtime_ns, src->has_mtime_s ? src->mtime_s : INT64_MIN, rec_t, sizeof rec_t);
-        snprintf(why, cap, "%s%lld bytes, modified at %s; the manifest says %lld bytes, %s", pre,
-                 (long long)size, now_t, (long long)src->bytes, rec_t);
-        return 1;
-    }
-    uint64_t h = mn->xxh64;
-    if (src->has_xxh64 && (mn->member ? mn->has_xxh64 : o->input_hash && mv_filehash_path(path, &h) == 0) &&
-        h != src->xxh64) {
-        snprintf(why, cap, "%sits XXH64 is %016llx, the manifest says %016llx",
-                 mn->member ? "the member and its sample's metadata: " : "", (unsigned long long)h,
-                 (unsigned long long)src->xxh64);
-        return 1;
-    }
-    return 0;
-}
-
-/* --layout tar: samples live in shards that many inputs share, so resume goes by input. 1 when
- * the input's latest ok record is a sample made with this run's fingerprint from the input as it
- * is now (input_changed; mn: a tar member as it is now) that still verifies (mv_tar_sample_intact): skip
- * it. 0: embed it (no record, other settings, a changed input, a sample missing or damaged; said
- * as the files layout says it). */
-static int tar_done(runner *R, mv_done *done, tar_aliases *ta, const char *path, const char *abs,
-                    const member_now *mn, const char *out_real, long *n_stale, char stale_fp[17])
-{
-    const mv_run_opts *o = R->o;
-    const char *fp = R->m->fingerprint;
-    mv_done_sample smp;
-    if (!mv_done_sample_of(done, path, abs, &smp)) { /* as written, or by its path from / */
-        const char *alias = tar_alias(ta, done, path); /* lines without input_abs */
-        if (!alias || !mv_done_sample_of(done, alias, NULL, &smp))
-            return 0;
-    }
-    char esc[8192], why[1100];
-    if (strcmp(smp.model, fp) != 0) { /* other settings: redone */
-        if (!(*n_stale)++)
-            snprintf(stale_fp, 17, "%s", smp.model[0] ? smp.model : "none");
-        if (o->verbose)
-            pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
-                   mv_escape(path, esc, sizeof esc), smp.model[0] ? smp.model : "(none)", fp);
-        return 0;
-    }
-    if (input_changed(o, path, mn, &smp.src, why, sizeof why)) {
-        if (!o->quiet)
-            pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
-                   mv_escape(path, esc, sizeof esc), why);
-        return 0;
-    }
-    if (!mv_tar_sample_intact(out_real, &smp, why, sizeof why)) {
-        if (!o->quiet)
-            pl_say(R, "mvembed: %s: its sample is missing or damaged (%s); redoing it\n",
-                   mv_escape(path, esc, sizeof esc), why);
-        return 0;
-    }
-    atomic_fetch_add(&R->n_skip, 1);
-    if (o->verbose)
-        pl_say(R, "mvembed: %s: already done, skipped (--force redoes it)\n", mv_escape(path, esc, sizeof esc));
-    return 1;
-}
-
-/* A tar whose newest line failed (unreadable part way) is read again by each run that meets it:
- * 1 for the first of its members this run meets (*last, malloc'd, remembers the tar), which is
- * then embedded even when done, so that its new line settles the tar's error line when the tar
- * now reads to its end (mv_line_settles; a run that meets the damage again writes a newer error
- * line). 0 for the others and other tars (out of memory: 1, the tar not remembered). */
-static int tar_reread(const mv_done *done, char **last, const char *tar)
-{
-    if ((*last && !strcmp(*last, tar)) || !mv_done_error(done, tar))
-        return 0;
-    free(*last);
-    *last = strdup(tar);
-    return 1;
-}
-
 /* mv_pool_dirs's drop: every pooled directory but another shard's of this run's N (which holds
  * none of this shard's inputs) goes; notes which (the run's end says so, as it ended) */
 static int pooled_went(const char *stem, int k, int n, void *ud)
@@ -399,7 +239,7 @@ static mv_item *item_of(const mv_walk_item *wi, member_now *mn)
     }
     if (wi->meta && !(it->meta = mv_tar_meta_copy(wi->meta)))
         mv_item_fail(it, "out of memory");
-    *mn = member_of(wi);
+    *mn = pl_member_of(wi);
     if (mn->member && mn->bytes >= 0) { /* a member's record: what resume compares */
         it->has_stat = 1;
         it->in_bytes = mn->bytes;
@@ -451,7 +291,7 @@ static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn,
             pl_say(R, "mvembed: %s: made with fingerprint %s, this run's is %s: redoing it\n",
                    mv_escape(wi->path, esc, sizeof esc), ow->model[0] ? ow->model : "(none)", fp);
         }
-    } else if (input_changed(o, wi->path, mn, &ow->src, why, sizeof why)) {
+    } else if (pl_input_changed(o, wi->path, mn, &ow->src, why, sizeof why)) {
         if (!o->quiet) {
             char esc[8192];
             pl_say(R, "mvembed: %s: changed since it was embedded (%s); redoing it\n",
@@ -517,9 +357,9 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             continue;
         const char *abs = it->abs;
         mv_done_owner ow;
-        int redo = o->force || (wi.tar && done && tar_reread(done, &reread, wi.tar));
+        int redo = o->force || (wi.tar && done && pl_tar_reread(done, &reread, wi.tar));
         if (R->tars && !wi.error && done && !redo &&
-            tar_done(R, done, &aliases, wi.path, it->abs, &mn, out_real, &n_stale, stale_fp)) {
+            pl_tar_done(R, done, &aliases, wi.path, it->abs, &mn, out_real, &n_stale, stale_fp)) {
             mv_item_free(it);
             continue;
         }

@@ -1,0 +1,129 @@
+/* pool_dirs.c - OUT's pooled directories (see mv_pool.h), kept tidy: a pooled directory removed
+ * (pooled/, pooled-KKKKK-of-NNNNN/, or the older pooled.npy + pooled.jsonl pair), OUT's pooled
+ * directories listed, and those whose rows a later run replaced found (their index checked
+ * against OUT's manifests) and removed. Not here: building a pooled directory and putting it in
+ * place (pool.c), which calls the stale check under OUT's index lock.
+ */
+#include "mv_pool.h"
+#include "pool_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
+int mv_pool_remove_dir(const char *dir)
+{
+    char p[4600];
+    static const char *const names[] = {"pooled.npy", "pooled.jsonl"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int mv_pool_remove(const char *out_dir, const char *stem)
+{
+    char fin[4400];
+    snprintf(fin, sizeof fin, "%s/%s", out_dir, stem);
+    struct stat sb;
+    if (lstat(fin, &sb) != 0)
+        return 0;
+    return mv_pool_remove_dir(fin) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+}
+
+int mv_pool_remove_old(const char *out_dir, const char *stem)
+{
+    char npy[4400], idx[4400];
+    snprintf(npy, sizeof npy, "%s/%s.npy", out_dir, stem);
+    snprintf(idx, sizeof idx, "%s/%s.jsonl", out_dir, stem);
+    struct stat a, b;
+    if (lstat(npy, &a) != 0 || lstat(idx, &b) != 0 || !S_ISREG(a.st_mode) || !S_ISREG(b.st_mode))
+        return 0;
+    return unlink(idx) == 0 && unlink(npy) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
+}
+
+/* 1 when every row that out_dir/<stem>/pooled.jsonl lists is still its input's newest ok line in
+ * D (the same manifest line: run and seq; for lines without them the same fingerprint, output
+ * and offset), 0 when one is not, -1 when the index cannot be read. */
+static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s/pooled.jsonl", out_dir, stem);
+    mv_done *P;
+    mv_err e;
+    if (mv_done_create(&P, &e))
+        return -1;
+    if (mv_manifest_load_done(p, P, NULL, NULL, &e)) {
+        mv_done_free(P);
+        return -1;
+    }
+    int cur = 1;
+    for (size_t i = 0; cur && i < mv_done_inputs(P); i++) {
+        const char *input;
+        mv_done_sample ps, ds;
+        mv_done_owner w;
+        if (!mv_done_entry(P, i, &input, &ps))
+            continue; /* left out: no row */
+        cur = mv_done_sample_of(D, input, NULL, &ds) && !strcmp(ps.model, ds.model) && ds.output &&
+              (ds.tar || (mv_done_owner_of(D, ds.output, &w) && !strcmp(w.input, input)));
+        if (cur && ps.ord.run[0] && ds.ord.run[0])
+            cur = !strcmp(ps.ord.run, ds.ord.run) && ps.ord.seq == ds.ord.seq;
+        else if (cur)
+            cur = ps.output && !strcmp(ps.output, ds.output) && ps.offset == (ds.tar ? ds.offset : -1);
+    }
+    mv_done_free(P);
+    return cur;
+}
+
+/* 1 when name is a pooled directory's: "pooled" (*k = *n = 0), "pooled-KKKKK-of-NNNNN" (*k, *n) */
+static int pooled_name(const char *name, int *k, int *n)
+{
+    int len = 0;
+    *k = *n = 0;
+    return !strcmp(name, "pooled") ||
+           (sscanf(name, "pooled-%5d-of-%5d%n", k, n, &len) == 2 && len == 21 && (size_t)len == strlen(name));
+}
+
+/* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current
+ * (dir_current), calling removed for each. */
+mv_status mv_pool_drop_stale(const char *out_dir, const char *keep, const mv_done *D,
+                              void (*removed)(const char *, void *), void *ud, mv_err *e)
+{
+    DIR *dd = opendir(out_dir);
+    if (!dd)
+        return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
+    struct dirent *de;
+    mv_status st = MV_OK;
+    int k, n;
+    while (!st && (de = readdir(dd))) {
+        if (!pooled_name(de->d_name, &k, &n) || (keep && !strcmp(de->d_name, keep)) || dir_current(out_dir, de->d_name, D))
+            continue;
+        char fin[4400];
+        snprintf(fin, sizeof fin, "%s/%s", out_dir, de->d_name);
+        if (mv_pool_remove_dir(fin) != 0)
+            st = mv_fail(e, MV_ERR_IO, "%s: its rows were replaced, and it cannot be removed: %s", fin,
+                         strerror(errno));
+        else if (!(st = mv_sync_dir(out_dir, e)) && removed)
+            removed(de->d_name, ud);
+    }
+    closedir(dd);
+    return st;
+}
+
+int mv_pool_dirs(const char *out_dir, int (*drop)(const char *stem, int k, int n, void *ud), void *ud)
+{
+    DIR *dd = opendir(out_dir);
+    struct dirent *de;
+    int count = 0, k, n;
+    while (dd && (!count || drop) && (de = readdir(dd)))
+        if (pooled_name(de->d_name, &k, &n) && ++count && drop && drop(de->d_name, k, n, ud))
+            mv_pool_remove(out_dir, de->d_name);
+    if (dd)
+        closedir(dd);
+    return count;
+}

@@ -1,0 +1,17 @@
+/* pool_int.h - inside --pool mean's directories (src/output/): what pool.c, which rebuilds
+ * OUT/pooled/, asks of pool_dirs.c, which removes pooled directories (one, or those a later run
+ * made stale). Not a public header: include/mv_pool.h is the API.
+ */
+#ifndef MV_POOL_INT_H
+#define MV_POOL_INT_H
+
+#include "mv_manifest.h"
+
+/* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
+int mv_pool_remove_dir(const char *dir);
+/* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current in
+ * D (OUT's manifests, read under OUT's index lock), calling removed for each. */
+mv_status mv_pool_drop_stale(const char *out_dir, const char *keep, const mv_done *D,
+                             void (*removed)(const char *, void *), void *ud, mv_err *e);
+
+#endif
