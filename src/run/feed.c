@@ -64,18 +64,18 @@ static int name_add(mv_hashset *s, const char *out_rel, const char *path, int *s
     return added;
 }
 
-/* --layout tar: 1 when this run met the input at abs (its path from /, by which resume and compact
- * know it) before under another spelling (a/x and /abs/a/x, a/../a/x, a directory reached through
- * a symbolic link): one input, one sample, as a later run would skip it (the files layout keeps
- * an output per name given instead); 0 (abs now noted; NULL: none), -1 no memory. */
-static int abs_again(mv_hashset *s, const char *abs)
+/* 1 when this run took the input at abs (its path from /, as resume and compact know it) under
+ * another spelling (/abs/a/x, a/../a/x, a linked directory, its directory): one input; else 0. */
+static int abs_again(const mv_hashset *s, const char *abs)
 {
-    if (!abs)
-        return 0;
+    return abs && mv_hashset_find(s, abs, strlen(abs));
+}
+
+/* Notes the input at abs as taken by this run (embedded, or skipped as done): 0, -1 no memory. */
+static int abs_note(mv_hashset *s, const char *abs)
+{
     int added;
-    if (!mv_hashset_add(s, abs, strlen(abs), &added))
-        return -1;
-    return !added;
+    return !abs || mv_hashset_add(s, abs, strlen(abs), &added) ? 0 : -1;
 }
 
 /* ---- feeding ------------------------------------------------------------------------------ */
@@ -336,7 +336,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     const char *fp = R->m->fingerprint;
     long n_stale = 0;
     char stale_fp[17] = "";
-    mv_hashset rels = {0}, abss = {0}; /* output names, inputs' paths from / (tar) */
+    mv_hashset rels = {0}, abss = {0}; /* output names, paths from / of the inputs taken */
     tar_aliases aliases = {0};
     char *cwd = getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
     mv_dir_cache dirs = {0};
@@ -377,18 +377,21 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                      wi.path, out_rel, ow.input);
             mv_item_fail(it, msg);
         } else {
-            int again = R->tars ? abs_again(&abss, abs) : 0; /* < 0: out of memory, as added */
+            int again = abs_again(&abss, abs);
             if (!again && held && ow.ok && !redo) {
                 int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
                     int same;
                     name_add(&rels, out_rel, wi.path, &same);
                     mv_item_free(it);
+                    if (abs_note(&abss, abs) < 0 && (st = mv_fail(e, MV_ERR_NOMEM, "out of memory")))
+                        break;
                     continue;
                 }
             }
-            int same = again > 0;
-            int added = again < 0 ? -1 : again ? 0 : name_add(&rels, out_rel, wi.path, &same);
+            int same = again, added = again ? 0 : name_add(&rels, out_rel, wi.path, &same);
+            if (added > 0 && abs_note(&abss, abs) < 0)
+                added = -1;
             if (added < 0) {
                 mv_item_free(it);
                 st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
@@ -396,7 +399,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             }
             if (added == 0 && same) {
                 /* the same input named twice (a/x and ./a//x, overlapping path lists, one tar
-                 * twice; --layout tar: /abs/a/x too): one input, embedded once; counted as skipped */
+                 * twice, /abs/a/x, a file and its directory): one input, embedded once, "skipped" */
                 atomic_fetch_add(&R->n_skip, 1);
                 if (o->verbose) {
                     char esc[8192];

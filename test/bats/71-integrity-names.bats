@@ -178,12 +178,13 @@ print(len(rs), sorted(set(r["input"][len(sys.argv[2])+1:] for r in rs)))' "$T/d/
 @test "file arguments keep their path under OUT: absolute without its leading '/', '..' as '__'" {
     mkdir -p "$T/d/__"
     cp "$IMG/webp_lossy_192x128.webp" "$T/d/__/w.webp"
+    cp "$IMG/png_gray_128x72.png" "$T/d/cam1/IMG_2.png"
     cd "$T/d/cam1"
-    run_mv --out "$T/o" ../__/w.webp ../cam2/IMG_1.png "$T/d/cam1/IMG_1.png" ./IMG_1.png
+    run_mv --out "$T/o" ../__/w.webp ../cam2/IMG_1.png "$T/d/cam1/IMG_1.png" ./IMG_2.png
     [ -f "$T/o/__/___/w.webp.npy.zst" ]
     [ -f "$T/o/__/cam2/IMG_1.png.npy.zst" ]
     [ -f "$T/o/${T#/}/d/cam1/IMG_1.png.npy.zst" ]
-    [ -f "$T/o/IMG_1.png.npy.zst" ]
+    [ -f "$T/o/IMG_2.png.npy.zst" ]
     [ "$(find "$T/o" -name '*.npy.zst' | wc -l)" -eq 4 ]
     # and nothing was written outside OUT
     [ -z "$(find "$T/d" -name '*.npy.zst')" ]
