@@ -41,6 +41,10 @@ int mv_name_output_file(char *buf, size_t cap, const char *rel);
  * component", "ends with '/'" (static storage). */
 const char *mv_name_flaw(const char *name);
 
+/* 1 when the output name rel lies inside a directory --pool mean writes and replaces whole in
+ * OUT: its first component is "pooled" or "pooled-KKKKK-of-NNNNN" and more follows. */
+int mv_name_in_pooled_dir(const char *rel);
+
 /* Deterministic 64-bit hash of bytes: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
  * 0x100000001b3). The same bytes give the same value on every platform and run. */
 uint64_t mv_hash64(const void *p, size_t n);

@@ -65,6 +65,20 @@ const char *mv_name_flaw(const char *name)
     return NULL;
 }
 
+int mv_name_in_pooled_dir(const char *rel)
+{
+    const char *slash = strchr(rel, '/');
+    size_t n = slash ? (size_t)(slash - rel) : 0;
+    int k, m, len = 0;
+    char first[32];
+    if (!slash || n >= sizeof first)
+        return 0;
+    memcpy(first, rel, n);
+    first[n] = 0;
+    return !strcmp(first, "pooled") ||
+           (sscanf(first, "pooled-%5d-of-%5d%n", &k, &m, &len) == 2 && len == 21 && (size_t)len == n);
+}
+
 uint64_t mv_hash64(const void *p, size_t n)
 {
     const unsigned char *b = p;

@@ -38,6 +38,10 @@ mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t
     const char *flaw = mv_name_flaw(rel);
     if (flaw)
         return mv_fail(e, MV_ERR_USAGE, "output name '%s' %s", rel, flaw);
+    if (mv_name_in_pooled_dir(rel)) /* its file would go with the next --pool mean run's rebuild */
+        return mv_fail(e, MV_ERR_USAGE, "output name '%s' lies in %s/%.*s/, the directory --pool mean "
+                       "writes and replaces whole: give this input under another folder name", rel,
+                       out_dir, (int)strcspn(rel, "/"), rel);
     size_t dl = strlen(out_dir);
     while (dl > 1 && out_dir[dl - 1] == '/')
         dl--;

@@ -11,6 +11,7 @@
 #include "mv_manifest.h" /* mv_manifest_format: the index lines escape paths like the manifest */
 #include "mv_names.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -57,6 +58,20 @@ static mv_status replace_dir(const char *tmp, const char *fin, const char *out_d
         return mv_sync_dir(out_dir, e);
     if (errno != EEXIST && errno != ENOTEMPTY)
         return mv_fail(e, MV_ERR_IO, "%s: rename from %s: %s", fin, tmp, strerror(errno));
+    /* fin holding other files (outputs of inputs under a folder of that name, written by earlier
+     * builds): replacing it would take them out of OUT with the old directory */
+    DIR *dd = opendir(fin);
+    struct dirent *de;
+    while (dd && (de = readdir(dd)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "pooled.npy") &&
+            strcmp(de->d_name, "pooled.jsonl")) {
+            mv_status st = mv_fail(e, MV_ERR_IO, "%s: holds %s, not a file of --pool mean: not replaced "
+                                   "(move what is not pooled.npy or pooled.jsonl out of it)", fin, de->d_name);
+            closedir(dd);
+            return st;
+        }
+    if (dd)
+        closedir(dd);
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) != 0) {
         if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
             return mv_fail(e, MV_ERR_IO, "%s: exchange with %s: %s", fin, tmp, strerror(errno));
