@@ -482,17 +482,20 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const
     st = look(c, 0, 0, e);
     mv_done_owner w;
     int held = !st && mv_done_owner_of(c->seen, out_rel, &w), mine = held && mv_done_same_input(w.input, input);
-    /* another run live beside this one (not this one: a file named two ways in one run keeps both
-     * names) embedded this file under another name meanwhile */
+    /* another run live beside this one embedded this file meanwhile, under another name or this
+     * one (the same inputs given to two runs at once, or to runs of two --shard namings): its
+     * line and file stand for it */
     const char *other = !st && ik >= 0 ? mv_done_name_of(c->seen, input, abs) : NULL;
     *may_replace = !c->no_locks || mine;
+    if (mine && ik >= 0 && w.ok && strcmp(w.run, mv_manifest_run_id()))
+        other = out_rel;
     if (held && !mine)
         st = mv_fail(e, MV_ERR_OUTPUT,
                      "%s: output name %s already holds the embedding of %s (written by another run "
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "
                      "output and its manifest lines", input, out_rel, w.input);
-    else if (other && strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) && w.ok &&
-             strcmp(w.run, mv_manifest_run_id())) {
+    else if (other && (other == out_rel || (strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) &&
+                                            w.ok && strcmp(w.run, mv_manifest_run_id())))) {
         st = mv_fail(e, MV_ERR_OUTPUT, "%s: embedded meanwhile by another run into this OUT as %s", input, other);
         if (elsewhere && cap)
             snprintf(elsewhere, cap, "%s", other);
