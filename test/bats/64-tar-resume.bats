@@ -146,21 +146,57 @@ PYEOF
     tar_check "$T/o" --ok 21 --one-sample
 }
 
+# orphan_shard OUT: a tar run into OUT (40K shards), then the state a SIGKILL between a shard's
+# rename and its lines leaves: the second shard ($orphan) without its $m lines
+orphan_shard() {
+    tar_run "$1" -q --shard-size 40K
+    [ "$status" -eq 0 ]
+    orphan=$(basename "$(ls "$1"/shard-*.tar | sed -n 2p)")
+    grep -v "\"shard\":\"$orphan\"" "$1/manifest.jsonl" > "$T/m" || true
+    m=$(( $(wc -l < "$1/manifest.jsonl") - $(wc -l < "$T/m") ))
+    [ "$m" -gt 0 ]
+    cp "$T/m" "$1/manifest.jsonl"
+}
+
 @test "tar resume: a complete shard whose manifest lines were never written (killed in between) is adopted, not redone" {
     n=$(ls "$IMG" | wc -l)
-    tar_run "$T/o" -q --shard-size 40K
-    [ "$status" -eq 0 ]
-    # the state a SIGKILL between a shard's rename and its lines leaves: the shard, no lines
-    orphan=$(basename "$(ls "$T"/o/shard-*.tar | sed -n 2p)")
-    grep -v "\"shard\":\"$orphan\"" "$T/o/manifest.jsonl" > "$T/m" || true
-    m=$(( $(wc -l < "$T/o/manifest.jsonl") - $(wc -l < "$T/m") ))
-    [ "$m" -gt 0 ]
-    cp "$T/m" "$T/o/manifest.jsonl"
+    orphan_shard "$T/o"
     tar_run "$T/o"
     [ "$status" -eq 0 ]
     [[ "$output" =~ "$m samples of complete shards had no manifest line (a run stopped in between): adopted" ]]
     [[ "$output" =~ "0 ok, 0 failed, $n skipped" ]]
     tar_check "$T/o" --ok "$n" --one-sample
+}
+
+@test "tar --force beside an orphan shard: every input redone by this run, compact leaves one sample each" {
+    n=$(ls "$IMG" | wc -l)
+    orphan_shard "$T/o"
+    tar_run "$T/o" --shard-size 40K --force
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "$n ok, 0 failed, 0 skipped" ]]
+    [[ ! "$output" =~ "adopted" ]]
+    # every input's newest line is one of this run's (one run id among them), none in the orphan
+    run "$PY" - "$T/o/manifest.jsonl" "$orphan" <<'PY'
+import json, sys
+latest = {}
+for line in open(sys.argv[1], encoding="utf-8"):
+    r = json.loads(line)
+    latest[r["input"]] = r
+runs = {r["run"] for r in latest.values()}
+assert len(runs) == 1, runs
+assert all(r["status"] == "ok" and r["shard"] != sys.argv[2] for r in latest.values())
+print(len(latest))
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" -eq "$n" ]
+    run "$MVEMBED" manifest compact "$T/o"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    tar_check "$T/o" --ok "$n" --one-sample
+    # the orphan's samples were dead: compact removed them, and a resume skips every input
+    tar_run "$T/o" --shard-size 40K
+    [[ "$output" =~ "0 ok, 0 failed, $n skipped" ]]
 }
 
 @test "tar layout: after --force reruns, manifest compact rewrites the shards: a reader sees one sample per input" {
