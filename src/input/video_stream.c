@@ -54,6 +54,10 @@ mv_status mv_vstream_fail_frame(mv_video *v, mv_err *e, int64_t idx, int ret, co
     if (mv_vstream_timed_out(v))
         return mv_fail(e, MV_ERR_LIMIT, "%s: decode stopped at frame %lld of %lld: time limit exceeded",
                        v->path, (long long)idx, (long long)v->n);
+    /* the decoder's max_pixels refuses a frame that grew past the limit mid-stream (a new
+     * sequence header) as invalid data; its context holds the new size: name the limit instead */
+    if (!why && ret != AVERROR(ENOMEM) && v->dec && mv_vstream_too_big(v, v->dec->width, v->dec->height))
+        return mv_vstream_fail_too_big(v, e, v->dec->width, v->dec->height);
     if (why)
         snprintf(buf, sizeof buf, "%s", why);
     else

@@ -35,6 +35,16 @@ static void fingerprint(const mv_run_opts *o, mv_model *m, const mv_backend *be)
     mv_model_update_fingerprint(m, &rs);
 }
 
+/* A lower bound over its upper bound, each named as its option with its value and, when not
+ * given, where it came from: "--min-frames 4 (default) must not exceed --max-frames 2". */
+static mv_status clash(mv_err *e, const char *what, const char *pre, long long lo, long long lo_given,
+                       long long hi, long long hi_given)
+{
+    return mv_fail(e, MV_ERR_USAGE, "--%smin-%s %lld%s must not exceed --%smax-%s %lld%s", pre, what, lo,
+                   lo_given ? "" : " (the model's default)", pre, what, hi,
+                   hi_given ? "" : " (the model's default)");
+}
+
 static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
 {
     mv_preproc_config *pp = &m->pp;
@@ -58,10 +68,13 @@ static mv_status apply_overrides(const mv_run_opts *o, mv_model *m, mv_err *e)
     }
     if (o->max_video_tokens)
         pp->max_video_tokens = o->max_video_tokens;
-    if (pp->min_pixels > pp->max_pixels || pp->video_min_pixels > pp->video_max_pixels)
-        return mv_fail(e, MV_ERR_USAGE, "min pixels must not exceed max pixels");
+    if (pp->min_pixels > pp->max_pixels)
+        return clash(e, "pixels", "", pp->min_pixels, o->min_pixels, pp->max_pixels, o->max_pixels);
+    if (pp->video_min_pixels > pp->video_max_pixels)
+        return clash(e, "pixels", "video-", pp->video_min_pixels, o->video_min_pixels,
+                     pp->video_max_pixels, o->video_max_pixels);
     if (pp->min_frames > pp->max_frames)
-        return mv_fail(e, MV_ERR_USAGE, "--min-frames must not exceed --max-frames");
+        return clash(e, "frames", "", pp->min_frames, o->min_frames, pp->max_frames, o->max_frames);
     return MV_OK; /* the fingerprint follows once the backend is known (mv_run) */
 }
 

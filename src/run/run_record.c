@@ -67,7 +67,11 @@ static void count_failure(tallies *t, json_t *line)
 {
     const char *err = json_string_value(json_object_get(line, "error"));
     const char *input = json_string_value(json_object_get(line, "input"));
-    const char *cause = mv_run_failure_cause(err ? err : "");
+    /* the cause is read from what follows the input's name: a folder named "unsupported" or
+     * "timed out" says nothing about why its files failed */
+    size_t n = input ? strlen(input) : 0;
+    const char *why = err && n && !strncmp(err, input, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err;
+    const char *cause = mv_run_failure_cause(why ? why : "");
     json_t *c = json_object_get(t->failures, cause);
     if (!c && (c = json_pack("{s:I,s:s,s:s}", "count", (json_int_t)0, "example", err ? err : "",
                              "example_input", input ? input : "")))
