@@ -180,6 +180,11 @@ refused() {
     refused "--fps must be a positive number (at most 1e6): inf (out of range)" --fps inf
 }
 
+@test "real-valued options take decimal numbers only: hexadecimal is a usage error, not 16" {
+    refused "--fps must be a positive number (at most 1e6): 0x10" --fps 0x10
+    refused "--timeout must be a number of seconds (0 to 1e9): -0X1p3" --timeout -0X1p3
+}
+
 @test "--shard 0/4294967297 is a usage error, not shard 0 of 1" {
     refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 0/4294967297" --shard 0/4294967297
     refused "--shard must be K/N with 0 <= K < N, auto/N, or none: 4294967296/4294967297" --shard 4294967296/4294967297
