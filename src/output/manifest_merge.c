@@ -198,9 +198,10 @@ static mv_status read_manifest(const char *path, table *t, size_t *bad, size_t *
         free(akey);
         free(key);
     }
+    int rerr = ferror(f) ? (errno ? errno : EIO) : 0; /* a read error is not the file's end */
     free(buf);
     fclose(f);
-    return MV_OK;
+    return rerr ? mv_fail(e, MV_ERR_IO, "%s: cannot read the manifest: %s", path, strerror(rerr)) : MV_OK;
 }
 
 typedef struct {

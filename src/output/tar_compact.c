@@ -108,6 +108,8 @@ static mv_status read_liveness(const char *path, liveness *L, mv_err *e)
         free(nw.id);
         json_decref(o);
     }
+    if (!st && ferror(f)) /* a read error is not the file's end: the lines after it hold live samples */
+        st = mv_fail(e, MV_ERR_IO, "%s: cannot read the manifest: %s", path, strerror(errno ? errno : EIO));
     free(line);
     fclose(f);
     return st;

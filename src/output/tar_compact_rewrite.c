@@ -117,6 +117,8 @@ static mv_status rewrite_held(const char *out_dir, const char *path, moves *M, c
         free(c);
         free(d);
     }
+    if (!st && ferror(f)) /* a read error is not the file's end: never a manifest cut there */
+        st = mv_fail(e, MV_ERR_IO, "%s: cannot read the manifest: %s", path, strerror(errno ? errno : EIO));
     free(line);
     fclose(f);
     st = close_temp(w, tmp, path, changed > 0, st, e);
@@ -166,6 +168,8 @@ mv_status mv_tar_fix_pooled(const char *out_dir, const char *stem, int old, cons
         free(a);
         free(b);
     }
+    if (!st && !stale && ferror(f)) /* a read error is not the file's end: never an index cut there */
+        st = mv_fail(e, MV_ERR_IO, "%s: cannot read it: %s", path, strerror(errno ? errno : EIO));
     free(line);
     fclose(f);
     st = close_temp(w, tmp, path, !stale && changed, st, e);

@@ -8,6 +8,12 @@
  *   FS_SHIM_RENAME2=all        renameat2 with any flags fails with EINVAL (RENAME_EXCHANGE too);
  *   FS_SHIM_EIO=TEXT           pread / pread64 of a file whose path holds TEXT fail with EIO (a
  *                              disk's bad sector);
+ *   FS_SHIM_READ_EIO=TEXT      a stream read with getline whose file's path holds TEXT reads its
+ *                              first line (and the buffer read with it); its later reads fail
+ *                              with EIO (its descriptor is then /proc/self/mem at address 0: a
+ *                              real read error, which the stream's ferror shows);
+ *   FS_SHIM_READ_EIO_SKIP=N    the first N such streams are left alone (a later reading of one
+ *                              file fails);
  *   FS_SHIM_LOG=FILE           each call refused appends a line to FILE (so that a test can tell
  *                              the shim was in the way);
  *   FS_SHIM_PAUSE_RENAMED=GO   after renameat2 gave a file a name shard-*.tar, FILE GO.waiting is
@@ -149,3 +155,30 @@ static int eio_fd(int fd)
     }
 SHIM_PREAD(pread)
 SHIM_PREAD(pread64)
+
+/* With FS_SHIM_READ_EIO: after the first getline of a stream whose file's path holds that text
+ * (past the first FS_SHIM_READ_EIO_SKIP such streams), the stream's descriptor is swapped for /proc/self/mem at offset 0, whose reads fail with EIO. */
+ssize_t getline(char **line, size_t *cap, FILE *f)
+{
+    ssize_t (*real)(char **, size_t *, FILE *) =
+        (ssize_t (*)(char **, size_t *, FILE *))dlsym(RTLD_NEXT, "getline");
+    off_t at = ftello(f); /* 0: the stream's first line */
+    ssize_t r = real(line, cap, f);
+    const char *t = getenv("FS_SHIM_READ_EIO");
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fileno(f));
+    ssize_t n = r > 0 && at == 0 && t && *t ? readlink(link, path, sizeof path - 1) : -1;
+    if (n > 0) {
+        path[n] = 0;
+        static int seen; /* matching streams so far */
+        const char *skip = getenv("FS_SHIM_READ_EIO_SKIP");
+        int hit = strstr(path, t) && ++seen > (skip ? atoi(skip) : 0);
+        int m = hit ? open("/proc/self/mem", O_RDONLY | O_CLOEXEC) : -1;
+        if (m >= 0) {
+            note("getline: later reads EIO", path, NULL);
+            dup3(m, fileno(f), O_CLOEXEC);
+            close(m);
+        }
+    }
+    return r;
+}
