@@ -84,9 +84,11 @@ int mv_claims_named(mv_claims *c, const char *out_rel);
  * file; nothing without locks); mv_claims_ok_of_other says 1 when a line another run (another
  * run id, the same model fingerprint) appended since c was opened, to any manifest of OUT, is
  * input's newest and ok (input as written, or abs: its path from /, may be NULL); 0 otherwise,
- * also without locks or when the manifests cannot be read. */
+ * also without locks or when the manifests cannot be read. reread: read the manifests' new
+ * lines first (once per commit: the lock keeps other commits out meanwhile). */
 mv_status mv_claims_commit_lock(mv_claims *c, int lock, mv_err *e);
-int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model);
+int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const char *abs, const char *run,
+                          const char *model);
 
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);

@@ -256,16 +256,18 @@ int mv_claims_named(mv_claims *c, const char *out_rel)
     return named;
 }
 
-/* See mv_claims.h: the registered manifests read on (look), then the input's newest ok line. */
-int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model)
+/* See mv_claims.h: the registered manifests read on (look, when reread), then the input's newest
+ * ok line. */
+int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const char *abs, const char *run,
+                          const char *model)
 {
     mv_err e;
     mv_done_sample smp;
     if (!c || c->no_locks)
         return 0;
     pthread_mutex_lock(&c->mu);
-    int ok = look(c, 0, 0, &e) == MV_OK && mv_done_sample_of(c->seen, input, abs, &smp) && strcmp(smp.ord.run, run) &&
-             !strcmp(smp.model, model);
+    int ok = (!reread || look(c, 0, 0, &e) == MV_OK) && mv_done_sample_of(c->seen, input, abs, &smp) &&
+             strcmp(smp.ord.run, run) && !strcmp(smp.model, model);
     pthread_mutex_unlock(&c->mu);
     return ok;
 }

@@ -353,6 +353,7 @@ static mv_status rewrite(mv_tar_shard *sh, const unsigned char *drop, long kept,
 static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, unsigned char *drop, char **inputs, long *n)
 {
     const char *p = sh->lines, *end = sh->lines + sh->nlines, *q;
+    int reread = 1; /* the other manifests' new lines: read once, at the first sample asked */
     for (long i = 0; i < sh->n && (q = memchr(p, '\n', (size_t)(end - p))); i++, p = q + 1) {
         json_t *o = json_loadb(p, (size_t)(q - p), 0, NULL);
         size_t kl = 0;
@@ -360,7 +361,8 @@ static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, unsigned ch
         int other = k && mv_hashset_find(&dd->others, k, kl);
         if (!other && in && dd->o.claims) {
             char *abs = mv_line_path_field(o, "input_abs", NULL);
-            other = mv_claims_ok_of_other(dd->o.claims, in, abs, dd->run, dd->model);
+            other = mv_claims_ok_of_other(dd->o.claims, reread, in, abs, dd->run, dd->model);
+            reread = 0;
             free(abs);
         }
         if (other) {
