@@ -81,14 +81,14 @@ int mv_claims_named(mv_claims *c, const char *out_rel);
 /* The tar layout's commit over every naming (tar_dedup.c): mv_claims_commit_lock takes (lock 1,
  * waiting) or drops (0) OUT's commit lock, one byte of the lock file held exclusively around a
  * shard's check, name and lines by runs of any --shard naming (MV_OK, or MV_ERR_IO naming the
- * file; nothing without locks); mv_claims_ok_of_other says 1 when a line another run (another
- * run id, the same model fingerprint) appended since c was opened, to any manifest of OUT, is
- * input's newest and ok (input as written, or abs: its path from /, may be NULL); 0 otherwise,
- * also without locks or when the manifests cannot be read. reread: read the manifests' new
- * lines first (once per commit: the lock keeps other commits out meanwhile). */
+ * file; nothing without locks). Under it, mv_claims_others_grew reads the registered manifests'
+ * new lines and says 1 when a manifest other than mine (a file name in OUT) gained lines since c
+ * was opened (or they cannot be read), 0 otherwise and without locks; then mv_claims_ok_of_other
+ * says 1 when, among the lines read, input's newest is an ok line of another run (another run
+ * id, the same model fingerprint; input as written, or abs: its path from /, may be NULL). */
 mv_status mv_claims_commit_lock(mv_claims *c, int lock, mv_err *e);
-int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const char *abs, const char *run,
-                          const char *model);
+int mv_claims_others_grew(mv_claims *c, const char *mine);
+int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model);
 
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);

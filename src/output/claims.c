@@ -28,7 +28,8 @@
 typedef struct {
     char *name; /* file name in OUT */
     ino_t ino;
-    int64_t off; /* read up to here */
+    int64_t off;  /* read up to here */
+    int64_t off0; /* where its whole lines ended when first noted (0: made since, or replaced) */
 } seen_file;
 
 /* Claims are taken per name slot: byte SLOT_BYTE0 + slot of the lock file, slot =
@@ -230,11 +231,11 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
             /* noted where its last whole line ends: a line another run is appending now is
              * read by the next look */
             int64_t off = !note_only ? 0 : S_ISREG(sb.st_mode) ? whole_lines_end(p, sb.st_size) : (int64_t)sb.st_size;
-            *f = (seen_file){.name = dup, .ino = sb.st_ino, .off = off};
+            *f = (seen_file){.name = dup, .ino = sb.st_ino, .off = off, .off0 = off};
         }
         if (f->ino != sb.st_ino || (int64_t)sb.st_size < f->off) { /* replaced (compact, merge) */
             f->ino = sb.st_ino;
-            f->off = 0;
+            f->off = f->off0 = 0;
         }
         if (!note_only)
             st = mv_manifest_load_done_at(p, c->seen, &f->off, 0, NULL, NULL, e);
@@ -256,18 +257,28 @@ int mv_claims_named(mv_claims *c, const char *out_rel)
     return named;
 }
 
-/* See mv_claims.h: the registered manifests read on (look, when reread), then the input's newest
- * ok line. */
-int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const char *abs, const char *run,
-                          const char *model)
+/* See mv_claims.h: the registered manifests read on (look), then their ends against those noted. */
+int mv_claims_others_grew(mv_claims *c, const char *mine)
 {
     mv_err e;
+    if (!c || c->no_locks)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    int grew = look(c, 0, 0, &e) != MV_OK; /* unreadable: ask input by input */
+    for (size_t i = 0; !grew && i < c->n_files; i++)
+        grew = strcmp(c->files[i].name, mine) && c->files[i].off > c->files[i].off0;
+    pthread_mutex_unlock(&c->mu);
+    return grew;
+}
+
+/* See mv_claims.h: the input's newest ok line among the lines read. */
+int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model)
+{
     mv_done_sample smp;
     if (!c || c->no_locks)
         return 0;
     pthread_mutex_lock(&c->mu);
-    int ok = (!reread || look(c, 0, 0, &e) == MV_OK) && mv_done_sample_of(c->seen, input, abs, &smp) &&
-             strcmp(smp.ord.run, run) && !strcmp(smp.model, model);
+    int ok = mv_done_sample_of(c->seen, input, abs, &smp) && strcmp(smp.ord.run, run) && !strcmp(smp.model, model);
     pthread_mutex_unlock(&c->mu);
     return ok;
 }

@@ -348,21 +348,20 @@ static mv_status rewrite(mv_tar_shard *sh, const unsigned char *drop, long kept,
 }
 
 /* Marks in drop[] (and names in inputs[]) the samples of sh whose input is among dd's others, or
- * (with claims) another run's newest ok line in any manifest since the run started; *n counts
- * them. */
-static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, unsigned char *drop, char **inputs, long *n)
+ * (cross: other namings' manifests gained lines) another run's newest ok line in any manifest
+ * since the run started; *n counts them. */
+static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, int cross, unsigned char *drop, char **inputs,
+                        long *n)
 {
     const char *p = sh->lines, *end = sh->lines + sh->nlines, *q;
-    int reread = 1; /* the other manifests' new lines: read once, at the first sample asked */
     for (long i = 0; i < sh->n && (q = memchr(p, '\n', (size_t)(end - p))); i++, p = q + 1) {
         json_t *o = json_loadb(p, (size_t)(q - p), 0, NULL);
         size_t kl = 0;
         char *k = o ? input_key(o, &kl) : NULL, *in = k ? mv_line_path_field(o, "input", NULL) : NULL;
         int other = k && mv_hashset_find(&dd->others, k, kl);
-        if (!other && in && dd->o.claims) {
+        if (!other && in && cross) {
             char *abs = mv_line_path_field(o, "input_abs", NULL);
-            other = mv_claims_ok_of_other(dd->o.claims, reread, in, abs, dd->run, dd->model);
-            reread = 0;
+            other = mv_claims_ok_of_other(dd->o.claims, in, abs, dd->run, dd->model);
             free(abs);
         }
         if (other) {
@@ -393,7 +392,10 @@ mv_status mv_tar_dedup_begin(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
     mv_status st = read_new(s, e);
     if (!st && dd->o.claims && !(st = mv_claims_commit_lock(dd->o.claims, 1, e)))
         dd->commit_locked = 1;
-    if (st || (dd->others.n == 0 && !dd->commit_locked) || sh->n == 0) {
+    char mine[4200]; /* the other namings' lines are asked for only where their manifests grew */
+    mv_name_manifest(mine, sizeof mine, "", s->k, s->n);
+    int cross = !st && dd->commit_locked && mv_claims_others_grew(dd->o.claims, strrchr(mine, '/') + 1);
+    if (st || (dd->others.n == 0 && !cross) || sh->n == 0) {
         if (st)
             mv_tar_dedup_end(s);
         return st;
@@ -404,7 +406,7 @@ mv_status mv_tar_dedup_begin(mv_tar_set *s, mv_tar_shard *sh, mv_err *e)
     if (!drop || !inputs)
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", sh->fin);
     else
-        find_others(dd, sh, drop, inputs, &n);
+        find_others(dd, sh, cross, drop, inputs, &n);
     long all = sh->n;
     if (!st && n)
         st = rewrite(sh, drop, all - n, e);
