@@ -256,10 +256,17 @@ int mv_claims_named(mv_claims *c, const char *out_rel)
     return named;
 }
 
+/* 1 when the input as this run read it (now; NULL: not known) is not what rec (another run's
+ * line) recorded: changed on disk between the two reads, so that line does not stand for it. */
+static int read_since(const mv_done_input_stat *rec, const mv_done_input_stat *now)
+{
+    return now && rec->bytes >= 0 && (rec->bytes != now->bytes || (rec->has_mtime && rec->mtime_ns != now->mtime_ns));
+}
+
 /* See mv_claims.h: the registered manifests read on (look, when reread), then the input's newest
  * ok line. */
-int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const char *abs, const char *run,
-                          const char *model)
+int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const char *abs,
+                          const mv_done_input_stat *now, const char *run, const char *model)
 {
     mv_err e;
     mv_done_sample smp;
@@ -267,7 +274,7 @@ int mv_claims_ok_of_other(mv_claims *c, int reread, const char *input, const cha
         return 0;
     pthread_mutex_lock(&c->mu);
     int ok = (!reread || look(c, 0, 0, &e) == MV_OK) && mv_done_sample_of(c->seen, input, abs, &smp) &&
-             strcmp(smp.ord.run, run) && !strcmp(smp.model, model);
+             strcmp(smp.ord.run, run) && !strcmp(smp.model, model) && !read_since(&smp.src, now);
     pthread_mutex_unlock(&c->mu);
     return ok;
 }
@@ -457,8 +464,8 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *
  * naming one file two ways (a relative path and one from /, from two directories) take turns. */
 static int input_slot(const char *abs) { return (int)(mv_hash64(abs, strlen(abs)) % CLAIM_SLOTS); }
 
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const char *out_rel,
-                         int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e)
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const mv_done_input_stat *now,
+                         const char *out_rel, int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e)
 {
     int k = mv_claims_slot(out_rel), ik = abs && !c->no_locks ? input_slot(abs) : -1;
     if (elsewhere && cap)
@@ -497,7 +504,8 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "
                      "output and its manifest lines", input, out_rel, w.input);
     else if (other && (other == out_rel || (strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) &&
-                                            w.ok && strcmp(w.run, mv_manifest_run_id())))) {
+                                            w.ok && strcmp(w.run, mv_manifest_run_id()))) &&
+             !read_since(&w.src, now)) {
         st = mv_fail(e, MV_ERR_OUTPUT, "%s: embedded meanwhile by another run into this OUT as %s", input, other);
         if (elsewhere && cap)
             snprintf(elsewhere, cap, "%s", other);
