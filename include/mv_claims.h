@@ -23,6 +23,7 @@
 #define MV_CLAIMS_H
 
 #include "mv_common.h"
+#include "mv_manifest.h" /* mv_done_input_stat */
 
 typedef struct mv_claims mv_claims;
 
@@ -59,15 +60,16 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *
  * of the input's slot, reads the new manifest
  * lines and checks that no other input than `input` (mv_done_same_input) holds out_rel (an
  * output name with its suffix), and that no other live run embedded this input (found by abs)
- * under another name meanwhile: MV_ERR_OUTPUT, elsewhere[cap] (may be NULL) naming that output,
+ * under another name meanwhile (from the file as this run read it: now, its size and mtime, or
+ * NULL; a line of other ones does not count): MV_ERR_OUTPUT, elsewhere[cap] (may be NULL) naming that output,
  * "" otherwise. MV_OK: the locks are held until mv_claims_release, and
  * *may_replace says whether an existing file at out_rel may be replaced: 1 under a working lock
  * (a file nobody's lines hold is a crashed run's), or where this input's own line holds it; 0
  * without locks otherwise (another run may be writing it: the caller only takes a free name).
  * MV_ERR_OUTPUT with e naming both inputs: held by another (the lock is released); MV_ERR_IO /
  * MV_ERR_NOMEM: the lock or reading failed (released). */
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const char *out_rel,
-                         int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e);
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const mv_done_input_stat *now,
+                         const char *out_rel, int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e);
 void mv_claims_release(mv_claims *c, int slot);
 
 /* How many other runs are live in OUT now (0 without locks); who (may be NULL) names the first:
@@ -85,10 +87,12 @@ int mv_claims_named(mv_claims *c, const char *out_rel);
  * new lines and says 1 when a manifest other than mine (a file name in OUT) gained lines since c
  * was opened (or they cannot be read), 0 otherwise and without locks; then mv_claims_ok_of_other
  * says 1 when, among the lines read, input's newest is an ok line of another run (another run
- * id, the same model fingerprint; input as written, or abs: its path from /, may be NULL). */
+ * id, the same model fingerprint; input as written, or abs: its path from /, may be NULL) that
+ * records the input file as now (its size and mtime as this run read it; NULL: not compared). */
 mv_status mv_claims_commit_lock(mv_claims *c, int lock, mv_err *e);
 int mv_claims_others_grew(mv_claims *c, const char *mine);
-int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model);
+int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const mv_done_input_stat *now,
+                          const char *run, const char *model);
 
 /* Drops the run's lock and frees c (NULL is fine). */
 void mv_claims_close(mv_claims *c);

@@ -7,11 +7,11 @@
  * look at is the lock file's content: each run adds its manifest's name there when it starts, so
  * a claim never lists OUT (which holds the outputs). The lock file also says which runs are live
  * and with which fingerprint, so that a run of other settings is refused while one writes (see
- * live_enter). Not here: the resume set loaded at the start
- * (manifest_done.c), writing outputs (output.c) or lines (manifest.c).
+ * live_enter). Not here: the tar layout's commit over every naming (claims_commit.c), the resume
+ * set loaded at the start (manifest_done.c), writing outputs (output.c) or lines (manifest.c).
  */
 #define _GNU_SOURCE /* F_OFD_SETLKW */
-#include "mv_claims.h"
+#include "claims_int.h"
 
 #include "mv_manifest.h"
 #include "mv_names.h"
@@ -25,54 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct {
-    char *name; /* file name in OUT */
-    ino_t ino;
-    int64_t off;  /* read up to here */
-    int64_t off0; /* where its whole lines ended when first noted (0: made since, or replaced) */
-} seen_file;
-
-/* Claims are taken per name slot: byte SLOT_BYTE0 + slot of the lock file, slot =
- * mv_hash64(name) mod CLAIM_SLOTS, so that writers of different names (in one process or
- * several) rename, fsync and append their lines side by side (one lock for all made the
- * directory fsyncs of every writer wait in one line), while two claims of one name still wait
- * for each other. Byte 1 keeps the list of manifests: opening runs take it one at a time; claims
- * never wait for it (so a run starting beside busy ones is never starved) and read the list as
- * it is (a line being written is not a manifest's name yet). */
-#define CLAIM_SLOTS MV_CLAIM_SLOTS
-#define LIST_BYTE 1
-#define SLOT_BYTE0 2
-#define FILES_BYTE (SLOT_BYTE0 + CLAIM_SLOTS) /* held shared by files-layout runs */
-#define LIVE_BYTE0 MV_CLAIMS_LIVE_BYTE0        /* + a live run's slot: held shared while it runs */
-#define LIVE_SLOTS 10000                       /* its four digits */
-#define INPUT_BYTE0 (LIVE_BYTE0 + LIVE_SLOTS)  /* + an input's slot (input_slot): held around a claim */
-#define COMMIT_BYTE (INPUT_BYTE0 + CLAIM_SLOTS) /* a tar shard's commit, whatever its naming */
-
 int mv_claims_slot(const char *out_rel) { return (int)(mv_hash64(out_rel, strlen(out_rel)) % CLAIM_SLOTS); }
-
-struct mv_claims {
-    char *out_dir;
-    int fd;
-    int no_locks;
-    /* this process's threads share one open file description, whose OFD locks never exclude
-     * each other: a slot's mutex keeps them apart, and `mu` guards the view below */
-    pthread_mutex_t slot_mu[CLAIM_SLOTS], input_mu[CLAIM_SLOTS];
-    pthread_mutex_t mu;
-    mv_done *seen;      /* the lines read since open */
-    seen_file *files;
-    size_t n_files;
-};
-
-/* OFD lock of type (F_RDLCK, F_WRLCK, F_UNLCK) on byte `byte` of fd: 0, or -1 with errno. */
-static int ofd_lock(int fd, short type, off_t byte, int wait)
-{
-    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
-    int r;
-    do
-        r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
-    while (r != 0 && errno == EINTR);
-    return r;
-}
 
 static int no_lock_errno(int err) { return err == ENOLCK || err == EINVAL || err == EOPNOTSUPP; }
 
@@ -244,6 +197,8 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
     return st;
 }
 
+mv_status mv_claims_read_on(mv_claims *c, mv_err *e) { return look(c, 0, 0, e); }
+
 /* See mv_claims.h: the lines of the registered manifests read on (look), then asked. */
 int mv_claims_named(mv_claims *c, const char *out_rel)
 {
@@ -255,40 +210,6 @@ int mv_claims_named(mv_claims *c, const char *out_rel)
     int named = look(c, 0, 0, &e) != MV_OK || mv_done_owner_of(c->seen, out_rel, &w);
     pthread_mutex_unlock(&c->mu);
     return named;
-}
-
-/* See mv_claims.h: the registered manifests read on (look), then their ends against those noted. */
-int mv_claims_others_grew(mv_claims *c, const char *mine)
-{
-    mv_err e;
-    if (!c || c->no_locks)
-        return 0;
-    pthread_mutex_lock(&c->mu);
-    int grew = look(c, 0, 0, &e) != MV_OK; /* unreadable: ask input by input */
-    for (size_t i = 0; !grew && i < c->n_files; i++)
-        grew = strcmp(c->files[i].name, mine) && c->files[i].off > c->files[i].off0;
-    pthread_mutex_unlock(&c->mu);
-    return grew;
-}
-
-/* See mv_claims.h: the input's newest ok line among the lines read. */
-int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, const char *run, const char *model)
-{
-    mv_done_sample smp;
-    if (!c || c->no_locks)
-        return 0;
-    pthread_mutex_lock(&c->mu);
-    int ok = mv_done_sample_of(c->seen, input, abs, &smp) && strcmp(smp.ord.run, run) && !strcmp(smp.model, model);
-    pthread_mutex_unlock(&c->mu);
-    return ok;
-}
-
-mv_status mv_claims_commit_lock(mv_claims *c, int lock, mv_err *e)
-{
-    if (!c || c->no_locks || ofd_lock(c->fd, lock ? F_WRLCK : F_UNLCK, COMMIT_BYTE, lock) == 0)
-        return MV_OK;
-    return mv_fail(e, MV_ERR_IO, "%s/%s: cannot lock for a shard's commit: %s", c->out_dir, MV_CLAIMS_LOCK,
-                   strerror(errno));
 }
 
 /* ---- live runs: who writes into OUT now, with which settings ---------------------------------
@@ -468,8 +389,8 @@ mv_status mv_claims_open(const char *out_dir, const char *manifest, const char *
  * naming one file two ways (a relative path and one from /, from two directories) take turns. */
 static int input_slot(const char *abs) { return (int)(mv_hash64(abs, strlen(abs)) % CLAIM_SLOTS); }
 
-mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const char *out_rel,
-                         int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e)
+mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const mv_done_input_stat *now,
+                         const char *out_rel, int *may_replace, int *slot, char *elsewhere, size_t cap, mv_err *e)
 {
     int k = mv_claims_slot(out_rel), ik = abs && !c->no_locks ? input_slot(abs) : -1;
     if (elsewhere && cap)
@@ -508,7 +429,8 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const
                      "into this OUT meanwhile); not overwritten: use another --out, or remove that "
                      "output and its manifest lines", input, out_rel, w.input);
     else if (other && (other == out_rel || (strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) &&
-                                            w.ok && strcmp(w.run, mv_manifest_run_id())))) {
+                                            w.ok && strcmp(w.run, mv_manifest_run_id()))) &&
+             !read_since(&w.src, now)) {
         st = mv_fail(e, MV_ERR_OUTPUT, "%s: embedded meanwhile by another run into this OUT as %s", input, other);
         if (elsewhere && cap)
             snprintf(elsewhere, cap, "%s", other);

@@ -161,6 +161,23 @@ static char *input_key(json_t *o, size_t *kl)
     return k;
 }
 
+/* The input file as a parsed line records it (input_bytes, input_mtime_ns; bytes -1: not recorded). */
+static mv_done_input_stat line_src(json_t *o)
+{
+    json_t *b = json_object_get(o, "input_bytes"), *m = json_object_get(o, "input_mtime_ns");
+    return (mv_done_input_stat){.bytes = json_is_integer(b) ? json_integer_value(b) : -1,
+                                .mtime_ns = json_integer_value(m), .has_mtime = json_is_integer(m)};
+}
+
+/* A tag of it (0: not recorded), an others entry's value: a sample of an input read otherwise
+ * (changed on disk between two runs' reads) is not the other run's. */
+static size_t src_tag(const mv_done_input_stat *s)
+{
+    int64_t v[2] = {s->bytes, s->has_mtime ? s->mtime_ns : 0};
+    size_t h = s->bytes < 0 ? 0 : (size_t)mv_hash64(v, sizeof v);
+    return s->bytes < 0 || h ? h : 1;
+}
+
 /* Reads n bytes at off of fd into a malloc'd buffer (NULL when out of memory), *got of them: fewer
  * where the file ends first or a read fails (errno set). */
 static char *read_at(int fd, int64_t off, size_t n, size_t *got)
@@ -214,7 +231,11 @@ static mv_status read_new(mv_tar_set *s, mv_err *e)
         if (status && !strcmp(status, "ok") && run && strcmp(run, dd->run) && model && !strcmp(model, dd->model)) {
             size_t kl = 0;
             char *k = input_key(o, &kl);
-            if (k && !mv_hashset_add(&dd->others, k, kl, NULL))
+            mv_hashset_entry *en = k ? mv_hashset_add(&dd->others, k, kl, NULL) : NULL;
+            mv_done_input_stat src = line_src(o);
+            if (en)
+                en->value = src_tag(&src); /* its newest ok line's */
+            else if (k)
                 st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", s->dir);
             free(k);
         }
@@ -358,10 +379,12 @@ static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, int cross, 
         json_t *o = json_loadb(p, (size_t)(q - p), 0, NULL);
         size_t kl = 0;
         char *k = o ? input_key(o, &kl) : NULL, *in = k ? mv_line_path_field(o, "input", NULL) : NULL;
-        int other = k && mv_hashset_find(&dd->others, k, kl);
+        mv_done_input_stat src = line_src(o); /* the file as this run read it */
+        const mv_hashset_entry *en = k ? mv_hashset_find(&dd->others, k, kl) : NULL;
+        int other = en && (!en->value || !src_tag(&src) || en->value == src_tag(&src));
         if (!other && in && cross) {
             char *abs = mv_line_path_field(o, "input_abs", NULL);
-            other = mv_claims_ok_of_other(dd->o.claims, in, abs, dd->run, dd->model);
+            other = mv_claims_ok_of_other(dd->o.claims, in, abs, &src, dd->run, dd->model);
             free(abs);
         }
         if (other) {

@@ -25,6 +25,7 @@
 typedef struct {
     mv_claims *claims;
     const char *input, *abs;
+    mv_done_input_stat now; /* the input as this run read it */
     int taken, slot;
     char elsewhere[4200]; /* another run embedded the input meanwhile, as this output */
 } claim_ctx;
@@ -34,7 +35,7 @@ static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err 
     claim_ctx *cc = ud;
     char out_rel[4200];
     mv_name_output_file(out_rel, sizeof out_rel, rel);
-    mv_status st = mv_claims_take(cc->claims, cc->input, cc->abs, out_rel, may_replace, &cc->slot, cc->elsewhere,
+    mv_status st = mv_claims_take(cc->claims, cc->input, cc->abs, &cc->now, out_rel, may_replace, &cc->slot, cc->elsewhere,
                                   sizeof cc->elsewhere, e);
     cc->taken = st == MV_OK;
     return st;
@@ -54,6 +55,7 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
     mv_dtype dt = o->out_dtype;
     cc->input = it->path;
     cc->abs = it->abs;
+    cc->now = (mv_done_input_stat){.bytes = it->in_bytes, .mtime_ns = it->in_mtime_ns, .has_mtime = 1};
     cc->taken = 0;
     cc->elsewhere[0] = 0;
     if (!it->error) {

@@ -63,7 +63,7 @@ static void *claim_main(void *arg)
     claimer *k = arg;
     int may, slot;
     mv_err e = {0};
-    k->st = mv_claims_take(k->c, k->input, NULL, k->name, &may, &slot, NULL, 0, &e);
+    k->st = mv_claims_take(k->c, k->input, NULL, NULL, k->name, &may, &slot, NULL, 0, &e);
     snprintf(k->msg, sizeof k->msg, "%s", k->st ? e.msg : "");
     if (!k->st) {
         unit_sleep_ms(k->hold_ms);
@@ -103,7 +103,7 @@ static int child(int held, int go)
     mv_err e;
     if (mv_claims_open(out_dir, "manifest-00000-of-00002.jsonl", NULL, &c, &no_locks, &e))
         return 10;
-    if (mv_claims_take(c, "in/a", NULL, "a.jpg.npy.zst", &may, &slot, NULL, 0, &e))
+    if (mv_claims_take(c, "in/a", NULL, NULL, "a.jpg.npy.zst", &may, &slot, NULL, 0, &e))
         return 11;
     char b = 'h';
     if (write(held, &b, 1) != 1 || read(go, &b, 1) != 1)
