@@ -39,7 +39,8 @@ typedef struct {
 /* Keeps OUT's pooled directories current, under OUT's lock .mvembed-index.lock (flock), so that
  * runs ending at the same time take turns and the last one sees every run's lines. With t:
  * rebuilds out_dir/<stem>/ from the manifests as they are now (all of OUT's; a shard's directory
- * takes the inputs of its own manifest, each by its newest line in any of them): pooled.npy,
+ * takes the inputs of its own manifest and the files-layout outputs its shard takes by name
+ * (mv_name_in_shard_n) from the others, each by its newest line in any of them): pooled.npy,
  * [rows, cols], row i the pooled vector of the i-th indexed input, read back from its file or its
  * tar sample at its offset (streamed, one row at a time), and pooled.jsonl, one line per input
  * in byte order of the input paths: {"row":i,"input":...,"output":...,"status":"ok","dtype":...,

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* renameat2 */
 #include "mv_pool.h"
 #include "pool_int.h"
+#include "mv_hashset.h"
 #include "mv_claims.h" /* OUT's lock file: the pooled directories' byte */
 #include "mv_manifest.h" /* mv_manifest_format: the index lines escape paths like the manifest */
 #include "mv_names.h"
@@ -442,16 +443,33 @@ static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
     return MV_OK;
 }
 
+/* 1 when D's entry (input, s: its newest line ok) is a files-layout output whose name shard k of
+ * n takes (the walk's rule: mv_name_in_shard_n over the output name less its suffix). */
+static int in_shard(const mv_done_sample *s, int k, int n)
+{
+    size_t ol = s->output ? strlen(s->output) : 0, sl = strlen(MV_OUTPUT_SUFFIX);
+    return !s->tar && ol > sl && !strcmp(s->output + ol - sl, MV_OUTPUT_SUFFIX) &&
+           mv_name_in_shard_n(s->output, ol - sl, k, n);
+}
+
 /* The index's entries: the inputs of S (all of D when S is NULL) that resolve to a row or a
- * left-out line. */
-static mv_status collect(const mv_done *D, const mv_done *S, const char *fp, mv_pool_list *l, size_t *other,
-                         mv_err *e)
+ * left-out line; with S (shard k of n), then the shard's files-layout inputs whose newest line is
+ * another naming's ok line (a run of another naming embedded them meanwhile, or before this
+ * shard's run skipped them as done). */
+static mv_status collect(const mv_done *D, const mv_done *S, int k, int n, const char *fp, mv_pool_list *l,
+                         size_t *other, mv_err *e)
 {
     const mv_done *from = S ? S : D;
-    for (size_t i = 0; i < mv_done_inputs(from); i++) {
+    size_t ns = mv_done_inputs(from), nd = S ? mv_done_inputs(D) : 0;
+    mv_hashset own = {0}; /* S's inputs, taken in the first pass */
+    for (size_t i = 0; i < ns + nd && !l->oom; i++) {
         const char *input;
         mv_done_sample s;
-        mv_done_entry(from, i, &input, &s);
+        int ok = mv_done_entry(i < ns ? from : D, i < ns ? i : i - ns, &input, &s);
+        if (i < ns && S && !mv_hashset_add(&own, input, strlen(input), NULL))
+            l->oom = 1;
+        if (i >= ns && (!ok || !in_shard(&s, k, n) || mv_hashset_find(&own, input, strlen(input))))
+            continue;
         pool_entry en;
         int r = resolve(D, input, fp, &en, other);
         if (r)
@@ -459,6 +477,7 @@ static mv_status collect(const mv_done *D, const mv_done *S, const char *fp, mv_
         else
             entry_free(&en);
     }
+    mv_hashset_free(&own);
     return l->oom ? mv_fail(e, MV_ERR_NOMEM, "out of memory collecting the pooled outputs") : MV_OK;
 }
 
@@ -482,7 +501,8 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
     }
     if (!st && t) {
         mv_pool_list *l = mv_calloc(1, sizeof *l);
-        st = l ? collect(D, S, t->fp, l, &c->other, e) : mv_fail(e, MV_ERR_NOMEM, "out of memory");
+        st = l ? collect(D, S, t->shard_k, t->shard_n, t->fp, l, &c->other, e)
+               : mv_fail(e, MV_ERR_NOMEM, "out of memory");
         mv_done_free(S);
         S = NULL;
         pool_src src = {out_dir, t->fp, D, lfd, c->other};
