@@ -35,3 +35,31 @@ assert a.ndim == 2 and a.size > 0, a.shape
 assert not [n for n in os.listdir(o) if n.startswith(".tmp")], os.listdir(o)
 EOF
 }
+
+# The files layout's resume noted a skipped input's path from / (for "named again") after freeing
+# the item that held it: a read of freed memory on every input a resume skips. valgrind memcheck
+# (the build 80-valgrind.bats uses) is the oracle; the run embeds nothing, so it is quick.
+@test "files-layout resume skipping done inputs: no read of freed memory (valgrind)" {
+    VG="${MVEMBED_VALGRIND:-$ROOT/build-vg/mvembed}"
+    [ -x "$VG" ] || { echo "no $VG: make valgrind-bin"; false; }
+    small_set "$T/in"
+    "$VG" -q --device cpu --model "$MODEL" --out "$T/o" "$T/in"
+    OMP_NUM_THREADS=1 run valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+        --show-leak-kinds=definite "$VG" --device cpu -j 1 --jobs 1 --model "$MODEL" --out "$T/o" "$T/in"
+    echo "$output" | grep -E "ERROR SUMMARY|definitely lost|Invalid|mvembed:" || true
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "ERROR SUMMARY: 0 errors" ]]
+    [[ "$output" =~ "0 ok, 0 failed, 5 skipped" ]]
+    # every input still has its one ok line (json), its output loads (numpy + zstandard)
+    "$PY" - "$T/o" <<'PYEOF'
+import io, json, os, sys
+import numpy as np, zstandard
+o = sys.argv[1]
+rows = [json.loads(l) for l in open(os.path.join(o, "manifest.jsonl"), encoding="utf-8")]
+ok = [r for r in rows if r["status"] == "ok"]
+assert len(ok) == len(rows) == 5, rows
+for r in ok:
+    a = np.load(io.BytesIO(zstandard.ZstdDecompressor().stream_reader(open(os.path.join(o, r["output"]), "rb")).read()))
+    assert list(a.shape) == r["shape"], (r["output"], a.shape)
+PYEOF
+}
