@@ -41,8 +41,12 @@ int mv_name_output_file(char *buf, size_t cap, const char *rel);
  * component", "ends with '/'" (static storage). */
 const char *mv_name_flaw(const char *name);
 
-/* 1 when the output name rel lies inside a directory --pool mean writes and replaces whole in
- * OUT: its first component is "pooled" or "pooled-KKKKK-of-NNNNN" and more follows. */
+/* 1 when name[0..len) names a directory --pool mean writes and replaces whole in OUT: "pooled"
+ * (*k = *n = 0) or "pooled-KKKKK-of-NNNNN", five digits each (*k, *n); else 0. */
+int mv_name_pooled_dir(const char *name, size_t len, int *k, int *n);
+
+/* 1 when the output name rel lies inside such a directory (mv_name_pooled_dir): its first
+ * component is one and more follows. */
 int mv_name_in_pooled_dir(const char *rel);
 
 /* Deterministic 64-bit hash of bytes: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime

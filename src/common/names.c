@@ -65,18 +65,28 @@ const char *mv_name_flaw(const char *name)
     return NULL;
 }
 
+int mv_name_pooled_dir(const char *name, size_t len, int *k, int *n)
+{
+    *k = *n = 0;
+    if (len == 6)
+        return !memcmp(name, "pooled", 6);
+    if (len != 21 || memcmp(name, "pooled-", 7) || memcmp(name + 12, "-of-", 4))
+        return 0;
+    for (size_t i = 0; i < 5; i++) {
+        char a = name[7 + i], b = name[16 + i];
+        if (a < '0' || a > '9' || b < '0' || b > '9')
+            return 0;
+        *k = *k * 10 + (a - '0');
+        *n = *n * 10 + (b - '0');
+    }
+    return 1;
+}
+
 int mv_name_in_pooled_dir(const char *rel)
 {
     const char *slash = strchr(rel, '/');
-    size_t n = slash ? (size_t)(slash - rel) : 0;
-    int k, m, len = 0;
-    char first[32];
-    if (!slash || n >= sizeof first)
-        return 0;
-    memcpy(first, rel, n);
-    first[n] = 0;
-    return !strcmp(first, "pooled") ||
-           (sscanf(first, "pooled-%5d-of-%5d%n", &k, &m, &len) == 2 && len == 21 && (size_t)len == n);
+    int k, n;
+    return slash && mv_name_pooled_dir(rel, (size_t)(slash - rel), &k, &n);
 }
 
 uint64_t mv_hash64(const void *p, size_t n)

@@ -63,7 +63,11 @@ static mv_status replace_dir(const char *tmp, const char *fin, const char *out_d
      * builds): replacing it would take them out of OUT with the old directory */
     DIR *dd = opendir(fin);
     struct dirent *de;
-    while (dd && (de = readdir(dd)))
+    if (!dd) /* unread, it may hold such files: never replaced blind */
+        return mv_fail(e, MV_ERR_IO, "%s: cannot read it to check it holds only --pool mean's files: %s; "
+                       "not replaced", fin, strerror(errno));
+    errno = 0;
+    while ((de = readdir(dd)))
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "pooled.npy") &&
             strcmp(de->d_name, "pooled.jsonl")) {
             mv_status st = mv_fail(e, MV_ERR_IO, "%s: holds %s, not a file of --pool mean: not replaced "
@@ -71,8 +75,11 @@ static mv_status replace_dir(const char *tmp, const char *fin, const char *out_d
             closedir(dd);
             return st;
         }
-    if (dd)
-        closedir(dd);
+    int rerr = errno; /* readdir's NULL: the end, or (errno set) a failed read */
+    closedir(dd);
+    if (rerr)
+        return mv_fail(e, MV_ERR_IO, "%s: cannot read it to check it holds only --pool mean's files: %s; "
+                       "not replaced", fin, strerror(rerr));
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) != 0) {
         if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
             return mv_fail(e, MV_ERR_IO, "%s: exchange with %s: %s", fin, tmp, strerror(errno));

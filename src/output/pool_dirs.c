@@ -6,6 +6,7 @@
  */
 #include "mv_pool.h"
 #include "pool_int.h"
+#include "mv_names.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -80,14 +81,8 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
     return cur;
 }
 
-/* 1 when name is a pooled directory's: "pooled" (*k = *n = 0), "pooled-KKKKK-of-NNNNN" (*k, *n) */
-static int pooled_name(const char *name, int *k, int *n)
-{
-    int len = 0;
-    *k = *n = 0;
-    return !strcmp(name, "pooled") ||
-           (sscanf(name, "pooled-%5d-of-%5d%n", k, n, &len) == 2 && len == 21 && (size_t)len == strlen(name));
-}
+/* 1 when name is a pooled directory's (mv_name_pooled_dir: *k, *n) */
+static int pooled_name(const char *name, int *k, int *n) { return mv_name_pooled_dir(name, strlen(name), k, n); }
 
 /* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current
  * (dir_current), calling removed for each. */

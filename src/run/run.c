@@ -36,7 +36,7 @@ static void fingerprint(const mv_run_opts *o, mv_model *m, const mv_backend *be)
 }
 
 /* A lower bound over its upper bound, each named as its option with its value and, when not
- * given, where it came from: "--min-frames 4 (default) must not exceed --max-frames 2". */
+ * given, where it came from: "--min-frames 4 (the model's default) must not exceed --max-frames 2". */
 static mv_status clash(mv_err *e, const char *what, const char *pre, long long lo, long long lo_given,
                        long long hi, long long hi_given)
 {

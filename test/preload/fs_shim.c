@@ -14,6 +14,8 @@
  *                              real read error, which the stream's ferror shows);
  *   FS_SHIM_READ_EIO_SKIP=N    the first N such streams are left alone (a later reading of one
  *                              file fails);
+ *   FS_SHIM_OPENDIR=TEXT       opendir of a path ending in TEXT fails with EACCES (a directory
+ *                              the user may not list);
  *   FS_SHIM_LOG=FILE           each call refused appends a line to FILE (so that a test can tell
  *                              the shim was in the way);
  *   FS_SHIM_PAUSE_RENAMED=GO   after renameat2 gave a file a name shard-*.tar, FILE GO.waiting is
@@ -21,6 +23,7 @@
  *                              its shard and appending the shard's lines).
  * Built by test_helper.bash's fs_shim: cc -shared -fPIC -o fs_shim.so fs_shim.c -ldl */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -181,4 +184,18 @@ ssize_t getline(char **line, size_t *cap, FILE *f)
         }
     }
     return r;
+}
+
+/* With FS_SHIM_OPENDIR: opendir of a path ending in that text fails with EACCES. */
+DIR *opendir(const char *name)
+{
+    DIR *(*real)(const char *) = (DIR * (*)(const char *)) dlsym(RTLD_NEXT, "opendir");
+    const char *t = getenv("FS_SHIM_OPENDIR");
+    size_t n = strlen(name), tl = t ? strlen(t) : 0;
+    if (tl && n >= tl && !strcmp(name + n - tl, t)) {
+        note("opendir: EACCES", name, NULL);
+        errno = EACCES;
+        return NULL;
+    }
+    return real(name);
 }
