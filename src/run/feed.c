@@ -319,6 +319,18 @@ static int resume_files(runner *R, const mv_walk_item *wi, const member_now *mn,
  * (mv_done_same_input, or its path from /: mv_done_held_by) made its output name with this run's
  * fingerprint and the output is whole; it is redone when the settings differ or the output is
  * missing or damaged; it fails when another input holds the name (never overwritten, even with --force). */
+/* The same input named twice in this run (a/x and ./a//x, overlapping path lists, one tar twice,
+ * /abs/a/x, a file and its directory): one input, embedded once, counted as skipped; it is freed. */
+static void named_again(runner *R, mv_item *it, const char *path)
+{
+    atomic_fetch_add(&R->n_skip, 1);
+    if (R->o->verbose) {
+        char esc[8192];
+        pl_say(R, "mvembed: %s: named again in this run: embedded once\n", mv_escape(path, esc, sizeof esc));
+    }
+    mv_item_free(it);
+}
+
 mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
 {
     const mv_run_opts *o = R->o;
@@ -400,15 +412,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 break;
             }
             if (added == 0 && same) {
-                /* the same input named twice (a/x and ./a//x, overlapping path lists, one tar
-                 * twice, /abs/a/x, a file and its directory): one input, embedded once, "skipped" */
-                atomic_fetch_add(&R->n_skip, 1);
-                if (o->verbose) {
-                    char esc[8192];
-                    pl_say(R, "mvembed: %s: named again in this run: embedded once\n",
-                           mv_escape(wi.path, esc, sizeof esc));
-                }
-                mv_item_free(it);
+                named_again(R, it, wi.path);
                 continue;
             }
             if (added == 0) {
