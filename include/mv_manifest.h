@@ -233,6 +233,16 @@ typedef struct {
     uint64_t xxh64;
 } mv_done_input_stat;
 
+/* The input file as a parsed line o records it (input_bytes, input_mtime_ns, input_mtime_s,
+ * input_xxh64) into *src. */
+void mv_line_input_stat(struct json_t *o, mv_done_input_stat *src);
+
+/* 1 when the input as read now (its size and mtime; mtime_s compared where both hold it) is not
+ * the file rec (a line's record) describes: changed on disk since that line was written, so it
+ * does not stand for the input. 0 when equal, or rec records no size or now is NULL (not known).
+ * The XXH64s are not compared here. */
+int mv_done_input_differs(const mv_done_input_stat *rec, const mv_done_input_stat *now);
+
 /* An input's latest ok record as the tar layout's resume checks it (mv_done_sample_of). */
 typedef struct {
     const char *output;  /* the record's output (the shard for a tar sample); NULL when none */

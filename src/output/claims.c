@@ -199,6 +199,30 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
 
 mv_status mv_claims_read_on(mv_claims *c, mv_err *e) { return look(c, 0, 0, e); }
 
+int mv_claims_others_moved(mv_claims *c, const char *mine)
+{
+    char **names;
+    size_t nn;
+    mv_err e;
+    if (registered(c, &names, &nn, &e) != MV_OK)
+        return 1;
+    int moved = 0;
+    for (size_t i = 0; i < nn && !moved; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", c->out_dir, names[i]);
+        struct stat sb;
+        if (!strcmp(names[i], mine) || stat(p, &sb) != 0)
+            continue;
+        const seen_file *f = NULL;
+        for (size_t k = 0; k < c->n_files && !f; k++)
+            if (!strcmp(c->files[k].name, names[i]))
+                f = &c->files[k];
+        moved = !f || f->ino != sb.st_ino || (int64_t)sb.st_size != f->off;
+    }
+    mv_manifest_list_free(names, nn);
+    return moved;
+}
+
 /* See mv_claims.h: the lines of the registered manifests read on (look), then asked. */
 int mv_claims_named(mv_claims *c, const char *out_rel)
 {
@@ -430,7 +454,7 @@ mv_status mv_claims_take(mv_claims *c, const char *input, const char *abs, const
                      "output and its manifest lines", input, out_rel, w.input);
     else if (other && (other == out_rel || (strcmp(other, out_rel) && mv_done_owner_of(c->seen, other, &w) &&
                                             w.ok && strcmp(w.run, mv_manifest_run_id()))) &&
-             !read_since(&w.src, now)) {
+             !mv_done_input_differs(&w.src, now)) {
         st = mv_fail(e, MV_ERR_OUTPUT, "%s: embedded meanwhile by another run into this OUT as %s", input, other);
         if (elsewhere && cap)
             snprintf(elsewhere, cap, "%s", other);

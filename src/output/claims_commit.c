@@ -10,16 +10,27 @@
 #include <stdio.h>
 #include <string.h>
 
-/* See mv_claims.h: the registered manifests read on (look), then their ends against those noted. */
+/* 1 when a manifest other than mine held more whole lines at the last look than at open. */
+static int gained(const mv_claims *c, const char *mine)
+{
+    for (size_t i = 0; i < c->n_files; i++)
+        if (strcmp(c->files[i].name, mine) && c->files[i].off > c->files[i].off0)
+            return 1;
+    return 0;
+}
+
+/* See mv_claims.h. The registered manifests are read on (look) only where another one gained
+ * lines or moved since the last look: without another naming's lines a commit costs a stat per
+ * manifest, and this run's own lines (hundreds a shard) are not parsed at every commit. */
 int mv_claims_others_grew(mv_claims *c, const char *mine)
 {
     mv_err e;
     if (!c || c->no_locks)
         return 0;
     pthread_mutex_lock(&c->mu);
-    int grew = mv_claims_read_on(c, &e) != MV_OK; /* unreadable: ask input by input */
-    for (size_t i = 0; !grew && i < c->n_files; i++)
-        grew = strcmp(c->files[i].name, mine) && c->files[i].off > c->files[i].off0;
+    int grew = 0;
+    if (gained(c, mine) || mv_claims_others_moved(c, mine))
+        grew = mv_claims_read_on(c, &e) != MV_OK || gained(c, mine); /* unreadable: ask input by input */
     pthread_mutex_unlock(&c->mu);
     return grew;
 }
@@ -33,7 +44,7 @@ int mv_claims_ok_of_other(mv_claims *c, const char *input, const char *abs, cons
         return 0;
     pthread_mutex_lock(&c->mu);
     int ok = mv_done_sample_of(c->seen, input, abs, &smp) && strcmp(smp.ord.run, run) && !strcmp(smp.model, model) &&
-             !read_since(&smp.src, now);
+             !mv_done_input_differs(&smp.src, now);
     pthread_mutex_unlock(&c->mu);
     return ok;
 }

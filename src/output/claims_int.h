@@ -59,14 +59,12 @@ static inline int ofd_lock(int fd, short type, off_t byte, int wait)
     return r;
 }
 
-/* 1 when the input as this run read it (now; NULL: not known) is not what rec (another run's
- * line) recorded: changed on disk between the two reads, so that line does not stand for it. */
-static inline int read_since(const mv_done_input_stat *rec, const mv_done_input_stat *now)
-{
-    return now && rec->bytes >= 0 && (rec->bytes != now->bytes || (rec->has_mtime && rec->mtime_ns != now->mtime_ns));
-}
-
 /* Reads the registered manifests' lines appended since the last look into c->seen (c->mu held). */
 mv_status mv_claims_read_on(mv_claims *c, mv_err *e);
+
+/* 1 when a registered manifest other than mine (a file name in OUT) ends elsewhere than where
+ * the last look read it to (grew, was replaced, or is new since), or the list cannot be read;
+ * only stats, no lines read (c->mu held). */
+int mv_claims_others_moved(mv_claims *c, const char *mine);
 
 #endif

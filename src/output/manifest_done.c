@@ -268,6 +268,15 @@ int mv_done_entry(const mv_done *d, size_t i, const char **input, mv_done_sample
     return mv_done_sample_of(d, d->ents[i].input, NULL, smp);
 }
 
+int mv_done_input_differs(const mv_done_input_stat *rec, const mv_done_input_stat *now)
+{
+    if (!now || rec->bytes < 0)
+        return 0;
+    int both_s = rec->has_mtime_s && now->has_mtime_s; /* mtimes past int64 nanoseconds: whole seconds */
+    return now->bytes != rec->bytes ||
+           (rec->has_mtime && now->has_mtime && (now->mtime_ns != rec->mtime_ns || (both_s && now->mtime_s != rec->mtime_s)));
+}
+
 int mv_done_sample_of(const mv_done *d, const char *input, const char *abs, mv_done_sample *smp)
 {
     const mv_hashset_entry *s = mv_hashset_find(&d->in, input, strlen(input));

@@ -39,8 +39,8 @@ char *mv_line_path_field(json_t *o, const char *field, int *nomem)
     return p;
 }
 
-/* The input file's size, mtime and hash as an ok line recorded them (absent: -1, "") */
-static void read_input_stat(json_t *o, mv_done_input_stat *src)
+/* See mv_manifest.h (absent: bytes -1, no mtime, no hash). */
+void mv_line_input_stat(json_t *o, mv_done_input_stat *src)
 {
     json_t *b = json_object_get(o, "input_bytes"), *t = json_object_get(o, "input_mtime_ns");
     json_t *h = json_object_get(o, "input_xxh64"), *ts = json_object_get(o, "input_mtime_s");
@@ -129,7 +129,7 @@ static void parse_line(const char *line, size_t n, parsed_line *p)
     l->bytes = json_is_integer(jb) && json_integer_value(jb) >= 0 ? (int64_t)json_integer_value(jb) : -1;
     json_t *jo = json_object_get(o, "offset");
     l->offset = json_is_integer(jo) && json_integer_value(jo) >= 0 ? (int64_t)json_integer_value(jo) : -1;
-    read_input_stat(o, &l->src);
+    mv_line_input_stat(o, &l->src);
     l->tp = (tar_part){-1, -1, 0, 0, 0};
     if (l->ok)
         read_tar_part(o, &l->tp);

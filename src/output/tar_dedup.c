@@ -161,14 +161,6 @@ static char *input_key(json_t *o, size_t *kl)
     return k;
 }
 
-/* The input file as a parsed line records it (input_bytes, input_mtime_ns; bytes -1: not recorded). */
-static mv_done_input_stat line_src(json_t *o)
-{
-    json_t *b = json_object_get(o, "input_bytes"), *m = json_object_get(o, "input_mtime_ns");
-    return (mv_done_input_stat){.bytes = json_is_integer(b) ? json_integer_value(b) : -1,
-                                .mtime_ns = json_integer_value(m), .has_mtime = json_is_integer(m)};
-}
-
 /* A tag of it (0: not recorded), an others entry's value: a sample of an input read otherwise
  * (changed on disk between two runs' reads) is not the other run's. */
 static size_t src_tag(const mv_done_input_stat *s)
@@ -232,7 +224,8 @@ static mv_status read_new(mv_tar_set *s, mv_err *e)
             size_t kl = 0;
             char *k = input_key(o, &kl);
             mv_hashset_entry *en = k ? mv_hashset_add(&dd->others, k, kl, NULL) : NULL;
-            mv_done_input_stat src = line_src(o);
+            mv_done_input_stat src;
+            mv_line_input_stat(o, &src);
             if (en)
                 en->value = src_tag(&src); /* its newest ok line's */
             else if (k)
@@ -379,7 +372,8 @@ static void find_others(const mv_tar_dd *dd, const mv_tar_shard *sh, int cross, 
         json_t *o = json_loadb(p, (size_t)(q - p), 0, NULL);
         size_t kl = 0;
         char *k = o ? input_key(o, &kl) : NULL, *in = k ? mv_line_path_field(o, "input", NULL) : NULL;
-        mv_done_input_stat src = line_src(o); /* the file as this run read it */
+        mv_done_input_stat src; /* the file as this run read it */
+        mv_line_input_stat(o, &src);
         const mv_hashset_entry *en = k ? mv_hashset_find(&dd->others, k, kl) : NULL;
         int other = en && (!en->value || !src_tag(&src) || en->value == src_tag(&src));
         if (!other && in && cross) {

@@ -83,7 +83,8 @@ int pl_input_changed(const mv_run_opts *o, const char *path, const member_now *m
     int64_t mts = mn->member ? mn->mtime_s : (int64_t)sb.st_mtim.tv_sec;
     const char *pre = mn->member ? "the member in its tar: " : "";
     char now_t[48], rec_t[48]; /* mtimes outside int64 nanoseconds (saturated): whole seconds */
-    if (size != src->bytes || (src->has_mtime && (mt != src->mtime_ns || (src->has_mtime_s && mts != src->mtime_s)))) {
+    mv_done_input_stat now = {.bytes = size, .mtime_ns = mt, .has_mtime = 1, .mtime_s = mts, .has_mtime_s = 1};
+    if (mv_done_input_differs(src, &now)) {
         mv_time_words(mt, mts, now_t, sizeof now_t);
         mv_time_words(src->mtime_ns, src->has_mtime_s ? src->mtime_s : INT64_MIN, rec_t, sizeof rec_t);
         snprintf(why, cap, "%s%lld bytes, modified at %s; the manifest says %lld bytes, %s", pre,

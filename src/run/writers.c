@@ -55,7 +55,8 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
     mv_dtype dt = o->out_dtype;
     cc->input = it->path;
     cc->abs = it->abs;
-    cc->now = (mv_done_input_stat){.bytes = it->in_bytes, .mtime_ns = it->in_mtime_ns, .has_mtime = 1};
+    cc->now = (mv_done_input_stat){.bytes = it->in_bytes, .mtime_ns = it->in_mtime_ns, .has_mtime = 1,
+                                   .mtime_s = it->in_mtime_s, .has_mtime_s = 1};
     cc->taken = 0;
     cc->elsewhere[0] = 0;
     if (!it->error) {
