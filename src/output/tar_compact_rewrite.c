@@ -8,6 +8,7 @@
 #include "mv_tar_resume.h"
 #include "tar_compact_int.h"
 
+#include "mv_names.h"
 #include "mv_output.h"
 #include "mv_place.h"
 #include "mv_pool.h"
@@ -194,13 +195,9 @@ mv_status mv_tar_fix_pooled(const char *out_dir, const char *stem, int old, cons
 int mv_tar_pooled_stem(const char *name, char *stem, size_t cap, int *old)
 {
     int k, n;
-    char chk[64];
     size_t l = strlen(name);
     *old = l > 6 && !strcmp(name + l - 6, ".jsonl");
-    snprintf(stem, cap, "%.*s", (int)(*old ? l - 6 : l), name);
-    if (sscanf(stem, "pooled-%d-of-%d", &k, &n) == 2)
-        snprintf(chk, sizeof chk, "pooled-%05d-of-%05d", k, n);
-    else
-        snprintf(chk, sizeof chk, "pooled");
-    return !strcmp(stem, chk);
+    size_t sl = *old ? l - 6 : l;
+    snprintf(stem, cap, "%.*s", (int)sl, name);
+    return mv_name_pooled_dir(name, sl, &k, &n);
 }

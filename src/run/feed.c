@@ -394,7 +394,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
                 int sk = resume_files(R, &wi, &mn, out_real, out_rel, &ow, &n_stale, stale_fp, sizeof stale_fp);
                 if (sk) {
                     int same, nomem = abs_note(&abss, abs) < 0; /* abs is the item's: before it is freed */
-                    name_add(&rels, out_rel, wi.path, &same);
+                    nomem |= name_add(&rels, out_rel, wi.path, &same) < 0;
                     mv_item_free(it);
                     if (nomem) {
                         st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
