@@ -15,6 +15,7 @@
 
 #include "mv_common.h"
 #include "mv_npy.h"
+#include "mv_hashset.h"
 
 typedef enum { MV_POOL_NONE = 0, MV_POOL_MEAN } mv_pool_kind;
 
@@ -29,6 +30,9 @@ typedef struct {
     int shard_k, shard_n;
     int64_t cols;
     mv_dtype dt;
+    /* tar layout, a shard's: the inputs the run's walk gave it (keys: the path as met, a NUL, its
+     * path from /), or NULL */
+    const mv_hashset *taken;
 } mv_pool_target;
 
 typedef struct {
@@ -39,8 +43,9 @@ typedef struct {
 /* Keeps OUT's pooled directories current, under OUT's lock .mvembed-index.lock (flock), so that
  * runs ending at the same time take turns and the last one sees every run's lines. With t:
  * rebuilds out_dir/<stem>/ from the manifests as they are now (all of OUT's; a shard's directory
- * takes the inputs of its own manifest and the files-layout outputs its shard takes by name
- * (mv_name_in_shard_n) from the others, each by its newest line in any of them): pooled.npy,
+ * takes the inputs of its own manifest, the files-layout outputs its shard takes by name
+ * (mv_name_in_shard_n) from the others, and the tar-layout inputs of t->taken whose newest line
+ * is ok, each by its newest line in any of them): pooled.npy,
  * [rows, cols], row i the pooled vector of the i-th indexed input, read back from its file or its
  * tar sample at its offset (streamed, one row at a time), and pooled.jsonl, one line per input
  * in byte order of the input paths: {"row":i,"input":...,"output":...,"status":"ok","dtype":...,

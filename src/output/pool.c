@@ -172,13 +172,14 @@ static mv_status load_manifests(const char *out_dir, mv_done **d, mv_err *e)
  * fp, so a [1, cols] array of the run's dtype, and still holds its output: a file it owns, or a
  * tar sample), 2 left out (an error line), 0 neither (*other counts the ok ones of other
  * settings; en->input alone is set). Strings are strdup'd: NULL when out of memory. */
-static int resolve(const mv_done *D, const char *input, const char *fp, pool_entry *en, size_t *other)
+static int resolve(const mv_done *D, const char *input, const char *abs, const char *fp, pool_entry *en,
+                   size_t *other)
 {
     mv_done_sample s;
     mv_done_owner w;
     const char *err;
     *en = (pool_entry){.input = strdup(input), .offset = -1, .bytes = -1};
-    if (mv_done_sample_of(D, input, NULL, &s)) {
+    if (mv_done_sample_of(D, input, abs, &s)) {
         if (strcmp(s.model, fp) != 0) {
             (*other)++;
             return 0;
@@ -338,7 +339,7 @@ static mv_status take_row(pool_src *src, pool_entry *en, int64_t cols, int *dt, 
             mv_done_free(src->D);
             src->D = D;
             pool_entry now;
-            int r = resolve(D, en->input, src->fp, &now, &src->other);
+            int r = resolve(D, en->input, en->input[0] == '/' ? en->input : NULL, src->fp, &now, &src->other);
             entry_free(en);
             *en = now;
             st = !en->input || (r == 1 && !en->output) ? mv_fail(e, MV_ERR_NOMEM, "out of memory")
@@ -459,12 +460,34 @@ static int in_shard(const mv_done_sample *s, int k, int n)
            mv_name_in_shard_n(s->output, ol - sl, k, n);
 }
 
+/* Adds the entry of path (abs: from /) when D's newest line of it is an ok tar sample that S (the
+ * shard's manifest) does not know, once per file (seen: the paths from / added). */
+static void add_taken(const mv_done *D, const mv_done *S, const char *path, const char *abs, const char *fp,
+                      mv_hashset *seen, mv_pool_list *l, size_t *other)
+{
+    mv_done_sample s;
+    int added;
+    if (!mv_done_sample_of(D, path, abs, &s) || !s.tar || mv_done_sample_of(S, path, abs, &s) ||
+        mv_done_error(S, path))
+        return;
+    if (!mv_hashset_add(seen, abs, strlen(abs), &added)) {
+        l->oom = 1;
+        return;
+    }
+    pool_entry en; /* listed by its path from / where no line names it as met (it is read again so) */
+    if (added && resolve(D, mv_done_lookup(D, path) ? path : abs, abs, fp, &en, other) == 1)
+        list_add(l, en, en.input && en.output);
+    else if (added)
+        entry_free(&en);
+}
+
 /* The index's entries: the inputs of S (all of D when S is NULL) that resolve to a row or a
- * left-out line; with S (shard k of n), then the shard's files-layout inputs whose newest line is
- * another naming's ok line (a run of another naming embedded them meanwhile, or before this
- * shard's run skipped them as done). */
-static mv_status collect(const mv_done *D, const mv_done *S, int k, int n, const char *fp, mv_pool_list *l,
-                         size_t *other, mv_err *e)
+ * left-out line; with S (shard k of n), then the shard's inputs whose newest line is another
+ * naming's ok line (a run of another naming embedded them meanwhile, or before this shard's run
+ * skipped them as done): files layout, the outputs its name takes; tar layout, those of taken
+ * (its walk's). */
+static mv_status collect(const mv_done *D, const mv_done *S, int k, int n, const mv_hashset *taken,
+                         const char *fp, mv_pool_list *l, size_t *other, mv_err *e)
 {
     const mv_done *from = S ? S : D;
     size_t ns = mv_done_inputs(from), nd = S ? mv_done_inputs(D) : 0;
@@ -478,13 +501,20 @@ static mv_status collect(const mv_done *D, const mv_done *S, int k, int n, const
         if (i >= ns && (!ok || !in_shard(&s, k, n) || mv_hashset_find(&own, input, strlen(input))))
             continue;
         pool_entry en;
-        int r = resolve(D, input, fp, &en, other);
+        int r = resolve(D, input, NULL, fp, &en, other);
         if (r)
             list_add(l, en, en.input && (r == 1 ? en.output != NULL : en.error != NULL));
         else
             entry_free(&en);
     }
     mv_hashset_free(&own);
+    mv_hashset seen = {0};
+    for (size_t i = 0; S && taken && i < taken->cap && !l->oom; i++) {
+        const mv_hashset_entry *t = &taken->slots[i];
+        if (t->key && strlen(t->key) < t->len) /* the path as met, a NUL, its path from / */
+            add_taken(D, S, t->key, t->key + strlen(t->key) + 1, fp, &seen, l, other);
+    }
+    mv_hashset_free(&seen);
     return l->oom ? mv_fail(e, MV_ERR_NOMEM, "out of memory collecting the pooled outputs") : MV_OK;
 }
 
@@ -508,7 +538,7 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
     }
     if (!st && t) {
         mv_pool_list *l = mv_calloc(1, sizeof *l);
-        st = l ? collect(D, S, t->shard_k, t->shard_n, t->fp, l, &c->other, e)
+        st = l ? collect(D, S, t->shard_k, t->shard_n, t->taken, t->fp, l, &c->other, e)
                : mv_fail(e, MV_ERR_NOMEM, "out of memory");
         mv_done_free(S);
         S = NULL;

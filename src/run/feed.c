@@ -80,6 +80,23 @@ static int abs_note(mv_hashset *s, const char *abs)
 
 /* ---- feeding ------------------------------------------------------------------------------ */
 
+/* --layout tar --pool mean --shard K/N: notes the input at path (abs: from /) as this shard's, so
+ * that its pooled directory takes it whoever embeds it (R->pool_taken). 0, or -1 no memory. */
+static int pool_note(runner *R, const char *path, const char *abs)
+{
+    if (!R->tars || R->o->pool != MV_POOL_MEAN || R->shard_n <= 1 || !abs)
+        return 0;
+    size_t pl = strlen(path), al = strlen(abs);
+    char *k = malloc(pl + 1 + al + 1);
+    if (!k)
+        return -1;
+    memcpy(k, path, pl + 1);
+    memcpy(k + pl + 1, abs, al + 1);
+    int r = mv_hashset_add(&R->pool_taken, k, pl + 1 + al, NULL) ? 0 : -1;
+    free(k);
+    return r;
+}
+
 /* What the walk item wi is to this run: -1 out of memory, 0 another shard's, 1 this run's, with
  * *abs its path from / (mv_path_from_root; cwd: the working directory, NULL when unknown; NULL for
  * an entry the walk failed), which its line records and resume finds it by, and *stem (length
@@ -368,6 +385,11 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
         } else if (!take)
             continue;
         const char *abs = it->abs;
+        if (!wi.error && pool_note(R, wi.path, abs) < 0) {
+            mv_item_free(it);
+            st = mv_fail(e, MV_ERR_NOMEM, "out of memory");
+            break;
+        }
         mv_done_owner ow;
         int redo = o->force || (wi.tar && done && pl_tar_reread(done, &reread, wi.tar));
         if (R->tars && !wi.error && done && !redo &&

@@ -411,7 +411,8 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
                     "made from (the next complete run writes it again)\n", o->out_dir, stem);
         return MV_OK;
     }
-    mv_pool_target t = {stem, R->m->fingerprint, R->shard_k, R->shard_n, R->m->cfg.out_hidden, o->out_dtype};
+    mv_pool_target t = {stem, R->m->fingerprint, R->shard_k, R->shard_n, R->m->cfg.out_hidden, o->out_dtype,
+                        R->tars && R->shard_n > 1 ? &R->pool_taken : NULL};
     mv_status st = mv_pool_update(o->out_dir, &t, &c, pooled_removed, R, e);
     int old = st ? 0 : mv_pool_remove_old(o->out_dir, stem);
     if (old > 0 && !o->quiet)

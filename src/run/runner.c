@@ -60,6 +60,7 @@ void pl_runner_free(runner *R)
     pthread_mutex_destroy(&R->err_mu);
     pthread_mutex_destroy(&R->prog_mu);
     mv_output_swept_destroy(&R->swept);
+    mv_hashset_free(&R->pool_taken);
     pthread_cond_destroy(&R->ticker_cv);
     free(R);
 }

@@ -12,6 +12,7 @@
 #include "mv_item.h"
 #include "mv_manifest.h"
 #include "mv_output.h"
+#include "mv_hashset.h"
 #include "mv_pool.h"
 #include "mv_queue.h"
 #include "mv_tar.h"
@@ -73,6 +74,9 @@ struct runner {
     /* pooled directories the walker removed before the run replaced their rows (said at its end) */
     char pooled_gone[8][32];
     int n_pooled_gone;
+    /* --layout tar --pool mean --shard K/N: the inputs the walk gave this shard, each key its path
+     * as met, a NUL, its path from / (its pooled directory takes those other namings embedded) */
+    mv_hashset pool_taken;
 };
 
 /* A runner for options o and model m, taking shard k of n: counters at zero, the total unknown,

@@ -1,0 +1,97 @@
+#!/usr/bin/env bats
+# Many writers of one OUT, tar layout with --pool mean: a --shard K/N run's pooled directory
+# (pooled-KKKKK-of-NNNNN/) holds a row for every input of its shard, also those a run of another
+# naming (an unsharded fix-up run, before it or beside it) embedded, so that the shards' pooled
+# directories together hold every input once. Oracles: json (the manifests), tarfile + numpy (the
+# samples and the pooled arrays).
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    mkdir -p "$T/in"
+    cp "$ROOT"/fixtures/media/images/*.jpg "$ROOT"/fixtures/media/images/*.png "$T/in/"
+    N=$(ls "$T/in" | wc -l)
+}
+
+# tar_pooled_shards OUT N: pooled-K-of-2 (K = 0, 1) has one row per index line, each numpy's mean
+# of that input's newest sample (read from its shard with tarfile); the two together index all N
+# inputs, each once
+tar_pooled_shards() {
+    run "$PY" - "$1" "$2" <<'PY'
+import glob, io, json, os, sys, tarfile
+import numpy as np
+out, n = sys.argv[1], int(sys.argv[2])
+latest = {}
+for m in glob.glob(out + "/manifest*.jsonl"):
+    for line in open(m, encoding="utf-8"):
+        r = json.loads(line)
+        k = os.path.realpath(r.get("input_abs", r["input"]))
+        if k not in latest or (r["time"], r["seq"]) > (latest[k]["time"], latest[k]["seq"]):
+            latest[k] = r
+assert len(latest) == n and all(r["status"] == "ok" for r in latest.values()), len(latest)
+seen = []
+for k in (0, 1):
+    d = f"{out}/pooled-{k:05d}-of-00002"
+    rows = np.load(d + "/pooled.npy")
+    idx = [json.loads(l) for l in open(d + "/pooled.jsonl", encoding="utf-8")]
+    assert rows.shape[0] == len(idx), (d, rows.shape, len(idx))
+    for x in idx:
+        key = os.path.realpath(x["input"])
+        r = latest[key]
+        with tarfile.open(os.path.join(out, r["shard"])) as t:
+            a = np.load(io.BytesIO(t.extractfile(r["key"] + ".npy").read()))
+        assert np.allclose(rows[x["row"]], a.astype(np.float64).mean(axis=0), atol=1e-6), x["input"]
+        seen.append(key)
+assert len(seen) == len(set(seen)) == n, ("rows", len(seen), "distinct", len(set(seen)), "inputs", n)
+print("ok", n)
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "tar --pool mean: --shard K/2 runs after an unsharded run did every input: each shard's pooled directory has its inputs' rows" {
+    cd "$T"
+    for sh in none 0/2 1/2; do
+        run "$MVEMBED" --device cpu --model "$MODEL" --out o --layout tar --pool mean --shard "$sh" in
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+    [[ "$output" =~ " 0 ok, 0 failed" ]] # the last shard's inputs were all done: skipped
+    tar_pooled_shards "$T/o" "$N"
+}
+
+@test "tar --pool mean: the fix-up run names the folder from /, the shards by a relative path: rows for every input" {
+    cd "$T"
+    run "$MVEMBED" --device cpu --model "$MODEL" --out o --layout tar --pool mean "$T/in"
+    [ "$status" -eq 0 ]
+    for sh in 0/2 1/2; do
+        run "$MVEMBED" --device cpu --model "$MODEL" --out o --layout tar --pool mean --shard "$sh" ./in
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+    tar_pooled_shards "$T/o" "$N"
+}
+
+@test "tar --pool mean: an unsharded run and --shard 0/2, 1/2 at once: each shard's pooled directory has its inputs' rows" {
+    rm -r "$T/in"
+    inputs "$T/in" x 6 # enough that the unsharded run is still going when the others start
+    N=$(ls "$T/in" | wc -l)
+    cd "$T"
+    # one sample a shard, so that the unsharded run's lines come one by one; the --shard runs
+    # start once it has written some, and run beside it
+    timeout 300 "$MVEMBED" -v --device cpu --model "$MODEL" --out o --threads 1 --jobs 1 --layout tar \
+        --shard-samples 1 --pool mean in 2> "$T/err-none" &
+    pids=($!)
+    for _ in $(seq 600); do
+        [ "$(cat o/manifest.jsonl 2>/dev/null | wc -l)" -lt 3 ] || break
+        sleep 0.05
+    done
+    for sh in 0/2 1/2; do
+        timeout 300 "$MVEMBED" -v --device cpu --model "$MODEL" --out o --threads 1 --jobs 1 --layout tar \
+            --shard-samples 1 --pool mean --shard "$sh" in 2> "$T/err-${sh/\//-}" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    grep -q 'embedded meanwhile by another run' "$T"/err-* # they did run at once
+    tar_pooled_shards "$T/o" "$N"
+}
