@@ -258,7 +258,13 @@ static int frame_to_rgb(mv_vconv *v, AVFrame *f, uint8_t *dst)
     v->sws = NULL;
     if (ret >= 0)
         ret = rotate_planes(v, tmp, v->rot);
-    if (ret >= 0)
+    if (ret >= 0 && (v->rot->width != v->out_w || v->rot->height != v->out_h)) {
+        /* a frame whose size changed mid-stream: scaled to the first frame's, as the CLI's
+         * scaler after its transpose does (copying rows would read past the smaller frame) */
+        ret = to_rgb(v, v->rot, dst);
+        sws_freeContext(v->sws); /* made for this frame's size */
+        v->sws = NULL;
+    } else if (ret >= 0)
         for (int y = 0; y < v->out_h; y++)
             memcpy(dst + (size_t)y * v->out_w * 3, v->rot->data[0] + (ptrdiff_t)y * v->rot->linesize[0],
                    (size_t)v->out_w * 3);
