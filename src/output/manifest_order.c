@@ -24,6 +24,18 @@
 static char run_id[17];
 static pthread_once_t run_once = PTHREAD_ONCE_INIT;
 static _Atomic int64_t run_seq;
+/* The newest "time" of any line read so far and of any record stamped, in microseconds: records
+ * are stamped after it, so that a clock set back (or a host's clock behind the one of an earlier
+ * run's host) never makes a rerun's lines older than the lines they replace. */
+static _Atomic int64_t time_floor_us;
+#define MV_TIME_FLOOR_MAX 8e9 /* seconds (year 2223): microseconds stay exact in a double */
+
+static void raise_time_floor(int64_t us)
+{
+    int64_t cur = atomic_load(&time_floor_us);
+    while (us > cur && !atomic_compare_exchange_weak(&time_floor_us, &cur, us))
+        ;
+}
 
 static void draw_run_id(void)
 {
@@ -49,7 +61,12 @@ void mv_record_stamp(mv_record *r)
     r->schema = MV_MANIFEST_SCHEMA;
     r->run = mv_manifest_run_id();
     r->seq = atomic_fetch_add(&run_seq, 1) + 1;
-    r->time = (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) * 1e-6;
+    int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    int64_t floor = atomic_load(&time_floor_us);
+    if (us <= floor) /* the clock is behind a line read or stamped before: just after it */
+        us = floor + 1;
+    raise_time_floor(us);
+    r->time = (double)(us / 1000000) + (double)(us % 1000000) * 1e-6;
 }
 
 int mv_line_order_cmp(const mv_line_order *a, const mv_line_order *b)
@@ -73,6 +90,8 @@ void mv_line_order_of(json_t *line, uint64_t pos, mv_line_order *ord)
     if (!json_is_number(t) || json_number_value(t) <= 0 || !json_is_string(r))
         return;
     ord->time = json_number_value(t);
+    if (ord->time < MV_TIME_FLOOR_MAX) /* records stamped from now on come after it */
+        raise_time_floor((int64_t)(ord->time * 1e6 + 0.5));
     snprintf(ord->run, sizeof ord->run, "%s", json_string_value(r));
     ord->seq = json_is_integer(q) ? (int64_t)json_integer_value(q) : 0;
 }

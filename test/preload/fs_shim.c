@@ -20,7 +20,10 @@
  *                              the shim was in the way);
  *   FS_SHIM_PAUSE_RENAMED=GO   after renameat2 gave a file a name shard-*.tar, FILE GO.waiting is
  *                              made and the call waits until GO exists (a writer between naming
- *                              its shard and appending the shard's lines).
+ *                              its shard and appending the shard's lines);
+ *   FS_SHIM_CLOCK_SHIFT=SECONDS the wall clock (clock_gettime's CLOCK_REALTIME, time) reads
+ *                              SECONDS later (negative: earlier): a host whose clock is wrong,
+ *                              or one set back since an earlier run.
  * Built by test_helper.bash's fs_shim: cc -shared -fPIC -o fs_shim.so fs_shim.c -ldl */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -198,4 +201,30 @@ DIR *opendir(const char *name)
         return NULL;
     }
     return real(name);
+}
+
+/* With FS_SHIM_CLOCK_SHIFT: CLOCK_REALTIME (and time) shifted by that many seconds. */
+static time_t clock_shift(void)
+{
+    const char *t = getenv("FS_SHIM_CLOCK_SHIFT");
+    return t ? (time_t)atoll(t) : 0;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    int (*real)(clockid_t, struct timespec *) =
+        (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    int r = real(id, ts);
+    if (r == 0 && id == CLOCK_REALTIME)
+        ts->tv_sec += clock_shift();
+    return r;
+}
+
+time_t time(time_t *t)
+{
+    struct timespec ts;
+    time_t now = clock_gettime(CLOCK_REALTIME, &ts) == 0 ? ts.tv_sec : (time_t)-1;
+    if (t)
+        *t = now;
+    return now;
 }
