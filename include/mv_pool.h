@@ -57,10 +57,13 @@ typedef struct {
  * temp directory in out_dir, fsync'd, and the directory takes <stem>'s place in one rename
  * (exchanged with an existing one, which is then removed): a reader sees the old pair or the new
  * pair, never one of each. Then (with or without t) every other pooled directory of out_dir one
- * of whose rows is no longer its input's newest ok line is removed, removed(its name, ud) called
- * (may be NULL). Without t and no pooled directory in out_dir, nothing is read. */
+ * of whose rows is no longer its input's newest ok line is removed, removed(its name, NULL, ud)
+ * called (may be NULL); with t a shard's (shard_n > 1), so is each pooled-JJJJJ-of-MMMMM/ of
+ * another count M > 1 holding a row of an input t's directory holds (an array resubmitted with
+ * another N), removed(its name, t->stem, ud) called, so that the pooled directories hold each
+ * input's row once. Without t and no pooled directory in out_dir, nothing is read. */
 mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
-                         void (*removed)(const char *stem, void *ud), void *ud, mv_err *e);
+                         void (*removed)(const char *stem, const char *by, void *ud), void *ud, mv_err *e);
 
 /* Removes out_dir/<stem>/ (a pooled directory made stale by a run that ended early): 1 removed, 0
  * there was none, -1 it could not be removed. */

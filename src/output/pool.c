@@ -519,7 +519,7 @@ static mv_status collect(const mv_done *D, const mv_done *S, int k, int n, const
 }
 
 mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
-                         void (*removed)(const char *stem, void *ud), void *ud, mv_err *e)
+                         void (*removed)(const char *stem, const char *by, void *ud), void *ud, mv_err *e)
 {
     memset(c, 0, sizeof *c);
     if (!t && !mv_pool_dirs(out_dir, NULL, NULL))

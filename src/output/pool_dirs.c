@@ -7,6 +7,7 @@
 #include "mv_pool.h"
 #include "pool_int.h"
 #include "mv_names.h"
+#include "mv_hashset.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -84,28 +85,73 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
 /* 1 when name is a pooled directory's (mv_name_pooled_dir: *k, *n) */
 static int pooled_name(const char *name, int *k, int *n) { return mv_name_pooled_dir(name, strlen(name), k, n); }
 
+/* Adds to rows (rows != NULL) the rows out_dir/<stem>/pooled.jsonl lists, each as its sample (the
+ * output, a NUL, its offset), or (rows NULL) says whether one of them is in in: 1, 0, or -1 when
+ * the index cannot be read or memory runs out. Of two current directories, one input's row names
+ * one sample, its newest line's, and two inputs never share one. */
+static int dir_rows(const char *out_dir, const char *stem, mv_hashset *rows, const mv_hashset *in)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s/pooled.jsonl", out_dir, stem);
+    mv_done *P;
+    mv_err e;
+    if (mv_done_create(&P, &e))
+        return -1;
+    int r = mv_manifest_load_done(p, P, NULL, NULL, &e) ? -1 : 0;
+    for (size_t i = 0; !r && i < mv_done_inputs(P); i++) {
+        const char *input;
+        mv_done_sample ps;
+        if (!mv_done_entry(P, i, &input, &ps) || !ps.output)
+            continue; /* left out: no row */
+        char key[4400];
+        int kl = snprintf(key, sizeof key, "%s%c%lld", ps.output, 0, (long long)ps.offset);
+        if (kl < 0 || (size_t)kl >= sizeof key)
+            continue;
+        if (rows ? !mv_hashset_add(rows, key, (size_t)kl, NULL) : 0)
+            r = -1;
+        else if (!rows && mv_hashset_find(in, key, (size_t)kl))
+            r = 1;
+    }
+    mv_done_free(P);
+    return r;
+}
+
 /* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current
- * (dir_current), calling removed for each. */
+ * (dir_current), calling removed(its name, NULL, ud) for each; keep being a shard's
+ * (pooled-KKKKK-of-NNNNN, N > 1), also each shard's of another count M > 1 that holds a row keep
+ * holds (an array resubmitted with another N: the old N's rows are in keep's now, and a reader of
+ * every shard's directory would read them twice), calling removed(its name, keep, ud). */
 mv_status mv_pool_drop_stale(const char *out_dir, const char *keep, const mv_done *D,
-                              void (*removed)(const char *, void *), void *ud, mv_err *e)
+                              void (*removed)(const char *, const char *, void *), void *ud, mv_err *e)
 {
     DIR *dd = opendir(out_dir);
     if (!dd)
         return mv_fail(e, MV_ERR_IO, "%s: %s", out_dir, strerror(errno));
     struct dirent *de;
     mv_status st = MV_OK;
-    int k, n;
+    int k, n, kk = 0, kn = 0;
+    mv_hashset kept = {0}; /* keep's rows, when keep is a shard's */
+    if (keep && pooled_name(keep, &kk, &kn) && kn > 1 && dir_rows(out_dir, keep, &kept, NULL) < 0)
+        kn = 0; /* unread: nothing is removed for it */
     while (!st && (de = readdir(dd))) {
-        if (!pooled_name(de->d_name, &k, &n) || (keep && !strcmp(de->d_name, keep)) || dir_current(out_dir, de->d_name, D))
+        if (!pooled_name(de->d_name, &k, &n) || (keep && !strcmp(de->d_name, keep)))
+            continue;
+        int cur = dir_current(out_dir, de->d_name, D);
+        const char *by = NULL;
+        if (cur && kn > 1 && n > 1 && n != kn && dir_rows(out_dir, de->d_name, NULL, &kept) == 1)
+            by = keep;
+        else if (cur)
             continue;
         char fin[4400];
         snprintf(fin, sizeof fin, "%s/%s", out_dir, de->d_name);
         if (mv_pool_remove_dir(fin) != 0)
-            st = mv_fail(e, MV_ERR_IO, "%s: its rows were replaced, and it cannot be removed: %s", fin,
+            st = mv_fail(e, MV_ERR_IO, "%s: %s, and it cannot be removed: %s", fin,
+                         by ? "its rows are in another shard count's directory" : "its rows were replaced",
                          strerror(errno));
         else if (!(st = mv_sync_dir(out_dir, e)) && removed)
-            removed(de->d_name, ud);
+            removed(de->d_name, by, ud);
     }
+    mv_hashset_free(&kept);
     closedir(dd);
     return st;
 }

@@ -10,8 +10,9 @@
 /* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
 int mv_pool_remove_dir(const char *dir);
 /* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current in
- * D (OUT's manifests, read under OUT's index lock), calling removed for each. */
+ * D (OUT's manifests, read under OUT's index lock), and, keep being a shard's, those of another
+ * shard count holding a row keep holds, calling removed for each (pool_dirs.c). */
 mv_status mv_pool_drop_stale(const char *out_dir, const char *keep, const mv_done *D,
-                             void (*removed)(const char *, void *), void *ud, mv_err *e);
+                             void (*removed)(const char *, const char *, void *), void *ud, mv_err *e);
 
 #endif

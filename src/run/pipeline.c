@@ -373,11 +373,17 @@ static void drain(runner *R, threads *th)
     mv_queue_destroy(&R->done);
 }
 
-/* mv_pool_update's removed: says which pooled directory went */
-static void pooled_removed(const char *stem, void *ud)
+/* mv_pool_update's removed: says which pooled directory went (by: the directory of another shard
+ * count that holds its rows now, or NULL) */
+static void pooled_removed(const char *stem, const char *by, void *ud)
 {
     const runner *R = ud;
-    if (!R->o->quiet)
+    if (R->o->quiet)
+        return;
+    if (by)
+        fprintf(stderr, "mvembed: %s/%s/ removed: its rows are in %s/ now (another shard count; its "
+                "other shards' directories are written as they end)\n", R->o->out_dir, stem, by);
+    else
         fprintf(stderr, "mvembed: %s/%s/ removed: its rows were replaced; a --pool mean run rebuilds it\n",
                 R->o->out_dir, stem);
 }
@@ -401,7 +407,7 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
         int own = !strcmp(R->pooled_gone[i], stem);
         gone_own |= own;
         if (!own || o->pool != MV_POOL_MEAN) /* a --pool run's own: rebuilt, or "ended early" below */
-            pooled_removed(R->pooled_gone[i], R);
+            pooled_removed(R->pooled_gone[i], NULL, R);
     }
     if (o->pool != MV_POOL_MEAN)
         return res->ok + res->failed > 0 ? mv_pool_update(o->out_dir, NULL, &c, pooled_removed, R, e) : MV_OK;
