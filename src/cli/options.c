@@ -115,7 +115,7 @@ static const opt_def options[] = {
     STRING("out", 'o', out_dir, "DIR", "output directory (created if missing)"),
     FLAG("null", '0', null_sep, 1, "paths on standard input are NUL-separated (find -print0)"),
     FLAG("all-files", 0, all_files, 1, "in directories, take every file, not only image/video extensions"),
-    FLAG("hidden", 0, hidden, 1, "in directories, do not skip names starting with '.'"),
+    FLAG("hidden", 0, hidden, 1, "in directories and tars, do not skip names starting with '.'"),
     FLAG("walk-rules", 0, walk_rules, 1,
          "paths given as files (arguments, -) follow the directory walk's rules:\n"
          "hidden ones, other extensions, non-files and OUT's are passed over"),

@@ -59,8 +59,7 @@ const char *mv_walk_skip_str(mv_walk_skip why)
     return why < MV_WALK_SKIP_N ? s[why] : "?";
 }
 
-/* Counts an entry passed over and tells on_skip. */
-static void told(mv_walk *w, const char *path, mv_walk_skip why)
+void mv_walk_told(mv_walk *w, const char *path, mv_walk_skip why)
 {
     w->skipped[why]++;
     if (w->o.on_skip)
@@ -71,12 +70,12 @@ static void told(mv_walk *w, const char *path, mv_walk_skip why)
 static void skip(mv_walk *w, size_t dirlen, const char *name, mv_walk_skip why)
 {
     if (!name || !w->o.on_skip) {
-        told(w, w->pb, why);
+        mv_walk_told(w, w->pb, why);
         return;
     }
     char keep = w->pb[dirlen];
     if (set_child(w, dirlen, name) == 0)
-        told(w, w->pb, why);
+        mv_walk_told(w, w->pb, why);
     else /* no memory for the path: counted, not told */
         w->skipped[why]++;
     w->pb[dirlen] = keep;
@@ -356,7 +355,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
             return 0;
         if (w->tar) {
             int r = mv_walk_tar_next(w, it, e);
-            if (r != 0)
+            if (r != 0 && r != 2) /* 2: a member passed over */
                 return r;
             continue;
         }
@@ -383,7 +382,7 @@ int mv_walk_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         if (why == -2)
             return -1;
         if (why >= 0) {
-            told(w, p, (mv_walk_skip)why);
+            mv_walk_told(w, p, (mv_walk_skip)why);
             continue;
         }
         if (gone && (mv_path_why(p, err, w->err, sizeof w->err), 1)) /* not passed over */

@@ -85,6 +85,9 @@ static inline int mv_walk_yield_error(mv_walk *w, mv_walk_item *it, const char *
     return 1;
 }
 
+/* Counts an entry passed over (path) and tells on_skip (walk.c). */
+void mv_walk_told(mv_walk *w, const char *path, mv_walk_skip why);
+
 /* walk_tar.c: the tar being read, w->tar */
 void mv_walk_tar_end(mv_walk *w);
 int mv_walk_tar_start(mv_walk *w, const char *p, size_t rel_off, const char *rel, mv_walk_item *it,

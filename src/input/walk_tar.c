@@ -46,7 +46,9 @@ int mv_walk_tar_start(mv_walk *w, const char *p, size_t rel_off, const char *rel
 }
 
 /* The next member of the tar being read: 1 with *it filled (an input or an error item), 0 when
- * the tar is done, -1 fatal. */
+ * the tar is done, 2 when it passed over a member with a hidden component (unless --hidden, as
+ * a directory walk passes over hidden names: macOS's ._x.jpg beside x.jpg; WebDataset gives such
+ * a basename no key), -1 fatal. */
 int mv_walk_tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
 {
     const char *name, *err;
@@ -73,6 +75,12 @@ int mv_walk_tar_next(mv_walk *w, mv_walk_item *it, mv_err *e)
         if (fd >= 0)
             close(fd);
         return -1;
+    }
+    if (r > 0 && !w->o.hidden && mv_path_hidden(name)) {
+        if (fd >= 0)
+            close(fd);
+        mv_walk_told(w, w->pb, MV_WALK_SKIP_HIDDEN);
+        return 2;
     }
     if (r < 0) { /* one error item for the tar */
         snprintf(w->err, sizeof w->err, "%s", after_path(te.msg, w->tar_path)); /* te names the tar */
