@@ -6,10 +6,10 @@
  * once (no decoding) and keeps the sorted timestamps: index i <-> pts[i]. read() decodes forward
  * while the next wanted frame is near, otherwise seeks to the keyframe at or before it and decodes
  * up to its pts. When the packets are not the CLI's frame list - a packet without pts, duplicate
- * pts, no keyframes, packets an edit list discards, or a first decodable frame that is not the
- * first packet by timestamp (a cut GOP, open-GOP leading pictures) - open() counts the frames by
- * decoding the whole stream once and read() identifies frames by decode count from a fresh open
- * ("sequential mode"), as the CLI does.
+ * pts, no keyframes, packets an edit list discards, timestamps that restart (joined MPEG-TS), or a
+ * first decodable frame that is not the first packet by timestamp (a cut GOP, open-GOP leading
+ * pictures) - open() counts the frames by decoding the whole stream once and read() identifies
+ * frames by decode count from a fresh open ("sequential mode"), as the CLI does.
  * Limits: the frame size against max_pixels before any decoding (container header, then every
  * decoder gets max_pixels), n x pixels per read before the frame buffer is allocated, and a wall
  * clock deadline (checked by every read of the input and the decode loop).
@@ -128,6 +128,35 @@ static int push_i64(int64_t **a, int64_t *n, int64_t *cap, int64_t t)
     return 0;
 }
 
+/* The ffmpeg CLI's -dts_delta_threshold (10 s) in stream time base units: a forward jump larger
+ * than this in a format with timestamp discontinuities (AVFMT_TS_DISCONT: MPEG-TS, PS) is one. */
+static int64_t ts_jump(const mv_video *v)
+{
+    return av_rescale_q(10, (AVRational){1, 1}, v->st->time_base);
+}
+
+/* Sequential mode: the time of the frame just decoded with raw timestamp t, corrected as the ffmpeg
+ * CLI corrects a format's timestamp discontinuities: where the timestamps go back (or, in MPEG-TS
+ * and PS, jump more than 10 s ahead), the frame is timed one frame after the one before it, and
+ * the frames after it keep that offset. */
+static int64_t seq_time(mv_video *v, int64_t t)
+{
+    if (t == AV_NOPTS_VALUE)
+        return t;
+    int64_t a = t + v->seq_shift;
+    if (v->seq_prev != AV_NOPTS_VALUE && (v->fmt->iformat->flags & AVFMT_TS_DISCONT) &&
+        (a <= v->seq_prev || a - v->seq_prev > ts_jump(v))) {
+        AVRational r = v->st->avg_frame_rate.num > 0 && v->st->avg_frame_rate.den > 0
+                       ? v->st->avg_frame_rate : v->st->r_frame_rate;
+        int64_t dur = r.num > 0 && r.den > 0 ? av_rescale_q(1, av_inv_q(r), v->st->time_base) : 1;
+        dur = dur > 0 ? dur : 1;
+        v->seq_shift += v->seq_prev + dur - a;
+        a = v->seq_prev + dur;
+    }
+    v->seq_prev = a;
+    return a;
+}
+
 /* The demux-only pass: packet timestamps -> frame index, keyframes -> seek points. */
 static mv_status index_stream(mv_video *v, mv_err *e)
 {
@@ -137,7 +166,8 @@ static mv_status index_stream(mv_video *v, mv_err *e)
     v->key_pts = malloc(kcap * sizeof *v->key_pts);
     if (!v->pts || !v->key_pts)
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory indexing frames", v->path);
-    int64_t expected = v->st->nb_frames;
+    int64_t expected = v->st->nb_frames, max_pts = INT64_MIN;
+    int restarts = 0;
     for (;;) {
         ret = av_read_frame(v->fmt, v->pkt);
         if (ret == AVERROR_EOF)
@@ -159,6 +189,12 @@ static mv_status index_stream(mv_video *v, mv_err *e)
         int64_t t = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
         if (v->pkt->pts == AV_NOPTS_VALUE)
             missing_ts = 1;
+        /* a keyframe at or before a time already seen: the timestamps restart (concatenated
+         * recordings); sorting them would reorder the frames */
+        if (t != AV_NOPTS_VALUE && (v->pkt->flags & AV_PKT_FLAG_KEY) && t <= max_pts)
+            restarts = 1;
+        if (t != AV_NOPTS_VALUE && t > max_pts)
+            max_pts = t;
         if (push_i64(&v->pts, &np, &cap, t) ||
             ((v->pkt->flags & AV_PKT_FLAG_KEY) && t != AV_NOPTS_VALUE &&
              push_i64(&v->key_pts, &v->nkey, &kcap, t))) {
@@ -180,7 +216,10 @@ static mv_status index_stream(mv_video *v, mv_err *e)
         if (v->pts[i] == v->pts[i - 1])
             missing_ts = 1;
     qsort(v->key_pts, v->nkey, sizeof *v->key_pts, cmp_i64);
-    v->sequential = missing_ts || discarded || v->nkey == 0;
+    for (int64_t i = 1; i < np && !restarts && (v->fmt->iformat->flags & AVFMT_TS_DISCONT); i++)
+        restarts = v->pts[i] != AV_NOPTS_VALUE && v->pts[i - 1] != AV_NOPTS_VALUE &&
+                   v->pts[i] - v->pts[i - 1] > ts_jump(v);
+    v->sequential = missing_ts || discarded || restarts || v->nkey == 0;
     return MV_OK;
 }
 
@@ -408,12 +447,17 @@ static mv_status get_by_pts(mv_video *v, int64_t idx, mv_err *e)
 static mv_status get_by_count(mv_video *v, int64_t idx, mv_err *e)
 {
     int ret;
-    if ((!v->positioned || v->seq_count > idx) && (ret = mv_vstream_rewind(v)) < 0)
-        return mv_vstream_fail_frame(v, e, idx, ret, NULL);
+    if (!v->positioned || v->seq_count > idx) {
+        if ((ret = mv_vstream_rewind(v)) < 0)
+            return mv_vstream_fail_frame(v, e, idx, ret, NULL);
+        v->seq_shift = 0;
+        v->seq_prev = AV_NOPTS_VALUE;
+    }
     for (;;) {
         mv_status st = next_frame_for(v, idx, e);
         if (st)
             return st;
+        seq_time(v, mv_vstream_frame_ts(v->frame));
         if (v->seq_count++ == idx)
             return MV_OK;
         av_frame_unref(v->frame);
@@ -462,7 +506,7 @@ mv_status mv_video_read(mv_video *v, const int64_t *indices, int n, uint8_t **fr
             return mv_vstream_fail_frame(v, e, idx, AVERROR_INVALIDDATA, "decoded frame has no size");
         }
         int ret = mv_vconv_frame(&v->conv, v->frame, buf + fsz * k);
-        int64_t t = mv_vstream_frame_ts(v->frame);
+        int64_t t = v->sequential ? v->seq_prev : mv_vstream_frame_ts(v->frame);
         av_frame_unref(v->frame);
         if (ret < 0) {
             free(buf);

@@ -37,6 +37,8 @@ struct mv_video {
     int positioned;         /* decoder state continues from a seek or the start */
     int64_t last_pts;       /* pts of the last frame produced (INT64_MIN after a seek) */
     int64_t seq_count;      /* sequential mode: frames produced since the start */
+    int64_t seq_shift;      /* sequential mode: added to the raw timestamps after a discontinuity */
+    int64_t seq_prev;       /* sequential mode: corrected time of the last frame produced */
     int flushing, at_eof;
     mv_vconv conv;          /* rotation + RGB conversion (video_convert.c) */
     AVFrame *frame;

@@ -16,6 +16,7 @@
 #include "mv_sniff.h"
 #include "mv_video.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +229,38 @@ static mv_status prepare_video(const mv_item_ctx *c, mv_item *it, mv_input *in, 
     return MV_OK;
 }
 
+/* 1 for a file name --dump-stages writes: input.png, input_NNN.png, decoded.png, the tower's
+ * stages (<stage>.npy, block_NN.npy). */
+static int dump_name(const char *n)
+{
+    static const char *const fixed[] = {"input.png", "decoded.png", "pixel_values.npy", "patch_embed.npy",
+                                        "embed.npy", "merger_norm.npy", "merger_fc1.npy", "output.npy"};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (!strcmp(n, fixed[i]))
+            return 1;
+    const char *ext = !strncmp(n, "input_", 6) ? ".png" : !strncmp(n, "block_", 6) ? ".npy" : NULL;
+    size_t d = ext ? strspn(n + 6, "0123456789") : 0;
+    return d > 0 && !strcmp(n + 6 + d, ext);
+}
+
+/* Removes what an earlier --dump-stages run left in an input's directory (its files only), so
+ * that what is there afterwards is this run's: fewer frames or blocks leave no stale ones. */
+static mv_status dump_clear(const char *dir, mv_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT || errno == ENOTDIR ? MV_OK
+               : mv_fail(e, MV_ERR_IO, "%s: cannot open the dump directory: %s", dir, strerror(errno));
+    struct dirent *de;
+    mv_status st = MV_OK;
+    while (!st && (de = readdir(d)))
+        if (dump_name(de->d_name) && unlinkat(dirfd(d), de->d_name, 0) && errno != ENOENT)
+            st = mv_fail(e, MV_ERR_IO, "%s/%s: cannot remove an earlier dump: %s", dir, de->d_name,
+                         strerror(errno));
+    closedir(d);
+    return st;
+}
+
 static mv_status dump_inputs(const char *dir, const mv_prepared *p, mv_err *e)
 {
     /* resized on the device (p->sw): each input PNG from the CPU's resize, the same bytes */
@@ -324,14 +357,18 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         break;
     }
     mv_input_close(&in);
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/%s", c->dump_dir ? c->dump_dir : "", it->rel);
+    if (c->dump_dir && dump_clear(dir, fatal)) {
+        mv_image_free(&decoded);
+        return MV_ERR_IO;
+    }
     if (st) {
         mv_image_free(&decoded);
         mv_item_fail(it, e.msg);
         return MV_OK;
     }
     if (c->dump_dir) {
-        char dir[4200], path[4300];
-        snprintf(dir, sizeof dir, "%s/%s", c->dump_dir, it->rel);
         snprintf(path, sizeof path, "%s/decoded.png", dir);
         if (!(st = mv_mkdirs(dir, fatal)) && !(st = dump_inputs(dir, &it->p, fatal)) && decoded.rgb)
             st = mv_png_write_rgb(path, decoded.rgb, decoded.width, decoded.height, fatal);
