@@ -16,7 +16,7 @@ BUILD   := build
 BIN     ?= $(if $(filter build,$(BUILD)),mvembed,$(BUILD)/mvembed)
 # NO_VIDEO=1 builds without FFmpeg (videos then get a manifest error); FFMPEG_PREFIX=DIR links a
 # static FFmpeg installed under DIR (scripts/build-ffmpeg-static.sh makes one for the GPU bundle).
-PKGS    := jansson libzstd libpng libjpeg libwebp libgif libtiff-4 libarchive libxxhash zlib liblzma
+PKGS    := jansson libzstd libpng libjpeg libwebp libwebpdemux libgif libtiff-4 libarchive libxxhash zlib liblzma
 ifeq ($(NO_VIDEO),)
 FFPKGS  := libavformat libavcodec libavutil libswscale
 ifneq ($(FFMPEG_PREFIX),)
@@ -41,7 +41,7 @@ ifeq ($(PKGCFG_OK),yes)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS))
 else
-LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebp -lgif -ltiff -larchive -lxxhash -lz -llzma
+LDLIBS  += -ljansson -lzstd -lpng -ljpeg -lwebpdemux -lwebp -lgif -ltiff -larchive -lxxhash -lz -llzma
 endif
 override CFLAGS += $(CFLAGS_VIDEO)
 LDLIBS  := $(FFLIBS) $(LDLIBS)

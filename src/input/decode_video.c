@@ -167,6 +167,8 @@ static mv_status index_stream(mv_video *v, mv_err *e)
     if (!v->pts || !v->key_pts)
         return mv_fail(e, MV_ERR_NOMEM, "%s: out of memory indexing frames", v->path);
     int64_t expected = v->st->nb_frames, max_pts = INT64_MIN;
+    if (v->si < 16 && v->head_index[v->si] > 0 && v->head_index[v->si] < expected)
+        expected = v->head_index[v->si]; /* an AVI's dropped frames: listed, no packet */
     int restarts = 0;
     for (;;) {
         ret = av_read_frame(v->fmt, v->pkt);

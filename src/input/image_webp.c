@@ -1,6 +1,7 @@
 /* image_webp.c - WebP to 8-bit RGB with libwebp, still images only (lossy and lossless), as PIL
  * decodes it (_webp.c): non-premultiplied RGBA (WebPAnimDecoder's default mode), alpha dropped;
- * an animated WebP is refused. The header is parsed first (size check), then only the RIFF's
+ * an animated WebP gives its first frame as PIL's WebPAnimDecoder composes it (on a transparent
+ * canvas, so uncovered pixels are black). The header is parsed first (size check), then only the RIFF's
  * declared length is read, never what follows, and decoded by WebPIDecoder in steps, the time
  * limit checked between them. Orientation: the RIFF's "EXIF" chunk, else its "XMP " chunk.
  * Not here: applying the orientation (image.c), other formats.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include <webp/decode.h>
+#include <webp/demux.h>
 
 static const char *webp_status_str(VP8StatusCode c)
 {
@@ -58,6 +60,31 @@ int mv_webp_sniff(const uint8_t *head, size_t n)
     return mv_magic_at(head, n, 0, "RIFF", 4) && mv_magic_at(head, n, 8, "WEBP", 4);
 }
 
+/* The first frame of an animated WebP, as WebPAnimDecoder (PIL's decoder) composes it: RGBA,
+ * non-premultiplied, into rgba [w*h*4]. */
+static mv_status webp_first_frame(const char *name, const uint8_t *buf, size_t len, int w, int h,
+                                  uint8_t *rgba, mv_err *e)
+{
+    WebPAnimDecoderOptions o;
+    if (!WebPAnimDecoderOptionsInit(&o))
+        return mv_fail(e, MV_ERR_INTERNAL, "%s: libwebpdemux version mismatch", name);
+    o.color_mode = MODE_RGBA;
+    o.use_threads = 0;
+    WebPData d = { buf, len };
+    WebPAnimDecoder *dec = WebPAnimDecoderNew(&d, &o);
+    WebPAnimInfo info;
+    uint8_t *frame = NULL;
+    int ts = 0;
+    mv_status s = MV_OK;
+    if (!dec || !WebPAnimDecoderGetInfo(dec, &info) || (int)info.canvas_width != w ||
+        (int)info.canvas_height != h || !WebPAnimDecoderGetNext(dec, &frame, &ts) || !frame)
+        s = mv_fail(e, MV_ERR_FORMAT, "%s: corrupt animated WebP data", name);
+    else
+        memcpy(rgba, frame, (size_t)w * h * 4);
+    WebPAnimDecoderDelete(dec);
+    return s;
+}
+
 mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
 {
     mv_input *in = r->in;
@@ -72,8 +99,6 @@ mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
     VP8StatusCode st = WebPGetFeatures(head, hn, &ft);
     if (st != VP8_STATUS_OK)
         return mv_fail(e, MV_ERR_FORMAT, "%s: corrupt WebP data: %s", name, webp_status_str(st));
-    if (ft.has_animation)
-        return mv_fail(e, MV_ERR_UNSUPPORTED, "%s: animated WebP is not supported", name);
     mv_status s = mv_image_check_size(name, "WebP", ft.width, ft.height, max_pixels, e);
     if (s != MV_OK) return s;
     size_t np = (size_t)ft.width * ft.height;
@@ -104,6 +129,18 @@ mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
         if ((size_t)k < want) break; /* a truncated file: the decoder says what is missing */
     }
     rgba = mv_malloc(np * 4);
+    if (ft.has_animation) { /* ft's size is the canvas's */
+        s = rgba ? webp_first_frame(name, buf, len, ft.width, ft.height, rgba, e)
+                 : mv_fail(e, MV_ERR_NOMEM, "%s: out of memory for a %dx%d image", name, ft.width, ft.height);
+        if (s == MV_OK)
+            out->orientation = webp_orientation(buf, len);
+        free(buf);
+        if (s != MV_OK) {
+            free(rgba);
+            return s;
+        }
+        goto rgb;
+    }
     WebPDecoderConfig cfg;
     WebPIDecoder *idec = NULL;
     if (!rgba) {
@@ -141,6 +178,7 @@ mv_status mv_webp_decode(const mv_image_req *r, mv_image_raw *out, mv_err *e)
         free(rgba);
         return s;
     }
+rgb:
     for (size_t i = 0; i < np; i++) {       /* RGBA -> RGB in place, dropping alpha */
         rgba[3 * i] = rgba[4 * i];
         rgba[3 * i + 1] = rgba[4 * i + 1];

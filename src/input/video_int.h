@@ -23,6 +23,9 @@ struct mv_video {
     AVCodecContext *dec;
     AVStream *st;
     int si;                 /* video stream index */
+    int head_index[16];     /* AVI: entries in each stream's index as read with the header (idx1 or
+                               OpenDML; 0: none), its non-empty frames: its nb_frames also counts
+                               the empty chunks of dropped frames, which give no packet */
     int64_t n;              /* total frames */
     int64_t *pts;           /* [n] presentation timestamps, ascending (empty in sequential mode) */
     int64_t *key_pts;       /* [nkey] keyframe pts, ascending; seek targets (AVSEEK_FLAG_BACKWARD

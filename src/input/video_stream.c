@@ -206,6 +206,9 @@ static int open_input(mv_video *v)
     int ret = avformat_open_input(&v->fmt, v->path, NULL, NULL); /* frees fmt on failure */
     if (ret < 0 || (ret = check_stream_sizes(v)) < 0)
         return ret;
+    for (unsigned i = 0; i < 16; i++)
+        v->head_index[i] = i < v->fmt->nb_streams && !strcmp(v->fmt->iformat->name, "avi")
+                           ? avformat_index_get_entries_count(v->fmt->streams[i]) : 0;
     AVDictionary **opts = NULL;
     unsigned ns = v->fmt->nb_streams;
     if (v->max_pixels > 0 && ns > 0) {
