@@ -290,6 +290,23 @@ static int item_take(const runner *R, const mv_done *done, mv_dir_cache *dc, con
     return 1;
 }
 
+/* Files layout: 1 with it failed when output name out_rel cannot be made in OUT, its last
+ * component (the input's name and ".npy.zst") over name_max bytes, the file system's limit on one
+ * name: the input fails before it is embedded, not at its output's rename. */
+static int name_too_long(mv_item *it, const char *path, const char *out_rel, long name_max)
+{
+    const char *base = strrchr(out_rel, '/');
+    size_t n = strlen(base ? base + 1 : out_rel);
+    char why[8600];
+    if (name_max <= 0 || n <= (size_t)name_max)
+        return 0;
+    snprintf(why, sizeof why, "%s: its output's name %s is %zu bytes, over the %ld-byte limit on a file name "
+             "in OUT (the input's name and \"%s\"): rename the input, or use --layout tar", path, base ? base + 1 : out_rel,
+             n, name_max, MV_OUTPUT_SUFFIX);
+    mv_item_fail(it, why);
+    return 1;
+}
+
 /* Resume of an input whose own ok line holds its output name (files layout): 1 when it is
  * skipped (same settings, unchanged input, whole output), else 0 with the reason said (settings
  * are counted in *n_stale, the first fingerprint kept in stale_fp). */
@@ -370,6 +387,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
     char *cwd = getcwd(NULL, 0); /* NULL: unknown (removed, unreadable) */
     mv_dir_cache dirs = {0};
     char *reread = NULL;
+    long name_max = R->tars ? 0 : pathconf(out_real, _PC_NAME_MAX);
     mv_walk_item wi;
     int r = 0, pooled_gone = 0;
     while (!pl_interrupted(R) && !atomic_load(&R->fatal) && (r = mv_walk_next(w, &wi, e)) > 0) {
@@ -402,6 +420,7 @@ mv_status pl_feed(runner *R, mv_done *done, mv_err *e)
             char msg[8600]; /* a path of up to 4095 bytes and the whole reason */
             snprintf(msg, sizeof msg, "%s: %s", wi.path[0] ? wi.path : "\"\"", wi.error);
             mv_item_fail(it, msg);
+        } else if (name_too_long(it, wi.path, out_rel, name_max)) { /* failed: goes on as an error */
         } else if (held && !mv_done_same_input(ow.input, wi.path) &&
                    !(abs && mv_done_held_by(done, out_rel, abs))) { /* from another directory */
             char msg[8600];

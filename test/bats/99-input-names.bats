@@ -1,9 +1,12 @@
 #!/usr/bin/env bats
-# A WebDataset tar made on macOS holds an AppleDouble member ._x.jpg beside each x.jpg (and hidden
-# folders such as .thumbs/): a directory walk passes over such names, and WebDataset's key rule
-# (a basename's part before its first dot) gives ._x.jpg no key. The tar input passes them over
-# the same way (counted, named by -v), and --hidden takes them. Oracles: Python's tarfile (the
-# tar and its members), json (manifest lines), the webdataset key regular expression.
+# Input names a dataset holds that a run must take as a careful user expects. A WebDataset tar made
+# on macOS holds an AppleDouble member ._x.jpg beside each x.jpg (and hidden folders such as
+# .thumbs/): a directory walk passes over such names, and WebDataset's key rule (a basename's part
+# before its first dot) gives ._x.jpg no key; the tar input passes them over the same way (counted,
+# named by -v), and --hidden takes them. An input whose output file name (its name and ".npy.zst")
+# is over the file system's limit on a name fails before it is embedded, naming the limit. Oracles:
+# Python's tarfile (the tar and its members), json (manifest lines), the webdataset key regular
+# expression, os.pathconf (the limit).
 load test_helper
 
 setup() {
@@ -57,6 +60,44 @@ ok = sorted(l["input"].split("shard.tar/", 1)[1] for l in lines if l["status"] =
 bad = sorted(l["input"].split("shard.tar/", 1)[1] for l in lines if l["status"] != "ok")
 assert ok == sorted([f"s{i}.jpg" for i in range(3)] + [f"sub/.thumbs/s{i}.jpg" for i in range(3)]), ok
 assert bad == [f"._s{i}.jpg" for i in range(3)], bad
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "an input whose output name would pass the file system's limit fails before it is embedded, naming the limit; --layout tar takes it" {
+    mkdir -p "$T/long"
+    long=$("$PY" -c 'import os, sys; print("a" * (os.pathconf(sys.argv[1], "PC_NAME_MAX") - 6) + ".jpg")' "$T")
+    cp fixtures/media/images/jpeg_gray_200x149.jpg "$T/long/$long"
+    cp fixtures/media/images/jpeg_gray_200x149.jpg "$T/long/short.jpg"
+    run "$MVEMBED" -v --device cpu --model "$MODEL" --out "$T/o" "$T/long"
+    echo "$output"
+    [ "$status" -eq 2 ]
+    run "$PY" - "$T/o" "$long" "$output" <<'PY'
+import json, os, sys
+out, long, log = sys.argv[1], sys.argv[2], sys.argv[3]
+limit = os.pathconf(out, "PC_NAME_MAX")
+want = len((long + ".npy.zst").encode())
+assert want > limit
+lines = {os.path.basename(l["input"]): l for l in map(json.loads, open(out + "/manifest.jsonl", encoding="utf-8"))}
+bad, ok = lines[long], lines["short.jpg"]
+assert bad["status"] == "error" and f"{want} bytes" in bad["error"] and f"{limit}-byte limit" in bad["error"], bad
+assert ok["status"] == "ok" and os.path.exists(os.path.join(out, ok["output"])), ok
+# failed before its forward: -v names a forward's output for the short input only
+assert "short.jpg ->" in log and (long + " ->") not in log, log
+assert sorted(os.listdir(out)) == sorted(f for f in os.listdir(out) if not f.startswith(".tmp-"))
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run "$MVEMBED" --device cpu --model "$MODEL" --layout tar --out "$T/ot" "$T/long"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run "$PY" - "$T/ot" <<'PY'
+import glob, json, sys, tarfile
+lines = [json.loads(l) for l in open(sys.argv[1] + "/manifest.jsonl", encoding="utf-8")]
+assert len(lines) == 2 and all(l["status"] == "ok" for l in lines), lines
+npys = [m for sh in glob.glob(sys.argv[1] + "/shard-*.tar") for m in tarfile.open(sh).getnames() if m.endswith(".npy")]
+assert len(npys) == 2, npys
 PY
     echo "$output"
     [ "$status" -eq 0 ]
