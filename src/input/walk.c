@@ -59,13 +59,6 @@ const char *mv_walk_skip_str(mv_walk_skip why)
     return why < MV_WALK_SKIP_N ? s[why] : "?";
 }
 
-void mv_walk_told(mv_walk *w, const char *path, mv_walk_skip why)
-{
-    w->skipped[why]++;
-    if (w->o.on_skip)
-        w->o.on_skip(w->o.skip_user, path, why);
-}
-
 /* told, for the path w->pb[0..dirlen) + '/' + name (name NULL: w->pb itself). */
 static void skip(mv_walk *w, size_t dirlen, const char *name, mv_walk_skip why)
 {

@@ -85,8 +85,14 @@ static inline int mv_walk_yield_error(mv_walk *w, mv_walk_item *it, const char *
     return 1;
 }
 
-/* Counts an entry passed over (path) and tells on_skip (walk.c). */
-void mv_walk_told(mv_walk *w, const char *path, mv_walk_skip why);
+/* Counts an entry passed over (path) and tells on_skip (here, not in walk.c: walk_tar.c calls it
+ * too, and walk.c calls walk_tar.c). */
+static inline void mv_walk_told(mv_walk *w, const char *path, mv_walk_skip why)
+{
+    w->skipped[why]++;
+    if (w->o.on_skip)
+        w->o.on_skip(w->o.skip_user, path, why);
+}
 
 /* walk_tar.c: the tar being read, w->tar */
 void mv_walk_tar_end(mv_walk *w);
