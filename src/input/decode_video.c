@@ -135,21 +135,33 @@ static int64_t ts_jump(const mv_video *v)
     return av_rescale_q(10, (AVRational){1, 1}, v->st->time_base);
 }
 
+/* One frame's duration in stream time base units (the average frame rate, else the real base
+ * rate; 1 when neither is known). */
+static int64_t frame_dur(const mv_video *v)
+{
+    AVRational r = v->st->avg_frame_rate.num > 0 && v->st->avg_frame_rate.den > 0 ? v->st->avg_frame_rate
+                                                                                  : v->st->r_frame_rate;
+    int64_t dur = r.num > 0 && r.den > 0 ? av_rescale_q(1, av_inv_q(r), v->st->time_base) : 1;
+    return dur > 0 ? dur : 1;
+}
+
 /* Sequential mode: the time of the frame just decoded with raw timestamp t, corrected as the ffmpeg
  * CLI corrects a format's timestamp discontinuities: where the timestamps go back (or, in MPEG-TS
  * and PS, jump more than 10 s ahead), the frame is timed one frame after the one before it, and
- * the frames after it keep that offset. */
+ * the frames after it keep that offset. A frame without a timestamp (the last ones an elementary
+ * stream's decoder flushes) is timed one frame after the one before it too, as the CLI times it;
+ * none before it had one: none. */
 static int64_t seq_time(mv_video *v, int64_t t)
 {
-    if (t == AV_NOPTS_VALUE)
-        return t;
+    if (t == AV_NOPTS_VALUE) {
+        if (v->seq_prev != AV_NOPTS_VALUE)
+            v->seq_prev += frame_dur(v);
+        return v->seq_prev;
+    }
     int64_t a = t + v->seq_shift;
     if (v->seq_prev != AV_NOPTS_VALUE && (v->fmt->iformat->flags & AVFMT_TS_DISCONT) &&
         (a <= v->seq_prev || a - v->seq_prev > ts_jump(v))) {
-        AVRational r = v->st->avg_frame_rate.num > 0 && v->st->avg_frame_rate.den > 0
-                       ? v->st->avg_frame_rate : v->st->r_frame_rate;
-        int64_t dur = r.num > 0 && r.den > 0 ? av_rescale_q(1, av_inv_q(r), v->st->time_base) : 1;
-        dur = dur > 0 ? dur : 1;
+        int64_t dur = frame_dur(v);
         v->seq_shift += v->seq_prev + dur - a;
         a = v->seq_prev + dur;
     }

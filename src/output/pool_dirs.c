@@ -71,7 +71,9 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
         mv_done_owner w;
         if (!mv_done_entry(P, i, &input, &ps))
             continue; /* left out: no row */
-        cur = mv_done_sample_of(D, input, NULL, &ds) && !strcmp(ps.model, ds.model) && ds.output &&
+        /* a row listed by its path from / (pool.c add_taken: no line names it so) is found so */
+        cur = mv_done_sample_of(D, input, input[0] == '/' ? input : NULL, &ds) && !strcmp(ps.model, ds.model) &&
+              ds.output &&
               (ds.tar || (mv_done_owner_of(D, ds.output, &w) && !strcmp(w.input, input)));
         if (cur && ps.ord.run[0] && ds.ord.run[0])
             cur = !strcmp(ps.ord.run, ds.ord.run) && ps.ord.seq == ds.ord.seq;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# Review fixes: a --shard K/N tar run's pooled directory whose rows another naming embedded under
+# another relative path (so its index names them from /) stays when the other shards end; a
+# video read in decode order times a frame without a timestamp as the ffmpeg CLI does.
+# Oracles: json (the manifests, the pooled indexes), tarfile + numpy (the samples, the rows),
+# the ffmpeg CLI (showinfo's pts_time).
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    mkdir -p "$T/in"
+    cp "$ROOT"/fixtures/media/images/*.jpg "$ROOT"/fixtures/media/images/*.png "$T/in/"
+    N=$(ls "$T/in" | wc -l)
+}
+
+@test "tar --pool mean: a fix-up run from inside the folder, then --shard 0/2, 1/2 from above: both shards' pooled directories stay, every input once" {
+    (cd "$T/in" && "$MVEMBED" --device cpu --model "$MODEL" --out ../o --layout tar --pool mean .)
+    cd "$T"
+    for sh in 0/2 1/2; do
+        run "$MVEMBED" --device cpu --model "$MODEL" --out o --layout tar --pool mean --shard "$sh" in
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+    run "$PY" - "$T/o" "$N" <<'PY'
+import glob, io, json, os, sys, tarfile
+import numpy as np
+out, n = sys.argv[1], int(sys.argv[2])
+latest = {}
+for m in glob.glob(out + "/manifest*.jsonl"):
+    for line in open(m, encoding="utf-8"):
+        r = json.loads(line)
+        k = os.path.realpath(r["input_abs"])
+        if k not in latest or (r["time"], r["seq"]) > (latest[k]["time"], latest[k]["seq"]):
+            latest[k] = r
+assert len(latest) == n and all(r["status"] == "ok" for r in latest.values()), len(latest)
+seen = []
+for k in (0, 1):
+    d = f"{out}/pooled-{k:05d}-of-00002"
+    assert os.path.isdir(d), ("missing", d, sorted(os.listdir(out)))
+    rows = np.load(d + "/pooled.npy")
+    idx = [json.loads(l) for l in open(d + "/pooled.jsonl", encoding="utf-8")]
+    assert rows.shape[0] == len(idx), (d, rows.shape, len(idx))
+    for x in idx:
+        key = os.path.realpath(os.path.join(out, "..", x["input"]))
+        r = latest[key]
+        with tarfile.open(os.path.join(out, r["shard"])) as t:
+            a = np.load(io.BytesIO(t.extractfile(r["key"] + ".npy").read()))
+        assert np.allclose(rows[x["row"]], a.astype(np.float64).mean(axis=0), atol=1e-6), x["input"]
+        seen.append(key)
+assert len(seen) == len(set(seen)) == n, ("rows", len(seen), "distinct", len(set(seen)), "inputs", n)
+print("ok", n)
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "an MPEG-2 elementary stream (read in decode order): the flushed last frame is timed as the ffmpeg CLI times it" {
+    ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc=size=64x64:rate=10:duration=2 \
+        -c:v mpeg2video -f mpeg2video "$T/a.m2v"
+    run "$MVEMBED" --device cpu --model "$MODEL" --out "$T/o" --fps 3 "$T/a.m2v"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run "$PY" - "$T" <<'PY'
+import json, re, subprocess, sys
+t = sys.argv[1]
+(r,) = [json.loads(l) for l in open(t + "/o/manifest.jsonl", encoding="utf-8")]
+assert r["status"] == "ok", r
+info = subprocess.run(["ffmpeg", "-nostdin", "-i", t + "/a.m2v", "-fps_mode", "passthrough", "-vf", "showinfo",
+                       "-f", "null", "-"], capture_output=True, text=True).stderr
+cli = [float(x) for x in re.findall(r"n: *\d+ pts: *\d+ pts_time:([0-9.]+)", info)]
+idx, ts = r["frame_indices"], r["timestamps"]
+assert idx[-1] == len(cli) - 1, (idx, len(cli))  # the last frame is sampled
+want = [cli[i] - cli[0] for i in idx]
+assert all(x is not None for x in ts), ts
+assert all(abs(a - b) < 1e-6 for a, b in zip(ts, want)), (ts, want)
+print("ok", ts)
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
