@@ -49,21 +49,31 @@ int mv_pool_remove_old(const char *out_dir, const char *stem)
     return unlink(idx) == 0 && unlink(npy) == 0 && mv_sync_dir(out_dir, NULL) == MV_OK ? 1 : -1;
 }
 
-/* 1 when every row that out_dir/<stem>/pooled.jsonl lists is still its input's newest ok line in
- * D (the same manifest line: run and seq; for lines without them the same fingerprint, output
- * and offset), 0 when one is not, -1 when the index cannot be read. */
-static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
+/* out_dir/<stem>/pooled.jsonl's lines as a set (free with mv_done_free), or NULL when it cannot
+ * be read or memory runs out. */
+static mv_done *load_index(const char *out_dir, const char *stem)
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/%s/pooled.jsonl", out_dir, stem);
     mv_done *P;
     mv_err e;
     if (mv_done_create(&P, &e))
-        return -1;
+        return NULL;
     if (mv_manifest_load_done(p, P, NULL, NULL, &e)) {
         mv_done_free(P);
-        return -1;
+        return NULL;
     }
+    return P;
+}
+
+/* 1 when every row that out_dir/<stem>/pooled.jsonl lists is still its input's newest ok line in
+ * D (the same manifest line: run and seq; for lines without them the same fingerprint, output
+ * and offset), 0 when one is not, -1 when the index cannot be read. */
+static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
+{
+    mv_done *P = load_index(out_dir, stem);
+    if (!P)
+        return -1;
     int cur = 1;
     for (size_t i = 0; cur && i < mv_done_inputs(P); i++) {
         const char *input;
@@ -93,13 +103,10 @@ static int pooled_name(const char *name, int *k, int *n) { return mv_name_pooled
  * one sample, its newest line's, and two inputs never share one. */
 static int dir_rows(const char *out_dir, const char *stem, mv_hashset *rows, const mv_hashset *in)
 {
-    char p[4400];
-    snprintf(p, sizeof p, "%s/%s/pooled.jsonl", out_dir, stem);
-    mv_done *P;
-    mv_err e;
-    if (mv_done_create(&P, &e))
+    mv_done *P = load_index(out_dir, stem);
+    if (!P)
         return -1;
-    int r = mv_manifest_load_done(p, P, NULL, NULL, &e) ? -1 : 0;
+    int r = 0;
     for (size_t i = 0; !r && i < mv_done_inputs(P); i++) {
         const char *input;
         mv_done_sample ps;
