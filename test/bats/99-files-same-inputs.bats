@@ -71,32 +71,9 @@ PY
 
 # pooled_shards OUT N: pooled-K-of-2 holds the inputs shard K takes, each row numpy's mean of
 # that input's output (by its newest line in any manifest); the two together hold all N, once
+# (pooled_check.py, the index's inputs matched to the manifests' as written)
 pooled_shards() {
-    run "$PY" - "$1" "$2" <<'PY'
-import glob, io, json, os, sys
-import numpy as np, zstandard
-out, n = sys.argv[1], int(sys.argv[2])
-latest = {}
-for m in glob.glob(out + "/manifest*.jsonl"):
-    for line in open(m, encoding="utf-8"):
-        r = json.loads(line)
-        latest[r["input"]] = r
-seen = []
-for k in (0, 1):
-    d = f"{out}/pooled-{k:05d}-of-00002"
-    rows = np.load(d + "/pooled.npy")
-    idx = [json.loads(l) for l in open(d + "/pooled.jsonl", encoding="utf-8")]
-    assert rows.shape[0] == len(idx), (d, rows.shape, len(idx))
-    for x in idx:
-        r = latest[x["input"]]
-        a = np.load(io.BytesIO(zstandard.ZstdDecompressor().stream_reader(open(os.path.join(out, r["output"]), "rb")).read()))
-        assert np.allclose(rows[x["row"]], a.astype(np.float64).mean(axis=0), atol=1e-6), x["input"]
-        seen.append(x["input"])
-assert len(seen) == len(set(seen)) == n, (len(seen), len(set(seen)), n)
-print("ok", n)
-PY
-    echo "$output"
-    [ "$status" -eq 0 ]
+    pooled_check "$1" "$2" --key input
 }
 
 @test "files layout --pool mean: runs unsharded, --shard 0/2 and 1/2 at once: each shard's pooled directory has its inputs' rows" {

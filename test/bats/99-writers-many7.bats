@@ -15,38 +15,9 @@ setup() {
 
 # tar_pooled_shards OUT N: pooled-K-of-2 (K = 0, 1) has one row per index line, each numpy's mean
 # of that input's newest sample (read from its shard with tarfile); the two together index all N
-# inputs, each once
+# inputs, each once (pooled_check.py; the index's relative inputs are resolved from $T)
 tar_pooled_shards() {
-    run "$PY" - "$1" "$2" <<'PY'
-import glob, io, json, os, sys, tarfile
-import numpy as np
-out, n = sys.argv[1], int(sys.argv[2])
-latest = {}
-for m in glob.glob(out + "/manifest*.jsonl"):
-    for line in open(m, encoding="utf-8"):
-        r = json.loads(line)
-        k = os.path.realpath(r.get("input_abs", r["input"]))
-        if k not in latest or (r["time"], r["seq"]) > (latest[k]["time"], latest[k]["seq"]):
-            latest[k] = r
-assert len(latest) == n and all(r["status"] == "ok" for r in latest.values()), len(latest)
-seen = []
-for k in (0, 1):
-    d = f"{out}/pooled-{k:05d}-of-00002"
-    rows = np.load(d + "/pooled.npy")
-    idx = [json.loads(l) for l in open(d + "/pooled.jsonl", encoding="utf-8")]
-    assert rows.shape[0] == len(idx), (d, rows.shape, len(idx))
-    for x in idx:
-        key = os.path.realpath(x["input"])
-        r = latest[key]
-        with tarfile.open(os.path.join(out, r["shard"])) as t:
-            a = np.load(io.BytesIO(t.extractfile(r["key"] + ".npy").read()))
-        assert np.allclose(rows[x["row"]], a.astype(np.float64).mean(axis=0), atol=1e-6), x["input"]
-        seen.append(key)
-assert len(seen) == len(set(seen)) == n, ("rows", len(seen), "distinct", len(set(seen)), "inputs", n)
-print("ok", n)
-PY
-    echo "$output"
-    [ "$status" -eq 0 ]
+    pooled_check "$1" "$2" --base "$T"
 }
 
 @test "tar --pool mean: --shard K/2 runs after an unsharded run did every input: each shard's pooled directory has its inputs' rows" {

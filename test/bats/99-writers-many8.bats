@@ -16,43 +16,9 @@ setup() {
 
 # all_pooled_once OUT N: over every pooled-*-of-*/ directory of OUT, each of the N inputs has
 # exactly one row, equal to its pooled output ([1, H]; a file, or a tar sample read with tarfile)
+# (pooled_check.py); prints "ok N DIRS"
 all_pooled_once() {
-    run "$PY" - "$1" "$2" <<'PY'
-import collections, glob, io, json, os, sys, tarfile
-import numpy as np, zstandard
-out, n = sys.argv[1], int(sys.argv[2])
-latest = {}
-for m in glob.glob(out + "/manifest*.jsonl"):
-    for line in open(m, encoding="utf-8"):
-        r = json.loads(line)
-        k = os.path.realpath(r.get("input_abs", r["input"]))
-        if k not in latest or (r["time"], r["seq"]) > (latest[k]["time"], latest[k]["seq"]):
-            latest[k] = r
-assert len(latest) == n and all(r["status"] == "ok" for r in latest.values()), len(latest)
-seen = collections.Counter()
-dirs = sorted(glob.glob(out + "/pooled-*-of-*/"))
-for d in dirs:
-    rows = np.load(d + "pooled.npy")
-    idx = [json.loads(l) for l in open(d + "pooled.jsonl", encoding="utf-8")]
-    assert rows.shape[0] == len(idx), (d, rows.shape, len(idx))
-    for x in idx:
-        k = os.path.realpath(x["input"])
-        r = latest[k]
-        if "shard" in r:
-            with tarfile.open(os.path.join(out, r["shard"])) as t:
-                a = np.load(io.BytesIO(t.extractfile(r["key"] + ".npy").read()))
-        else:
-            with open(os.path.join(out, r["output"]), "rb") as f:
-                a = np.load(io.BytesIO(zstandard.ZstdDecompressor().stream_reader(f).read()))
-        assert a.shape[0] == 1 and np.array_equal(rows[x["row"]], a[0]), x["input"]
-        seen[k] += 1
-twice = [k for k, c in seen.items() if c > 1]
-assert not twice and len(seen) == n, ("dirs", [os.path.basename(d[:-1]) for d in dirs], "rows", sum(seen.values()),
-                                      "inputs", n, "twice", len(twice))
-print("ok", n, len(dirs))
-PY
-    echo "$output"
-    [ "$status" -eq 0 ]
+    pooled_check "$1" "$2" --dirs 'pooled-*-of-*' --exact
 }
 
 # array_then_three LAYOUT_ARGS...: --shard 0/2 and 1/2, then 0/3, 1/3 and 2/3, over $T/in into $T/o

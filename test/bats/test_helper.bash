@@ -124,6 +124,15 @@ tar_check() {
     [[ "${lines[-1]}" =~ ^ok ]]
 }
 
+# pooled_check OUT N [ARGS...]: test/bats/pooled_check.py's verdict on OUT's pooled directories
+# (its options: see there)
+pooled_check() {
+    run "$PY" "$ROOT/test/bats/pooled_check.py" "$@"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "${lines[-1]}" =~ ^ok ]]
+}
+
 # wait_lines FILE N: waits (up to 60 s) until FILE has at least N lines
 wait_lines() {
     for _ in $(seq 3000); do
