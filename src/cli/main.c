@@ -30,17 +30,13 @@
 #include <unistd.h>
 
 
-/* The first SIGINT, SIGTERM, SIGHUP (a dropped ssh connection), SIGQUIT or SIGXCPU (the CPU time
- * limit, ulimit -t, as batch schedulers set it) asks the run to stop starting work
- * (mv_run_opts.interrupt); a second one leaves at once (temp files are swept by the next run),
- * except SIGXCPU, which the kernel sends again each CPU second past the soft limit while the run
- * finishes what it started (the hard limit's SIGKILL still ends it). */
+/* The first SIGINT, SIGTERM, SIGHUP (a dropped ssh connection) or SIGQUIT asks the run to stop
+ * starting work (mv_run_opts.interrupt); a second one leaves at once (temp files are swept by the
+ * next run). */
 static volatile sig_atomic_t g_interrupted;
 
 static void on_signal(int sig)
 {
-    if (g_interrupted && sig == SIGXCPU)
-        return;
     if (g_interrupted)
         _exit(128 + sig);
     g_interrupted = sig;
@@ -183,7 +179,7 @@ static int run(mv_run_opts *o)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    static const int stop[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU};
+    static const int stop[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t i = 0; i < sizeof stop / sizeof stop[0]; i++) {
         struct sigaction old;
         /* a SIGHUP the caller ignores (nohup) stays ignored; SIGINT and SIGQUIT are taken even
@@ -281,7 +277,6 @@ int main(int argc, char **argv)
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGHUP);
     sigaddset(&stop, SIGQUIT);
-    sigaddset(&stop, SIGXCPU);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     pthread_join(t, NULL);
     return a.rc;

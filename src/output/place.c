@@ -99,10 +99,9 @@ mv_status mv_place(int dfd, const char *tmp, const char *fin, unsigned flags, in
                    tmp, fs, strerror(lerr));
 }
 
-static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU};
-#define N_GUARDED (int)(sizeof guarded / sizeof guarded[0])
+static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 static char g_tmp[4400];
-static struct sigaction g_old[N_GUARDED];
+static struct sigaction g_old[4];
 
 static void on_guarded(int sig)
 {
@@ -118,12 +117,12 @@ void mv_place_guard_begin(const char *tmp)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_guarded;
     sigfillset(&sa.sa_mask);
-    for (int i = 0; i < N_GUARDED; i++)
+    for (int i = 0; i < 4; i++)
         sigaction(guarded[i], &sa, &g_old[i]);
 }
 
 void mv_place_guard_end(void)
 {
-    for (int i = 0; i < N_GUARDED; i++)
+    for (int i = 0; i < 4; i++)
         sigaction(guarded[i], &g_old[i], NULL);
 }
