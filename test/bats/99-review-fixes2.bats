@@ -8,9 +8,7 @@ load test_helper
 
 setup() {
     T="$BATS_TEST_TMPDIR"
-    mkdir -p "$T/in"
-    cp "$ROOT"/fixtures/media/images/*.jpg "$ROOT"/fixtures/media/images/*.png "$T/in/"
-    N=$(ls "$T/in" | wc -l)
+    jpg_png_set "$T/in"
 }
 
 @test "tar --pool mean: a fix-up run from inside the folder, then --shard 0/2, 1/2 from above: both shards' pooled directories stay, every input once" {

@@ -8,9 +8,7 @@ load test_helper
 
 setup() {
     T="$BATS_TEST_TMPDIR"
-    mkdir -p "$T/in"
-    cp "$ROOT"/fixtures/media/images/*.jpg "$ROOT"/fixtures/media/images/*.png "$T/in/"
-    N=$(ls "$T/in" | wc -l)
+    jpg_png_set "$T/in"
 }
 
 # tar_pooled_shards OUT N: pooled-K-of-2 (K = 0, 1) has one row per index line, each numpy's mean

@@ -9,9 +9,7 @@ load test_helper
 
 setup() {
     T="$BATS_TEST_TMPDIR"
-    mkdir -p "$T/in"
-    cp "$ROOT"/fixtures/media/images/*.jpg "$ROOT"/fixtures/media/images/*.png "$T/in/"
-    N=$(ls "$T/in" | wc -l)
+    jpg_png_set "$T/in"
 }
 
 # all_pooled_once OUT N: over every pooled-*-of-*/ directory of OUT, each of the N inputs has

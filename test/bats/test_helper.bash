@@ -65,6 +65,13 @@ small_set() {
     [ -z "${2:-}" ] || cp "$ROOT/fixtures/bad/empty.jpg" "$1/$2"
 }
 
+# jpg_png_set DIR: every JPEG and PNG fixture image copied into DIR (made); N their count
+jpg_png_set() {
+    mkdir -p "$1"
+    cp "$ROOT"/fixtures/media/images/*.jpg "$ROOT"/fixtures/media/images/*.png "$1/"
+    N=$(ls "$1" | wc -l)
+}
+
 # fs_shim DIR: builds test/preload/fs_shim.c into DIR/fs_shim.so and prints what LD_PRELOAD must
 # hold to load it into $MVEMBED (an ASan build's runtime first, as ASan requires). What it takes
 # away is set in the environment (FS_SHIM_NOLOCK=1, FS_SHIM_RENAME2=noreplace|all, FS_SHIM_LOG:
