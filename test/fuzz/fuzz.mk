@@ -11,12 +11,12 @@ FUZZ_ONLY    ?=
 FZ_CC      := clang
 FZ_BUILD   := build-fuzz
 FZ_NAMES   := safetensors config image video manifest npy tar
-FZ_PKGS    := jansson libzstd libpng libjpeg libwebp libgif libtiff-4 libarchive libxxhash zlib liblzma libavformat libavcodec libavutil libswscale
+FZ_PKGS    := jansson libzstd libpng libjpeg libwebp libwebpdemux libgif libtiff-4 libarchive libxxhash zlib liblzma libavformat libavcodec libavutil libswscale
 FZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FZ_CFLAGS  := -std=gnu11 -g -O1 -Wall -Wextra -Wno-unknown-pragmas -Iinclude -DMV_HAVE_FFMPEG=1 \
               -DFZ_ROOT='"$(CURDIR)"' $(shell pkg-config --cflags $(FZ_PKGS) 2>/dev/null) $(FZ_SAN)
 FZ_LIBS    := $(shell pkg-config --libs $(FZ_PKGS) 2>/dev/null || echo -ljansson -lzstd -lpng -ljpeg \
-              -lwebp -lgif -ltiff -larchive -lxxhash -lz -llzma -lavformat -lavcodec -lavutil -lswscale) -lm -lpthread
+              -lwebpdemux -lwebp -lgif -ltiff -larchive -lxxhash -lz -llzma -lavformat -lavcodec -lavutil -lswscale) -lm -lpthread
 FZ_LIB_SRCS := $(filter-out src/run/run.c src/tower/tower_cpu.c src/tower/ops_cpu.c,$(LIB_SRCS))
 FZ_LIB_OBJS := $(patsubst src/%.c,$(FZ_BUILD)/obj/%.o,$(FZ_LIB_SRCS))
 FZ_BINS    := $(addprefix $(FZ_BUILD)/fuzz_,$(FZ_NAMES))
