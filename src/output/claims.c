@@ -148,6 +148,15 @@ static int64_t whole_lines_end(const char *path, int64_t size)
     return found;
 }
 
+/* The manifest name's entry among those a look noted, or NULL. */
+static seen_file *seen_of(const mv_claims *c, const char *name)
+{
+    for (size_t k = 0; k < c->n_files; k++)
+        if (!strcmp(c->files[k].name, name))
+            return &c->files[k];
+    return NULL;
+}
+
 /* Notes where OUT's manifests end now (at open: every manifest in OUT, under the list's lock), or
  * reads on from there what the registered manifests gained since (other processes' lines; under
  * a slot's lock and c->mu). */
@@ -165,10 +174,7 @@ static mv_status look(mv_claims *c, int at_open, int note_only, mv_err *e)
         struct stat sb;
         if (stat(p, &sb) != 0)
             continue;
-        seen_file *f = NULL;
-        for (size_t k = 0; k < c->n_files && !f; k++)
-            if (!strcmp(c->files[k].name, name))
-                f = &c->files[k];
+        seen_file *f = seen_of(c, name);
         if (!f) {
             seen_file *nf = realloc(c->files, (c->n_files + 1) * sizeof *nf);
             char *dup = strdup(name);
@@ -213,10 +219,7 @@ int mv_claims_others_moved(mv_claims *c, const char *mine)
         struct stat sb;
         if (!strcmp(names[i], mine) || stat(p, &sb) != 0)
             continue;
-        const seen_file *f = NULL;
-        for (size_t k = 0; k < c->n_files && !f; k++)
-            if (!strcmp(c->files[k].name, names[i]))
-                f = &c->files[k];
+        const seen_file *f = seen_of(c, names[i]);
         moved = !f || f->ino != sb.st_ino || (int64_t)sb.st_size != f->off;
     }
     mv_manifest_list_free(names, nn);
