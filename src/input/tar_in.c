@@ -308,6 +308,19 @@ static int track_sample(mv_tar_in *t, struct archive_entry *ent, const char *raw
     return k >= 0;
 }
 
+/* The second reader is at the main reader's current member (header t->at): past its data, so
+ * that damage inside it is told as such, not as damage after it. 0, or 1 with t->after.err set. */
+static int skip_member(mv_tar_in *t)
+{
+    if (archive_read_data_skip(t->ahead) == ARCHIVE_OK)
+        return 0;
+    t->ahead_end = 1;
+    if (!t->after.err[0])
+        snprintf(t->after.err, sizeof t->after.err, "the tar is cut short or damaged inside this member: "
+                 "%.300s", mv_tar_src_why(t->ahead, t->ahead_src));
+    return 1;
+}
+
 /* The metadata members after the main reader's current member (header t->at) that share its key
  * t->gkey, into t->after, read by the second reader. 0, or -1 with t->err set when the tar cannot
  * be opened again. */
@@ -327,6 +340,8 @@ static int scan_after(mv_tar_in *t)
     }
     struct archive_entry *en;
     while (!t->ahead_end) {
+        if (t->ahead_at == t->at && skip_member(t))
+            break;
         int r = archive_read_next_header(t->ahead, &en);
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
             t->ahead_end = 1; /* the main reader tells what is wrong when it gets there */
