@@ -99,9 +99,10 @@ mv_status mv_place(int dfd, const char *tmp, const char *fin, unsigned flags, in
                    tmp, fs, strerror(lerr));
 }
 
-static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU};
+#define N_GUARDED (int)(sizeof guarded / sizeof guarded[0])
 static char g_tmp[4400];
-static struct sigaction g_old[4];
+static struct sigaction g_old[N_GUARDED];
 
 static void on_guarded(int sig)
 {
@@ -117,12 +118,12 @@ void mv_place_guard_begin(const char *tmp)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_guarded;
     sigfillset(&sa.sa_mask);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_GUARDED; i++)
         sigaction(guarded[i], &sa, &g_old[i]);
 }
 
 void mv_place_guard_end(void)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_GUARDED; i++)
         sigaction(guarded[i], &g_old[i], NULL);
 }

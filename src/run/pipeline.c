@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -479,7 +480,8 @@ static void report(runner *R, const mv_run_result *res, const threads *th, pl_to
     const mv_run_opts *o = R->o;
     double wall = mv_now() - R->t0;
     if (res->signal) {
-        fprintf(stderr, "mvembed: interrupted; %ld done and kept (run again to resume)\n", res->ok);
+        fprintf(stderr, "mvembed: %s; %ld done and kept (run again to resume)\n",
+                res->signal == SIGXCPU ? "CPU time limit reached (ulimit -t): stopped" : "interrupted", res->ok);
         return;
     }
     char passed[300] = ""; /* "; passed over: not an image or video name: 2, hidden: 1" */
