@@ -109,4 +109,7 @@ int mv_claims_files_run(const mv_claims *c);
  * MV_ERR_USAGE naming the pid of a run that holds OUT. For compact and merge. */
 mv_status mv_claims_exclusive(const char *out_dir, mv_claims **c, mv_err *e);
 
+/* 1 when OUT's file system offered no locks to c (no run holding OUT can be seen), else 0. */
+int mv_claims_lockless(const mv_claims *c);
+
 #endif

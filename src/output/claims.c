@@ -518,6 +518,8 @@ int mv_claims_files_run(const mv_claims *c)
     return !c->no_locks && fcntl(c->fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
+int mv_claims_lockless(const mv_claims *c) { return c && c->no_locks; }
+
 mv_status mv_claims_exclusive(const char *out_dir, mv_claims **out, mv_err *e)
 {
     mv_claims *c;

@@ -340,6 +340,16 @@ static void warn_fingerprints(const folded *fd, const char *const *files, const 
     fprintf(stderr, "; a run with the settings you want redoes the others\n");
 }
 
+/* Without locks a run writing into OUT holds nothing compact or merge (cmd) can see: says so,
+ * since lines such a run appends to a manifest being rewritten go to the replaced file. */
+static void warn_lockless(const mv_claims *lock, const char *out_dir, const char *cmd)
+{
+    if (mv_claims_lockless(lock))
+        fprintf(stderr, "mvembed: %s: warning: the file system offers no locks: manifest %s cannot tell "
+                "whether a run is writing into it, and the lines such a run appends meanwhile are lost; "
+                "run it once every run into OUT has ended\n", out_dir, cmd);
+}
+
 int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
 {
     char **names;
@@ -347,6 +357,7 @@ int mv_manifest_merge_dir(const char *out_dir, int quiet, mv_err *e)
     mv_claims *lock; /* no run appends while manifests are rewritten */
     if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    warn_lockless(lock, out_dir, "merge");
     mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
     if (mv_manifest_list(out_dir, &names, &nn, e)) {
         mv_claims_close(lock);
@@ -425,6 +436,7 @@ int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
     mv_claims *lock = NULL; /* no run appends while manifests are rewritten */
     if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
+    warn_lockless(lock, out_dir, "compact");
     if (all && mv_manifest_list(out_dir, &names, &nn, e)) {
         mv_claims_close(lock);
         return 1;

@@ -1,0 +1,46 @@
+#!/usr/bin/env bats
+# Many writers and crashes into one OUT, both layouts: what manifest merge and compact say where
+# OUT's file system offers no locks (an NFS client mounted nolock), so that they cannot tell a run
+# is writing into OUT. Oracles: json (the manifests), numpy + zstandard / tarfile (the outputs).
+load test_helper
+
+setup() {
+    T="$BATS_TEST_TMPDIR"
+    jpg_png_set "$T/in"
+}
+
+@test "without locks (NFS nolock), manifest merge and compact say they cannot tell a run writes into OUT, both layouts" {
+    preload=$(fs_shim "$T")
+    for layout in files tar; do
+        o="$T/o-$layout"
+        for sh in 0/2 1/2; do
+            mvembed -q --device cpu --model "$MODEL" --out "$o" --layout "$layout" --shard "$sh" "$T/in"
+        done
+        for cmd in "merge $o" "compact --all $o"; do
+            run env LD_PRELOAD="$preload" FS_SHIM_NOLOCK=1 "$MVEMBED" manifest $cmd
+            echo "$layout $cmd: $output"
+            [ "$status" -eq 0 ]
+            [[ "$output" == *"$o: warning: the file system offers no locks: manifest ${cmd%% *} cannot tell whether a run is writing into it"* ]]
+        done
+        # what it rewrote is every input's line, each naming its array (json, numpy)
+        run "$PY" - "$o" "$N" <<'PY'
+import io, json, os, sys, tarfile
+import numpy as np, zstandard
+out, n = sys.argv[1], int(sys.argv[2])
+recs = [json.loads(l) for l in open(os.path.join(out, "manifest.jsonl"), encoding="utf-8")]
+assert len(recs) == n and len({r["input"] for r in recs}) == n, len(recs)
+for r in recs:
+    assert r["status"] == "ok", r
+    if "shard" in r:
+        with tarfile.open(os.path.join(out, r["shard"])) as t:
+            a = np.load(io.BytesIO(t.extractfile(r["key"] + ".npy").read()))
+    else:
+        with open(os.path.join(out, r["output"]), "rb") as f:
+            a = np.load(io.BytesIO(zstandard.ZstdDecompressor().decompress(f.read())))
+    assert list(a.shape) == r["shape"], r["input"]
+print("ok", len(recs))
+PY
+        echo "$output"
+        [ "$output" = "ok $N" ]
+    done
+}
