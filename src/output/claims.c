@@ -529,7 +529,14 @@ mv_status mv_claims_exclusive(const char *out_dir, mv_claims **out, mv_err *e)
     if (ofd_lock(c->fd, F_WRLCK, 0, 0) != 0) {
         int err = errno;
         if (!no_lock_errno(err)) {
+            struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+            if ((err == EAGAIN || err == EACCES) && fcntl(c->fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_WRLCK)
+                err = -1; /* held exclusively: not a run (runs hold it shared) but a merge or compact */
             mv_claims_close(c);
+            if (err == -1)
+                return mv_fail(e, MV_ERR_USAGE, "%s: another manifest merge or compact is rewriting its "
+                               "manifests (it holds %s/%s); try again once it has finished", out_dir, out_dir,
+                               MV_CLAIMS_LOCK);
             if (err == EAGAIN || err == EACCES)
                 return mv_fail(e, MV_ERR_USAGE, "%s: an mvembed run is writing into it (it holds %s/%s): "
                                "rewriting its manifests now would lose that run's lines; try again "

@@ -44,3 +44,21 @@ PY
         [ "$output" = "ok $N" ]
     done
 }
+
+@test "manifest compact while another merge or compact holds OUT is refused naming that, not a run" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/in"
+    cp "$T/o/manifest.jsonl" "$T/before"
+    # a merge holds OUT's lock exclusively (as a process on another machine of a shared mount would)
+    hold_lock "$T/o/.mvembed.lock"
+    run mvembed manifest compact "$T/o"
+    kill "$holder"
+    wait "$holder" || true
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$T/o: another manifest merge or compact is rewriting its manifests"* ]]
+    [[ "$output" != *"an mvembed run is writing"* ]]
+    cmp "$T/before" "$T/o/manifest.jsonl"
+    # once it has ended, compact goes on
+    run mvembed manifest compact "$T/o"
+    [ "$status" -eq 0 ]
+}
