@@ -87,6 +87,11 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
  * mv_output_write calls it lazily. */
 int mv_output_clean_temps(const char *dir);
 
+/* The same for the directory beneath out_dir (mv_beneath_dir: never through a link) that holds
+ * the output rel (a path relative to out_dir), unless s already holds that directory (then 0);
+ * adds it to s. For manifest compact, which sweeps every directory its lines' outputs are in. */
+int mv_output_sweep_of(const char *out_dir, const char *rel, mv_output_swept *s);
+
 /* Write-locks (OFD lock, waiting) the open temp file fd the way mv_output_write does, so that
  * the sweep leaves it alone until it is renamed or removed: for other writers of ".tmp-<pid>-*"
  * files (manifest merge). 0, or -1 with errno (ENOLCK, EINVAL, ...: no locks there). */

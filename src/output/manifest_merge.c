@@ -421,6 +421,12 @@ static mv_status compact_one(const char *out_dir, const char *path, int quiet, m
     if (!st && !quiet)
         fprintf(stderr, "mvembed: compacted %s: %zu lines -> %zu (%zu ok, %zu not ok), %zu unparsable "
                         "lines dropped\n", path, lines, fd.t.n, ok, fd.t.n - ok, fd.bad);
+    mv_output_swept swept; /* killed runs' temp outputs, in every directory an output is in */
+    mv_output_swept_init(&swept);
+    for (size_t i = 0; !st && i < fd.t.n; i++)
+        if (fd.t.who[i].out)
+            mv_output_sweep_of(out_dir, fd.t.who[i].out, &swept); /* best effort, as a run's sweep */
+    mv_output_swept_destroy(&swept);
     folded_free(&fd);
     return st;
 }

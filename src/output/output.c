@@ -96,11 +96,17 @@ int mv_output_temp_abandoned(int fd, const struct stat *st, long pid)
     return old || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
 }
 
+static int clean_dir(DIR *d);
+
 int mv_output_clean_temps(const char *dir)
 {
     DIR *d = opendir(dir);
-    if (!d)
-        return -1;
+    return d ? clean_dir(d) : -1;
+}
+
+/* Removes the abandoned temp files of the open directory d (mv_output_clean_temps' rule), closing d. */
+static int clean_dir(DIR *d)
+{
     int removed = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
@@ -122,6 +128,31 @@ int mv_output_clean_temps(const char *dir)
     }
     closedir(d);
     return removed;
+}
+
+static int mark_swept(mv_output_swept *s, const char *dir);
+
+int mv_output_sweep_of(const char *out_dir, const char *rel, mv_output_swept *s)
+{
+    const char *slash = strrchr(rel, '/');
+    size_t n = slash ? (size_t)(slash - rel) : 0;
+    char dir[PATH_MAX];
+    if (n >= sizeof dir)
+        return -1;
+    memcpy(dir, rel, n);
+    dir[n] = 0;
+    if (!mark_swept(s, dir))
+        return 0;
+    int dfd;
+    mv_err e;
+    if (mv_beneath_dir(out_dir, dir, 0, &dfd, &e) != MV_OK)
+        return -1; /* gone, or reached only through a link: nothing of OUT's to sweep */
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -1;
+    }
+    return clean_dir(d);
 }
 
 void mv_output_swept_init(mv_output_swept *s)

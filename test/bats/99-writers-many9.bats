@@ -62,3 +62,33 @@ PY
     run mvembed manifest compact "$T/o"
     [ "$status" -eq 0 ]
 }
+
+@test "files layout: a temp output a killed run left in a subdirectory goes with the next manifest compact" {
+    mkdir -p "$T/top/sub"
+    mv "$T"/in/*.png "$T/top/sub/"
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/top"
+    # what kill -9 leaves while an output is written: its unlocked temp file, of a pid that is gone
+    sleep 30 & gone=$!
+    kill "$gone"
+    wait "$gone" || true
+    head -c 300 "$T/o/sub/"*.png.npy.zst > "$T/o/sub/.tmp-$gone-abcdef"
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/top" # nothing left to write
+    [ "$status" -eq 0 ]
+    run mvembed manifest compact "$T/o"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run find "$T/o" -name '.tmp*'
+    echo "left: $output"
+    [ -z "$output" ]
+    # the outputs are as they were: every line's file reads (numpy + zstandard)
+    "$PY" - "$T/o" <<'PY'
+import io, json, os, sys
+import numpy as np, zstandard
+out = sys.argv[1]
+for line in open(os.path.join(out, "manifest.jsonl"), encoding="utf-8"):
+    r = json.loads(line)
+    with open(os.path.join(out, r["output"]), "rb") as f:
+        a = np.load(io.BytesIO(zstandard.ZstdDecompressor().decompress(f.read())))
+    assert list(a.shape) == r["shape"], r["input"]
+PY
+}
