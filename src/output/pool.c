@@ -436,14 +436,15 @@ static mv_status pool_stack(mv_pool_list *l, pool_src *src, const char *stem, in
 /* Takes OUT's lock around every rebuild and staleness check of its pooled directories, byte
  * MV_CLAIMS_INDEX_BYTE of OUT's lock file (mv_claims.h), exclusively: *fd is its descriptor
  * (unlocked where the file system offers no locks). */
-static mv_status lock_index(const char *out_dir, int *fd, mv_err *e)
+static mv_status lock_index(const char *out_dir, int *fd, int *locked, mv_err *e)
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/%s", out_dir, MV_CLAIMS_LOCK);
     *fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (*fd < 0)
         return mv_fail(e, MV_ERR_IO, "%s: cannot open the pooled directories' lock: %s", p, strerror(errno));
-    if (lock_byte(*fd, MV_CLAIMS_INDEX_BYTE, F_WRLCK) != 0 && errno != ENOLCK && errno != EINVAL && errno != EOPNOTSUPP) {
+    *locked = lock_byte(*fd, MV_CLAIMS_INDEX_BYTE, F_WRLCK) == 0;
+    if (!*locked && errno != ENOLCK && errno != EINVAL && errno != EOPNOTSUPP) {
         int err = errno;
         close(*fd);
         return mv_fail(e, MV_ERR_IO, "%s: lock: %s", p, strerror(err));
@@ -524,10 +525,11 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
     memset(c, 0, sizeof *c);
     if (!t && !mv_pool_dirs(out_dir, NULL, NULL))
         return MV_OK;
-    int lfd;
-    mv_status st = lock_index(out_dir, &lfd, e);
+    int lfd, locked;
+    mv_status st = lock_index(out_dir, &lfd, &locked, e);
     if (st)
         return st;
+    mv_pool_sweep_temps(out_dir, locked); /* those of rebuilds killed before they were put in place */
     mv_done *D = NULL, *S = NULL;
     st = load_manifests(out_dir, &D, e); /* read under the lock: every run's lines before it */
     if (!st && t && t->shard_n > 1) {

@@ -8,12 +8,16 @@
 #include "pool_int.h"
 #include "mv_names.h"
 #include "mv_hashset.h"
+#include "mv_output.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
@@ -26,6 +30,28 @@ int mv_pool_remove_dir(const char *dir)
         unlink(p);
     }
     return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+void mv_pool_sweep_temps(const char *out_dir, int locked)
+{
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char *end, p[4400];
+        struct stat sb;
+        if (strncmp(de->d_name, ".tmp-", 5) != 0)
+            continue;
+        long pid = strtol(de->d_name + 5, &end, 10);
+        if (end == de->d_name + 5 || strncmp(end, "-pooled", 7) != 0 || pid == (long)getpid() ||
+            fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode) ||
+            (!locked && time(NULL) - sb.st_mtime <= MV_OUTPUT_TEMP_MAX_AGE))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", out_dir, de->d_name);
+        mv_pool_remove_dir(p); /* best effort: one left is tried again by the next rebuild */
+    }
+    closedir(d);
 }
 
 int mv_pool_remove(const char *out_dir, const char *stem)

@@ -92,3 +92,20 @@ for line in open(os.path.join(out, "manifest.jsonl"), encoding="utf-8"):
     assert list(a.shape) == r["shape"], r["input"]
 PY
 }
+
+@test "--pool mean: the temporary pooled directory a run killed while rebuilding it left goes with the next rebuild" {
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
+    # what kill -9 leaves while OUT/pooled/ is rebuilt: its temporary directory, of a pid that is gone
+    sleep 30 & gone=$!
+    kill "$gone"
+    wait "$gone" || true
+    mkdir "$T/o/.tmp-$gone-pooled" "$T/o/.tmp-$gone-pooled-00001-of-00002"
+    cp "$T"/o/pooled/* "$T/o/.tmp-$gone-pooled/"
+    head -c 100 "$T/o/pooled/pooled.npy" > "$T/o/.tmp-$gone-pooled-00001-of-00002/pooled.npy"
+    run mvembed -q --device cpu --model "$MODEL" --out "$T/o" --pool mean "$T/in"
+    [ "$status" -eq 0 ]
+    run find "$T/o" -name '.tmp*'
+    echo "left: $output"
+    [ -z "$output" ]
+    pooled_check "$T/o" "$N" --dirs pooled
+}
