@@ -1,7 +1,10 @@
 #!/usr/bin/env bats
 # Many writers and crashes into one OUT, both layouts: what manifest merge and compact say where
 # OUT's file system offers no locks (an NFS client mounted nolock), so that they cannot tell a run
-# is writing into OUT. Oracles: json (the manifests), numpy + zstandard / tarfile (the outputs).
+# is writing into OUT, and when another merge or compact holds OUT; what kill -9 leaves (a temp
+# output in a subdirectory no later run writes into, a pooled rebuild's temp directory) is gone
+# after the next compact or rebuild. Oracles: json (the manifests), numpy + zstandard / tarfile
+# (the outputs), find (what is left in OUT).
 load test_helper
 
 setup() {
