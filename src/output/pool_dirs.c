@@ -94,7 +94,9 @@ static mv_done *load_index(const char *out_dir, const char *stem)
 
 /* 1 when every row that out_dir/<stem>/pooled.jsonl lists is still its input's newest ok line in
  * D (the same manifest line: run and seq; for lines without them the same fingerprint, output
- * and offset), 0 when one is not, -1 when the index cannot be read. */
+ * and offset) and no input it lists as failed (row null) has an ok newest line in D now (a
+ * retry made it ok: a reader would miss its row), 0 when one is not, -1 when the index cannot
+ * be read. */
 static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
 {
     mv_done *P = load_index(out_dir, stem);
@@ -115,6 +117,12 @@ static int dir_current(const char *out_dir, const char *stem, const mv_done *D)
             cur = !strcmp(ps.ord.run, ds.ord.run) && ps.ord.seq == ds.ord.seq;
         else if (cur)
             cur = ps.output && !strcmp(ps.output, ds.output) && ps.offset == (ds.tar ? ds.offset : -1);
+    }
+    for (size_t i = 0; cur && i < mv_done_inputs(D); i++) {
+        const char *input;
+        mv_done_sample ds;
+        if (mv_done_entry(D, i, &input, &ds) && mv_done_error(P, input))
+            cur = 0; /* listed as failed, ok now */
     }
     mv_done_free(P);
     return cur;
