@@ -26,6 +26,8 @@ typedef enum {
     MV_ERR_OUTPUT,      /* this one output cannot be written where it belongs (name too long, a
                          * directory or file in the way, no permission there); unlike MV_ERR_IO
                          * (a full, read-only or failing disk) other outputs can still be written */
+    MV_ERR_NOROOM,      /* no address space left (ulimit -v; mv_address_room): the run's shortage,
+                         * never one input's fault */
 } mv_status;
 
 typedef struct {
@@ -64,6 +66,19 @@ size_t mv_count_nonfinite(const float *x, size_t n);
 /* Checked allocation helpers: NULL on failure (caller reports MV_ERR_NOMEM). */
 void *mv_malloc(size_t n);
 void *mv_calloc(size_t n, size_t size);
+
+/* Whether a mapping of `bytes` of address space can be made now (made and given back at once).
+ * Under an address-space limit (ulimit -v) an allocation that failed while this says no failed
+ * for want of room, the run's (fatal), not for the size an input asked for (that input's). */
+int mv_address_room(size_t bytes);
+#define MV_ROOM_PROBE ((size_t)16 << 20)
+
+/* Whether an OpenMP team of `threads` (0: omp_get_max_threads()) can start on the calling thread:
+ * libgomp ends the process (exit 1, "libgomp: Thread creation failed") when it cannot make a
+ * team's threads, so under an address-space limit a parallel region asks here first (room for
+ * their stacks) and runs serially, or fails its work, where there is none. A team that started
+ * stays (libgomp keeps its threads): the largest size seen is remembered per thread. */
+int mv_omp_room(int threads);
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience). */
 mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e);

@@ -4,11 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,6 +182,7 @@ const char *mv_status_str(mv_status s)
     case MV_ERR_UNSUPPORTED: return "unsupported";
     case MV_ERR_LIMIT: return "limit exceeded";
     case MV_ERR_NOMEM: return "out of memory";
+    case MV_ERR_NOROOM: return "out of address space";
     case MV_ERR_DEVICE: return "device error";
     case MV_ERR_USAGE: return "usage error";
     case MV_ERR_INTERNAL: return "internal error";
@@ -189,6 +193,36 @@ const char *mv_status_str(mv_status s)
 
 void *mv_malloc(size_t n) { return malloc(n ? n : 1); }
 void *mv_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+
+int mv_omp_room(int threads)
+{
+    static __thread int started = 1; /* the calling thread itself */
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+    if (threads <= started)
+        return 1;
+    pthread_attr_t a;
+    size_t stack = (size_t)8 << 20;
+    if (pthread_getattr_default_np(&a) == 0) {
+        size_t s = 0;
+        if (pthread_attr_getstacksize(&a, &s) == 0 && s > stack)
+            stack = s;
+        pthread_attr_destroy(&a);
+    }
+    if (!mv_address_room((size_t)(threads - started) * (stack + ((size_t)64 << 10)) + MV_ROOM_PROBE))
+        return 0;
+    started = threads;
+    return 1;
+}
+
+int mv_address_room(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, bytes);
+    return 1;
+}
 
 mv_status mv_open_regular(const char *path, int *fd, mv_err *e)
 {

@@ -214,7 +214,8 @@ static void stage_out(tower_arg *ta, const batch *bt)
 
 /* Runs one forward over items[0..n) (all prepared without error): their resized uint8 frames go
  * to the backend, which patchifies them. A device failure is fatal (and any failure with
- * --dump-stages); else the forward's inputs fail with its message and the batch goes on. */
+ * --dump-stages, and running out of address space); else the forward's inputs fail with its
+ * message and the batch goes on. */
 static void tower_batch(tower_arg *ta, mv_item **items, int n)
 {
     runner *R = ta->R;
@@ -240,7 +241,11 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
     }
     if (stage_in(ta, &bt) == 0 && (st = run_forward(ta, &bt, &e)) == MV_OK)
         stage_out(ta, &bt);
-    if (st == MV_ERR_DEVICE || (st && R->o->dump_dir)) {
+    /* out of memory with no address space left (for the CPU tower's team of threads: this
+     * thread's OpenMP setting) is the run's shortage, not these inputs' */
+    int short_of_room = st == MV_ERR_NOROOM ||
+                        (st == MV_ERR_NOMEM && (!mv_address_room(MV_ROOM_PROBE) || !mv_omp_room(0)));
+    if (st == MV_ERR_DEVICE || (st && R->o->dump_dir) || short_of_room) {
         pl_set_fatal(R, &e);
     } else if (st) {
         for (int i = 0; i < n; i++) {

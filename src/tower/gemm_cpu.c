@@ -163,8 +163,8 @@ static mv_status get_prim(mv_gemm_cpu *g, const mv_gemm_w *w, int64_t m, int64_t
             dnnl_memory_desc_equal(&p->wmd, &w->md))
             goto out;
     p = calloc(1, sizeof *p);
-    if (!p) {
-        st = mv_fail(e, MV_ERR_NOMEM, "out of memory for a oneDNN primitive");
+    if (!p || !mv_address_room(MV_ROOM_PROBE)) { /* see warm_kernels */
+        st = mv_fail(e, p ? MV_ERR_NOROOM : MV_ERR_NOMEM, "out of memory for a oneDNN primitive");
         goto out;
     }
     if ((st = make_pd(g, m, w->in, w->od, ldx, ldo, &w->md, &pd, e)))
@@ -230,6 +230,28 @@ static int blas_core_is_modern(const char *c)
     return 0;
 }
 
+#if MV_HAVE_DNNL
+/* oneDNN 2.6 makes its GEMM driver's kernels on first use, inside a call_once that does not check
+ * the allocation of their code: under an address-space limit (ulimit -v) with no room left at that
+ * moment, the process dies of SIGSEGV in the middle of a forward. They are made here, at creation,
+ * once room for them is known to be there (mv_address_room): a shortage later is one of our own
+ * allocations, checked. Every mode needs them (attention's dnnl_sgemm, the f32 matmul's gemm:jit).
+ * Primitive creation does not check all of its allocations either: get_prim probes first too. */
+#define WARM_ROOM ((size_t)32 << 20) /* making them takes over 4 MiB (measured under ulimit -v) */
+static mv_status warm_kernels(mv_err *e)
+{
+    if (!mv_address_room(WARM_ROOM))
+        return mv_fail(e, MV_ERR_NOROOM, "out of memory: no address space left for oneDNN's GEMM "
+                       "kernels (an address-space limit, ulimit -v?)");
+    enum { N = 32 };
+    static const float a[N * N], b[N * N];
+    float c[N * N];
+    if (mv_sgemm_1t(1, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N))
+        return mv_fail(e, MV_ERR_NOMEM, "oneDNN's GEMM kernels could not be made (out of memory?)");
+    return MV_OK;
+}
+#endif
+
 mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, mv_err *e)
 {
     mv_blas_single_threaded(); /* OpenBLAS (what stays on it) */
@@ -262,6 +284,13 @@ mv_status mv_gemm_cpu_create(int verbose, mv_cpu_gemm mode, mv_gemm_cpu **out, m
         pthread_mutex_destroy(&g->mu);
         free(g);
         return mv_fail(e, MV_ERR_INTERNAL, "oneDNN: no CPU engine (status %d)", (int)s);
+    }
+    mv_status ws = warm_kernels(e);
+    if (ws) {
+        dnnl_engine_destroy(g->eng);
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+        return ws;
     }
     (void)core;
 #else
@@ -327,6 +356,10 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
+    if (!mv_address_room(MV_ROOM_PROBE)) { /* see warm_kernels */
+        st = mv_fail(e, MV_ERR_NOROOM, "out of memory for a oneDNN primitive");
+        goto out;
+    }
     /* the layout the primitive picks for a full MB-row call: every other call takes it as is */
     if ((st = make_pd(g, MB, in, od, in, od, NULL, &pd, e)))
         goto out;

@@ -473,6 +473,9 @@ static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forwa
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: no per-entry mean (pool the tokens with mv_pool_mean)");
     if (!req->pixels == !req->frames)
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: a forward takes pixel values or frames");
+    if (!mv_omp_room(((const cpu_impl *)be->impl)->threads))
+        return mv_fail(e, MV_ERR_NOROOM, "cpu tower: out of memory: no address space for its %d threads' "
+                       "stacks (an address-space limit, ulimit -v?)", ((const cpu_impl *)be->impl)->threads);
     float *pix = NULL;
     uint8_t *rs = NULL; /* the test hook test_resizes: decoded frames (src_size) resized first */
     mv_status st = req->src_size ? mv_cpu_hook_resize(req, &be->model->cfg, &rs, e) : MV_OK;
@@ -518,6 +521,9 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
     int H = c->hidden, F = c->inter, mm = c->merge * c->merge;
     mv_status st;
     omp_set_num_threads(ci->threads); /* oneDNN's packing runs OpenMP here: --threads, not OMP_NUM_THREADS */
+    if (!mv_omp_room(ci->threads))
+        return mv_fail(e, MV_ERR_NOROOM, "cpu tower: out of memory: no address space for its %d threads' "
+                       "stacks (an address-space limit, ulimit -v?)", ci->threads);
     if ((st = mv_gemm_pack(ci->g, m->patch_w, c->patch_dim, H, "patch_embed", &ci->patch, e)) ||
         (st = mv_gemm_pack(ci->g, m->mfc1_w, H * mm, H * mm, "merger fc1", &ci->mfc1, e)) ||
         (st = mv_gemm_pack(ci->g, m->mfc2_w, H * mm, c->out_hidden, "merger fc2", &ci->mfc2, e)))

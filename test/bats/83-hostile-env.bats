@@ -68,6 +68,42 @@ PYEOF
     [ $asan = 0 ] || [ "$worked" -eq 8 ]
 }
 
+@test "ulimit -v across the band where the run starts to fit: status 0 or 1 naming the cause, never a crash, exit 2 or libgomp's exit" {
+    # Every 3 MB from 280 MB to 470 MB (a CUDA build: from 1.3 GB, where its libraries load). Where
+    # the room ran out inside oneDNN (its GEMM kernels made on first use, primitives made per row
+    # count) the process died of SIGSEGV; an OpenMP team that could not start ended it through
+    # libgomp ("Thread creation failed", exit 1 with no cause of ours); small inputs failed one by
+    # one with "out of memory" (exit 2, error lines blaming them). None is the input's fault.
+    mkdir "$T/in"
+    cp "$IMG"/*.jpg "$T/in/"
+    local n base=280000 lim lims st worked=0 failed=0 asan=0
+    n=$(ls "$T/in" | wc -l)
+    if ldd "$MVEMBED" | grep -q libcublasLt; then base=1300000; fi
+    lims=$(seq $base 3000 $((base + 190000)))
+    # an ASan build's shadow memory needs terabytes of address space: one run, unlimited, works
+    if ldd "$MVEMBED" | grep -q libasan; then asan=1 lims=unlimited; fi
+    for lim in $lims; do
+        rm -rf "$T/o"
+        st=0
+        timeout -k 5 60 bash -c "ulimit -v $lim; exec \"\$0\" -q --device cpu --model \"\$1\" --out \"\$2\" \"\$3\"" \
+            "$MVEMBED" "$MODEL" "$T/o" "$T/in" 2>"$T/err" || st=$?
+        echo "ulimit -v $lim: status $st: $(head -c 300 "$T/err")"
+        if [ "$st" -eq 0 ]; then
+            [ "$(outputs_ok "$T/o")" -eq "$n" ]
+            worked=$((worked + 1))
+        else
+            [ "$st" -eq 1 ]
+            head -1 "$T/err" | grep -qE '^mvembed: .*(out of memory|out of address space|ulimit -v)'
+            ! grep -q '^libgomp' "$T/err"
+            # nothing blamed on an input: no error line
+            [ ! -f "$T/o/manifest.jsonl" ] || ! grep -q '"status":"error"' "$T/o/manifest.jsonl"
+            failed=$((failed + 1))
+        fi
+    done
+    echo "worked $worked, failed $failed"
+    if [ $asan = 1 ]; then [ "$worked" -eq 1 ]; else [ "$worked" -ge 10 ] && [ "$failed" -ge 10 ]; fi
+}
+
 @test "--out a dangling symbolic link, a symlink loop, a regular file, a path under one: status 1, the cause" {
     cp "$IMG/png_gray_128x72.png" "$T/a.png"
     ln -s "$T/nowhere" "$T/dang"
