@@ -356,7 +356,7 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
-    if (!mv_address_room(MV_ROOM_PROBE)) { /* see warm_kernels */
+    if (!mv_address_room(MV_ROOM_PROBE) || !mv_omp_room(0)) { /* warm_kernels; packing's team */
         st = mv_fail(e, MV_ERR_NOROOM, "out of memory for a oneDNN primitive");
         goto out;
     }

@@ -17,7 +17,6 @@
 #include "mv_gemm_cpu.h"
 #include "mv_ops_cpu.h"
 #include "mv_plan.h"
-#include "mv_preprocess.h"
 #include "tower_cpu_int.h"
 
 #include <omp.h>
@@ -421,49 +420,7 @@ static mv_status tower_f32(mv_backend *be, const float *pixels, const int32_t *g
     return st;
 }
 
-/* mv_patchify (the CPU twin of cu/patchify.cu) of every entry's frames (src, laid out as req
- * says) into one pixel_values tensor *pixp [N, patch_dim] (malloc'ed). */
-static mv_status patchify_frames(mv_backend *be, const mv_forward_req *req, const uint8_t *src, float **pixp,
-                                 mv_err *e)
-{
-    const mv_model *m = be->model;
-    const mv_vision_config *c = &m->cfg;
-    const mv_preproc_config *pp = &m->pp;
-    const int32_t *n_frames = req->n_frames, *grid = req->grid;
-    int n_entries = req->n_entries;
-    int64_t N;
-    mv_status st = mv_frames_check(m, n_frames, grid, n_entries, &N, NULL, e);
-    if (st)
-        return st;
-    int max_nf = 0;
-    for (int i = 0; i < n_entries; i++)
-        max_nf = n_frames[i] > max_nf ? n_frames[i] : max_nf;
-    float *pix = malloc((size_t)N * c->patch_dim * sizeof(float));
-    const uint8_t **fp = malloc((size_t)(max_nf ? max_nf : 1) * sizeof *fp);
-    if (!pix || !fp) {
-        free(pix);
-        free(fp);
-        return mv_fail(e, MV_ERR_NOMEM, "cpu tower: out of memory for %lld x %d pixel values",
-                       (long long)N, c->patch_dim);
-    }
-    omp_set_num_threads(((const cpu_impl *)be->impl)->threads); /* mv_patchify's loop: this backend's threads */
-    int64_t row = 0;
-    for (int i = 0; i < n_entries; i++) {
-        int h = grid[3 * i + 1] * c->patch, w = grid[3 * i + 2] * c->patch;
-        size_t fsz = (size_t)h * w * 3;
-        for (int f = 0; f < n_frames[i]; f++)
-            fp[f] = src + fsz * f;
-        int32_t g[3];
-        mv_patchify(fp, n_frames[i], h, w, pp, pix + row * c->patch_dim, g);
-        src += fsz * n_frames[i];
-        row += (int64_t)g[0] * g[1] * g[2];
-    }
-    free(fp);
-    *pixp = pix;
-    return MV_OK;
-}
-
-/* mv_backend.forward: pixel_values as they are, frames patchified first (patchify_frames). No
+/* mv_backend.forward: pixel_values as they are, frames patchified first (cpu_frames.c). No
  * per-entry mean here: the caller pools the tokens (pools_mean 0). */
 static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forward_info *info, mv_err *e)
 {
@@ -473,14 +430,15 @@ static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forwa
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: no per-entry mean (pool the tokens with mv_pool_mean)");
     if (!req->pixels == !req->frames)
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: a forward takes pixel values or frames");
-    if (!mv_omp_room(((const cpu_impl *)be->impl)->threads))
+    int threads = ((const cpu_impl *)be->impl)->threads;
+    if (!mv_omp_room(threads)) /* its team's stacks: libgomp would end the process (mv_omp_room) */
         return mv_fail(e, MV_ERR_NOROOM, "cpu tower: out of memory: no address space for its %d threads' "
-                       "stacks (an address-space limit, ulimit -v?)", ((const cpu_impl *)be->impl)->threads);
+                       "stacks (an address-space limit, ulimit -v?)", threads);
     float *pix = NULL;
     uint8_t *rs = NULL; /* the test hook test_resizes: decoded frames (src_size) resized first */
     mv_status st = req->src_size ? mv_cpu_hook_resize(req, &be->model->cfg, &rs, e) : MV_OK;
     if (!st && !req->pixels)
-        st = patchify_frames(be, req, rs ? rs : req->frames, &pix, e);
+        st = mv_cpu_patchify_frames(be->model, threads, req, rs ? rs : req->frames, &pix, e);
     free(rs);
     if (!st)
         st = tower_f32(be, pix ? pix : req->pixels, req->grid, req->n_entries, req->out, req->dump,
@@ -521,9 +479,6 @@ static mv_status pack_all(const mv_model *m, cpu_impl *ci, mv_err *e)
     int H = c->hidden, F = c->inter, mm = c->merge * c->merge;
     mv_status st;
     omp_set_num_threads(ci->threads); /* oneDNN's packing runs OpenMP here: --threads, not OMP_NUM_THREADS */
-    if (!mv_omp_room(ci->threads))
-        return mv_fail(e, MV_ERR_NOROOM, "cpu tower: out of memory: no address space for its %d threads' "
-                       "stacks (an address-space limit, ulimit -v?)", ci->threads);
     if ((st = mv_gemm_pack(ci->g, m->patch_w, c->patch_dim, H, "patch_embed", &ci->patch, e)) ||
         (st = mv_gemm_pack(ci->g, m->mfc1_w, H * mm, H * mm, "merger fc1", &ci->mfc1, e)) ||
         (st = mv_gemm_pack(ci->g, m->mfc2_w, H * mm, c->out_hidden, "merger fc2", &ci->mfc2, e)))

@@ -123,4 +123,9 @@ void mv_cpu_split_heads(float *hm, const float *qkv, const float *cos_t, const f
 void mv_cpu_hook_round_out(const mv_forward_req *req, const mv_vision_config *c);
 mv_status mv_cpu_hook_resize(const mv_forward_req *req, const mv_vision_config *c, uint8_t **out, mv_err *e);
 
+/* mv_patchify of every entry's frames (src, laid out as req says; threads: the backend's) into one
+ * pixel_values tensor *pixp [N, patch_dim] (malloc'ed) (cpu_frames.c). */
+mv_status mv_cpu_patchify_frames(const mv_model *m, int threads, const mv_forward_req *req, const uint8_t *src,
+                                 float **pixp, mv_err *e);
+
 #endif
