@@ -30,10 +30,11 @@
 mv_status mv_place(int dfd, const char *tmp, const char *fin, unsigned flags, int *err, mv_err *e);
 
 /* The window of a temporary file that a single-threaded command makes and renames (manifest
- * merge and compact): from begin to end, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXCPU remove tmp (unlink is
- * async-signal-safe; after the rename it finds nothing) and then end the process as they would
- * have (the default action, re-raised). One window at a time per process. SIGKILL cannot be
- * caught: the file is then left, unlocked, for the sweep (mv_output_clean_temps). */
+ * merge and compact): from begin to end, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXCPU remove tmp
+ * (unlink is async-signal-safe; after the rename it finds nothing) and then end the process as
+ * they would have (the default action, re-raised); one the process ignores (SIGHUP under nohup)
+ * stays ignored. One window at a time per process. SIGKILL cannot be caught: the file is then
+ * left, unlocked, for the sweep (mv_output_clean_temps). */
 void mv_place_guard_begin(const char *tmp);
 void mv_place_guard_end(void);
 

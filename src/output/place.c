@@ -103,6 +103,7 @@ static const int guarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU};
 #define N_GUARDED (int)(sizeof guarded / sizeof guarded[0])
 static char g_tmp[4400];
 static struct sigaction g_old[N_GUARDED];
+static int g_set[N_GUARDED]; /* installed by mv_place_guard_begin (not ignored) */
 
 static void on_guarded(int sig)
 {
@@ -118,12 +119,16 @@ void mv_place_guard_begin(const char *tmp)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_guarded;
     sigfillset(&sa.sa_mask);
+    /* an ignored signal (SIGHUP under nohup; SIGINT for `cmd &` without job control) stays
+     * ignored: it would not have ended the process */
     for (int i = 0; i < N_GUARDED; i++)
-        sigaction(guarded[i], &sa, &g_old[i]);
+        g_set[i] = sigaction(guarded[i], NULL, &g_old[i]) == 0 && g_old[i].sa_handler != SIG_IGN &&
+                   sigaction(guarded[i], &sa, NULL) == 0;
 }
 
 void mv_place_guard_end(void)
 {
     for (int i = 0; i < N_GUARDED; i++)
-        sigaction(guarded[i], &g_old[i], NULL);
+        if (g_set[i])
+            sigaction(guarded[i], &g_old[i], NULL);
 }
