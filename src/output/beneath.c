@@ -105,6 +105,12 @@ mv_status mv_beneath_dir(const char *root, const char *rel, int create, int *dfd
         }
         memcpy(comp, path + start, cl);
         comp[cl] = 0;
+        if (!strcmp(comp, ".") || !strcmp(comp, "..")) { /* the O_NOFOLLOW walk would step up out */
+            s = mv_fail(e, MV_ERR_OUTPUT, "%s/%.*s: a \"%s\" component: not followed below the output "
+                        "directory", root, (int)len, path, comp);
+            errno = EXDEV;
+            break;
+        }
         int next = open_step(root_fd, cur, path, len, comp);
         if (next < 0 && errno == ENOENT && create) {
             if (mkdirat(cur, comp, 0777) != 0 && errno != EEXIST) {

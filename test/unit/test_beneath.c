@@ -76,6 +76,13 @@ static void mode(int no_openat2)
     if (fd >= 0)
         close(fd);
     fd = -1;
+    /* ".." steps up and out (with openat2 the kernel refuses it; the walk must too) */
+    snprintf(p, sizeof p, "a/../../outside%d", no_openat2);
+    s = mv_beneath_dir(root, p, 0, &fd, &e);
+    CHECK(s == MV_ERR_OUTPUT && fd < 0, "%s: %s refused: %s", m, p, e.msg);
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
     /* a file in the way */
     snprintf(p, sizeof p, "%s/file", root);
     FILE *f = fopen(p, "w");
