@@ -77,8 +77,14 @@ int mv_address_room(size_t bytes);
  * libgomp ends the process (exit 1, "libgomp: Thread creation failed") when it cannot make a
  * team's threads, so under an address-space limit a parallel region asks here first (room for
  * their stacks) and runs serially, or fails its work, where there is none. A team that started
- * stays (libgomp keeps its threads): the largest size seen is remembered per thread. */
+ * stays (libgomp keeps its threads): mv_omp_started notes it (the largest per thread), and a team
+ * no larger needs no room. mv_omp_region: both, for a region's `if` clause (it starts at once). */
 int mv_omp_room(int threads);
+void mv_omp_started(int threads);
+static inline int mv_omp_region(int threads)
+{
+    return mv_omp_room(threads) ? (mv_omp_started(threads), 1) : 0;
+}
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience). */
 mv_status mv_read_file(const char *path, uint8_t **data, size_t *len, mv_err *e);

@@ -194,9 +194,19 @@ const char *mv_status_str(mv_status s)
 void *mv_malloc(size_t n) { return malloc(n ? n : 1); }
 void *mv_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
 
+static __thread int g_omp_started = 1; /* the calling thread's largest team (itself alone) */
+
+void mv_omp_started(int threads)
+{
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+    if (threads > g_omp_started)
+        g_omp_started = threads;
+}
+
 int mv_omp_room(int threads)
 {
-    static __thread int started = 1; /* the calling thread itself */
+    int started = g_omp_started;
     if (threads <= 0)
         threads = omp_get_max_threads();
     if (threads <= started)
@@ -209,10 +219,7 @@ int mv_omp_room(int threads)
             stack = s;
         pthread_attr_destroy(&a);
     }
-    if (!mv_address_room((size_t)(threads - started) * (stack + ((size_t)64 << 10)) + MV_ROOM_PROBE))
-        return 0;
-    started = threads;
-    return 1;
+    return mv_address_room((size_t)(threads - started) * (stack + ((size_t)64 << 10)) + MV_ROOM_PROBE);
 }
 
 int mv_address_room(size_t bytes)

@@ -216,7 +216,7 @@ static inline uint8_t clamp_shift(int acc, unsigned p)
 static void resize_h(const uint8_t *src, int sw, int h, uint8_t *dst, int dw, const mv_resize_axis *a)
 {
     const int bias = 1 << (a->prec - 1);
-    #pragma omp parallel for schedule(static) if ((long long)h * dw > 65536 && mv_omp_room(0))
+    #pragma omp parallel for schedule(static) if ((long long)h * dw > 65536 && mv_omp_region(0))
     for (int y = 0; y < h; y++) {
         const uint8_t *s = src + (size_t)y * sw * 3;
         uint8_t *d = dst + (size_t)y * dw * 3;
@@ -238,7 +238,7 @@ static void resize_v(const uint8_t *src, int w, uint8_t *dst, int dh, const mv_r
 {
     const int bias = 1 << (a->prec - 1);
     const size_t row = (size_t)w * 3;
-    #pragma omp parallel for schedule(static) if ((long long)dh * w > 65536 && mv_omp_room(0))
+    #pragma omp parallel for schedule(static) if ((long long)dh * w > 65536 && mv_omp_region(0))
     for (int y = 0; y < dh; y++) {
         const int16_t *k = a->w + (size_t)y * a->ksize;
         const uint8_t *s = src + (size_t)a->xmin[y] * row;
@@ -325,7 +325,7 @@ void mv_patchify(const uint8_t *const *frames, int n_frames, int h, int w,
     patch_grid(n_frames, h, w, pp, grid);
     const int gt = grid[0], gw = grid[2];
     const long long rows_per_t = (long long)grid[1] * gw;
-    #pragma omp parallel for collapse(2) schedule(static) if (rows_per_t * gt > 256 && mv_omp_room(0))
+    #pragma omp parallel for collapse(2) schedule(static) if (rows_per_t * gt > 256 && mv_omp_region(0))
     for (int g = 0; g < gt; g++) {
         for (long long q = 0; q < rows_per_t; q++) {
             /* merge-block order: q = ((brow * bw + bcol) * M + in_row) * M + in_col */

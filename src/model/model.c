@@ -234,7 +234,7 @@ static mv_status convert_jobs(const conv_job *jobs, int n_jobs, int src, size_t 
         for (size_t f = 0; f < jobs[j].n; f += CONV_PIECE)
             pc[k++] = (struct piece){j, f, jobs[j].n - f < CONV_PIECE ? jobs[j].n - f : CONV_PIECE, 0};
     uint64_t h = hash ? *hash : 0;
-#pragma omp parallel if (need >= 16 * CONV_PIECE && mv_omp_room(0))
+#pragma omp parallel if (need >= 16 * CONV_PIECE && mv_omp_region(0))
     {
 #pragma omp single nowait
         for (int j = 0; hash && j < n_jobs; j++)
@@ -412,7 +412,7 @@ void mv_weight_view_f32(const mv_weight_view *v, float *dst)
         return;
     }
     const long np = (long)((v->n + CONV_PIECE - 1) / CONV_PIECE);
-#pragma omp parallel for schedule(static) if (np > 1 && mv_omp_room(0))
+#pragma omp parallel for schedule(static) if (np > 1 && mv_omp_region(0))
     for (long i = 0; i < np; i++) {
         const size_t first = (size_t)i * CONV_PIECE, n = v->n - first < CONV_PIECE ? v->n - first : CONV_PIECE;
         mv_err ignored; /* the dtype was checked when the tensor was taken */

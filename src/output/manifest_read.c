@@ -202,7 +202,7 @@ static int batch_add(line_batch *b, const char *line, size_t n)
 static int batch_flush(mv_done *d, line_batch *b, int par, size_t *bad)
 {
     const long n = (long)b->n;
-#pragma omp parallel for schedule(dynamic, 64) if (par && n >= PAR_MIN && mv_omp_room(0))
+#pragma omp parallel for schedule(dynamic, 64) if (par && n >= PAR_MIN && mv_omp_region(0))
     for (long i = 0; i < n; i++)
         parse_line(b->buf + b->start[i], b->start[i + 1] - b->start[i], &b->p[i]);
     int r = 0;

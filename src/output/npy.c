@@ -402,7 +402,7 @@ void mv_f32_to_bf16_n(const float *x, uint16_t *y, size_t n)
 
 void mv_f32_to_bf16_par(const float *x, uint16_t *y, size_t n)
 {
-#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 20) && mv_omp_room(0))
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 20) && mv_omp_region(0))
     for (size_t i = 0; i < n; i++)
         y[i] = mv_f32_to_bf16(x[i]);
 }

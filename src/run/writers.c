@@ -68,7 +68,9 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
                                        it->out, o->zstd_level, final_path, sizeof final_path,
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
-        if (st == MV_ERR_IO) { /* a full, read-only or failing disk fails every later write too */
+        /* a full, read-only or failing disk fails every later write too; out of memory with no
+         * address space left is the run's shortage, not this input's (as in item.c) */
+        if (st == MV_ERR_IO || st == MV_ERR_NOROOM || (st == MV_ERR_NOMEM && !mv_address_room(MV_ROOM_PROBE))) {
             if (cc->taken)
                 mv_claims_release(cc->claims, cc->slot);
             pl_set_fatal(R, &e);

@@ -391,6 +391,7 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mu}, {DNNL_ARG_TO, mp}};
     DNNL_TRY(dnnl_primitive_execute(r, s, 2, a), "reorder");
     DNNL_TRY(dnnl_stream_wait(s), "reorder");
+    mv_omp_started(0); /* the reorder's team (mv_omp_room) */
 out:
     if (st)
         st = mv_fail_prefix(e, st, "%s", name);

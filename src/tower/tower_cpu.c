@@ -444,6 +444,8 @@ static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forwa
         st = tower_f32(be, pix ? pix : req->pixels, req->grid, req->n_entries, req->out, req->dump,
                        req->dump_ud, e);
     free(pix);
+    if (!st)
+        mv_omp_started(threads);
     if (!st && be->out_bf16) /* the test hook test_out_bf16 */
         mv_cpu_hook_round_out(req, &be->model->cfg);
     return st;
