@@ -4,14 +4,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <omp.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,43 +190,6 @@ const char *mv_status_str(mv_status s)
 
 void *mv_malloc(size_t n) { return malloc(n ? n : 1); }
 void *mv_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
-
-static __thread int g_omp_started = 1; /* the calling thread's largest team (itself alone) */
-
-void mv_omp_started(int threads)
-{
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-    if (threads > g_omp_started)
-        g_omp_started = threads;
-}
-
-int mv_omp_room(int threads)
-{
-    int started = g_omp_started;
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-    if (threads <= started)
-        return 1;
-    pthread_attr_t a;
-    size_t stack = (size_t)8 << 20;
-    if (pthread_getattr_default_np(&a) == 0) {
-        size_t s = 0;
-        if (pthread_attr_getstacksize(&a, &s) == 0 && s > stack)
-            stack = s;
-        pthread_attr_destroy(&a);
-    }
-    return mv_address_room((size_t)(threads - started) * (stack + ((size_t)64 << 10)) + MV_ROOM_PROBE);
-}
-
-int mv_address_room(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return 0;
-    munmap(p, bytes);
-    return 1;
-}
 
 mv_status mv_open_regular(const char *path, int *fd, mv_err *e)
 {
