@@ -20,6 +20,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -215,12 +217,30 @@ nomem:
     return -1;
 }
 
+/* Waits until the path list f has input (buffered, or on its descriptor: data, its end or an
+ * error, which getdelim then tells) or the run is interrupted: 1, or 0 when interrupted. A list's
+ * producer may stall for minutes (a slow find, a queue), and the stop a signal asks for must not
+ * wait for its next line. glibc's FILE read pointers say whether anything is buffered (gnulib's
+ * freadahead reads the same fields; stdio has no call for it). */
+static int wait_input(FILE *f)
+{
+    struct pollfd pf = {.fd = fileno(f), .events = POLLIN};
+    if (pf.fd < 0 || f->_IO_read_ptr < f->_IO_read_end)
+        return 1;
+    while (!mv_interrupted())
+        if (poll(&pf, 1, 200) != 0)
+            return 1;
+    return 0;
+}
+
 /* Next PATH argument (from args or stdin). Returns 1 with *p set, 0 at the end, -1 fatal. */
 static int next_arg(mv_walk *w, const char **p, mv_err *e)
 {
     for (;;) {
         if (w->in_active) {
             int delim = w->o.null_sep ? '\0' : '\n';
+            if (!wait_input(w->in))
+                return 0; /* interrupted while the list's producer is silent */
             errno = 0;
             ssize_t r = getdelim(&w->line, &w->line_cap, delim, w->in);
             if (r < 0) {

@@ -119,3 +119,33 @@ limited() {
         [ "$status" -eq 0 ]
     done
 }
+
+@test "SIGTERM while the path list on stdin is silent: the run stops at once (143), its finished work kept" {
+    # a producer that hands one path, then says nothing for a minute (a slow find, a queue): the
+    # stop must not wait for its next line (it waited until the producer wrote or closed)
+    local img="$T/in/$(ls "$T/in" | head -1)"
+    ( { printf '%s\0' "$img"; sleep 60; } | { rc=0; "$MVEMBED" -q --device cpu --model "$MODEL" -0 --out "$T/o" - \
+        2>"$T/err" || rc=$?; echo $rc >"$T/rc"; date +%s.%N >"$T/end"; } ) &
+    wait_lines "$T/o/manifest.jsonl" 1
+    sleep 0.5
+    local pid t0
+    pid=$(pgrep -f -- "--out $T/o -" | head -1)
+    [ -n "$pid" ]
+    t0=$(date +%s.%N)
+    kill -TERM "$pid"
+    for _ in $(seq 200); do [ -f "$T/end" ] && break; sleep 0.05; done
+    pkill -f "sleep 60" || true
+    cat "$T/err"
+    [ -f "$T/end" ] # within 10 s, not after the producer's minute
+    [ "$(cat "$T/rc")" -eq 143 ]
+    "$PY" -c 'import sys; assert float(sys.argv[2]) - float(sys.argv[1]) < 10' "$t0" "$(cat "$T/end")"
+    grep -q '^mvembed: interrupted; 1 done and kept' "$T/err"
+    "$PY" - "$T/o" "$img" <<'PYEOF'
+import io, json, sys, numpy as np, zstandard
+out, img = sys.argv[1:3]
+rows = [json.loads(l) for l in open(out + "/manifest.jsonl", "rb")]
+assert [r["input"] for r in rows] == [img] and rows[0]["status"] == "ok", rows
+a = np.load(io.BytesIO(zstandard.ZstdDecompressor().decompress(open(out + "/" + rows[0]["output"], "rb").read())))
+assert a.ndim == 2 and a.shape[0] > 0
+PYEOF
+}
