@@ -59,6 +59,14 @@ mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count);
 typedef mv_status (*mv_output_claim_fn)(void *ud, const char *rel, int *may_replace, mv_err *e);
 void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud);
 
+/* Called (with the claim's ud) when the output replaces a file at its name: after that file is
+ * removed and before the new one takes the name, with the new file's size in bytes. The caller
+ * records the output then (its manifest line), so that a process killed meanwhile leaves a line
+ * naming a missing file at worst, never the new file under the old file's line (another dtype,
+ * model or input). A status other than MV_OK leaves the name empty and is returned. */
+typedef mv_status (*mv_output_replacing_fn)(void *ud, size_t bytes, mv_err *e);
+void mv_output_writer_set_replacing(mv_output_writer *w, mv_output_replacing_fn fn);
+
 /* Writes data (float32, [rows, cols] C order) as out_dir/rel.npy.zst through writer w, stored as
  * dt (MV_DT_F32, or MV_DT_F16 / MV_DT_BF16 (<u2 bit patterns) converted with round-to-nearest-
  * even; never MV_DT_AUTO: see mv_output_dtype), compressed at zstd_level.

@@ -266,7 +266,10 @@ struct mv_output_writer {
     uint16_t *half; /* f16 conversion of one input piece [HALF] */
     mv_output_claim_fn claim; /* before each rename, or NULL */
     void *claim_ud;
+    mv_output_replacing_fn replacing; /* before a rename over an existing file, or NULL */
 };
+
+void mv_output_writer_set_replacing(mv_output_writer *w, mv_output_replacing_fn fn) { w->replacing = fn; }
 
 void mv_output_writer_set_claim(mv_output_writer *w, mv_output_claim_fn fn, void *ud)
 {
@@ -384,17 +387,25 @@ mv_dtype mv_output_dtype(mv_dtype want, const float *data, size_t count)
     return mv_f16_fits_n(data, count) ? MV_DT_F16 : MV_DT_F32;
 }
 
-/* The output's claim (w->claim, when set) and its temp file tmp put at base in dfd: exclusively
- * when the name is free, over an existing file only when the claim lets this input replace it
- * (mv_place; under the claim's lock, so a checked rename where the file system has neither
- * RENAME_NOREPLACE nor hard links); MV_OK, or the reason naming fin. */
+/* The output's claim (w->claim, when set) and its temp file tmp (bytes long) put at base in dfd:
+ * exclusively when the name is free, over an existing file only when the claim lets this input
+ * replace it (mv_place; under the claim's lock, so a checked rename where the file system has
+ * neither RENAME_NOREPLACE nor hard links); where w->replacing is set, the existing file is
+ * removed and w->replacing called first. MV_OK, or the reason naming fin. */
 static mv_status place(mv_output_writer *w, const char *rel, int dfd, const char *tmp, const char *base,
-                       const char *fin, mv_err *e)
+                       const char *fin, size_t bytes, mv_err *e)
 {
     int may_replace = 1;
     mv_status s;
+    struct stat sb;
     if (w->claim && (s = w->claim(w->claim_ud, rel, &may_replace, e)) != MV_OK)
         return s; /* another input holds the name: the final name is left alone */
+    if (may_replace && w->replacing && fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+        if (unlinkat(dfd, base, 0) != 0 && errno != ENOENT)
+            return mv_fail(e, io_status(errno), "%s: cannot remove the output it replaces: %s", fin, strerror(errno));
+        if ((s = w->replacing(w->claim_ud, bytes, e)) != MV_OK)
+            return s;
+    }
     int err;
     mv_err pe;
     if (mv_place(dfd, strrchr(tmp, '/') + 1, base, (may_replace ? MV_PLACE_REPLACE : 0) | MV_PLACE_CHECK_RENAME,
@@ -485,7 +496,7 @@ mv_status mv_output_write(mv_output_writer *w, const char *out_dir, const char *
     }
     /* put in place while still open: the lock holds until the temp name is gone */
     const char *base = strrchr(below, '/') ? strrchr(below, '/') + 1 : below;
-    if ((s = place(w, rel, dfd, tmp, base, fin, e)) != MV_OK)
+    if ((s = place(w, rel, dfd, tmp, base, fin, img_len, e)) != MV_OK)
         goto done;
     tmp_made = 0;
     int cr = close(fd);

@@ -28,6 +28,13 @@ typedef struct {
     mv_done_input_stat now; /* the input as this run read it */
     int taken, slot;
     char elsewhere[4200]; /* another run embedded the input meanwhile, as this output */
+    /* for recorded_early: the output being written and its record */
+    runner *R;
+    mv_item *it;
+    mv_dtype dt;
+    const char *out_rel;
+    mv_record *r;
+    int recorded; /* its line is in (recorded_early) */
 } claim_ctx;
 
 static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err *e)
@@ -41,9 +48,29 @@ static mv_status claim_name(void *ud, const char *rel, int *may_replace, mv_err 
     return st;
 }
 
+/* The item's record (its ok line) into r. */
+static void record_ok(runner *R, const mv_item *it, mv_dtype dt, const char *out_rel, size_t bytes, mv_record *r)
+{
+    mv_item_record(it, &R->m->cfg, dt, R->m->fingerprint, out_rel, r);
+    r->has_bytes = 1;
+    r->bytes = (int64_t)bytes;
+}
+
+/* mv_output_replacing_fn: the output replaces a file (another run's settings, a changed input,
+ * --force): its line goes in before the new file takes the name, the old file already gone. */
+static mv_status recorded_early(void *ud, size_t bytes, mv_err *e)
+{
+    claim_ctx *cc = ud;
+    record_ok(cc->R, cc->it, cc->dt, cc->out_rel, bytes, cc->r);
+    mv_status st = pl_append_record(cc->R, cc->r, e);
+    cc->recorded = st == MV_OK;
+    return st;
+}
+
 /* Writes the item's output and its manifest line (*cc's claim held from just before the rename
- * until the line is written); 0, 1 when another run live in OUT embedded the same file under
- * another name meanwhile (nothing written: it counts as skipped), or -1 after a fatal error. */
+ * until the line is written; the line first where the output replaces a file: recorded_early);
+ * 0, 1 when another run live in OUT embedded the same file under another name meanwhile (nothing
+ * written: it counts as skipped), or -1 after a fatal error. */
 static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx *cc, mv_record *r)
 {
     const mv_run_opts *o = R->o;
@@ -53,16 +80,15 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
     mv_name_output_file(out_rel, sizeof out_rel, it->rel);
     size_t bytes = 0;
     mv_dtype dt = o->out_dtype;
-    cc->input = it->path;
-    cc->abs = it->abs;
-    cc->now = (mv_done_input_stat){.bytes = it->in_bytes, .mtime_ns = it->in_mtime_ns, .has_mtime = 1,
-                                   .mtime_s = it->in_mtime_s, .has_mtime_s = 1};
-    cc->taken = 0;
-    cc->elsewhere[0] = 0;
+    mv_done_input_stat now = {.bytes = it->in_bytes, .mtime_ns = it->in_mtime_ns, .has_mtime = 1,
+                              .mtime_s = it->in_mtime_s, .has_mtime_s = 1};
+    mv_claims *claims = cc->claims;
+    *cc = (claim_ctx){.claims = claims, .input = it->path, .abs = it->abs, .now = now, .R = R, .it = it,
+                      .out_rel = out_rel, .r = r};
     if (!it->error) {
         char final_path[8400];
         double t = mv_now();
-        dt = mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
+        dt = cc->dt = mv_output_dtype(o->out_dtype, it->out, (size_t)it->rows * (size_t)c->out_hidden);
         /* refuses an embedding holding NaN/Inf (the input fails, the batch goes on) */
         mv_status st = mv_output_write(ow, o->out_dir, it->rel, dt, it->rows, c->out_hidden,
                                        it->out, o->zstd_level, final_path, sizeof final_path,
@@ -87,13 +113,17 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
         if (st) /* this output only (its name or place, non-finite values): the batch goes on */
             mv_item_fail(it, e.msg);
     }
-    mv_item_record(it, c, dt, R->m->fingerprint, out_rel, r);
+    if (cc->recorded && !it->error) { /* its line went in before the rename (recorded_early) */
+        if (cc->taken)
+            mv_claims_release(cc->claims, cc->slot);
+        return 0;
+    }
+    if (it->error)
+        mv_item_record(it, c, dt, R->m->fingerprint, out_rel, r);
+    else
+        record_ok(R, it, dt, out_rel, bytes, r);
     if (it->error && it->named) /* the name it takes when a rerun succeeds (mv_done_name_of) */
         r->planned_output = out_rel;
-    if (!it->error) {
-        r->has_bytes = 1;
-        r->bytes = (int64_t)bytes;
-    }
     mv_status st = pl_append_record(R, r, &e);
     if (cc->taken)
         mv_claims_release(cc->claims, cc->slot);
@@ -235,8 +265,10 @@ void *pl_writer_main(void *arg)
     mv_err e;
     if (!R->tars && mv_output_writer_new(&R->swept, &ow, &e))
         pl_set_fatal(R, &e); /* the loop below then only drains */
-    else if (ow && R->claims) /* files layout: names claimed across processes */
+    else if (ow && R->claims) { /* files layout: names claimed across processes */
         mv_output_writer_set_claim(ow, claim_name, &cc);
+        mv_output_writer_set_replacing(ow, recorded_early);
+    }
     mv_item *it;
     while ((it = pl_pop_timed(R, &R->done, T_WRITE_WAIT))) {
         if (!atomic_load(&R->fatal)) {

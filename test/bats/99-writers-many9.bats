@@ -112,3 +112,53 @@ PY
     [ -z "$output" ]
     pooled_check "$T/o" "$N" --dirs pooled
 }
+
+@test "a redo with other settings killed just after an output took its name: its line is never the old file's" {
+    # an f32 OUT redone with --out-dtype f16 and kill -9'd right after a new file took an existing
+    # output's name (fs_shim's pause): the newest line of that input said dtype f32 and the old
+    # size while the file held f16 data (a reader trusting the manifest got another array); the
+    # line now goes in before the new file takes the name, the old file removed first
+    preload=$(fs_shim "$T")
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" "$T/in"
+    LD_PRELOAD="$preload" FS_SHIM_PAUSE_PLACED="$T/go" \
+        "$MVEMBED" -q --device cpu --model "$MODEL" --out "$T/o" --out-dtype f16 "$T/in" 2>"$T/err" &
+    local pid=$!
+    for _ in $(seq 600); do [ -e "$T/go.waiting" ] && break; sleep 0.05; done
+    [ -e "$T/go.waiting" ]
+    kill -9 "$pid"
+    wait "$pid" || true
+    # each input's newest line against the file under its name: same dtype and size, or no file
+    check_lines() {
+        "$PY" - "$T/o" <<'PY'
+import io, json, os, sys
+import numpy as np, zstandard
+out = sys.argv[1]
+newest = {}
+for l in open(os.path.join(out, "manifest.jsonl"), "rb"):
+    r = json.loads(l)
+    if r["input"] not in newest or (r["time"], r["seq"]) >= (newest[r["input"]]["time"], newest[r["input"]]["seq"]):
+        newest[r["input"]] = r
+missing = 0
+for r in newest.values():
+    assert r["status"] == "ok", r
+    p = os.path.join(out, r["output"])
+    if not os.path.exists(p):
+        missing += 1
+        continue
+    assert os.path.getsize(p) == r["bytes"], (r["input"], r["bytes"], os.path.getsize(p))
+    a = np.load(io.BytesIO(zstandard.ZstdDecompressor().decompress(open(p, "rb").read())))
+    assert a.dtype == {"f32": np.float32, "f16": np.float16}[r["dtype"]], (r["input"], r["dtype"], a.dtype)
+print(len(newest), missing)
+PY
+    }
+    run check_lines
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(echo "$output" | awk '{print $2}')" -le 1 ] # the one being placed, at most
+    # the next run with those settings completes: every line f16, every file there and matching
+    mvembed -q --device cpu --model "$MODEL" --out "$T/o" --out-dtype f16 "$T/in"
+    run check_lines
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$N 0" ]
+}

@@ -21,6 +21,8 @@
  *   FS_SHIM_PAUSE_RENAMED=GO   after renameat2 gave a file a name shard-*.tar, FILE GO.waiting is
  *                              made and the call waits until GO exists (a writer between naming
  *                              its shard and appending the shard's lines);
+ *   FS_SHIM_PAUSE_PLACED=GO    the same after renameat2 or renameat gave a file a name ending
+ *                              in .npy.zst (a writer between placing an output and what follows);
  *   FS_SHIM_CLOCK_SHIFT=SECONDS the wall clock (clock_gettime's CLOCK_REALTIME, time) reads
  *                              SECONDS later (negative: earlier): a host whose clock is wrong,
  *                              or one set back since an earlier run.
@@ -60,6 +62,13 @@ static int is_shard(const char *path)
     const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     size_t n = strlen(b);
     return !strncmp(b, "shard-", 6) && n > 10 && !strcmp(b + n - 4, ".tar");
+}
+
+/* 1 when path ends in .npy.zst */
+static int is_output(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 8 && !strcmp(path + n - 8, ".npy.zst");
 }
 
 /* With env var set (to GO): makes GO.waiting, then waits until GO exists (at most 120 s). */
@@ -130,6 +139,18 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
     int r = real(olddirfd, oldpath, newdirfd, newpath, flags);
     if (r == 0 && is_shard(newpath))
         pause_at("FS_SHIM_PAUSE_RENAMED");
+    if (r == 0 && is_output(newpath))
+        pause_at("FS_SHIM_PAUSE_PLACED");
+    return r;
+}
+
+int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+    int (*real)(int, const char *, int, const char *) =
+        (int (*)(int, const char *, int, const char *))dlsym(RTLD_NEXT, "renameat");
+    int r = real(olddirfd, oldpath, newdirfd, newpath);
+    if (r == 0 && is_output(newpath))
+        pause_at("FS_SHIM_PAUSE_PLACED");
     return r;
 }
 
