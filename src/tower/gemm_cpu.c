@@ -356,7 +356,7 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     dnnl_primitive_t r = NULL;
     dnnl_memory_t mu = NULL, mp = NULL;
     dnnl_stream_t s = NULL;
-    if (!mv_address_room(MV_ROOM_PROBE) || !mv_omp_room(0)) { /* warm_kernels; packing's team */
+    if (!mv_address_room(MV_ROOM_PROBE)) { /* see warm_kernels */
         st = mv_fail(e, MV_ERR_NOROOM, "out of memory for a oneDNN primitive");
         goto out;
     }
@@ -389,6 +389,10 @@ mv_status mv_gemm_pack(mv_gemm_cpu *g, const float *W, int in, int od, const cha
     DNNL_TRY(dnnl_primitive_create(&r, rpd), "reorder primitive");
     DNNL_TRY(dnnl_stream_create(&s, g->eng, dnnl_stream_default_flags), "stream");
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mu}, {DNNL_ARG_TO, mp}};
+    if (!mv_omp_room(0)) { /* the reorder's team, once all else is made (mv_omp_room) */
+        st = mv_fail(e, MV_ERR_NOROOM, "out of memory: no address space for the packing's threads");
+        goto out;
+    }
     DNNL_TRY(dnnl_primitive_execute(r, s, 2, a), "reorder");
     DNNL_TRY(dnnl_stream_wait(s), "reorder");
     mv_omp_started(0); /* the reorder's team (mv_omp_room) */

@@ -408,6 +408,9 @@ static mv_status tower_f32(mv_backend *be, const float *pixels, const int32_t *g
     }
     pthread_mutex_lock(&f.ci->mu);
     st = fwd_buffers(&f, e);
+    if (!st && !mv_omp_room(f.ci->threads)) /* its team's stacks, once its buffers are there (mv_omp_room) */
+        st = mv_fail(e, MV_ERR_NOROOM, "cpu tower: out of memory: no address space for its %d threads' "
+                     "stacks (an address-space limit, ulimit -v?)", f.ci->threads);
     if (!st)
         st = fwd_embed(&f, pixels, grid, n_entries, e);
     for (int b = 0; !st && b <= f.m->cfg.depth; b++)
@@ -431,9 +434,6 @@ static mv_status cpu_forward(mv_backend *be, const mv_forward_req *req, mv_forwa
     if (!req->pixels == !req->frames)
         return mv_fail(e, MV_ERR_USAGE, "cpu tower: a forward takes pixel values or frames");
     int threads = ((const cpu_impl *)be->impl)->threads;
-    if (!mv_omp_room(threads)) /* its team's stacks: libgomp would end the process (mv_omp_room) */
-        return mv_fail(e, MV_ERR_NOROOM, "cpu tower: out of memory: no address space for its %d threads' "
-                       "stacks (an address-space limit, ulimit -v?)", threads);
     float *pix = NULL;
     uint8_t *rs = NULL; /* the test hook test_resizes: decoded frames (src_size) resized first */
     mv_status st = req->src_size ? mv_cpu_hook_resize(req, &be->model->cfg, &rs, e) : MV_OK;
