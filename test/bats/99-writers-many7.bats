@@ -61,6 +61,14 @@ tar_pooled_shards() {
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; done
-    grep -q 'embedded meanwhile by another run' "$T"/err-* # they did run at once
+    # they did run at once: a shard run's record starts before the unsharded run's ends (json)
+    "$PY" - "$T/o" <<'PY'
+import glob, json, sys
+recs = [json.load(open(p)) for p in glob.glob(sys.argv[1] + "/run-*.json")]
+none = [r for r in recs if r["shard"] is None]
+shards = [r for r in recs if r["shard"] is not None]
+assert len(none) == 1 and len(shards) == 2, recs
+assert any(r["started_at"] < none[0]["finished_at"] for r in shards), [(r["started_at"], r["finished_at"]) for r in recs]
+PY
     tar_pooled_shards "$T/o" "$N"
 }
