@@ -105,12 +105,35 @@ int mv_output_sweep_of(const char *out_dir, const char *rel, mv_output_swept *s)
  * files (manifest merge). 0, or -1 with errno (ENOLCK, EINVAL, ...: no locks there). */
 int mv_output_lock_temp(int fd);
 
+/* The writer's pid of a temporary name ".tmp-<pid>-<kind>" (pid in decimal, > 0), with *kind
+ * (when kind is not NULL) pointing at what follows "<pid>-" in name: a random suffix (outputs),
+ * "manifest.jsonl", "pooled..." (pool.c's directories), ...; -1 for any other name. The one
+ * reader of these names for every sweep (temps.c). */
+long mv_output_temp_name(const char *name, const char **kind);
+
+/* What a sweep knows of a temp's writer: LIVE, it holds the temp's write lock; UNLOCKED, nobody
+ * holds the lock (it died, unless its pid still runs here: a mount whose locks are local to one
+ * machine); DEAD, the caller knows it is gone (pooled rebuilds take turns under OUT's index lock,
+ * so another's temp seen under it is a killed one's); UNKNOWN, nothing tells (no locks). */
+typedef enum {
+    MV_TEMP_WRITER_LIVE,
+    MV_TEMP_WRITER_UNLOCKED,
+    MV_TEMP_WRITER_DEAD,
+    MV_TEMP_WRITER_UNKNOWN,
+} mv_temp_writer;
+
+/* The rule of every sweep for one temp (fstat st, written by pid) given w: 1 when it is abandoned
+ * and may be removed, else 0. LIVE: never; DEAD: always; UNLOCKED: when its pid is not running
+ * here or it is older than MV_OUTPUT_TEMP_MAX_AGE; UNKNOWN: age alone, older than that. */
+struct stat;
+int mv_output_temp_gone(const struct stat *st, long pid, mv_temp_writer w);
+
 /* The sweep's rule for one temp file, open as fd (read-only) with fstat st, written by pid: 1 when
  * it is abandoned and may be removed (nobody holds its lock, and its pid is not running here or
- * it is older than MV_OUTPUT_TEMP_MAX_AGE; without locks on the file system, age alone), else 0.
- * Takes a read lock on fd when it can (dropped when fd is closed). For other sweeps of temp files
- * that follow the lock rule (the tar layout's temporary shards). */
-struct stat;
+ * it is older than MV_OUTPUT_TEMP_MAX_AGE; without locks on the file system, age alone), else 0:
+ * mv_output_temp_gone with what fd's lock tells. Takes a read lock on fd when it can (dropped
+ * when fd is closed). For other sweeps of temp files that follow the lock rule (the tar
+ * layout's temporary shards). */
 int mv_output_temp_abandoned(int fd, const struct stat *st, long pid);
 
 /* Makes OUT (and the directories on the way) and checks that it can be read, written and

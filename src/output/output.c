@@ -10,7 +10,8 @@
  * size limit, no descriptors or memory), MV_ERR_OUTPUT when only this output's name or place is
  * wrong (too long, a directory or file in the way, no permission).
  * Also here: making OUT itself (mv_out_dir_make).
- * This file does not choose output names or check collisions between inputs.
+ * This file does not choose output names or check collisions between inputs, nor read temp
+ * names or judge them abandoned (temps.c: the sweep here asks it).
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "mv_output.h"
@@ -24,7 +25,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,45 +57,6 @@ mv_status mv_output_path(const char *out_dir, const char *rel, char *buf, size_t
     return MV_OK;
 }
 
-/* pid encoded in ".tmp-<pid>-..." or -1. */
-static long temp_pid(const char *name)
-{
-    if (strncmp(name, ".tmp-", 5) != 0)
-        return -1;
-    char *end;
-    errno = 0;
-    long pid = strtol(name + 5, &end, 10);
-    if (errno || end == name + 5 || *end != '-' || pid <= 0)
-        return -1;
-    return pid;
-}
-
-int mv_output_lock_temp(int fd)
-{
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    int r;
-    do
-        r = fcntl(fd, F_OFD_SETLKW, &fl);
-    while (r != 0 && errno == EINTR);
-    return r;
-}
-
-int mv_output_temp_abandoned(int fd, const struct stat *st, long pid)
-{
-    int old = time(NULL) - st->st_mtime > MV_OUTPUT_TEMP_MAX_AGE;
-    /* a read lock is refused while anyone (any process, machine or PID namespace sharing the
-     * file system's locks) holds the write lock its writer keeps until rename */
-    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
-        if (errno == EAGAIN || errno == EACCES || errno == EINTR)
-            return 0; /* its writer is alive */
-        return old;   /* no locks on this file system: age alone decides */
-    }
-    /* unlocked: a writer that died (kill -9, a crash, a lost node). The pid is checked too for
-     * mounts whose locks are local to one machine: a pid running here may still be writing. */
-    return old || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
-}
-
 static int clean_dir(DIR *d);
 
 int mv_output_clean_temps(const char *dir)
@@ -110,7 +71,7 @@ static int clean_dir(DIR *d)
     int removed = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        long pid = temp_pid(de->d_name);
+        long pid = mv_output_temp_name(de->d_name, NULL);
         if (pid < 0)
             continue;
         int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Removes dir with the files the pooled directory holds (pooled.npy, pooled.jsonl): 0, or -1. */
@@ -39,14 +38,13 @@ void mv_pool_sweep_temps(const char *out_dir, int locked)
         return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        char *end, p[4400];
+        char p[4400];
+        const char *kind;
         struct stat sb;
-        if (strncmp(de->d_name, ".tmp-", 5) != 0)
-            continue;
-        long pid = strtol(de->d_name + 5, &end, 10);
-        if (end == de->d_name + 5 || strncmp(end, "-pooled", 7) != 0 || pid == (long)getpid() ||
+        long pid = mv_output_temp_name(de->d_name, &kind);
+        if (pid < 0 || strncmp(kind, "pooled", 6) != 0 || pid == (long)getpid() ||
             fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode) ||
-            (!locked && time(NULL) - sb.st_mtime <= MV_OUTPUT_TEMP_MAX_AGE))
+            !mv_output_temp_gone(&sb, pid, locked ? MV_TEMP_WRITER_DEAD : MV_TEMP_WRITER_UNKNOWN))
             continue;
         snprintf(p, sizeof p, "%s/%s", out_dir, de->d_name);
         mv_pool_remove_dir(p); /* best effort: one left is tried again by the next rebuild */

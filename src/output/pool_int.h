@@ -13,7 +13,7 @@ int mv_pool_remove_dir(const char *dir);
 /* Removes OUT's temporary pooled directories (.tmp-PID-pooled*, made by pool.c's rebuild) of other
  * processes: every one where the caller holds OUT's index lock (locked: rebuilds take turns under
  * it, so another's is a killed rebuild's), else only those last modified over
- * MV_OUTPUT_TEMP_MAX_AGE ago (a file system without locks: output.c's rule). */
+ * MV_OUTPUT_TEMP_MAX_AGE ago (as a file system without locks: temps.c's rule, which judges both). */
 void mv_pool_sweep_temps(const char *out_dir, int locked);
 /* Removes each pooled directory of out_dir but keep (may be NULL) whose rows are not current in
  * D (OUT's manifests, read under OUT's index lock), and, keep being a shard's, those of another

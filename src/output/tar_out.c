@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +100,7 @@ static int temp_abandoned(DIR *d, const char *name, long pid, int same_host, str
         return 0;
     int r = fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_nlink > 0 &&
             mv_output_temp_abandoned(fd, st, pid) &&
-            (same_host || time(NULL) - st->st_mtime > MV_OUTPUT_TEMP_MAX_AGE);
+            (same_host || mv_output_temp_gone(st, pid, MV_TEMP_WRITER_UNKNOWN)); /* age alone */
     close(fd); /* drops the read lock the rule took */
     return r;
 }
