@@ -73,6 +73,12 @@ void *mv_calloc(size_t n, size_t size);
 int mv_address_room(size_t bytes);
 #define MV_ROOM_PROBE ((size_t)16 << 20)
 
+/* Whether a failure st is the run's shortage of address space (fatal), not one input's: always
+ * MV_ERR_NOROOM, and MV_ERR_NOMEM when no MV_ROOM_PROBE of room is left now (mv_address_room)
+ * or, with team, when the calling thread's OpenMP team cannot start (mv_omp_room(0): the CPU
+ * tower's forwards). The one rule for the pipeline's stages (item.c, towers.c, writers.c). */
+int mv_short_of_room(mv_status st, int team);
+
 /* Whether an OpenMP team of `threads` (0: omp_get_max_threads()) can start on the calling thread:
  * libgomp ends the process (exit 1, "libgomp: Thread creation failed") when it cannot make a
  * team's threads, so under an address-space limit a parallel region asks here first (room for

@@ -1,8 +1,9 @@
 /* room.c - room in the address space (mv_common.h): whether a mapping can be made now, and
  * whether an OpenMP team can start on the calling thread. Under an address-space limit
  * (ulimit -v) these stand before the steps that do not check their own allocations (oneDNN's
- * kernels and primitives, libgomp's team threads) and tell the run's shortage from an input's.
- * Not here: what a caller does without room (gemm_cpu.c, tower_cpu.c, the pipeline). */
+ * kernels and primitives, libgomp's team threads) and tell the run's shortage from an input's
+ * (mv_short_of_room). Not here: what a caller does without room (gemm_cpu.c, tower_cpu.c, the
+ * pipeline). */
 #define _GNU_SOURCE /* pthread_getattr_default_np */
 #include "mv_common.h"
 
@@ -45,4 +46,10 @@ int mv_address_room(size_t bytes)
         return 0;
     munmap(p, bytes);
     return 1;
+}
+
+int mv_short_of_room(mv_status st, int team)
+{
+    return st == MV_ERR_NOROOM ||
+           (st == MV_ERR_NOMEM && (!mv_address_room(MV_ROOM_PROBE) || (team && !mv_omp_room(0))));
 }

@@ -363,7 +363,7 @@ mv_status mv_item_prepare(const mv_item_ctx *c, mv_item *it, mv_err *fatal)
         mv_image_free(&decoded);
         return MV_ERR_IO;
     }
-    if (st == MV_ERR_NOROOM || (st == MV_ERR_NOMEM && !mv_address_room(MV_ROOM_PROBE))) {
+    if (mv_short_of_room(st, 0)) {
         mv_image_free(&decoded); /* the run's shortage, not the input's: fatal */
         return mv_fail(fatal, MV_ERR_NOROOM, "%s", e.msg);
     }

@@ -243,9 +243,7 @@ static void tower_batch(tower_arg *ta, mv_item **items, int n)
         stage_out(ta, &bt);
     /* out of memory with no address space left (for the CPU tower's team of threads: this
      * thread's OpenMP setting) is the run's shortage, not these inputs' */
-    int short_of_room = st == MV_ERR_NOROOM ||
-                        (st == MV_ERR_NOMEM && (!mv_address_room(MV_ROOM_PROBE) || !mv_omp_room(0)));
-    if (st == MV_ERR_DEVICE || (st && R->o->dump_dir) || short_of_room) {
+    if (st == MV_ERR_DEVICE || (st && R->o->dump_dir) || mv_short_of_room(st, 1)) {
         pl_set_fatal(R, &e);
     } else if (st) {
         for (int i = 0; i < n; i++) {

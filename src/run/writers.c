@@ -95,8 +95,8 @@ static int write_output(runner *R, mv_item *it, mv_output_writer *ow, claim_ctx 
                                        &bytes, &e);
         pl_t_add(R, T_WRITE, t);
         /* a full, read-only or failing disk fails every later write too; out of memory with no
-         * address space left is the run's shortage, not this input's (as in item.c) */
-        if (st == MV_ERR_IO || st == MV_ERR_NOROOM || (st == MV_ERR_NOMEM && !mv_address_room(MV_ROOM_PROBE))) {
+         * address space left is the run's shortage, not this input's (mv_short_of_room) */
+        if (st == MV_ERR_IO || mv_short_of_room(st, 0)) {
             if (cc->taken)
                 mv_claims_release(cc->claims, cc->slot);
             pl_set_fatal(R, &e);
