@@ -73,6 +73,13 @@ void *mv_calloc(size_t n, size_t size);
 int mv_address_room(size_t bytes);
 #define MV_ROOM_PROBE ((size_t)16 << 20)
 
+/* Whether the process has a finite address-space limit (RLIMIT_AS; src/cli/main.c reads it and
+ * says so here before any thread starts). Without one (limited 0) mv_address_room and
+ * mv_omp_room say yes without probing: their mmap + munmap fails only under such a limit, and
+ * they stand on hot paths (every oneDNN primitive-cache miss, every CPU forward until its team
+ * is noted). Until this is called they probe (limited 1). */
+void mv_room_set_limited(int limited);
+
 /* Whether a failure st is the run's shortage of address space (fatal), not one input's: always
  * MV_ERR_NOROOM, and MV_ERR_NOMEM when no MV_ROOM_PROBE of room is left now (mv_address_room)
  * or, with team, when the calling thread's OpenMP team cannot start (mv_omp_room(0): the CPU

@@ -294,6 +294,7 @@ int main(int argc, char **argv)
     /* first: the new program sees the descriptors as they were */
     blas_without_threads(argv, as != RLIM_INFINITY || data != RLIM_INFINITY);
     fit_address_space(as);
+    mv_room_set_limited(as != RLIM_INFINITY); /* the room probes only where a limit can be hit */
     if (mv_stdfds_guard())
         return 1; /* no /dev/null for a closed 0-2: nothing may be opened, no message written */
     /* a reader of stderr gone (`2>&1 | head`): writes fail with EPIPE, ignored, the run goes on */
