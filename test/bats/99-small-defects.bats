@@ -42,3 +42,25 @@ PYEOF
     compact_said "$output"
     tar_check "$T/o" --ok 5 --one-sample
 }
+
+@test "a fatal write error: the cause (the output and errno's text) is told first, the run record's failure after it" {
+    small_set "$T/in"
+    efbig=$("$PY" -c 'import errno, os; print(os.strerror(errno.EFBIG))')
+    local layout
+    for layout in files tar; do
+        rm -rf "$T/o"
+        # 1 KiB a file: no output fits, nor does the run record (SIGXFSZ ignored: write() fails)
+        run bash -c 'trap "" XFSZ; ulimit -f 1; exec "$@"' _ "$MVEMBED" -q --device cpu --model "$MODEL" \
+            --layout $layout --out "$T/o" "$T/in"
+        echo "--layout $layout: status $status"
+        echo "$output"
+        [ "$status" -eq 1 ]
+        # the first line names an output of OUT (a .npy.zst, or a shard) and the cause
+        [[ "${lines[0]}" =~ ^"mvembed: $T/o/"[^:]*(\.npy\.zst|shard-[0-9]+\.tar)": ".*"$efbig" ]]
+        [[ ! "${lines[0]}" =~ "/.tmp-" ]]
+        # the run record could not be written either, and says so after the cause
+        [ "${#lines[@]}" -ge 2 ]
+        [[ "${lines[-1]}" =~ ^"mvembed: $T/o/.tmp-"[0-9]+"-run-"[0-9a-f]+".json: write: $efbig"$ ]]
+        [ "$(find "$T/o" -name 'run-*.json' | wc -l)" -eq 0 ]
+    done
+}
