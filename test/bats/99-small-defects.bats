@@ -64,3 +64,74 @@ PYEOF
         [ "$(find "$T/o" -name 'run-*.json' | wc -l)" -eq 0 ]
     done
 }
+
+# pool_run OUT [ARGS...]: a --pool mean run over $T/in into OUT (status and output as run sets them)
+pool_run() {
+    local out=$1
+    shift
+    run "$MVEMBED" --device cpu --model "$MODEL" --out "$out" --pool mean "$@" "$T/in"
+    echo "$output"
+}
+
+# both_kinds_read OUT: the README-recommended readings of OUT's pooled directories, with numpy
+# (pooled_check.py): OUT/pooled/ alone holds each of the 5 inputs once, and so do the
+# pooled-*-of-*/ directories alone
+both_kinds_read() {
+    pooled_check "$1" 5 --dirs pooled --exact
+    [ "${lines[-1]}" = "ok 5 1" ]
+    pooled_check "$1" 5 --dirs 'pooled-*-of-*' --exact
+    [ "${lines[-1]}" = "ok 5 2" ]
+}
+
+# warned OUTPUT A B: OUTPUT warns that directory A of $T/o holds rows B holds, and which to read
+warned() {
+    [[ "$1" =~ "mvembed: warning: $T/o/$2/ also hold"s?" rows of inputs $T/o/$3/ holds" ]]
+    [[ "$1" =~ "read $T/o/pooled/ alone or the pooled-*-of-*/ directories alone, never both" ]]
+}
+
+# unsharded_then_shards LAYOUT_ARGS...: a run without --shard, then --shard 0/2 and 1/2, into $T/o
+# (the shard runs find every input done): each shard run says pooled/ holds its rows too
+unsharded_then_shards() {
+    small_set "$T/in"
+    pool_run "$T/o" "$@"
+    [ "$status" -eq 0 ]
+    [[ ! "$output" =~ "warning" ]]
+    pool_run "$T/o" --shard 0/2 -q "$@"
+    [ "$status" -eq 0 ]
+    warned "$output" pooled pooled-00000-of-00002
+    pool_run "$T/o" --shard 1/2 "$@"
+    [ "$status" -eq 0 ]
+    warned "$output" pooled pooled-00001-of-00002
+    both_kinds_read "$T/o"
+}
+
+# shards_then_unsharded LAYOUT_ARGS...: --shard 0/2 and 1/2, then a run without --shard (it finds
+# every input done) into $T/o: the last one says the shards' directories hold its rows too
+shards_then_unsharded() {
+    small_set "$T/in"
+    pool_run "$T/o" --shard 0/2 "$@"
+    [ "$status" -eq 0 ]
+    pool_run "$T/o" --shard 1/2 "$@"
+    [ "$status" -eq 0 ]
+    [[ ! "$output" =~ "warning" ]]
+    pool_run "$T/o" "$@"
+    [ "$status" -eq 0 ]
+    warned "$output" "pooled-00000-of-00002/ and 1 more pooled-*-of-*" pooled
+    both_kinds_read "$T/o"
+}
+
+@test "files layout --pool mean: a run without --shard, then --shard K/2: each says pooled/ holds its rows too" {
+    unsharded_then_shards
+}
+
+@test "tar layout --pool mean: a run without --shard, then --shard K/2: each says pooled/ holds its rows too" {
+    unsharded_then_shards --layout tar
+}
+
+@test "files layout --pool mean: --shard K/2, then a run without --shard: it says the shards' directories hold its rows" {
+    shards_then_unsharded
+}
+
+@test "tar layout --pool mean: --shard K/2, then a run without --shard: it says the shards' directories hold its rows" {
+    shards_then_unsharded --layout tar
+}
