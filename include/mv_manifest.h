@@ -207,6 +207,9 @@ mv_status mv_manifest_load_done(const char *path, mv_done *d, size_t *n_lines, s
 mv_status mv_manifest_load_done_at(const char *path, mv_done *d, int64_t *offset, int whole,
                                    size_t *n_lines, size_t *n_bad, mv_err *e);
 
+/* The lines of manifest path (*n) and those of them with "status":"ok" (*ok): what compact reports. */
+mv_status mv_manifest_count(const char *path, size_t *n, size_t *ok, mv_err *e);
+
 /* The sorted file names (no directory) of out_dir's shard manifests, manifest-K-of-N.jsonl for
  * any K and N (mv_name_manifest_parse: the one lister; manifest.jsonl is not among them), into
  * *names (NULL when none), to free with mv_manifest_list_free. A run loads them all, with

@@ -38,6 +38,11 @@ typedef struct {
 typedef struct {
     size_t rows, left; /* rows written; inputs listed left out (failed) */
     size_t other;      /* ok inputs not indexed: made with other settings (fingerprints) */
+    /* pooled directories of the other kind (pooled/ for a shard's, the shards' for pooled/)
+     * holding a row of an input the rebuilt one holds, and the first of them by name: a reader
+     * of both kinds reads those rows twice */
+    size_t beside;
+    char beside_first[32];
 } mv_pool_counts;
 
 /* Keeps OUT's pooled directories current, under OUT's lock .mvembed-index.lock (flock), so that
@@ -60,8 +65,10 @@ typedef struct {
  * of whose rows is no longer its input's newest ok line is removed, removed(its name, NULL, ud)
  * called (may be NULL); with t a shard's (shard_n > 1), so is each pooled-JJJJJ-of-MMMMM/ of
  * another count M > 1 holding a row of an input t's directory holds (an array resubmitted with
- * another N), removed(its name, t->stem, ud) called, so that the pooled directories hold each
- * input's row once. Without t and no pooled directory in out_dir, nothing is read. */
+ * another N), removed(its name, t->stem, ud) called, so that the shards' directories hold each
+ * input's row once. Those of the other kind (pooled/ beside a shard's, a shard's beside pooled/)
+ * holding a row t's directory holds stay, counted in c->beside. Without t and no pooled
+ * directory in out_dir, nothing is read. */
 mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_counts *c,
                          void (*removed)(const char *stem, const char *by, void *ud), void *ud, mv_err *e);
 

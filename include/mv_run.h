@@ -93,6 +93,9 @@ typedef struct {
      * inputs): its completion marker waits for the last of them; live_other names one */
     int others_live;
     char live_other[160];
+    /* after a fatal error: a later failure to tell after the run's error (the run record's, when
+     * OUT took none either), "" when none */
+    char after_fatal[1024];
 } mv_run_result;
 
 /* The options o gives (away from their defaults) that a run's backend does not use, joined by

@@ -232,6 +232,8 @@ static int run(mv_run_opts *o)
     if (st) {
         char esc[4200]; /* the message names a path: escaped, so it cannot forge lines */
         fprintf(stderr, "mvembed: %s\n", e.msg[0] ? mv_escape(e.msg, esc, sizeof esc) : "failed");
+        if (res.after_fatal[0]) /* the cause first, then what failed because of it */
+            fprintf(stderr, "mvembed: %s\n", mv_escape(res.after_fatal, esc, sizeof esc));
         return 1;
     }
     if (res.signal)

@@ -408,19 +408,17 @@ out:
     return rc;
 }
 
-/* Compacts one manifest file in place. */
-static mv_status compact_one(const char *out_dir, const char *path, int quiet, mv_err *e)
+/* Compacts one manifest file in place; *lines: the lines it held, *bad: the unparsable ones dropped. */
+static mv_status compact_one(const char *out_dir, const char *path, size_t *lines, size_t *bad, mv_err *e)
 {
     folded fd = {0};
-    size_t lines = 0, ok;
-    mv_status st = read_manifest(path, &fd.t, &fd.bad, &lines, e);
+    size_t ok;
+    mv_status st = read_manifest(path, &fd.t, &fd.bad, lines, e); /* *lines counted from 0 by the caller */
     if (!st && same_input_drop(&fd.t))
         st = mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", path);
     if (!st)
         st = write_atomic(out_dir, path, &fd, &ok, e);
-    if (!st && !quiet)
-        fprintf(stderr, "mvembed: compacted %s: %zu lines -> %zu (%zu ok, %zu not ok), %zu unparsable "
-                        "lines dropped\n", path, lines, fd.t.n, ok, fd.t.n - ok, fd.bad);
+    *bad = fd.bad;
     mv_output_swept swept; /* killed runs' temp outputs, in every directory an output is in */
     mv_output_swept_init(&swept);
     for (size_t i = 0; !st && i < fd.t.n; i++)
@@ -433,37 +431,44 @@ static mv_status compact_one(const char *out_dir, const char *path, int quiet, m
 
 int mv_manifest_compact_dir(const char *out_dir, int all, int quiet, mv_err *e)
 {
-    char path[4200];
-    mv_name_manifest(path, sizeof path, out_dir, 0, 1);
+    char p[4200];
+    mv_name_manifest(p, sizeof p, out_dir, 0, 1);
     mv_output_clean_temps(out_dir); /* temp manifests of killed merges and compacts (lock rule) */
-    int have_main = access(path, F_OK) == 0;
+    int have_main = access(p, F_OK) == 0;
     char **names = NULL;
-    size_t nn = 0;
+    size_t nn = 0, (*said)[2] = NULL; /* each file's lines before, unparsable lines dropped */
     mv_claims *lock = NULL; /* no run appends while manifests are rewritten */
     if (mv_claims_exclusive(out_dir, &lock, e))
         return 1;
     warn_lockless(lock, out_dir, "compact");
-    if (all && mv_manifest_list(out_dir, &names, &nn, e)) {
-        mv_claims_close(lock);
-        return 1;
-    }
     int rc = 1;
+    if (all && mv_manifest_list(out_dir, &names, &nn, e))
+        goto out;
     if (!have_main && !nn) {
         mv_fail(e, MV_ERR_USAGE, "%s: no manifest.jsonl to compact%s", out_dir,
                 all ? " (and no manifest-*-of-*.jsonl)"
                     : " (shard manifests: give --all, or join them with mvembed manifest merge)");
         goto out;
     }
-    if (have_main && compact_one(out_dir, path, quiet, e))
+    if (!(said = calloc(nn + 1, sizeof *said)) && mv_fail(e, MV_ERR_NOMEM, "%s: out of memory", out_dir))
         goto out;
-    for (size_t i = 0; i < nn; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/%s", out_dir, names[i]);
-        if (compact_one(out_dir, p, quiet, e))
+    for (size_t i = !have_main; i <= nn; i++) {
+        snprintf(p, sizeof p, "%s/%s", out_dir, i ? names[i - 1] : "manifest.jsonl");
+        if (compact_one(out_dir, p, &said[i][0], &said[i][1], e))
             goto out;
     }
-    rc = mv_tar_compact_dir(out_dir, quiet, e) ? 1 : 0; /* the tar layout's dead samples */
+    if (mv_tar_compact_dir(out_dir, quiet, e)) /* the tar layout's dead samples, their lines too */
+        goto out;
+    for (size_t i = !have_main, n, ok; !quiet && i <= nn; i++) { /* what each holds now */
+        snprintf(p, sizeof p, "%s/%s", out_dir, i ? names[i - 1] : "manifest.jsonl");
+        if (mv_manifest_count(p, &n, &ok, e))
+            goto out;
+        fprintf(stderr, "mvembed: compacted %s: %zu lines -> %zu (%zu ok, %zu not ok), %zu unparsable lines "
+                "dropped\n", p, said[i][0], n, ok, n - ok, said[i][1]);
+    }
+    rc = 0;
 out:
+    free(said);
     mv_manifest_list_free(names, nn);
     mv_claims_close(lock);
     return rc;

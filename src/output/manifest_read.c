@@ -2,7 +2,8 @@
  * jansson's parser: at a run's start (mv_manifest_load_done) in batches whose lines are parsed
  * over the OpenMP threads, then recorded in file order, so that the set is the one a reading
  * line by line makes; the claims' looks from writer threads (mv_manifest_load_done_at) line by
- * line. A line that is not a record (a torn last line, garbage) is counted, not an error. Not
+ * line. A line that is not a record (a torn last line, garbage) is counted, not an error. Also
+ * the count of a manifest's lines and ok lines that compact reports (mv_manifest_count). Not
  * here: the set and its questions (manifest_done.c), writing lines (manifest.c).
  */
 #include "manifest_done_int.h"
@@ -14,6 +15,21 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+mv_status mv_manifest_count(const char *path, size_t *n, size_t *ok, mv_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    char *line = NULL;
+    size_t cap = 0;
+    *n = *ok = 0;
+    while (f && getline(&line, &cap, f) > 0)
+        (*n)++, *ok += strstr(line, "\"status\":\"ok\"") != NULL; /* as merge's writer counts them */
+    int err = !f || ferror(f) ? (errno ? errno : EIO) : 0; /* a read error is not the file's end */
+    free(line);
+    if (f)
+        fclose(f);
+    return err ? mv_fail(e, MV_ERR_IO, "%s: cannot read the manifest: %s", path, strerror(err)) : MV_OK;
+}
 
 /* mv_line_path_field (mv_manifest.h): here, merge's and tar resume's reader of a path field. */
 char *mv_line_path_field(json_t *o, const char *field, int *nomem)

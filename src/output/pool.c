@@ -552,7 +552,7 @@ mv_status mv_pool_update(const char *out_dir, const mv_pool_target *t, mv_pool_c
         mv_pool_list_free(l);
     }
     if (!st)
-        st = mv_pool_drop_stale(out_dir, t ? t->stem : NULL, D, removed, ud, e);
+        st = mv_pool_drop_stale(out_dir, t ? t->stem : NULL, D, removed, ud, c, e);
     mv_done_free(S);
     mv_done_free(D);
     close(lfd); /* the lock goes with it */

@@ -161,9 +161,12 @@ static int dir_rows(const char *out_dir, const char *stem, mv_hashset *rows, con
  * (dir_current), calling removed(its name, NULL, ud) for each; keep being a shard's
  * (pooled-KKKKK-of-NNNNN, N > 1), also each shard's of another count M > 1 that holds a row keep
  * holds (an array resubmitted with another N: the old N's rows are in keep's now, and a reader of
- * every shard's directory would read them twice), calling removed(its name, keep, ud). */
+ * every shard's directory would read them twice), calling removed(its name, keep, ud). Those of
+ * the other kind (pooled/ and a shard's: an unsharded run's and an array's in one OUT) holding a
+ * row keep holds stay, counted in c->beside (the first by name in c->beside_first). */
 mv_status mv_pool_drop_stale(const char *out_dir, const char *keep, const mv_done *D,
-                              void (*removed)(const char *, const char *, void *), void *ud, mv_err *e)
+                              void (*removed)(const char *, const char *, void *), void *ud, mv_pool_counts *c,
+                              mv_err *e)
 {
     DIR *dd = opendir(out_dir);
     if (!dd)
@@ -171,18 +174,22 @@ mv_status mv_pool_drop_stale(const char *out_dir, const char *keep, const mv_don
     struct dirent *de;
     mv_status st = MV_OK;
     int k, n, kk = 0, kn = 0;
-    mv_hashset kept = {0}; /* keep's rows, when keep is a shard's */
-    if (keep && pooled_name(keep, &kk, &kn) && kn > 1 && dir_rows(out_dir, keep, &kept, NULL) < 0)
-        kn = 0; /* unread: nothing is removed for it */
+    mv_hashset kept = {0}; /* keep's rows */
+    if (keep && pooled_name(keep, &kk, &kn) && dir_rows(out_dir, keep, &kept, NULL) < 0)
+        kn = -1; /* unread: nothing is removed or counted for it */
     while (!st && (de = readdir(dd))) {
         if (!pooled_name(de->d_name, &k, &n) || (keep && !strcmp(de->d_name, keep)))
             continue;
         int cur = dir_current(out_dir, de->d_name, D);
         const char *by = NULL;
-        if (cur && kn > 1 && n > 1 && n != kn && dir_rows(out_dir, de->d_name, NULL, &kept) == 1)
+        int shared = cur && keep && kn >= 0 && n != kn && dir_rows(out_dir, de->d_name, NULL, &kept) == 1;
+        if (shared && kn > 1 && n > 1)
             by = keep;
-        else if (cur)
+        else if (cur) {
+            if (shared && c && (!c->beside++ || strcmp(de->d_name, c->beside_first) < 0))
+                snprintf(c->beside_first, sizeof c->beside_first, "%s", de->d_name);
             continue;
+        }
         char fin[4400];
         snprintf(fin, sizeof fin, "%s/%s", out_dir, de->d_name);
         if (mv_pool_remove_dir(fin) != 0)

@@ -432,6 +432,14 @@ static mv_status finish_pooled(runner *R, const mv_run_result *res, int early, m
     if (!st && c.other && !o->quiet)
         fprintf(stderr, "mvembed: %s/%s/: %zu ok input%s of OUT made with other settings (fingerprints) not "
                 "indexed\n", o->out_dir, stem, c.other, c.other == 1 ? "" : "s");
+    char more[48] = ""; /* a warning, -q or not: a reader of both kinds of directory reads rows twice */
+    if (c.beside > 1)
+        snprintf(more, sizeof more, " and %zu more pooled-*-of-*/", c.beside - 1);
+    if (!st && c.beside)
+        fprintf(stderr, "mvembed: warning: %s/%s/%s also hold%s rows of inputs %s/%s/ holds (%s into this OUT): "
+                "read %s/pooled/ alone or the pooled-*-of-*/ directories alone, never both (a glob of pooled* "
+                "reads those rows twice)\n", o->out_dir, c.beside_first, more, c.beside > 1 ? "" : "s", o->out_dir,
+                stem, R->shard_n > 1 ? "a run without --shard" : "--shard runs", o->out_dir);
     return st;
 }
 

@@ -328,9 +328,10 @@ static double wall_now(void)
 }
 
 /* Writes the run record once the pipeline ran (st: its status, e its error): after a fatal
- * error too, when OUT takes it (that error stays the run's); then, for a run that went through
- * every input it owns, the completion marker. */
-static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
+ * error too, when OUT takes it (that error stays the run's; the record's own failure then goes
+ * to res->after_fatal, told after it); then, for a run that went through every input it owns,
+ * the completion marker. */
+static mv_status write_run_record(mv_run_info *ri, mv_run_result *res, mv_status st, mv_err *e)
 {
     const mv_run_opts *o = ri->o;
     struct stat sb; /* OUT not a directory (a file, a dangling link): the run's error says so */
@@ -341,8 +342,8 @@ static mv_status write_run_record(mv_run_info *ri, mv_status st, mv_err *e)
     mv_err re;
     char path[4200];
     mv_status rs = mv_run_record_write(ri, path, sizeof path, &re);
-    if (rs && st) {
-        fprintf(stderr, "mvembed: %s\n", re.msg); /* the run's own error is the one returned */
+    if (rs && st) { /* the run's own error is the one returned, and told first (main.c) */
+        snprintf(res->after_fatal, sizeof res->after_fatal, "%s", re.msg);
         return st;
     }
     if (rs) {
@@ -443,7 +444,7 @@ mv_status mv_run(const mv_run_opts *o, mv_run_result *res, mv_err *e)
     mv_name_manifest(mpath, sizeof mpath, o->out_dir, shard_k, shard_n);
     ri.manifest_start = stat(mpath, &sb) == 0 ? (int64_t)sb.st_size : 0;
     st = mv_pipeline_run(o, m, be, n_be, n_dev, shard_k, shard_n, res, e);
-    st = write_run_record(&ri, st, e);
+    st = write_run_record(&ri, res, st, e);
 out:;
     double td = mv_now();
     for (int i = 0; i < n_be; i++)
