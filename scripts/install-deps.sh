@@ -2,11 +2,10 @@
 # install-deps.sh - installs the Debian packages mvembed builds and tests with (needs root or sudo).
 # Does nothing when everything is already installed. groff-base and git: test/bats/05-repo.bats
 # (the man page renders clean; the tracked files' checks).
-# strace: test/bats/99-room-probes.bats (the mmap calls a run makes).
 set -eu
 PKGS="build-essential pkg-config libopenblas-dev libdnnl-dev libjansson-dev libzstd-dev zstd libpng-dev libxxhash-dev xxhash python3-xxhash
 libjpeg62-turbo-dev libwebp-dev libgif-dev libtiff-dev libarchive-dev zlib1g-dev liblzma-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
-ffmpeg bats python3 python3-numpy python3-pandas python3-zstandard python3-pil valgrind strace clang libclang-rt-14-dev file
+ffmpeg bats python3 python3-numpy python3-pandas python3-zstandard python3-pil valgrind clang libclang-rt-14-dev file
 groff-base git universal-ctags"
 missing=""
 for p in $PKGS; do

@@ -25,7 +25,10 @@
  *                              in .npy.zst (a writer between placing an output and what follows);
  *   FS_SHIM_CLOCK_SHIFT=SECONDS the wall clock (clock_gettime's CLOCK_REALTIME, time) reads
  *                              SECONDS later (negative: earlier): a host whose clock is wrong,
- *                              or one set back since an earlier run.
+ *                              or one set back since an earlier run;
+ *   FS_SHIM_MMAP_LOG=FILE      each mmap of an inaccessible, unreserved range (PROT_NONE with
+ *                              MAP_NORESERVE: what an address-space probe maps) appends a line
+ *                              "noreserve LENGTH" to FILE; the mapping is made as asked.
  * Built by test_helper.bash's fs_shim: cc -shared -fPIC -o fs_shim.so fs_shim.c -ldl */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -36,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -249,4 +253,25 @@ time_t time(time_t *t)
     if (t)
         *t = now;
     return now;
+}
+
+/* The system call itself (no dlsym: allocators map memory while they start), logged with
+ * FS_SHIM_MMAP_LOG (errno kept). */
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    const char *log = getenv("FS_SHIM_MMAP_LOG");
+    if (log && prot == PROT_NONE && (flags & MAP_NORESERVE)) {
+        const int e = errno;
+        char line[64];
+        const int n = snprintf(line, sizeof line, "noreserve %zu\n", len);
+        const int lf = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (lf >= 0) {
+            if (write(lf, line, (size_t)n) < 0) { /* the test sees a short log */
+            }
+            close(lf);
+        }
+        errno = e;
+    }
+    return p;
 }
