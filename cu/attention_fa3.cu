@@ -92,6 +92,84 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
         l[r] = l[r] * corr[r] + sum;
     }
 }
+/* The same with the row's kept max subtracted by the tensor cores (PM: q pre-scaled by the softmax
+ * scale in log2 units; Q's padded columns D..D+2 hold -m as three bf16 terms, hi + mid + lo = m
+ * to f32's precision, and K's hold 1): s arrives as S c - m, so a tile whose rows all stay within
+ * 2^FA3_PM_SLACK of their kept max needs no multiply-add per score, only the exponential. The
+ * first tile (m = -inf; the pads then hold 0) and a tile that raises a row's max by more than the
+ * slack take the slow path: the new max is written to the row's pad (by thread t = 0 of its quad;
+ * pad: row g's shared address, row g + 8's 128 bytes on) and subtracted from this tile's scores.
+ * Three terms, not one bf16 m: P of a row's largest score must round to 1 as the f32 row sum
+ * counts it (a bf16 m of 50 is off by up to 0.1, a 7 % error on a one-hot row). Returns whether
+ * it took the slow path (uniform over the warp): the caller then rescales O and fences the pad
+ * stores before its next S. P reaches at most 2^FA3_PM_SLACK. */
+#define FA3_PM_SLACK 8.f
+static __device__ __forceinline__ uint32_t pack_bf16_raw(__nv_bfloat16 lo, __nv_bfloat16 hi)
+{
+    return (uint32_t)*(const unsigned short *)&lo | (uint32_t)*(const unsigned short *)&hi << 16;
+}
+template <int BN>
+static __device__ __forceinline__ bool fa3_softmax_pm(float *s, float *m, float *l, float *corr, uint32_t pad, int t)
+{
+    float mx[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float raw = fmaxf(s[2 * r], s[2 * r + 1]);
+#pragma unroll
+        for (int nt = 1; nt < BN / 8; nt++) raw = fmaxf(raw, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+        raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
+        mx[r] = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
+    }
+    const bool move = mx[0] > FA3_PM_SLACK || mx[1] > FA3_PM_SLACK || m[0] == -INFINITY;
+    if (__any_sync(0xffffffffu, move)) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float d = 0.f;
+            if (m[r] == -INFINITY) { /* the pads held 0: s = S c */
+                d = mx[r];
+                corr[r] = 0.f;
+                m[r] = d;
+            } else if (mx[r] > FA3_PM_SLACK) {
+                const float nm = m[r] + mx[r];
+                d = nm - m[r];
+                corr[r] = fa3_ex2(-d);
+                m[r] = nm;
+            } else {
+                corr[r] = 1.f;
+            }
+            if (t == 0) { /* -m = hi + mid + lo, each rounded from what the ones before leave */
+                const __nv_bfloat16 hi = __float2bfloat16_rn(-m[r]);
+                const float r1 = -m[r] - __bfloat162float(hi);
+                const __nv_bfloat16 mid = __float2bfloat16_rn(r1), lo = __float2bfloat16_rn(r1 - __bfloat162float(mid));
+                const uint32_t w0 = pack_bf16_raw(hi, mid), w1 = pack_bf16_raw(lo, __float2bfloat16_rn(0.f));
+                asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(pad + 128u * r), "r"(w0), "r"(w1) : "memory");
+            }
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; nt++) {
+                const float p0 = fa3_ex2(s[4 * nt + 2 * r] - d), p1 = fa3_ex2(s[4 * nt + 2 * r + 1] - d);
+                s[4 * nt + 2 * r] = p0;
+                s[4 * nt + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            l[r] = l[r] * corr[r] + sum;
+        }
+        return true;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++) {
+            const float p0 = fa3_ex2(s[4 * nt + 2 * r]), p1 = fa3_ex2(s[4 * nt + 2 * r + 1]);
+            s[4 * nt + 2 * r] = p0;
+            s[4 * nt + 2 * r + 1] = p1;
+            sum += p0 + p1;
+        }
+        l[r] += sum;
+    }
+    return false;
+}
 /* skipped when no row of the warp changed its max (corr 1 everywhere: the common case once a long
  * row has seen its largest scores); the branch is warp-uniform */
 template <int D> static __device__ __forceinline__ void fa3_rescale_o(float *o, const float *corr)
@@ -256,8 +334,10 @@ template <int D, int BN, bool SW, int NC, int ST> struct fa3v2_shape : fa3_shape
  * of 16 columns x BN rows, 32-byte swizzle. QR: each consumer holds its 64 rows of Q in
  * registers (KS x 4 bf16 pairs, the A fragment) and runs S = Q K^T with A from registers, so
  * that the tensor cores read only K from shared memory (a third less shared-memory traffic per S
- * tile). ST: K and V stages; RM: fa3_softmax's conditional rescale. */
-template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM>
+ * tile). ST: K and V stages; RM: fa3_softmax's conditional rescale. PM (D % 16 = 8, Q in shared
+ * memory): q arrives pre-scaled by scale_log2 and the row max is subtracted by the tensor cores
+ * through the padded columns (fa3_softmax_pm; RM is then unused). */
+template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM, bool PM>
 __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
     attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16,
                       const __grid_constant__ CUtensorMap tmq, bf16 *out, const mv_attn_tile *tiles, int n_tiles,
@@ -270,6 +350,7 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
     static_assert(BN == 64 || BN == 112 || BN == 128, "keys per tile");
     static_assert(NC == 2 || NC == 3, "consumer warpgroups");
     static_assert(ST == 2 || ST == 3, "K/V stages");
+    static_assert(!PM || (C > CV && !QR), "the max through the padded column: D % 16 = 8, Q in shared memory");
     static_assert(S::Q_BYTES % 256 == 0 && S::K_BYTES % 256 == 0 && S::V_BYTES % 256 == 0, "256-byte boxes");
     extern __shared__ __align__(128) unsigned char smem_raw[];
     /* Q in two buffers (work item i in buffer i % 2), then the K and V stages, then the barriers */
@@ -294,12 +375,16 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
     }
     if constexpr (C > CV) {
         /* chunk CV (columns D..DP-1) of both Q buffers and of every K stage: zero, once (TMA never
-         * writes it) */
+         * writes it); PM: K's columns D..D+2 are 1 (bf16 0x3f80), Q's are written per item by its
+         * consumer */
         for (int i = tid; i < 2 * BM + ST * BN; i += S::THREADS) {
             const uint32_t a = i < 2 * BM ? sQ + (uint32_t)((i / BM) * S::Q_BYTES + (CV * BM + i % BM) * 16)
                                           : sK + (uint32_t)(((i - 2 * BM) / BN) * S::K_BYTES +
                                                             (CV * BN + (i - 2 * BM) % BN) * 16);
-            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+            const bool one = PM && i >= 2 * BM;
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %3};\n" ::"r"(a), "r"(one ? 0x3f803f80u : 0u),
+                         "r"(one ? 0x3f80u : 0u), "r"(0)
+                         : "memory");
         }
         fence_proxy_async(); /* generic-proxy stores -> wgmma's async-proxy reads */
     }
@@ -376,6 +461,18 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
         m[0] = m[1] = -INFINITY;
         l[0] = l[1] = 0.f;
         mbar_wait(q_full + 8 * qb, (uint32_t)(qi >> 1) & 1u);
+        /* PM: the pads of this thread's row g in Q's chunk CV (its first three columns; row g + 8's
+         * 128 bytes on), 0 until the first tile */
+        auto pad_addr = [&]() {
+            return qw + (uint32_t)((CV * BM + (threadIdx.x % 128) / 32 * 16 + (threadIdx.x % 32) / 4) * 16);
+        };
+        if constexpr (PM) {
+            if (t == 0) {
+                asm volatile("st.shared.v2.u32 [%0], {%1, %1};\n" ::"r"(pad_addr()), "r"(0) : "memory");
+                asm volatile("st.shared.v2.u32 [%0], {%1, %1};\n" ::"r"(pad_addr() + 128u), "r"(0) : "memory");
+            }
+            fence_proxy_async(); /* generic-proxy stores -> the next S's async-proxy reads */
+        }
         if constexpr (QR) {
             const int r0 = cw * 64 + wl * 16 + g;
 #pragma unroll
@@ -391,9 +488,17 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
         }
 
         /* S(j) -> P(j) in s (f32), corr = exp2(m_old - m_new), m and l updated */
-        auto softmax = [&](int j) {
+        /* returns whether O needs rescaling (always true without PM: fa3_rescale_o checks corr) */
+        auto softmax = [&](int j) -> bool {
             fa3_mask_tail<BN>(s, kv0 + j * BN, kv1, t);
-            fa3_softmax<BN, RM>(s, m, l, corr, scale_log2);
+            if constexpr (PM) {
+                const bool moved = fa3_softmax_pm<BN>(s, m, l, corr, pad_addr(), t);
+                if (moved) fence_proxy_async();
+                return moved;
+            } else {
+                fa3_softmax<BN, RM>(s, m, l, corr, scale_log2);
+                return true;
+            }
         };
         auto issue_s = [&](int j) {
             const uint32_t kb = sK + (uint32_t)(((kt + j) % ST) * S::K_BYTES);
@@ -446,12 +551,12 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
             wg_wait<1>();
             reg_fence(s);
             release(k_empty + 8 * sk);
-            softmax(j);
+            const bool moved = softmax(j);
             wg_wait<0>();
             reg_fence(o);
             reg_fence(p);
             release(v_empty + 8 * sv);
-            fa3_rescale_o<D>(o, corr);
+            if (moved) fa3_rescale_o<D>(o, corr);
             pack_p();
         }
         if constexpr (!QR) release(q_empty + 8 * qb); /* every S of the item is done */
@@ -482,6 +587,9 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
 }
 
 /* ---- the table: pure functions of the device and the shape ---------------------------- */
+/* the softmax scale D^-0.5 in log2 units (the kernel's exponentials are powers of 2) */
+static float fa3_scale_log2(int D) { return (float)(1.0 / sqrt((double)D) * 1.4426950408889634); }
+
 static const mv_fa3_entry *fa3_entry(int D)
 {
     for (int i = 0; i < mv_fa3_table_len; i++)
@@ -537,6 +645,7 @@ int mv_cuda_fa3_config(const mv_fa3_device *d, int D, const int32_t *cu, int nse
     c->persistent = t->persistent;
     c->stages = t->stages;
     c->rescale_min = t->rescale_min;
+    c->qpad = t->qpad;
 #ifdef MV_VARIANTS
     mv_variants_apply(c, &mv_variants.fa3); /* the harness's --fa3 */
 #endif
@@ -575,16 +684,17 @@ void mv_cuda_fa3_plan(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, int n_
 {
     const int64_t vitems = (int64_t)n_tiles * heads + split; /* a split item's two pieces are two */
     p->cfg = *c;
+    p->q_scale = c->qpad && D % 16 == 8 && !c->qreg ? fa3_scale_log2(D) : 1.f;
     p->split = split;
     p->grid = c->persistent && d->sms > 0 && d->sms < vitems ? d->sms : vitems <= 0x7fffffff ? (int)vitems : 0;
     p->part_bytes = split > 0 ? mv_cuda_fa3_part_bytes(c, D, split) : 0;
 }
 
 /* ---- launcher ------------------------------------------------------------------------- */
-static float fa3_scale_log2(int D) { return (float)(1.0 / sqrt((double)D) * 1.4426950408889634); }
 
 /* Raises kernel's dynamic shared-memory limit to smem on s's device, once per state (bit: which
- * instantiation, < 256; cudaFuncSetAttribute acts on the current device only). */
+ * instantiation, < 448, unique across the family and version 1; cudaFuncSetAttribute acts on the
+ * current device only). */
 static cudaError_t fa3_smem_limit(mv_attn_state *s, int bit, const void *kernel, size_t smem)
 {
     const uint64_t m = 1ull << (bit % 64);
@@ -619,17 +729,17 @@ static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 
 
 /* One kernel of the family on plan p (validated by mv_cuda_attention_fa3): the grid p->grid,
  * then, with a split, the merge of the split items' pieces. */
-template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM>
+template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM, bool PM>
 static cudaError_t launch_fa3v2(mv_attn_state *s, const mv_fa3_plan *p, float *part, bf16 *out, const bf16 *qkv,
                                 int64_t n, const mv_attn_tile *tiles, int n_tiles, int heads, cudaStream_t st)
 {
     typedef fa3v2_shape<D, BN, SW, NC, ST> S;
     static_assert(RM == 0 || RM == 8, "fa3_smem_limit's bits");
     const size_t smem = S::SMEM;
-    /* bits 0..191: one per (RM, ST, NC, SW, QR, D, BN) */
+    /* bits 0..383: one per (PM, RM, ST, NC, SW, QR, D, BN) */
     constexpr int bit = (BN == 128 ? 0 : BN == 112 ? 1 : 2) + 3 * (D == 72) + 6 * QR + 12 * SW + 24 * (NC == 3) +
-                        48 * (ST == 3) + 96 * (RM > 0);
-    cudaError_t r = fa3_smem_limit(s, bit, (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM>, smem);
+                        48 * (ST == 3) + 96 * (RM > 0) + 192 * PM;
+    cudaError_t r = fa3_smem_limit(s, bit, (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM>, smem);
     if (r != cudaSuccess) return r;
     CUtensorMap tm, tm16, tmq;
     r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN, 8);
@@ -639,7 +749,7 @@ static cudaError_t launch_fa3v2(mv_attn_state *s, const mv_fa3_plan *p, float *p
     if (!SW) tm16 = tm; /* not read */
     if (BN == 64) tmq = tm;
     const int items = n_tiles * heads, split = p->split;
-    attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM><<<(unsigned)p->grid, S::THREADS, smem, st>>>(
+    attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM><<<(unsigned)p->grid, S::THREADS, smem, st>>>(
         tm, tm16, tmq, out, tiles, n_tiles, heads, fa3_scale_log2(D), split, part);
     r = cudaGetLastError();
     if (r != cudaSuccess || split == 0) return r;
@@ -653,8 +763,8 @@ static cudaError_t launch_entry(mv_attn_state *s, const mv_fa3_plan *p, float *p
                                 int64_t n, const mv_attn_tile *tiles, int n_tiles, int heads, cudaStream_t st)
 {
     constexpr mv_fa3_entry t = mv_fa3_table[E];
-    return launch_fa3v2<t.head_dim, t.keys[K], t.swizzle != 0, t.qreg != 0, t.consumers, t.stages, t.rescale_min>(
-        s, p, part, out, qkv, n, tiles, n_tiles, heads, st);
+    return launch_fa3v2<t.head_dim, t.keys[K], t.swizzle != 0, t.qreg != 0, t.consumers, t.stages, t.rescale_min,
+                        t.qpad != 0>(s, p, part, out, qkv, n, tiles, n_tiles, heads, st);
 }
 
 /* 1 when c is what entry t can pick */
@@ -662,7 +772,7 @@ static int fa3_is_entry(const mv_fa3_cfg *c, const mv_fa3_entry *t)
 {
     return c->consumers == t->consumers && c->swizzle == t->swizzle && c->qreg == t->qreg &&
            c->persistent == t->persistent && c->stages == t->stages && c->rescale_min == t->rescale_min &&
-           (c->keys == t->keys[0] || c->keys == t->keys[1]);
+           c->qpad == t->qpad && (c->keys == t->keys[0] || c->keys == t->keys[1]);
 }
 
 template <int E = 0>

@@ -13,7 +13,7 @@
 #ifndef MV_FA3_TABLE_CUH
 #define MV_FA3_TABLE_CUH
 
-#define MV_FA3_TABLE_VERSION 1
+#define MV_FA3_TABLE_VERSION 2
 
 typedef struct {
     int head_dim;        /* D of q, k and v */
@@ -23,6 +23,9 @@ typedef struct {
     int persistent;      /* 1: one CTA per SM taking work items in turn; 0: one CTA per work item */
     int stages;          /* K and V tiles in flight in shared memory (the mbarrier ring) */
     int rescale_min;     /* a row keeps its max unless a tile raises it by more than 2^this (0: off) */
+    int qpad;            /* 1 (D % 16 = 8, qreg 0): the tensor cores subtract the row max through Q's padded
+                          * columns, q pre-scaled by the caller (mv_fa3_plan.q_scale); 0: a multiply-add per
+                          * score (+1-3 % attention at head dim 72: bench/NOTES.md, "The row max ...") */
     int keys[2];         /* key-tile sizes the cost model chooses between (the fewer padded keys) */
     int key_cost;        /* the cost model's fixed cost of a key tile, in keys */
     int split_min_tiles; /* split work items only when every item walks at least this many key tiles */
@@ -30,9 +33,9 @@ typedef struct {
 } mv_fa3_entry;
 
 static constexpr mv_fa3_entry mv_fa3_table[] = {
-    /* D   cons sw qr ps st rm  keys        cost min fill */
-    {64,   3,   1, 0, 1, 2, 0,  {112, 128}, 16,  8,  50},
-    {72,   3,   1, 0, 1, 2, 0,  {112, 128}, 16,  8,  50},
+    /* D   cons sw qr ps st rm qp  keys        cost min fill */
+    {64,   3,   1, 0, 1, 2, 0, 0,  {112, 128}, 16,  8,  50},
+    {72,   3,   1, 0, 1, 2, 0, 1,  {112, 128}, 16,  8,  50},
 };
 static constexpr int mv_fa3_table_len = (int)(sizeof mv_fa3_table / sizeof mv_fa3_table[0]);
 

@@ -62,10 +62,10 @@ cudaError_t mv_cuda_layernorm_f32_bf16(bf16 *y, const float *x, const float *w, 
  * otherwise (Q = D/4), f32. inv_freq[Q] lives on the device. Once per forward chunk. */
 cudaError_t mv_cuda_rope_table(float2 *cs, const mv_rowinfo *ri, const float *inv_freq, int64_t n, int D,
                                cudaStream_t st);
-/* Rotates q and k in qkv[n, 3*heads*D] in place (NeoX pairs (d, d + D/2)) with cs[n, D/2].
- * D % 8 == 0. */
+/* Rotates q and k in qkv[n, 3*heads*D] in place (NeoX pairs (d, d + D/2)) with cs[n, D/2], q's
+ * results multiplied by qscale before they are stored (1: none; an fa3 plan's q_scale). D % 8 == 0. */
 template <typename T>
-cudaError_t mv_cuda_rope(T *qkv, const float2 *cs, int64_t n, int heads, int D, cudaStream_t st);
+cudaError_t mv_cuda_rope(T *qkv, const float2 *cs, int64_t n, int heads, int D, float qscale, cudaStream_t st);
 
 /* ---- posembed.cu ----------------------------------------------------------------------- */
 /* x[n, H] = T(x + T(pos)) where pos is the bilinear align_corners interpolation of
@@ -84,7 +84,7 @@ cudaError_t mv_cuda_pos_embed_add(T *x, const mv_rowinfo *ri, const float *table
 typedef struct {
     int device;
     uint32_t attr_set;    /* builtin bf16 kernel: bit (D index * 2 + variant - 1), limit raised */
-    uint64_t fa3_attr[4]; /* fa3 kernel: one bit per instantiation (attention_fa3.cu) */
+    uint64_t fa3_attr[7]; /* fa3 kernels: one bit per instantiation (attention_fa3.cu: 0..383; version 1: 384..387) */
     int fa3_cc;           /* device checked for sm_90a: 0 not yet, 1 yes, -1 no */
     void *fa3_encode;     /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
@@ -126,6 +126,7 @@ typedef struct {
     int persistent;  /* one CTA per SM taking work items in turn (1) or one per item (0) */
     int stages;      /* K and V stages */
     int rescale_min; /* conditional rescale threshold, powers of 2 (0: off) */
+    int qpad;        /* the row max subtracted through Q's padded column, q pre-scaled (1) or not (0) */
 } mv_fa3_cfg;
 /* Query rows per tile of configuration c: the BM its tile list is built with (mv_attn_tiles). */
 static inline int mv_cuda_fa3_bm(const mv_fa3_cfg *c) { return 64 * c->consumers; }
@@ -144,6 +145,7 @@ typedef struct {
     int split;         /* the last `split` work items run as two pieces each, then merged */
     int grid;          /* CTAs: min(SMs, work items) on a persistent grid, else one per work item */
     size_t part_bytes; /* scratch for the split pieces (0 without a split); the caller owns it */
+    float q_scale;     /* what the caller's q must already be multiplied by (cfg.qpad: D^-0.5 log2(e); else 1) */
 } mv_fa3_plan;
 void mv_cuda_fa3_plan(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, int n_tiles, int heads, int split,
                       mv_fa3_plan *p);

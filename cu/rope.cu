@@ -3,8 +3,9 @@
  * angle = pos * inv_freq[p mod Q] with pos = row for p < Q, col otherwise (Q = D/4), fp32
  * inv_freq as HF computes it (host, once). mv_cuda_rope then rotates q and k of every block in
  * place, 4 pairs per thread: y1 = x1*c + (-x2)*s, y2 = x2*c + x1*s with separate roundings, as
- * torch's elementwise ops do, stored as T. v is untouched. CPU twins: mv_rope_tables_cpu +
- * mv_rope_apply_cpu. */
+ * torch's elementwise ops do, stored as T; q's results times qscale before that store (1 but
+ * for an fa3 plan that wants q pre-scaled: mv_fa3_plan.q_scale, one rounding either way). v is
+ * untouched. CPU twins: mv_rope_tables_cpu + mv_rope_apply_cpu. */
 #include "mv_cuda.cuh"
 
 /* cs: [n, D/2] (cos, sin). One thread per (row, pair). */
@@ -50,7 +51,7 @@ static __device__ __forceinline__ void store4(float *p, const float *v)
 /* One thread per (row, q/k, head, quad j < D/8): pairs 4j..4j+3 and their partners + D/2.
  * qkv: [n, 3*heads*D]; cs: [n, D/2]. Needs D % 8 == 0. */
 template <typename T>
-__global__ void rope_kernel(T *qkv, const float2 *cs, int64_t n, int heads, int D)
+__global__ void rope_kernel(T *qkv, const float2 *cs, int64_t n, int heads, int D, float qscale)
 {
     const int nq = D / 8, half = D / 2;
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -71,6 +72,12 @@ __global__ void rope_kernel(T *qkv, const float2 *cs, int64_t n, int heads, int 
         y1[i] = __fadd_rn(__fmul_rn(x1[i], c[i]), __fmul_rn(-x2[i], s[i]));
         y2[i] = __fadd_rn(__fmul_rn(x2[i], c[i]), __fmul_rn(x1[i], s[i]));
     }
+    if (hp < heads && qscale != 1.f)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            y1[i] = __fmul_rn(y1[i], qscale);
+            y2[i] = __fmul_rn(y2[i], qscale);
+        }
     store4(x, y1);
     store4(x + half, y2);
 }
@@ -86,14 +93,14 @@ cudaError_t mv_cuda_rope_table(float2 *cs, const mv_rowinfo *ri, const float *in
 }
 
 template <typename T>
-cudaError_t mv_cuda_rope(T *qkv, const float2 *cs, int64_t n, int heads, int D, cudaStream_t st)
+cudaError_t mv_cuda_rope(T *qkv, const float2 *cs, int64_t n, int heads, int D, float qscale, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
     if (D % 8) return cudaErrorInvalidValue;
     int64_t total = n * 2 * heads * (D / 8);
-    rope_kernel<T><<<(unsigned)((total + 255) / 256), 256, 0, st>>>(qkv, cs, n, heads, D);
+    rope_kernel<T><<<(unsigned)((total + 255) / 256), 256, 0, st>>>(qkv, cs, n, heads, D, qscale);
     return cudaGetLastError();
 }
 
-template cudaError_t mv_cuda_rope<float>(float *, const float2 *, int64_t, int, int, cudaStream_t);
-template cudaError_t mv_cuda_rope<bf16>(bf16 *, const float2 *, int64_t, int, int, cudaStream_t);
+template cudaError_t mv_cuda_rope<float>(float *, const float2 *, int64_t, int, int, float, cudaStream_t);
+template cudaError_t mv_cuda_rope<bf16>(bf16 *, const float2 *, int64_t, int, int, float, cudaStream_t);

@@ -38,7 +38,7 @@
 #              with an idle second before each row, in both row orders, twice; FAIR_DIMS (64 72),
 #              FAIR_SHAPES (64x784 16x4096 16x7600 4x8160 1x16384 1x47376), FAIR_ITERS (30)  -> attnfair.log
 #   variant    an fa3 configuration against the table's (FA3_SPEC: the fields it changes, as
-#              mvtower's --fa3: sw=0, bn=128, wg=2, st=3, rm=8, ps=0, split=0, ...; the variants
+#              mvtower's --fa3: sw=0, bn=128, wg=2, st=3, rm=8, qp=0, ps=0, split=0, ...; the variants
 #              build, test/cuda/variants/variants.cuh): test_fa3 --fa3 FA3_SPEC, then attnbench
 #              and the tower (no HF), the table's and FA3_SPEC's in both orders with rests
 #              (device-env.sh attn_ab, tower_ab) at head dims VARIANT_DIMS (72 64) on

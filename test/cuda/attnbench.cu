@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "mv_cuda.cuh"
+#include "qscale.cuh"
 #include "variants/variants.cuh"
 
 #define CU(x)                                                                                      \
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
                 v = ((float)((r >> 40) * (1.0 / 16777216.0)) - 0.5f) * 4.f;
             }
             float *tmp;
-            bf16 *qkv, *o1, *o2, *o3;
+            bf16 *qkv, *o1, *o2, *o3, *qkv_s = NULL;
             CU(cudaMalloc(&tmp, h.size() * 4));
             CU(cudaMalloc(&qkv, h.size() * 2));
             CU(cudaMalloc(&o1, (size_t)(n * H) * 2));
@@ -182,7 +183,7 @@ int main(int argc, char **argv)
                 if (only[0] && strcmp(name, "builtin_v2") && !strstr(only, key)) continue;
                 mv_variants.attn_variant = im.kind == 0 ? im.ver : 2;
                 /* fa3: the table's configuration for these segments, the row's fields over it */
-                mv_fa3_cfg cfg = {2, 128, 0, 0, 0, 2, 0}, over;
+                mv_fa3_cfg cfg = {2, 128, 0, 0, 0, 2, 0, 0}, over;
                 int split = 0, sp = -1;
                 mv_fa3_plan plan;
                 float *part = NULL;
@@ -202,7 +203,13 @@ int main(int argc, char **argv)
                                     : mv_cuda_fa3_split(&dev, &cfg, D, htl[w].data(), nt, heads);
                     mv_cuda_fa3_plan(&dev, &cfg, D, nt, heads, split, &plan);
                     if (plan.part_bytes) CU(cudaMalloc(&part, plan.part_bytes));
+                    if (plan.q_scale != 1.f) { /* the plan wants q pre-scaled: a copy, made untimed */
+                        if (!qkv_s) CU(cudaMalloc(&qkv_s, h.size() * 2));
+                        CU(test_scale_q(qkv_s, qkv, n, heads, D, plan.q_scale, st));
+                        CU(cudaStreamSynchronize(st));
+                    }
                 }
+                const bf16 *qkv3 = im.kind == 3 && plan.q_scale != 1.f ? qkv_s : qkv;
                 bf16 *o = im.kind == 1 ? o2 : im.kind >= 2 ? o3 : o1;
                 double plan_s = 0;
                 mv_status ms = MV_OK;
@@ -219,7 +226,7 @@ int main(int argc, char **argv)
                     CU(cudaEventRecord(e0, st));
                     if (im.kind == 1) ms = mv_cudnn_attn_run(dnn, 0, o, qkv, &e);
                     else if (im.kind == 3)
-                        CU(mv_cuda_attention_fa3(&as, &plan, part, plan.part_bytes, o, qkv, n, dt, nt, heads, D, st));
+                        CU(mv_cuda_attention_fa3(&as, &plan, part, plan.part_bytes, o, qkv3, n, dt, nt, heads, D, st));
                     else if (im.kind == 2) CU(mv_cuda_attention_fa3_v1(&as, o, qkv, dt, nt, heads, D, cfg.keys, st));
                     else CU(mv_cuda_attention_bf16(&as, o, qkv, dt, nt, heads, D, st));
                     CU(cudaEventRecord(e1, st));
@@ -269,6 +276,7 @@ int main(int argc, char **argv)
             }
             cudaFree(tmp);
             cudaFree(qkv);
+            if (qkv_s) cudaFree(qkv_s);
             cudaFree(o1);
             cudaFree(o2);
             cudaFree(o3);

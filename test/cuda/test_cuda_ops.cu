@@ -181,7 +181,8 @@ static std::vector<mv_rowinfo> rowinfo_for(const std::vector<int32_t> &grid)
     return ri;
 }
 
-template <typename T> static void test_rope(const std::vector<int32_t> &grid, int heads, int D)
+/* qscale != 1: q's results also multiplied by it (in f32, before T's rounding), k's not */
+template <typename T> static void test_rope(const std::vector<int32_t> &grid, int heads, int D, float qscale = 1.f)
 {
     std::vector<mv_rowinfo> ri = rowinfo_for(grid);
     int64_t n = (int64_t)ri.size();
@@ -191,6 +192,8 @@ template <typename T> static void test_rope(const std::vector<int32_t> &grid, in
     std::vector<float> cs((size_t)(n * D)), sn((size_t)(n * D)), ref = qkv;
     mv_rope_tables_cpu(cs.data(), sn.data(), grid.data(), (int)grid.size() / 3, D, 10000.0, 2);
     mv_rope_apply_cpu(ref.data(), cs.data(), sn.data(), n, heads, D);
+    for (int64_t r = 0; r < n; r++)
+        for (int c = 0; c < H; c++) ref[(size_t)(r * 3 * H + c)] *= qscale;
     std::vector<float> inv(D / 4);
     for (int j = 0; j < D / 4; j++) inv[j] = 1.0f / (float)pow(10000.0, (double)((float)(2 * j) / (float)(D / 2)));
     T *d = dev_from<T>(qkv);
@@ -201,14 +204,14 @@ template <typename T> static void test_rope(const std::vector<int32_t> &grid, in
     float2 *dcs;
     CU(cudaMalloc(&dcs, (size_t)(n * (D / 2)) * sizeof(float2)));
     CU(mv_cuda_rope_table(dcs, dri, dinv, n, D, 0));
-    CU(mv_cuda_rope<T>(d, dcs, n, heads, D, 0));
+    CU(mv_cuda_rope<T>(d, dcs, n, heads, D, qscale, 0));
     std::vector<float> got = host_from(d, qkv.size());
     if (sizeof(T) == 2) ref = round_bf16(ref);
     cmp_t c = compare(got.data(), ref.data(), qkv.size());
     /* f32: cos/sin of the same f32 angles, a few ulps; bf16: at most one rounding apart */
     double tol = sizeof(T) == 2 ? 3e-3 : 2e-6;
-    CHECK(c.nonfinite == 0 && c.rel_l2 < tol, "rope %s D=%d heads=%d rows=%lld: rel_l2 %.2e max_abs %.2e",
-          tname<T>(), D, heads, (long long)n, c.rel_l2, c.max_abs);
+    CHECK(c.nonfinite == 0 && c.rel_l2 < tol, "rope %s D=%d heads=%d rows=%lld q scale %g: rel_l2 %.2e max_abs %.2e",
+          tname<T>(), D, heads, (long long)n, qscale, c.rel_l2, c.max_abs);
     cudaFree(d);
     cudaFree(dinv);
     cudaFree(dri);
@@ -1372,6 +1375,8 @@ int main(int argc, char **argv)
     test_rope<float>(g1, 2, 64);
     test_rope<bf16>(g1, 2, 64);
     if (!quick) test_rope<bf16>(g2, 2, 72);
+    test_rope<bf16>(g1, 3, 72, 0.17f); /* q pre-scaled for fa3's padded-column max */
+    test_rope<float>(g1, 2, 72, 0.17f);
     /* position table: tiny grids, non-square, a grid larger than the table */
     std::vector<int32_t> gp = {1, 2, 2, 3, 6, 10, 1, 50, 2};
     test_pos<float>(gp, 48, 96);

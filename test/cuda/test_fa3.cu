@@ -35,6 +35,7 @@ extern "C" {
 }
 #include "unit.h"
 #define TWIN_SEED 0x243F6A8885A308D3ull
+#include "qscale.cuh"
 #include "twin.cuh"
 
 static std::vector<float> bf16_to_f32(const std::vector<uint16_t> &h)
@@ -57,9 +58,11 @@ struct fa3_run {
 };
 
 /* One attention run into out (with a guard band of `guard` rows after n rows, all poisoned with
- * 0xffff = NaN first); tiles of the run's query rows. */
-static std::vector<uint16_t> run(const fa3_run &r, bf16 *out, const bf16 *qkv, const mv_attn_tile *tiles, int nt,
-                                 int64_t n, int heads, int D, int64_t guard, cudaError_t *err)
+ * 0xffff = NaN first); tiles of the run's query rows. qkv_s: qkv with q multiplied by qs, for a
+ * plan that wants its q pre-scaled (mv_fa3_plan.q_scale; *scaled then set). */
+static std::vector<uint16_t> run(const fa3_run &r, bf16 *out, const bf16 *qkv, const bf16 *qkv_s, float qs,
+                                 const mv_attn_tile *tiles, int nt, int64_t n, int heads, int D, int64_t guard,
+                                 cudaError_t *err, int *scaled = NULL)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
     CU(cudaMemset(out, 0xff, total * sizeof(bf16)));
@@ -70,7 +73,13 @@ static std::vector<uint16_t> run(const fa3_run &r, bf16 *out, const bf16 *qkv, c
         mv_fa3_plan p;
         mv_cuda_fa3_plan(&d, &r.cfg, D, nt, heads, r.split < nt * heads ? r.split : nt * heads, &p);
         if (p.part_bytes) CU(cudaMalloc(&part, p.part_bytes));
-        *err = mv_cuda_attention_fa3(&g_st, &p, part, p.part_bytes, out, qkv, n, tiles, nt, heads, D, 0);
+        if (p.q_scale != 1.f && p.q_scale != qs) {
+            printf("Bail out! the plan wants q scaled by %g, the test made %g\n", p.q_scale, qs);
+            exit(2);
+        }
+        *err = mv_cuda_attention_fa3(&g_st, &p, part, p.part_bytes, out, p.q_scale != 1.f ? qkv_s : qkv, n, tiles, nt,
+                                     heads, D, 0);
+        if (scaled) *scaled = p.q_scale != 1.f;
     } else if (r.kind == 1) {
         *err = mv_cuda_attention_fa3_v1(&g_st, out, qkv, tiles, nt, heads, D, r.cfg.keys, 0);
     } else {
@@ -99,7 +108,9 @@ static mv_fa3_cfg table_cfg(const std::vector<int32_t> &cu, int D, int keys)
 static int g_spec_set, g_spec_split = -1;
 static mv_fa3_cfg g_spec;
 
-static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscale)
+/* kramp > 0: keys scaled by 1 + kramp r / n at row r, so that scores rise along a segment and its
+ * rows' maxima move by many powers of 2 after their first key tile */
+static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscale, float kramp = 0.f)
 {
     std::vector<int32_t> cu(lens.size() + 1, 0);
     for (size_t i = 0; i < lens.size(); i++) cu[i + 1] = cu[i] + lens[i];
@@ -108,7 +119,8 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
     std::vector<float> qkv((size_t)(n * 3 * H));
     for (int64_t r = 0; r < n; r++)
         for (int64_t c = 0; c < 3 * H; c++)
-            qkv[(size_t)(r * 3 * H + c)] = mv_round_bf16(urand() * (c < 2 * H ? qscale : 1.f));
+            qkv[(size_t)(r * 3 * H + c)] = mv_round_bf16(urand() * (c < 2 * H ? qscale : 1.f) *
+                                                         (c >= H && c < 2 * H ? 1.f + kramp * (float)r / (float)n : 1.f));
     std::vector<float> ref((size_t)(n * H));
     mv_attention_cpu(ref.data(), qkv.data(), cu.data(), (int)lens.size(), heads, D);
     std::vector<uint16_t> hq(qkv.size());
@@ -117,6 +129,28 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
     CU(cudaMalloc(&dq, hq.size() * sizeof(bf16)));
     CU(cudaMemcpy(dq, hq.data(), hq.size() * sizeof(bf16), cudaMemcpyHostToDevice));
     CU(cudaMalloc(&dout, (size_t)((n + guard) * H) * sizeof(bf16)));
+    /* the q scale a plan with the padded-column max wants at this D (1: none) */
+    mv_fa3_cfg qc = table_cfg(cu, D, 0);
+    qc.qpad = 1;
+    qc.qreg = 0;
+    mv_fa3_plan qp;
+    mv_cuda_fa3_plan(&g_dev, &qc, D, 1, 1, 0, &qp);
+    const float qs = qp.q_scale;
+    bf16 *dqs = dq;
+    /* such a plan's reference: attention of the q it is given, bf16(q qs) / qs (the tower's rope
+     * rounds q qs once; here q is rounded twice, which the reference must see too) */
+    std::vector<float> ref_s = ref;
+    if (qs != 1.f) {
+        CU(cudaMalloc(&dqs, hq.size() * sizeof(bf16)));
+        CU(test_scale_q(dqs, dq, n, heads, D, qs, 0));
+        std::vector<float> qkv_s = qkv;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < H; c++) {
+                float &v = qkv_s[(size_t)(r * 3 * H + c)];
+                v = mv_round_bf16(v * qs) / qs;
+            }
+        mv_attention_cpu(ref_s.data(), qkv_s.data(), cu.data(), (int)lens.size(), heads, D);
+    }
     /* tile lists of 128 rows (builtin kernel, fa3 with 2 consumer warpgroups) and 192 (3) */
     int ntl[2];
     mv_attn_tile *dtl[2];
@@ -135,7 +169,7 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
 
     cudaError_t e0;
-    std::vector<uint16_t> hb = run(fa3_run{0, {}, 0}, dout, dq, dt, nt, n, heads, D, guard, &e0);
+    std::vector<uint16_t> hb = run(fa3_run{0, {}, 0}, dout, dq, dqs, qs, dt, nt, n, heads, D, guard, &e0);
     CU(e0);
     std::vector<float> fb = bf16_to_f32(hb);
     cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
@@ -151,8 +185,10 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         }
         const int w = r.kind == 2 && mv_cuda_fa3_bm(&r.cfg) == 192;
         cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
-        std::vector<uint16_t> h1 = run(r, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e1);
-        std::vector<uint16_t> h2 = e1 == cudaSuccess ? run(r, dout, dq, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
+        int scaled = 0;
+        std::vector<uint16_t> h1 = run(r, dout, dq, dqs, qs, dtl[w], ntl[w], n, heads, D, guard, &e1, &scaled);
+        std::vector<uint16_t> h2 =
+            e1 == cudaSuccess ? run(r, dout, dq, dqs, qs, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
         if (e1 != cudaSuccess || e2 != cudaSuccess) {
             CHECK(0, "%s D=%d heads=%d segments [%s]: %s", label, D, heads, segs,
                   cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
@@ -160,7 +196,7 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
             exit(2);
         }
         std::vector<float> f1 = bf16_to_f32(h1);
-        cmp_t c = compare(f1.data(), ref.data(), (size_t)(n * H));
+        cmp_t c = compare(f1.data(), (scaled ? ref_s : ref).data(), (size_t)(n * H));
         long guard_hit = 0;
         for (size_t i = (size_t)(n * H); i < h1.size(); i++) guard_hit += h1[i] != 0xffff;
         const int same = h1 == h2;
@@ -182,7 +218,9 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
             for (int bn : {128, 112, 64}) {
                 const int sw = o & 1, qr = (o >> 1) & 1, wg = 2 + ((o >> 2) & 1);
                 if (qr && wg == 3) continue; /* not built: attention_fa3_variants.cuh */
-                runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0}, 0});
+                runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0, 0}, 0});
+                if (!qr && D % 16 == 8) /* and with the row max through Q's padded column */
+                    runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0, 1}, 0});
             }
         /* the table's configurations (both key-tile sizes: in the sweep above) with 3 stages and
          * with the conditional rescale */
@@ -194,7 +232,7 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
             runs.push_back(fa3_run{2, c8, 0});
         }
         /* version 1 with 128 and 64 keys */
-        for (int bn : {128, 64}) runs.push_back(fa3_run{1, mv_fa3_cfg{2, bn, 0, 0, 0, 2, 0}, 0});
+        for (int bn : {128, 64}) runs.push_back(fa3_run{1, mv_fa3_cfg{2, bn, 0, 0, 0, 2, 0, 0}, 0});
     }
     /* split work items (the table's configuration, or --fa3's): the last item, half of them, all of
      * them (items of one key tile run whole in both pieces), persistent grid and one CTA per item */
@@ -210,6 +248,7 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
                 runs.push_back(fa3_run{2, c, split});
             }
     for (const fa3_run &r : runs) check(r);
+    if (dqs != dq) cudaFree(dqs);
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(dtl[0]);
@@ -449,11 +488,17 @@ static void test_config_policy(void)
             mv_fa3_cfg g;
             const int rc = mv_cuda_fa3_config(&d, D, cu.data(), (int)c.lens.size(), &g);
             const int rule = c112 < c128 ? 112 : 128;
+            /* the padded column carries the row max where there is one (D % 16 = 8); q then comes
+             * scaled by D^-0.5 log2(e) */
+            mv_fa3_plan pl;
+            mv_cuda_fa3_plan(&d, &g, D, 1, 1, 0, &pl);
+            const float want_qs = D % 16 == 8 ? (float)(1.0 / sqrt((double)D) * 1.4426950408889634) : 1.f;
             CHECK(rc == 0 && g.keys == rule && rule == c.want && g.consumers == 3 && g.swizzle == 1 && g.qreg == 0 &&
-                      g.persistent == 1 && g.stages == 2 && g.rescale_min == 0 && mv_cuda_fa3_built(&g, D),
-                  "fa3 config D=%d %zu segments of %d: keys %d (rule %d), wg %d sw %d qr %d ps %d st %d rm %d", D,
-                  c.lens.size(), c.lens[0], g.keys, rule, g.consumers, g.swizzle, g.qreg, g.persistent, g.stages,
-                  g.rescale_min);
+                      g.persistent == 1 && g.stages == 2 && g.rescale_min == 0 && g.qpad == (D % 16 == 8) &&
+                      pl.q_scale == want_qs && mv_cuda_fa3_built(&g, D),
+                  "fa3 config D=%d %zu segments of %d: keys %d (rule %d), wg %d sw %d qr %d ps %d st %d rm %d qp %d "
+                  "q_scale %g", D, c.lens.size(), c.lens[0], g.keys, rule, g.consumers, g.swizzle, g.qreg,
+                  g.persistent, g.stages, g.rescale_min, g.qpad, pl.q_scale);
         }
     mv_fa3_cfg g;
     const mv_fa3_device ampere = {0, 8, 0, 108};
@@ -523,10 +568,11 @@ static void test_refusals(void)
         char want[32];
         snprintf(want, sizeof want, "head dim is %d", D);
         mv_fa3_plan p;
-        p.cfg = mv_fa3_cfg{3, 128, 1, 0, 1, 2, 0};
+        p.cfg = mv_fa3_cfg{3, 128, 1, 0, 1, 2, 0, 0};
         p.split = 0;
         p.grid = 1;
         p.part_bytes = 0;
+        p.q_scale = 1.f;
         cudaError_t r = mv_cuda_attention_fa3(&g_st, &p, NULL, 0, NULL, NULL, 1, NULL, 1, 1, D, 0);
         CHECK(s == MV_ERR_UNSUPPORTED && strstr(e.msg, want) && strstr(e.msg, "64 and 72") &&
                   r == cudaErrorInvalidValue,
@@ -537,10 +583,11 @@ static void test_refusals(void)
           "fa3 takes head dims 72 and 64 on this device");
     /* Q in registers with 3 consumer warpgroups: not instantiated (ptxas C7512), refused */
     mv_fa3_plan p;
-    p.cfg = mv_fa3_cfg{3, 128, 1, 1, 1, 2, 0};
+    p.cfg = mv_fa3_cfg{3, 128, 1, 1, 1, 2, 0, 0};
     p.split = 0;
     p.grid = 1;
     p.part_bytes = 0;
+    p.q_scale = 1.f;
     const cudaError_t r = mv_cuda_attention_fa3(&g_st, &p, NULL, 0, NULL, NULL, 1, NULL, 1, 1, 72, 0);
     CHECK(!mv_cuda_fa3_built(&p.cfg, 72) && r == cudaErrorNotSupported,
           "fa3 refuses a configuration it does not instantiate (wg=3 qr=1): %s", cudaGetErrorString(r));
@@ -591,6 +638,7 @@ int main(int argc, char **argv)
         test_fa3(mx, 3, 64, 2.f);
     }
     test_fa3({300, 65}, 2, 72, 6.f); /* near one-hot softmax rows */
+    test_fa3({1000, 300}, 2, 72, 3.f, 4.f); /* row maxima rising by many powers of 2 along the keys */
     if (!quick) {
         test_fa3({1, 127, 128, 129, 784, 784, 784, 8160}, 2, 72, 2.f);
         test_fa3({8160}, 1, 64, 2.f);

@@ -4,7 +4,8 @@
  *     table's (fa3_table.cuh): consumer warpgroups 2 or 3, keys per tile 64 / 112 / 128, either
  *     K/V layout, Q in registers (with 2 consumer warpgroups only: with 3 the wgmma serialise for
  *     want of registers, ptxas C7512), any grid and split; and each table entry with 3 K/V stages
- *     or with the conditional rescale (rescale_min 8);
+ *     or with the conditional rescale (rescale_min 8); at head dim 72 with Q in shared memory,
+ *     each with or without the row max through Q's padded column (qpad);
  *   - version 1 (mv_cuda_attention_fa3_v1): all 256 threads load with cp.async, every wgmma
  *     waited for: half the speed; kept as the simplest correct wgmma kernel to bisect the
  *     production kernel against (bench/NOTES.md, "fa3 kernel: debugging").
@@ -159,8 +160,8 @@ static cudaError_t launch_fa3_v1(mv_attn_state *s, bf16 *out, const bf16 *qkv, c
                                  int heads, cudaStream_t st)
 {
     const size_t smem = fa3v1_shape<D, BN>::SMEM;
-    /* bits 192..195 (launch_fa3v2 has 0..191) */
-    cudaError_t r = fa3_smem_limit(s, 192 + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1), (const void *)attn_fa3_kernel<D, BN>,
+    /* bits 384..387 (launch_fa3v2 has 0..383) */
+    cudaError_t r = fa3_smem_limit(s, 384 + (D == 72 ? 0 : 2) + (BN == 128 ? 0 : 1), (const void *)attn_fa3_kernel<D, BN>,
                                    smem);
     if (r != cudaSuccess) return r;
     dim3 grid((unsigned)n_tiles, (unsigned)heads);
@@ -193,13 +194,15 @@ cudaError_t mv_cuda_attention_fa3_v1(mv_attn_state *s, bf16 *out, const bf16 *qk
 }
 
 /* ---- the other configurations of the production kernel ------------------------------------ */
-/* built: D 64 / 72; keys 64 / 112 / 128; consumers 2 or 3; qreg only with 2 consumers; 2 stages
- * and no rescale; or a table entry with 3 stages or with rescale_min 8 (one change at a time) */
+/* built: D 64 / 72; keys 64 / 112 / 128; consumers 2 or 3; qreg only with 2 consumers; qpad 0 or
+ * 1 (it acts where mv_cuda_fa3_plan's q_scale says so: D 72, qreg 0); 2 stages and no rescale;
+ * or a table entry with 3 stages or with rescale_min 8 (one change at a time) */
 static int fa3_variant_built(const mv_fa3_cfg *c, int D)
 {
     if ((D != 64 && D != 72) || (c->keys != 64 && c->keys != 112 && c->keys != 128) ||
         (c->consumers != 2 && c->consumers != 3) || (c->swizzle != 0 && c->swizzle != 1) ||
-        (c->qreg != 0 && c->qreg != 1) || (c->persistent != 0 && c->persistent != 1))
+        (c->qreg != 0 && c->qreg != 1) || (c->persistent != 0 && c->persistent != 1) ||
+        (c->qpad != 0 && c->qpad != 1))
         return 0;
     if (c->stages == 2 && c->rescale_min == 0) return !(c->qreg && c->consumers == 3);
     if (!((c->stages == 3 && c->rescale_min == 0) || (c->stages == 2 && c->rescale_min == 8))) return 0;
@@ -227,9 +230,11 @@ static cudaError_t launch_table_with(mv_attn_state *s, const mv_fa3_plan *p, flo
         c.rescale_min = t.rescale_min;
         if (D == t.head_dim && fa3_is_entry(&c, &t))
             return c.keys == t.keys[0] ? launch_fa3v2<t.head_dim, t.keys[0], t.swizzle != 0, t.qreg != 0, t.consumers,
-                                                      ST, RM>(s, p, part, out, qkv, n, tiles, n_tiles, heads, st)
+                                                      ST, RM, t.qpad != 0>(s, p, part, out, qkv, n, tiles, n_tiles,
+                                                                           heads, st)
                                        : launch_fa3v2<t.head_dim, t.keys[1], t.swizzle != 0, t.qreg != 0, t.consumers,
-                                                      ST, RM>(s, p, part, out, qkv, n, tiles, n_tiles, heads, st);
+                                                      ST, RM, t.qpad != 0>(s, p, part, out, qkv, n, tiles, n_tiles,
+                                                                           heads, st);
         return launch_table_with<ST, RM, E + 1>(s, p, part, out, qkv, n, tiles, n_tiles, heads, D, st);
     }
 }
@@ -240,8 +245,13 @@ static cudaError_t launch_cross(mv_attn_state *s, const mv_fa3_plan *p, float *p
 {
     if constexpr (QR && NC == 3) /* not built (fa3_variant_built) */
         return cudaErrorNotSupported;
+    else if constexpr (D % 16 == 8 && !QR) /* the plan says whether q came pre-scaled */
+        return p->q_scale != 1.f ? launch_fa3v2<D, BN, SW, QR, NC, 2, 0, true>(s, p, part, out, qkv, n, tiles, n_tiles,
+                                                                                heads, st)
+                                 : launch_fa3v2<D, BN, SW, QR, NC, 2, 0, false>(s, p, part, out, qkv, n, tiles, n_tiles,
+                                                                                 heads, st);
     else
-        return launch_fa3v2<D, BN, SW, QR, NC, 2, 0>(s, p, part, out, qkv, n, tiles, n_tiles, heads, st);
+        return launch_fa3v2<D, BN, SW, QR, NC, 2, 0, false>(s, p, part, out, qkv, n, tiles, n_tiles, heads, st);
 }
 
 /* c: fa3_variant_built */
