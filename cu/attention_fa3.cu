@@ -57,6 +57,16 @@ static __device__ __forceinline__ float fa3_ex2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+/* the largest of row r's raw scores in s (r = 0: row g, 1: row g + 8), over this thread's
+ * BN / 4 of them, as a chain (a tree of partial maxima keeps more registers live: ptxas spills
+ * at head dim 72) */
+template <int BN> static __device__ __forceinline__ float fa3_row_max(const float *s, int r)
+{
+    float raw = fmaxf(s[2 * r], s[2 * r + 1]);
+#pragma unroll
+    for (int nt = 1; nt < BN / 8; nt++) raw = fmaxf(raw, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+    return raw;
+}
 /* online softmax in log2 units: s <- P (f32), m and l updated, corr[r] = exp2(m_old - m_new), the
  * factor the row's earlier output must be scaled by (0 on the first tile). The row max is taken
  * over the raw scores and scaled once (scale_log2 > 0: the same value as the max of the scaled
@@ -70,10 +80,7 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
 {
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float raw = fmaxf(s[2 * r], s[2 * r + 1]);
-#pragma unroll
-        for (int nt = 1; nt < BN / 8; nt++) raw = fmaxf(raw, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
-        float mx = fmaxf(m[r], raw * scale_log2);
+        float mx = fmaxf(m[r], fa3_row_max<BN>(s, r) * scale_log2);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         if constexpr (RM > 0)
@@ -114,9 +121,7 @@ static __device__ __forceinline__ bool fa3_softmax_pm(float *s, float *m, float 
     float mx[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float raw = fmaxf(s[2 * r], s[2 * r + 1]);
-#pragma unroll
-        for (int nt = 1; nt < BN / 8; nt++) raw = fmaxf(raw, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+        float raw = fa3_row_max<BN>(s, r);
         raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
         mx[r] = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
     }

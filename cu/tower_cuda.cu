@@ -486,8 +486,10 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
     CK(mv_cuda_pos_embed_add<TX>(x, ri, W->pos, c->pos_side, H, n, st), "position embedding");
     CK(mv_cuda_rope_table(b->rope_cs, ri, W->inv_freq, n, D, st), "rope table");
     ST(dump_t(b, fn, ud, "embed", x, n, H, pix, xf, e));
-    /* fa3's plan may want q pre-scaled: the rope kernel folds that in (one rounding) */
-    const float qscale = !ch->dnn && sizeof(T) == 2 && b->fa3 ? ch->fa3.q_scale : 1.f;
+    /* the attention this chunk runs, decided once: fa3's plan may want q pre-scaled, which the
+     * rope kernel folds in (one rounding), so the scale and the launch must agree */
+    const bool use_fa3 = !ch->dnn && sizeof(T) == 2 && b->fa3;
+    const float qscale = use_fa3 ? ch->fa3.q_scale : 1.f;
     for (int l = 0; l < c->depth; l++) {
         const dblock *B = &W->blocks[l];
         CK(ln_x(xn, x, B->n1w, B->n1b, n, H, c->ln_eps, st), "layernorm");
@@ -495,7 +497,7 @@ static mv_status run_chunk(cuda_backend *b, const chunk *ch, mv_stage_fn fn, voi
         CK(mv_cuda_rope<T>(qkv, b->rope_cs, n, c->heads, D, qscale, st), "rope");
         if (ch->dnn)
             ST(mv_cudnn_attn_run(b->dnn, ch->buf, (bf16 *)att, (const bf16 *)qkv, e));
-        else if (sizeof(T) == 2 && b->fa3)
+        else if (use_fa3)
             CK(mv_cuda_attention_fa3(&b->attn, &ch->fa3, b->fa3_part, b->fa3_part_bytes, (bf16 *)att,
                                      (const bf16 *)qkv, n, tiles, ch->n_tiles, c->heads, D, st),
                "fa3 attention");
