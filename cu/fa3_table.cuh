@@ -9,11 +9,13 @@
  * Changing an entry: measure it first (bench/NOTES.md, "Method": A/B runs in both row orders with
  * rests, on the tower's shapes and on 16 x 1600x1200), then bump MV_FA3_TABLE_VERSION: the CUDA
  * backend reports it (mv_backend_settings), so that output fingerprints tell the tables apart.
+ * A kernel change that moves its outputs' last bits (another order of its sums) bumps it too
+ * (3: an odd head's columns loaded rotated by 8 at head dim 72).
  * Not here: the kernel, the launcher, the device checks (attention_fa3.cu). */
 #ifndef MV_FA3_TABLE_CUH
 #define MV_FA3_TABLE_CUH
 
-#define MV_FA3_TABLE_VERSION 2
+#define MV_FA3_TABLE_VERSION 3
 
 typedef struct {
     int head_dim;        /* D of q, k and v */
