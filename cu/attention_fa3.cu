@@ -200,9 +200,11 @@ template <int BN> static __device__ __forceinline__ void fa3_pack_p(uint32_t *p,
         p[4 * kk + 3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
     }
 }
-/* O / l into out for this thread's rows row_g and row_g + 8 that lie before kv1; rot: the
- * accumulator's n-tile nt holds the head's columns of n-tile (nt + 1) mod D / 8 (a head whose V
- * tile was loaded from its column 8 on: fa3v2_shape's AL), else nt's */
+/* the head's column held at column x of a tile loaded with fa3v2_shape's AL rotation (rot: an
+ * odd head under AL): x + 8 mod D, else x. The producer loads by it, fa3_store / _part store by it */
+template <int D> static __device__ __forceinline__ int fa3_rot_col(int x, bool rot) { return rot ? (x + 8) % D : x; }
+/* O / l into out for this thread's rows row_g and row_g + 8 that lie before kv1; rot as
+ * fa3_rot_col's (O's accumulator then holds the head's columns rotated as V's tile) */
 template <int D>
 static __device__ __forceinline__ void fa3_store(bf16 *out, const float *o, const float *l, int row_g, int kv1, int H,
                                                  int h, int t, bool rot = false)
@@ -218,7 +220,7 @@ static __device__ __forceinline__ void fa3_store(bf16 *out, const float *o, cons
             bf16 *po = out + (int64_t)row * H + h * D + 2 * t;
 #pragma unroll
             for (int nt = 0; nt < D / 8; nt++)
-                *(__nv_bfloat162 *)(po + (rot ? (nt + 1) % (D / 8) : nt) * 8) =
+                *(__nv_bfloat162 *)(po + fa3_rot_col<D>(nt * 8, rot)) =
                     __floats2bfloat162_rn(o[4 * nt + 2 * r] * inv, o[4 * nt + 2 * r + 1] * inv);
         }
     }
@@ -273,7 +275,7 @@ static __device__ __forceinline__ void fa3_store_part(float *part, const float *
             float *po = part + ((int64_t)piece * BM + row) * D + 2 * t;
 #pragma unroll
             for (int nt = 0; nt < D / 8; nt++)
-                *(float2 *)(po + (rot ? (nt + 1) % (D / 8) : nt) * 8) = make_float2(o[4 * nt + 2 * r], o[4 * nt + 2 * r + 1]);
+                *(float2 *)(po + fa3_rot_col<D>(nt * 8, rot)) = make_float2(o[4 * nt + 2 * r], o[4 * nt + 2 * r + 1]);
             if (t == 0) *(float2 *)(part + (int64_t)np * BM * D + ((int64_t)piece * BM + row) * 2) = make_float2(m[r], lr);
         }
     }
@@ -336,7 +338,7 @@ __global__ void attn_fa3_merge(bf16 *out, const float *part, const mv_attn_tile 
  * of the head at c - 1, chunk 0 at CV - 1), so that Q K^T sums the same products in another
  * order; V's first four boxes from column 8 on and the fifth from column 0 (the one box that
  * still reads two sectors), so that O's accumulator holds the head's columns rotated by 8 and
- * fa3_store puts them back. The same layout in shared memory, the same consumer code. */
+ * fa3_store puts them back (fa3_rot_col). The same layout in shared memory, the same consumer code. */
 template <int D, int BN, bool SW, int NC, int ST> struct fa3v2_shape : fa3_shape<D, BN> {
     typedef fa3_shape<D, BN> B;
     static constexpr int BM = 64 * NC;            /* query rows per CTA: NC consumer warpgroups x 64 */
@@ -345,6 +347,7 @@ template <int D, int BN, bool SW, int NC, int ST> struct fa3v2_shape : fa3_shape
     static constexpr int VG = (D + 15) / 16;
     static constexpr int V_BYTES = SW ? BN * VG * 32 : B::V_BYTES;
     static constexpr bool AL = SW && B::C > B::CV;
+    static __device__ __forceinline__ bool rotated(int h) { return AL && (h & 1); } /* head h's columns */
     static constexpr int DATA = 2 * Q_BYTES + ST * (B::K_BYTES + V_BYTES); /* Q: two buffers */
     static constexpr size_t SMEM = (size_t)DATA + 8 * (4 + 4 * ST) + 256;
 };
@@ -425,13 +428,14 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
                 const fa3_item it = fa3_item_of<BN>(v, items, split, tiles, n_tiles);
                 const mv_attn_tile tile = it.tile;
                 const int h = it.h, kv0 = tile.kv_start + it.jb * BN, nkv = it.je - it.jb;
-                const int rot = S::AL ? 8 * (h & 1) : 0; /* AL: an odd head's columns from 8 on, then 0..7 */
+                const bool rot = S::rotated(h);
+                auto col = [&](int x) { return h * D + fa3_rot_col<D>(x, rot); }; /* in q's, k's or v's third */
                 const uint32_t qb = (uint32_t)(qi & 1), qbuf = sQ + qb * S::Q_BYTES;
                 mbar_wait(q_empty + 8 * qb, (uint32_t)((qi >> 1) & 1) ^ 1u);
                 mbar_expect_tx(q_full + 8 * qb, BM * CV * 16);
                 for (int c = 0; c < CV; c++) /* tmq: boxes of 8 columns x 64 rows */
                     for (int r = 0; r < BM; r += 64)
-                        tma_load_2d(qbuf + (uint32_t)((c * BM + r) * 16), &tmq, h * D + (c * 8 + rot) % D,
+                        tma_load_2d(qbuf + (uint32_t)((c * BM + r) * 16), &tmq, col(c * 8),
                                     tile.q0 + r, q_full + 8 * qb);
                 for (int j = 0; j < nkv; j++, kt++) {
                     const int st = kt % ST;
@@ -441,17 +445,16 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
                     /* SW: column pairs as swizzled 16-column boxes, the rest (8 columns when D %
                      * 16 = 8) in the 8-column layout at the offsets they have without SW */
                     for (int g = 0; g < KG; g++)
-                        tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + g * BN * 32), &tm16, H + h * D + g * 16 + rot,
+                        tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + g * BN * 32), &tm16, H + col(g * 16),
                                     (int)row, k_full + 8 * st);
                     for (int c = 2 * KG; c < CV; c++)
-                        tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + h * D + (c * 8 + rot) % D,
+                        tma_load_2d(sK + (uint32_t)(st * S::K_BYTES + c * BN * 16), &tm, H + col(c * 8),
                                     (int)row, k_full + 8 * st);
                     mbar_wait(v_empty + 8 * st, ph ^ 1u);
                     mbar_expect_tx(v_full + 8 * st, S::V_BYTES); /* VB boxes of VW columns x BN rows */
                     for (int c = 0; c < VB; c++) /* AL, odd head: the last box from column 0 */
                         tma_load_2d(sV + (uint32_t)(st * S::V_BYTES + c * BN * VW * 2), SW ? &tm16 : &tm,
-                                    2 * H + h * D + (rot && c == VB - 1 ? 0 : c * VW + rot), (int)row,
-                                    v_full + 8 * st);
+                                    2 * H + col(c * VW), (int)row, v_full + 8 * st);
                 }
             }
         }
@@ -602,7 +605,7 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
             release(v_empty + 8 * sv);
         }
 
-        const bool rot = S::AL && (h & 1); /* the producer's rotated columns (fa3v2_shape) */
+        const bool rot = S::rotated(h); /* the producer's rotated columns (fa3v2_shape) */
         if (it.piece < 0) fa3_store<D>(out, o, l, tile.q0 + cw * 64 + wl * 16 + g, kv1, H, h, t, rot);
         else fa3_store_part<D>(part, o, m, l, it.piece, 2 * split, BM, cw * 64 + wl * 16 + g, tile.q0, kv1, t, rot);
         kt += nkv;
