@@ -488,7 +488,8 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
         l[0] = l[1] = 0.f;
         mbar_wait(q_full + 8 * qb, (uint32_t)(qi >> 1) & 1u);
         /* PM: the pads of this thread's row g in Q's chunk CV (its first three columns; row g + 8's
-         * 128 bytes on), 0 until the first tile */
+         * 128 bytes on), 0 until the first tile. Recomputed from threadIdx at each use on purpose:
+         * a variable held across the key loop costs a register there, and ptxas then spills. */
         auto pad_addr = [&]() {
             return qw + (uint32_t)((CV * BM + (threadIdx.x % 128) / 32 * 16 + (threadIdx.x % 32) / 4) * 16);
         };
