@@ -1,8 +1,10 @@
 /* attention_fa3.cu - varlen bidirectional attention for Hopper (sm_90a only) on TMA and
  * wgmma.mma_async, FlashAttention-3's design: bf16 q|k|v read from the packed qkv [n, 3*heads*D],
  * out [n, heads*D], f32 accumulators and online softmax, work items (a query tile of 64 x
- * consumers rows, a head) from the tile list mv_attn_tiles() builds out of cu_seqlens. What a
- * launch runs is an mv_fa3_plan: mv_cuda_fa3_config, _split and _plan derive it from the kernel
+ * consumers rows, a head) from the tile list mv_attn_tiles() builds out of cu_seqlens; a tile with
+ * at most 64 rows of its segment may run in a second launch, the tail kernel, which shares its
+ * key tiles among the consumers (mv_cuda_fa3_tails moves such tiles last). What a launch runs is
+ * an mv_fa3_plan: mv_cuda_fa3_config, _split and _plan derive it from the kernel
  * table (fa3_table.cuh), the device and the segment lengths, and allocate nothing (the caller owns
  * the split pieces' scratch). This file instantiates only what the table can pick; compiled with
  * -DMV_VARIANTS (the variants build of make cuda-tests) it also holds the other configurations and
@@ -14,6 +16,7 @@
  * attention, causal masks, head dims outside the table, other GPUs. CPU twin: mv_attention_cpu. */
 #include <math.h>
 #include <stdio.h>
+#include <algorithm>
 #include <string.h>
 
 #include <cuda.h> /* CUtensorMap and its enums; the encoder comes through cudart (no -lcuda) */
@@ -303,6 +306,60 @@ __global__ void attn_fa3_merge(bf16 *out, const float *part, const mv_attn_tile 
     }
 }
 
+/* ---- the tail kernel's merge: consumers 0..NC - 1 hold partial softmaxes of the same query
+ * rows (each over its own key tiles); consumer 0 takes theirs through shared memory scr (NC - 1
+ * blocks of D / 2 + 4 words a thread: O, m, l) and combines them as steps of the online softmax,
+ * O = sum_c O_c 2^(m_c - m) and l likewise, m = max_c m_c (m in log2 units, as fa3_softmax /
+ * _softmax_pm keep it; a consumer without key tiles holds m = -inf, l = 0, O = 0: weight 0).
+ * Named barrier 1: the others' words are written; 2: consumer 0 has read them (the next item's
+ * writes wait for it; not arrived after the CTA's last item, where nobody waits). Returns true in
+ * consumer 0, which then stores. */
+template <int D, int NC>
+static __device__ __forceinline__ bool fa3_tail_merge(float *scr, float *o, float *m, float *l, int cw, int qi,
+                                                      bool last)
+{
+    constexpr int NR = D / 2 + 4, T = 128 * NC;
+    const int i = threadIdx.x % 128;
+    if (cw > 0) {
+        if (qi > 0) named_sync(2, T);
+        float *w = scr + (cw - 1) * NR * 128 + i;
+#pragma unroll
+        for (int k = 0; k < D / 2; k++) w[k * 128] = o[k];
+        w[(D / 2) * 128] = m[0];
+        w[(D / 2 + 1) * 128] = m[1];
+        w[(D / 2 + 2) * 128] = l[0];
+        w[(D / 2 + 3) * 128] = l[1];
+        named_arrive(1, T);
+        return false;
+    }
+    named_sync(1, T);
+    float a[NC][2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = m[r];
+#pragma unroll
+        for (int c = 1; c < NC; c++) mx = fmaxf(mx, scr[((c - 1) * NR + D / 2 + r) * 128 + i]);
+        a[0][r] = exp2f(m[r] - mx);
+        l[r] *= a[0][r];
+#pragma unroll
+        for (int c = 1; c < NC; c++) {
+            a[c][r] = exp2f(scr[((c - 1) * NR + D / 2 + r) * 128 + i] - mx);
+            l[r] += a[c][r] * scr[((c - 1) * NR + D / 2 + 2 + r) * 128 + i];
+        }
+        m[r] = mx;
+    }
+#pragma unroll
+    for (int k = 0; k < D / 2; k++) {
+        const int r = (k >> 1) & 1; /* o[4 nt + 2 r + e]: row g + 8 r */
+        float v = o[k] * a[0][r];
+#pragma unroll
+        for (int c = 1; c < NC; c++) v += a[c][r] * scr[((c - 1) * NR + k) * 128 + i];
+        o[k] = v;
+    }
+    if (!last) named_arrive(2, T); /* after every read's value is used */
+    return true;
+}
+
 /* ---- the kernel: TMA loads by a producer warp, mbarrier ring, ping-pong consumers ---------
  * 128 (NC + 1) threads: warpgroup 0 is the producer (one thread issues every TMA load; the
  * warpgroup gives its registers back), warpgroups 1..NC are consumers owning query rows
@@ -339,7 +396,7 @@ __global__ void attn_fa3_merge(bf16 *out, const float *part, const mv_attn_tile 
  * order; V's first four boxes from column 8 on and the fifth from column 0 (the one box that
  * still reads two sectors), so that O's accumulator holds the head's columns rotated by 8 and
  * fa3_store puts them back (fa3_rot_col). The same layout in shared memory, the same consumer code. */
-template <int D, int BN, bool SW, int NC, int ST> struct fa3v2_shape : fa3_shape<D, BN> {
+template <int D, int BN, bool SW, int NC, int ST, bool TL = false> struct fa3v2_shape : fa3_shape<D, BN> {
     typedef fa3_shape<D, BN> B;
     static constexpr int BM = 64 * NC;            /* query rows per CTA: NC consumer warpgroups x 64 */
     static constexpr int THREADS = 128 * (NC + 1); /* and the producer warpgroup */
@@ -348,7 +405,9 @@ template <int D, int BN, bool SW, int NC, int ST> struct fa3v2_shape : fa3_shape
     static constexpr int V_BYTES = SW ? BN * VG * 32 : B::V_BYTES;
     static constexpr bool AL = SW && B::C > B::CV;
     static __device__ __forceinline__ bool rotated(int h) { return AL && (h & 1); } /* head h's columns */
-    static constexpr int DATA = 2 * Q_BYTES + ST * (B::K_BYTES + V_BYTES); /* Q: two buffers */
+    /* TL (fa3_tail_merge): consumers 1..NC - 1's O, m and l, one word a register and thread */
+    static constexpr int MERGE_REGS = D / 2 + 4, MERGE_BYTES = TL ? (NC - 1) * MERGE_REGS * 128 * 4 : 0;
+    static constexpr int DATA = 2 * Q_BYTES + ST * (B::K_BYTES + V_BYTES) + MERGE_BYTES; /* Q: two buffers */
     static constexpr size_t SMEM = (size_t)DATA + 8 * (4 + 4 * ST) + 256;
 };
 
@@ -360,21 +419,27 @@ template <int D, int BN, bool SW, int NC, int ST> struct fa3v2_shape : fa3_shape
  * that the tensor cores read only K from shared memory (a third less shared-memory traffic per S
  * tile). ST: K and V stages; RM: fa3_softmax's conditional rescale. PM (D % 16 = 8, Q in shared
  * memory): q arrives pre-scaled by scale_log2 and the row max is subtracted by the tensor cores
- * through the padded columns (fa3_softmax_pm; RM is then unused). */
-template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM, bool PM>
-__global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
+ * through the padded columns (fa3_softmax_pm; RM is then unused). TL: the tail kernel (every work
+ * item a query tile with at most 64 rows in its segment, which one consumer would run while the
+ * others idle): each consumer holds its own copy of the tile's first 64 query rows and takes the
+ * key tiles j = cw, cw + NC, ... of the item, no turns; a K/V stage is released by its one
+ * reader; at the item's end fa3_tail_merge combines the NC partial softmaxes in shared memory and
+ * consumer 0 stores. */
+template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM, bool PM, bool TL = false>
+__global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST, TL>::THREADS, 1)
     attn_fa3v2_kernel(const __grid_constant__ CUtensorMap tm, const __grid_constant__ CUtensorMap tm16,
                       const __grid_constant__ CUtensorMap tmq, bf16 *out, const mv_attn_tile *tiles, int n_tiles,
                       int heads, float scale_log2, int split, float *part)
 {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef fa3v2_shape<D, BN, SW, NC, ST> S;
+    typedef fa3v2_shape<D, BN, SW, NC, ST, TL> S;
     constexpr int C = S::C, CV = S::CV, KS = S::KS, KG = SW ? D / 16 : 0, BM = S::BM;
     constexpr int VW = SW ? 16 : 8, VB = SW ? S::VG : CV; /* V: boxes of VW columns, VB of them */
     static_assert(BN == 64 || BN == 112 || BN == 128, "keys per tile");
     static_assert(NC == 2 || NC == 3, "consumer warpgroups");
     static_assert(ST == 2 || ST == 3, "K/V stages");
     static_assert(!PM || (C > CV && !QR), "the max through the padded column: D % 16 = 8, Q in shared memory");
+    static_assert(!TL || (NC == 3 && !QR), "the tail kernel: three consumers, Q in shared memory");
     static_assert(S::Q_BYTES % 256 == 0 && S::K_BYTES % 256 == 0 && S::V_BYTES % 256 == 0, "256-byte boxes");
     extern __shared__ __align__(128) unsigned char smem_raw[];
     /* Q in two buffers (work item i in buffer i % 2), then the K and V stages, then the barriers */
@@ -392,8 +457,8 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
         for (int i = 0; i < ST; i++) {
             mbar_init(k_full + 8 * i, 1);
             mbar_init(v_full + 8 * i, 1);
-            mbar_init(k_empty + 8 * i, 4 * NC);
-            mbar_init(v_empty + 8 * i, 4 * NC);
+            mbar_init(k_empty + 8 * i, TL ? 4 : 4 * NC); /* TL: one consumer reads a stage */
+            mbar_init(v_empty + 8 * i, TL ? 4 : 4 * NC);
         }
         mbar_init_fence();
     }
@@ -436,7 +501,7 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
                 for (int c = 0; c < CV; c++) /* tmq: boxes of 8 columns x 64 rows */
                     for (int r = 0; r < BM; r += 64)
                         tma_load_2d(qbuf + (uint32_t)((c * BM + r) * 16), &tmq, col(c * 8),
-                                    tile.q0 + r, q_full + 8 * qb);
+                                    tile.q0 + (TL ? 0 : r), q_full + 8 * qb); /* TL: a copy each */
                 for (int j = 0; j < nkv; j++, kt++) {
                     const int st = kt % ST;
                     const uint32_t ph = (uint32_t)(kt / ST) & 1u, row = (uint32_t)(kv0 + j * BN);
@@ -470,7 +535,8 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
     float o[D / 2], s[BN / 2], m[2], l[2], corr[2];
     uint32_t p[BN / 4];
     uint32_t qf[QR ? KS * 4 : 4]; /* QR: k16 step ks = chunks 2ks, 2ks + 1 of rows r0 and r0 + 8 */
-    if (cw == NC - 1) named_arrive(1, 256); /* consumer 0 issues first */
+    if constexpr (!TL)
+        if (cw == NC - 1) named_arrive(1, 256); /* consumer 0 issues first */
     auto release = [&](uint32_t bar) {
         if (lane == 0) mbar_arrive(bar);
     };
@@ -547,69 +613,102 @@ __global__ void __launch_bounds__(fa3v2_shape<D, BN, SW, NC, ST>::THREADS, 1)
         auto pack_p = [&]() { fa3_pack_p<BN>(p, s); };
         auto kphase = [&](int j) { return (uint32_t)((kt + j) / ST) & 1u; };
 
-        /* prologue: S(0), P(0) */
-        mbar_wait(k_full + 8 * (kt % ST), kphase(0));
-        named_sync(me, 256);
-        reg_fence(s);
-        wg_fence();
-        issue_s(0);
-        wg_commit();
-        named_arrive(next, 256);
-        wg_wait<0>();
-        reg_fence(s);
-        release(k_empty + 8 * (kt % ST));
-        softmax(0);
-        pack_p();
-
-        for (int j = 1; j < nkv; j++) {
-            const int sk = (kt + j) % ST, sv = (kt + j - 1) % ST;
-            mbar_wait(k_full + 8 * sk, kphase(j));
-            mbar_wait(v_full + 8 * sv, kphase(j - 1));
+        if constexpr (TL) { /* key tiles cw, cw + NC, ...: S, softmax, P.V one after the other */
+            for (int j = cw; j < nkv; j += NC) {
+                const int sj = (kt + j) % ST;
+                mbar_wait(k_full + 8 * sj, kphase(j));
+                reg_fence(s);
+                wg_fence();
+                issue_s(j);
+                wg_commit();
+                wg_wait<0>();
+                reg_fence(s);
+                release(k_empty + 8 * sj);
+                if (softmax(j)) fa3_rescale_o<D>(o, corr);
+                pack_p();
+                mbar_wait(v_full + 8 * sj, kphase(j));
+                reg_fence(o);
+                reg_fence(p);
+                wg_fence();
+                issue_pv(j);
+                wg_commit();
+                wg_wait<0>();
+                reg_fence(o);
+                reg_fence(p);
+                release(v_empty + 8 * sj);
+            }
+            release(q_empty + 8 * qb);
+            const uint32_t scr = sV + (uint32_t)(ST * S::V_BYTES);
+            if (fa3_tail_merge<D, NC>((float *)(smem_raw + (scr - smem_u32(smem_raw))), o, m, l, cw, qi, last))
+                fa3_store<D>(out, o, l, tile.q0 + wl * 16 + g, kv1, H, h, t, S::rotated(h));
+            kt += nkv;
+        } else {
+            /* prologue: S(0), P(0) */
+            mbar_wait(k_full + 8 * (kt % ST), kphase(0));
             named_sync(me, 256);
             reg_fence(s);
-            reg_fence(o);
-            reg_fence(p);
             wg_fence();
-            issue_s(j);
-            wg_commit();
-            issue_pv(j - 1);
+            issue_s(0);
             wg_commit();
             named_arrive(next, 256);
-            wg_wait<1>();
+            wg_wait<0>();
             reg_fence(s);
-            release(k_empty + 8 * sk);
-            const bool moved = softmax(j);
-            wg_wait<0>();
-            reg_fence(o);
-            reg_fence(p);
-            release(v_empty + 8 * sv);
-            if (moved) fa3_rescale_o<D>(o, corr);
+            release(k_empty + 8 * (kt % ST));
+            softmax(0);
             pack_p();
-        }
-        if constexpr (!QR) release(q_empty + 8 * qb); /* every S of the item is done */
 
-        /* epilogue: O += P(n - 1) V(n - 1); the last consumer makes no arrival after the CTA's last
-         * item, for a turn that never comes */
-        {
-            const int sv = (kt + nkv - 1) % ST;
-            mbar_wait(v_full + 8 * sv, kphase(nkv - 1));
-            named_sync(me, 256);
-            reg_fence(o);
-            reg_fence(p);
-            wg_fence();
-            issue_pv(nkv - 1);
-            wg_commit();
-            if (!last || cw != NC - 1) named_arrive(next, 256);
-            wg_wait<0>();
-            reg_fence(o);
-            reg_fence(p);
-            release(v_empty + 8 * sv);
-        }
+            for (int j = 1; j < nkv; j++) {
+                const int sk = (kt + j) % ST, sv = (kt + j - 1) % ST;
+                mbar_wait(k_full + 8 * sk, kphase(j));
+                mbar_wait(v_full + 8 * sv, kphase(j - 1));
+                named_sync(me, 256);
+                reg_fence(s);
+                reg_fence(o);
+                reg_fence(p);
+                wg_fence();
+                issue_s(j);
+                wg_commit();
+                issue_pv(j - 1);
+                wg_commit();
+                named_arrive(next, 256);
+                wg_wait<1>();
+                reg_fence(s);
+                release(k_empty + 8 * sk);
+                const bool moved = softmax(j);
+                wg_wait<0>();
+                reg_fence(o);
+                reg_fence(p);
+                release(v_empty + 8 * sv);
+                if (moved) fa3_rescale_o<D>(o, corr);
+                pack_p();
+            }
+            if constexpr (!QR) release(q_empty + 8 * qb); /* every S of the item is done */
 
-        const bool rot = S::rotated(h); /* the producer's rotated columns (fa3v2_shape) */
-        if (it.piece < 0) fa3_store<D>(out, o, l, tile.q0 + cw * 64 + wl * 16 + g, kv1, H, h, t, rot);
-        else fa3_store_part<D>(part, o, m, l, it.piece, 2 * split, BM, cw * 64 + wl * 16 + g, tile.q0, kv1, t, rot);
-        kt += nkv;
+            /* epilogue: O += P(n - 1) V(n - 1); the last consumer makes no arrival after the CTA's
+             * last item, for a turn that never comes */
+            {
+                const int sv = (kt + nkv - 1) % ST;
+                mbar_wait(v_full + 8 * sv, kphase(nkv - 1));
+                named_sync(me, 256);
+                reg_fence(o);
+                reg_fence(p);
+                wg_fence();
+                issue_pv(nkv - 1);
+                wg_commit();
+                if (!last || cw != NC - 1) named_arrive(next, 256);
+                wg_wait<0>();
+                reg_fence(o);
+                reg_fence(p);
+                release(v_empty + 8 * sv);
+            }
+
+            const bool rot = S::rotated(h); /* the producer's rotated columns (fa3v2_shape) */
+            if (it.piece < 0) fa3_store<D>(out, o, l, tile.q0 + cw * 64 + wl * 16 + g, kv1, H, h, t, rot);
+            else
+                fa3_store_part<D>(part, o, m, l, it.piece, 2 * split, BM, cw * 64 + wl * 16 + g, tile.q0, kv1, t,
+                                  rot);
+            kt += nkv;
+        }
     }
 #endif
 }
@@ -674,6 +773,7 @@ int mv_cuda_fa3_config(const mv_fa3_device *d, int D, const int32_t *cu, int nse
     c->stages = t->stages;
     c->rescale_min = t->rescale_min;
     c->qpad = t->qpad;
+    c->tails = t->tails;
 #ifdef MV_VARIANTS
     mv_variants_apply(c, &mv_variants.fa3); /* the harness's --fa3 */
 #endif
@@ -702,19 +802,37 @@ int mv_cuda_fa3_split(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, const 
     return (int)rem;
 }
 
+int mv_cuda_fa3_tails(const mv_fa3_device *d, const mv_fa3_cfg *c, mv_attn_tile *tiles, int n_tiles, int heads)
+{
+    if (!c->tails || c->consumers != 3 || c->qreg || n_tiles <= 0) return 0;
+    auto rest = [](const mv_attn_tile &t) { return t.kv_end - t.q0 > 64; };
+    int64_t n = 0;
+    for (int i = 0; i < n_tiles; i++) n += !rest(tiles[i]);
+    if (n == 0 || n * heads < d->sms) return 0;
+    std::stable_partition(tiles, tiles + n_tiles, rest);
+    return (int)n;
+}
+
 size_t mv_cuda_fa3_part_bytes(const mv_fa3_cfg *c, int D, int split)
 {
     return (size_t)2 * split * mv_cuda_fa3_bm(c) * (D + 2) * sizeof(float); /* fa3_store_part's layout */
 }
 
 void mv_cuda_fa3_plan(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, int n_tiles, int heads, int split,
-                      mv_fa3_plan *p)
+                      int tail, mv_fa3_plan *p)
 {
-    const int64_t vitems = (int64_t)n_tiles * heads + split; /* a split item's two pieces are two */
     p->cfg = *c;
+    p->tail = c->tails && c->consumers == 3 && !c->qreg && tail > 0 ? (tail < n_tiles ? tail : n_tiles) : 0;
+    const int64_t items = (int64_t)(n_tiles - p->tail) * heads, titems = (int64_t)p->tail * heads;
+    if (split > items) split = (int)items;
+    const int64_t vitems = items + split; /* a split item's two pieces are two */
+    auto grid = [&](int64_t v) {
+        return c->persistent && d->sms > 0 && d->sms < v ? d->sms : v <= 0x7fffffff ? (int)v : 0;
+    };
     p->q_scale = c->qpad && D % 16 == 8 && !c->qreg ? fa3_scale_log2(D) : 1.f;
     p->split = split;
-    p->grid = c->persistent && d->sms > 0 && d->sms < vitems ? d->sms : vitems <= 0x7fffffff ? (int)vitems : 0;
+    p->grid = grid(vitems);
+    p->tail_grid = grid(titems);
     p->part_bytes = split > 0 ? mv_cuda_fa3_part_bytes(c, D, split) : 0;
 }
 
@@ -755,19 +873,31 @@ static cudaError_t fa3_tensor_map(mv_attn_state *s, CUtensorMap *tm, const bf16 
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-/* One kernel of the family on plan p (validated by mv_cuda_attention_fa3): the grid p->grid,
- * then, with a split, the merge of the split items' pieces. */
+/* One kernel of the family on plan p (validated by mv_cuda_attention_fa3): the grid p->grid over
+ * the tiles before the last p->tail, then, with a split, the merge of the split items' pieces,
+ * then the tail kernel (TL) over the last p->tail tiles. */
 template <int D, int BN, bool SW, bool QR, int NC, int ST, int RM, bool PM>
 static cudaError_t launch_fa3v2(mv_attn_state *s, const mv_fa3_plan *p, float *part, bf16 *out, const bf16 *qkv,
                                 int64_t n, const mv_attn_tile *tiles, int n_tiles, int heads, cudaStream_t st)
 {
     typedef fa3v2_shape<D, BN, SW, NC, ST> S;
     static_assert(RM == 0 || RM == 8, "fa3_smem_limit's bits");
-    const size_t smem = S::SMEM;
-    /* bits 0..383: one per (PM, RM, ST, NC, SW, QR, D, BN) */
+#ifdef MV_VARIANTS
+    constexpr bool TAILS = NC == 3 && !QR; /* the tail kernel exists for these */
+#else
+    constexpr bool TAILS = NC == 3 && !QR && mv_fa3_table_tails(); /* ... where the table runs it */
+#endif
+    /* bits 0..383: one per (PM, RM, ST, NC, SW, QR, D, BN); the tail kernel's 448 on */
     constexpr int bit = (BN == 128 ? 0 : BN == 112 ? 1 : 2) + 3 * (D == 72) + 6 * QR + 12 * SW + 24 * (NC == 3) +
                         48 * (ST == 3) + 96 * (RM > 0) + 192 * PM;
-    cudaError_t r = fa3_smem_limit(s, bit, (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM>, smem);
+    const int tail = TAILS ? p->tail : 0, nm = n_tiles - tail;
+    cudaError_t r = nm > 0 ? fa3_smem_limit(s, bit, (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM>,
+                                            S::SMEM)
+                           : cudaSuccess;
+    if constexpr (TAILS)
+        if (r == cudaSuccess && tail > 0)
+            r = fa3_smem_limit(s, 448 + bit, (const void *)attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM, true>,
+                               fa3v2_shape<D, BN, SW, NC, ST, true>::SMEM);
     if (r != cudaSuccess) return r;
     CUtensorMap tm, tm16, tmq;
     r = fa3_tensor_map(s, &tm, qkv, n, heads, D, BN, 8);
@@ -776,13 +906,24 @@ static cudaError_t launch_fa3v2(mv_attn_state *s, const mv_fa3_plan *p, float *p
     if (r != cudaSuccess) return r;
     if (!SW) tm16 = tm; /* not read */
     if (BN == 64) tmq = tm;
-    const int items = n_tiles * heads, split = p->split;
-    attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM><<<(unsigned)p->grid, S::THREADS, smem, st>>>(
-        tm, tm16, tmq, out, tiles, n_tiles, heads, fa3_scale_log2(D), split, part);
-    r = cudaGetLastError();
-    if (r != cudaSuccess || split == 0) return r;
-    attn_fa3_merge<D><<<(unsigned)split, 256, 0, st>>>(out, part, tiles, n_tiles, items, split, S::BM, heads);
-    return cudaGetLastError();
+    const int items = nm * heads, split = p->split;
+    if (nm > 0) {
+        attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM><<<(unsigned)p->grid, S::THREADS, S::SMEM, st>>>(
+            tm, tm16, tmq, out, tiles, nm, heads, fa3_scale_log2(D), split, part);
+        r = cudaGetLastError();
+        if (r == cudaSuccess && split > 0) {
+            attn_fa3_merge<D><<<(unsigned)split, 256, 0, st>>>(out, part, tiles, nm, items, split, S::BM, heads);
+            r = cudaGetLastError();
+        }
+    }
+    if constexpr (TAILS)
+        if (r == cudaSuccess && tail > 0) {
+            typedef fa3v2_shape<D, BN, SW, NC, ST, true> T;
+            attn_fa3v2_kernel<D, BN, SW, QR, NC, ST, RM, PM, true><<<(unsigned)p->tail_grid, T::THREADS, T::SMEM, st>>>(
+                tm, tm16, tmq, out, tiles + nm, tail, heads, fa3_scale_log2(D), 0, NULL);
+            r = cudaGetLastError();
+        }
+    return r;
 }
 
 /* the table's kernels: entry E with its key-tile size keys[K] */
@@ -800,7 +941,7 @@ static int fa3_is_entry(const mv_fa3_cfg *c, const mv_fa3_entry *t)
 {
     return c->consumers == t->consumers && c->swizzle == t->swizzle && c->qreg == t->qreg &&
            c->persistent == t->persistent && c->stages == t->stages && c->rescale_min == t->rescale_min &&
-           c->qpad == t->qpad && (c->keys == t->keys[0] || c->keys == t->keys[1]);
+           c->qpad == t->qpad && c->tails == t->tails && (c->keys == t->keys[0] || c->keys == t->keys[1]);
 }
 
 template <int E = 0>
@@ -851,8 +992,13 @@ cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, const mv_fa3_plan *p, float 
     }
     if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
     if (n_tiles <= 0) return cudaSuccess;
-    const int64_t items = (int64_t)n_tiles * heads, vitems = items + p->split;
-    if (p->split < 0 || p->split > items || vitems > 0x7fffffff || p->grid < 1 || p->grid > vitems ||
+    if (p->tail < 0 || p->tail > n_tiles || (p->tail > 0 && (!c->tails || c->consumers != 3 || c->qreg)))
+        return cudaErrorInvalidValue;
+    const int64_t items = (int64_t)(n_tiles - p->tail) * heads, vitems = items + p->split,
+                  titems = (int64_t)p->tail * heads;
+    if (p->split < 0 || p->split > items || vitems > 0x7fffffff || titems > 0x7fffffff ||
+        (vitems > 0 && (p->grid < 1 || p->grid > vitems)) ||
+        (titems > 0 && (p->tail_grid < 1 || p->tail_grid > titems)) ||
         (p->split > 0 && (!part || part_bytes < mv_cuda_fa3_part_bytes(c, D, p->split))))
         return cudaErrorInvalidValue; /* a plan that mv_cuda_fa3_plan did not make, or scratch too small */
     const mv_fa3_entry *t = fa3_entry(D);

@@ -28,6 +28,11 @@ typedef struct {
     int qpad;            /* 1 (D % 16 = 8, qreg 0): the tensor cores subtract the row max through Q's padded
                           * columns, q pre-scaled by the caller (mv_fa3_plan.q_scale); 0: a multiply-add per
                           * score (+1-3 % attention at head dim 72: bench/NOTES.md, "The row max ...") */
+    int tails;           /* 1: a query tile with at most 64 rows in its segment (the last of a 784-patch one:
+                          * 16) runs in the tail kernel, its key tiles shared out among the three consumers;
+                          * 0: one consumer runs it as the others idle. 0 until measured (bench/NOTES.md,
+                          * "The tail kernel"): production builds instantiate the tail kernel only when an
+                          * entry has 1, the variants build always (`--fa3 tl=1`) */
     int keys[2];         /* key-tile sizes the cost model chooses between (the fewer padded keys) */
     int key_cost;        /* the cost model's fixed cost of a key tile, in keys */
     int split_min_tiles; /* split work items only when every item walks at least this many key tiles */
@@ -35,10 +40,15 @@ typedef struct {
 } mv_fa3_entry;
 
 static constexpr mv_fa3_entry mv_fa3_table[] = {
-    /* D   cons sw qr ps st rm qp  keys        cost min fill */
-    {64,   3,   1, 0, 1, 2, 0, 0,  {112, 128}, 16,  8,  50},
-    {72,   3,   1, 0, 1, 2, 0, 1,  {112, 128}, 16,  8,  50},
+    /* D   cons sw qr ps st rm qp tl  keys        cost min fill */
+    {64,   3,   1, 0, 1, 2, 0, 0, 0,  {112, 128}, 16,  8,  50},
+    {72,   3,   1, 0, 1, 2, 0, 1, 0,  {112, 128}, 16,  8,  50},
 };
 static constexpr int mv_fa3_table_len = (int)(sizeof mv_fa3_table / sizeof mv_fa3_table[0]);
+/* whether an entry runs the tail kernel (a production build then instantiates it) */
+static constexpr bool mv_fa3_table_tails(int i = 0)
+{
+    return i < mv_fa3_table_len && (mv_fa3_table[i].tails != 0 || mv_fa3_table_tails(i + 1));
+}
 
 #endif

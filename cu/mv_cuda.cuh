@@ -84,7 +84,8 @@ cudaError_t mv_cuda_pos_embed_add(T *x, const mv_rowinfo *ri, const float *table
 typedef struct {
     int device;
     uint32_t attr_set;    /* builtin bf16 kernel: bit (D index * 2 + variant - 1), limit raised */
-    uint64_t fa3_attr[7]; /* fa3 kernels: one bit per instantiation (attention_fa3.cu: 0..383; version 1: 384..387) */
+    uint64_t fa3_attr[13]; /* fa3 kernels: a bit per instantiation (attention_fa3.cu: 0..383, the tail kernels
+                            * 448..831; version 1: 384..387) */
     int fa3_cc;           /* device checked for sm_90a: 0 not yet, 1 yes, -1 no */
     void *fa3_encode;     /* the driver's cuTensorMapEncodeTiled, looked up on first use */
 } mv_attn_state;
@@ -127,6 +128,7 @@ typedef struct {
     int stages;      /* K and V stages */
     int rescale_min; /* conditional rescale threshold, powers of 2 (0: off) */
     int qpad;        /* the row max subtracted through Q's padded column, q pre-scaled (1) or not (0) */
+    int tails;       /* tiles with at most 64 rows in their segment run by the tail kernel (1) or not (0) */
 } mv_fa3_cfg;
 /* Query rows per tile of configuration c: the BM its tile list is built with (mv_attn_tiles). */
 static inline int mv_cuda_fa3_bm(const mv_fa3_cfg *c) { return 64 * c->consumers; }
@@ -139,16 +141,28 @@ int mv_cuda_fa3_config(const mv_fa3_device *d, int D, const int32_t *cu, int nse
  * number (>= split_min_tiles) of key tiles (one large image: 16 x 86 items on 132 SMs). Pure. */
 int mv_cuda_fa3_split(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, const mv_attn_tile *tiles, int n_tiles,
                       int heads);
+/* The tail kernel's tiles of a tile list for configuration c (cfg.tails, 3 consumers, Q in shared
+ * memory): those holding at most 64 rows of their segment, moved to the list's end (the others'
+ * order kept) when they make at least a wave of work items on d (tails x heads >= SMs; fewer
+ * would leave most SMs idle through the tail kernel's launch: they then stay where they are and
+ * run with the others). Returns how many moved (0: none). The order of a tile list is only the
+ * schedule: every kernel computes the same outputs from it. Pure. */
+int mv_cuda_fa3_tails(const mv_fa3_device *d, const mv_fa3_cfg *c, mv_attn_tile *tiles, int n_tiles, int heads);
 /* A launch: configuration, split items, CTAs, and the f32 scratch the split pieces need. */
 typedef struct {
     mv_fa3_cfg cfg;
-    int split;         /* the last `split` work items run as two pieces each, then merged */
-    int grid;          /* CTAs: min(SMs, work items) on a persistent grid, else one per work item */
+    int tail;          /* the list's last `tail` tiles run by the tail kernel (cfg.tails; 0: none) */
+    int tail_grid;     /* the tail kernel's CTAs (0 without tail tiles) */
+    int split;         /* the last `split` work items of the others run as two pieces each, then merged */
+    int grid;          /* CTAs: min(SMs, work items) on a persistent grid, else one per work item; 0: none */
     size_t part_bytes; /* scratch for the split pieces (0 without a split); the caller owns it */
     float q_scale;     /* what the caller's q must already be multiplied by (cfg.qpad: D^-0.5 log2(e); else 1) */
 } mv_fa3_plan;
+/* The launch of n_tiles tiles whose last `tail` are tail tiles (mv_cuda_fa3_tails' count; run by
+ * the tail kernel when c->tails, else with the others) and `split` items of the others to split
+ * (mv_cuda_fa3_split over the others' tiles). Pure. */
 void mv_cuda_fa3_plan(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, int n_tiles, int heads, int split,
-                      mv_fa3_plan *p);
+                      int tail, mv_fa3_plan *p);
 size_t mv_cuda_fa3_part_bytes(const mv_fa3_cfg *c, int D, int split);
 /* 1 when this build instantiates configuration c at head dim D: a production build only what
  * the table can pick, the variants build (-DMV_VARIANTS) also the others it lists. */

@@ -160,15 +160,22 @@ int main(int argc, char **argv)
             CU(mv_cuda_from_f32<bf16>(qkv, tmp, (int64_t)h.size(), st));
             CU(cudaStreamSynchronize(st));
             /* tile lists of 128 query rows (builtin, fa3 with 2 consumer warpgroups) and 192 (3) */
-            int ntl[2];
-            mv_attn_tile *dtl[2];
-            std::vector<mv_attn_tile> htl[2];
-            for (int w = 0; w < 2; w++) {
+            /* and [2]: 192 rows with the tail kernel's tiles last (mv_cuda_fa3_tails with it on), for
+             * a row with tl=1; the others run the lists production builds */
+            int ntl[3], ntail = 0;
+            mv_attn_tile *dtl[3];
+            std::vector<mv_attn_tile> htl[3];
+            for (int w = 0; w < 3; w++) {
                 const int bm = w ? 192 : MV_ATTN_BM_BF16;
                 ntl[w] = mv_attn_tile_count(cu.data(), sh.nseg, bm);
                 std::vector<mv_attn_tile> &tiles = htl[w];
                 tiles.resize((size_t)ntl[w]);
                 mv_attn_tiles(tiles.data(), cu.data(), sh.nseg, bm);
+                mv_fa3_cfg tc;
+                if (w == 2 && fa3 && !mv_cuda_fa3_config(&dev, D, cu.data(), sh.nseg, &tc)) {
+                    tc.tails = 1;
+                    ntail = mv_cuda_fa3_tails(&dev, &tc, tiles.data(), ntl[w], heads);
+                }
                 CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
                 CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
             }
@@ -183,7 +190,7 @@ int main(int argc, char **argv)
                 if (only[0] && strcmp(name, "builtin_v2") && !strstr(only, key)) continue;
                 mv_variants.attn_variant = im.kind == 0 ? im.ver : 2;
                 /* fa3: the table's configuration for these segments, the row's fields over it */
-                mv_fa3_cfg cfg = {2, 128, 0, 0, 0, 2, 0, 0}, over;
+                mv_fa3_cfg cfg = {2, 128, 0, 0, 0, 2, 0, 0, 0}, over;
                 int split = 0, sp = -1;
                 mv_fa3_plan plan;
                 float *part = NULL;
@@ -195,13 +202,14 @@ int main(int argc, char **argv)
                     mv_variants_spec(im.spec.c_str(), &over, &sp);
                     cfg.keys = over.keys;
                 }
-                const int w = im.kind == 3 && mv_cuda_fa3_bm(&cfg) == 192;
+                const int w = im.kind == 3 && mv_cuda_fa3_bm(&cfg) == 192 ? (cfg.tails && ntail ? 2 : 1) : 0;
                 mv_attn_tile *dt = dtl[w];
                 const int nt = ntl[w];
                 if (im.kind == 3) {
+                    const int tail = w == 2 ? ntail : 0; /* as the tower's plan_fa3 */
                     split = sp >= 0 ? (sp < nt * heads ? sp : nt * heads)
-                                    : mv_cuda_fa3_split(&dev, &cfg, D, htl[w].data(), nt, heads);
-                    mv_cuda_fa3_plan(&dev, &cfg, D, nt, heads, split, &plan);
+                                    : mv_cuda_fa3_split(&dev, &cfg, D, htl[w].data(), nt - tail, heads);
+                    mv_cuda_fa3_plan(&dev, &cfg, D, nt, heads, split, tail, &plan);
                     if (plan.part_bytes) CU(cudaMalloc(&part, plan.part_bytes));
                     if (plan.q_scale != 1.f) { /* the plan wants q pre-scaled: a copy, made untimed */
                         if (!qkv_s) CU(cudaMalloc(&qkv_s, h.size() * 2));
@@ -280,8 +288,7 @@ int main(int argc, char **argv)
             cudaFree(o1);
             cudaFree(o2);
             cudaFree(o3);
-            cudaFree(dtl[0]);
-            cudaFree(dtl[1]);
+            for (int w = 0; w < 3; w++) cudaFree(dtl[w]);
         }
         mv_cudnn_attn_destroy(dnn);
     }

@@ -5,14 +5,16 @@
  * near one-hot softmax rows, for every configuration of the variants build
  * (test/cuda/variants/attention_fa3_variants.cuh): 64 / 112 / 128 keys per tile, each K/V layout
  * and Q placement, 2 or 3 consumer warpgroups, a persistent grid of 5 CTAs or one CTA per item,
- * the table's entries with 3 stages and with the conditional rescale, split work items, and
- * version 1. Per configuration:
+ * the table's entries with 3 stages, with the conditional rescale and with or without the tail kernel
+ * (tiles with at most 64 rows of their segment: in the mixes 1, 17, 64, 784, 193, 1000, 1024),
+ * split work items, and version 1. Per configuration:
  *   - rel L2 < 8e-3 against the twin (test_cuda_ops's bf16 attention budget), no NaN / inf;
  *   - rel L2 at most 2x the builtin kernel's (FlashAttention's error-budget rule);
  *   - every output row written (the output is NaN-poisoned before each run) and nothing written
  *     past the last row (a poisoned guard band of 128 rows after the output must stay intact);
  *   - a second run gives the same bits (a moving result is a race: METHOD.md).
- * Then the policy (mv_cuda_fa3_config's key-tile choice, mv_cuda_fa3_split's rule, both pure) and
+ * Then the policy (mv_cuda_fa3_config's key-tile choice, mv_cuda_fa3_split's rule, mv_cuda_fa3_tails
+ * and the plan's tail grid, all pure) and
  * the refusals: head dims other than the table's (launcher and mv_cuda_fa3_check's message), a
  * configuration the build does not instantiate. `--fa3 SPEC` (variants.cuh) checks that one
  * configuration (over the table's) instead of the sweep; `--big` runs only one 47376-row segment
@@ -61,8 +63,8 @@ struct fa3_run {
  * 0xffff = NaN first); tiles of the run's query rows. qkv_s: qkv with q multiplied by qs, for a
  * plan that wants its q pre-scaled (mv_fa3_plan.q_scale; *scaled then set). */
 static std::vector<uint16_t> run(const fa3_run &r, bf16 *out, const bf16 *qkv, const bf16 *qkv_s, float qs,
-                                 const mv_attn_tile *tiles, int nt, int64_t n, int heads, int D, int64_t guard,
-                                 cudaError_t *err, int *scaled = NULL)
+                                 const mv_attn_tile *tiles, int nt, int ntail, int64_t n, int heads, int D,
+                                 int64_t guard, cudaError_t *err, int *scaled = NULL)
 {
     const size_t total = (size_t)((n + guard) * heads * D);
     CU(cudaMemset(out, 0xff, total * sizeof(bf16)));
@@ -71,7 +73,7 @@ static std::vector<uint16_t> run(const fa3_run &r, bf16 *out, const bf16 *qkv, c
         mv_fa3_device d = g_dev;
         d.sms = 5;
         mv_fa3_plan p;
-        mv_cuda_fa3_plan(&d, &r.cfg, D, nt, heads, r.split < nt * heads ? r.split : nt * heads, &p);
+        mv_cuda_fa3_plan(&d, &r.cfg, D, nt, heads, r.split < nt * heads ? r.split : nt * heads, ntail, &p);
         if (p.part_bytes) CU(cudaMalloc(&part, p.part_bytes));
         if (p.q_scale != 1.f && p.q_scale != qs) {
             printf("Bail out! the plan wants q scaled by %g, the test made %g\n", p.q_scale, qs);
@@ -134,7 +136,7 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
     qc.qpad = 1;
     qc.qreg = 0;
     mv_fa3_plan qp;
-    mv_cuda_fa3_plan(&g_dev, &qc, D, 1, 1, 0, &qp);
+    mv_cuda_fa3_plan(&g_dev, &qc, D, 1, 1, 0, 0, &qp);
     const float qs = qp.q_scale;
     bf16 *dqs = dq;
     /* such a plan's reference: attention of the q it is given, bf16(q qs) / qs (the tower's rope
@@ -151,14 +153,23 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
             }
         mv_attention_cpu(ref_s.data(), qkv_s.data(), cu.data(), (int)lens.size(), heads, D);
     }
-    /* tile lists of 128 rows (builtin kernel, fa3 with 2 consumer warpgroups) and 192 (3) */
-    int ntl[2];
+    /* tile lists of 128 rows (builtin kernel, fa3 with 2 consumer warpgroups) and 192 (3; its
+     * tail tiles last, ntail[1] of them: mv_cuda_fa3_tails, for every run of 3 consumers) */
+    int ntl[2], ntail[2] = {0, 0};
     mv_attn_tile *dtl[2];
     for (int w = 0; w < 2; w++) {
         const int bm = w ? 192 : MV_ATTN_BM_BF16;
         ntl[w] = mv_attn_tile_count(cu.data(), (int)lens.size(), bm);
         std::vector<mv_attn_tile> tiles((size_t)ntl[w]);
         mv_attn_tiles(tiles.data(), cu.data(), (int)lens.size(), bm);
+        if (w) { /* the rule with the tail kernel on, on the runs' grid of 5 SMs (so that a few tail
+                  * tiles qualify); a run without it takes the reordered list as it is */
+            mv_fa3_device d5 = g_dev;
+            d5.sms = 5;
+            mv_fa3_cfg tc = qc;
+            tc.tails = 1;
+            ntail[w] = mv_cuda_fa3_tails(&d5, &tc, tiles.data(), ntl[w], heads);
+        }
         CU(cudaMalloc(&dtl[w], (size_t)ntl[w] * sizeof(mv_attn_tile)));
         CU(cudaMemcpy(dtl[w], tiles.data(), (size_t)ntl[w] * sizeof(mv_attn_tile), cudaMemcpyHostToDevice));
     }
@@ -169,7 +180,7 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%d", i ? "," : "", lens[i]);
 
     cudaError_t e0;
-    std::vector<uint16_t> hb = run(fa3_run{0, {}, 0}, dout, dq, dqs, qs, dt, nt, n, heads, D, guard, &e0);
+    std::vector<uint16_t> hb = run(fa3_run{0, {}, 0}, dout, dq, dqs, qs, dt, nt, 0, n, heads, D, guard, &e0);
     CU(e0);
     std::vector<float> fb = bf16_to_f32(hb);
     cmp_t cb = compare(fb.data(), ref.data(), (size_t)(n * H));
@@ -186,9 +197,10 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
         const int w = r.kind == 2 && mv_cuda_fa3_bm(&r.cfg) == 192;
         cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
         int scaled = 0;
-        std::vector<uint16_t> h1 = run(r, dout, dq, dqs, qs, dtl[w], ntl[w], n, heads, D, guard, &e1, &scaled);
+        std::vector<uint16_t> h1 =
+            run(r, dout, dq, dqs, qs, dtl[w], ntl[w], ntail[w], n, heads, D, guard, &e1, &scaled);
         std::vector<uint16_t> h2 =
-            e1 == cudaSuccess ? run(r, dout, dq, dqs, qs, dtl[w], ntl[w], n, heads, D, guard, &e2) : h1;
+            e1 == cudaSuccess ? run(r, dout, dq, dqs, qs, dtl[w], ntl[w], ntail[w], n, heads, D, guard, &e2) : h1;
         if (e1 != cudaSuccess || e2 != cudaSuccess) {
             CHECK(0, "%s D=%d heads=%d segments [%s]: %s", label, D, heads, segs,
                   cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
@@ -218,26 +230,29 @@ static void test_fa3(const std::vector<int> &lens, int heads, int D, float qscal
             for (int bn : {128, 112, 64}) {
                 const int sw = o & 1, qr = (o >> 1) & 1, wg = 2 + ((o >> 2) & 1);
                 if (qr && wg == 3) continue; /* not built: attention_fa3_variants.cuh */
-                runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0, 0}, 0});
+                const int tl = wg == 3; /* the tail kernel where it runs (3 consumers, Q in shared memory) */
+                runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0, 0, tl}, 0});
                 if (!qr && D % 16 == 8) /* and with the row max through Q's padded column */
-                    runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0, 1}, 0});
+                    runs.push_back(fa3_run{2, mv_fa3_cfg{wg, bn, sw, qr, sw ^ qr, 2, 0, 1, tl}, 0});
             }
-        /* the table's configurations (both key-tile sizes: in the sweep above) with 3 stages and
-         * with the conditional rescale */
+        /* the table's configurations (both key-tile sizes: in the sweep above) with 3 stages, with
+         * the conditional rescale and with the other choice of tail kernel */
         for (int bn : {112, 128}) {
-            mv_fa3_cfg c = table_cfg(cu, D, bn), c3 = c, c8 = c;
+            mv_fa3_cfg c = table_cfg(cu, D, bn), c3 = c, c8 = c, ct = c;
             c3.stages = 3;
             c8.rescale_min = 8;
+            ct.tails = !c.tails;
             runs.push_back(fa3_run{2, c3, 0});
             runs.push_back(fa3_run{2, c8, 0});
+            runs.push_back(fa3_run{2, ct, 0});
         }
         /* version 1 with 128 and 64 keys */
-        for (int bn : {128, 64}) runs.push_back(fa3_run{1, mv_fa3_cfg{2, bn, 0, 0, 0, 2, 0, 0}, 0});
+        for (int bn : {128, 64}) runs.push_back(fa3_run{1, mv_fa3_cfg{2, bn, 0, 0, 0, 2, 0, 0, 0}, 0});
     }
     /* split work items (the table's configuration, or --fa3's): the last item, half of them, all of
      * them (items of one key tile run whole in both pieces), persistent grid and one CTA per item */
     const mv_fa3_cfg base = runs[0].kind == 2 && g_spec_set ? runs[0].cfg : table_cfg(cu, D, 0);
-    const int items = ntl[mv_cuda_fa3_bm(&base) == 192] * heads;
+    const int wb = mv_cuda_fa3_bm(&base) == 192, items = (ntl[wb] - (base.tails ? ntail[wb] : 0)) * heads;
     for (int split : {1, items / 2 + 1, items})
         for (int ps = 0; ps < 2; ps++)
             for (int bn : {112, 128}) {
@@ -491,14 +506,14 @@ static void test_config_policy(void)
             /* the padded column carries the row max where there is one (D % 16 = 8); q then comes
              * scaled by D^-0.5 log2(e) */
             mv_fa3_plan pl;
-            mv_cuda_fa3_plan(&d, &g, D, 1, 1, 0, &pl);
+            mv_cuda_fa3_plan(&d, &g, D, 1, 1, 0, 0, &pl);
             const float want_qs = D % 16 == 8 ? (float)(1.0 / sqrt((double)D) * 1.4426950408889634) : 1.f;
             CHECK(rc == 0 && g.keys == rule && rule == c.want && g.consumers == 3 && g.swizzle == 1 && g.qreg == 0 &&
                       g.persistent == 1 && g.stages == 2 && g.rescale_min == 0 && g.qpad == (D % 16 == 8) &&
-                      pl.q_scale == want_qs && mv_cuda_fa3_built(&g, D),
+                      g.tails == 0 && pl.q_scale == want_qs && mv_cuda_fa3_built(&g, D),
                   "fa3 config D=%d %zu segments of %d: keys %d (rule %d), wg %d sw %d qr %d ps %d st %d rm %d qp %d "
-                  "q_scale %g", D, c.lens.size(), c.lens[0], g.keys, rule, g.consumers, g.swizzle, g.qreg,
-                  g.persistent, g.stages, g.rescale_min, g.qpad, pl.q_scale);
+                  "tl %d q_scale %g", D, c.lens.size(), c.lens[0], g.keys, rule, g.consumers, g.swizzle, g.qreg,
+                  g.persistent, g.stages, g.rescale_min, g.qpad, g.tails, pl.q_scale);
         }
     mv_fa3_cfg g;
     const mv_fa3_device ampere = {0, 8, 0, 108};
@@ -541,7 +556,7 @@ static void test_split_policy(void)
         const bool rule = items >= d.sms && rem > 0 && 2 * rem <= d.sms && equal && nkv >= 8;
         const int got = mv_cuda_fa3_split(&d, &cfg, 72, tiles.data(), nt, heads);
         mv_fa3_plan p;
-        mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, got, &p);
+        mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, got, 0, &p);
         CHECK(got == (rule ? rem : 0) && rule == c.want && p.split == got &&
                   p.grid == (d.sms < items + got ? d.sms : items + got) &&
                   p.part_bytes == (got ? (size_t)2 * got * bm * (72 + 2) * sizeof(float) : 0),
@@ -552,11 +567,64 @@ static void test_split_policy(void)
         if (c.lens[0] == 16384) {
             cfg.persistent = 0;
             const int g0 = mv_cuda_fa3_split(&d, &cfg, 72, tiles.data(), nt, heads);
-            mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, g0, &p);
+            mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, g0, 0, &p);
             CHECK(g0 == 0 && p.grid == items && p.part_bytes == 0,
                   "fa3 split policy: one CTA per item never splits (split %d, grid %d of %d items)", g0, p.grid, items);
         }
     }
+}
+
+/* mv_cuda_fa3_tails: the tiles of a 192-row list with at most 64 rows of their segment go last
+ * when they make a wave of work items, the others keep their order; the plan runs them in the
+ * tail kernel only when the configuration says so, its grids counted apart */
+static void test_tail_policy(void)
+{
+    const mv_fa3_device d = {0, 9, 0, 132};
+    const int heads = 32;
+    const std::vector<int> lens = {784, 200, 64, 1, 8160, 1024, 65, 192, 256};
+    std::vector<int32_t> cu(lens.size() + 1, 0);
+    for (size_t i = 0; i < lens.size(); i++) cu[i + 1] = cu[i] + lens[i];
+    const int nseg = (int)lens.size(), bm = 192, nt = mv_attn_tile_count(cu.data(), nseg, bm);
+    std::vector<mv_attn_tile> tiles((size_t)nt), moved;
+    mv_attn_tiles(tiles.data(), cu.data(), nseg, bm);
+    moved = tiles;
+    mv_fa3_cfg cfg;
+    mv_cuda_fa3_config(&d, 72, cu.data(), nseg, &cfg);
+    cfg.tails = 1; /* the tail kernel on (the variants build's tl=1) */
+    const int got = mv_cuda_fa3_tails(&d, &cfg, moved.data(), nt, heads);
+    /* the rule restated: rows of the tile in its segment, min(bm, kv_end - q0) <= 64 */
+    std::vector<mv_attn_tile> want_rest, want_tail;
+    for (const mv_attn_tile &t : tiles) (t.kv_end - t.q0 <= 64 ? want_tail : want_rest).push_back(t);
+    bool same = got == (int)want_tail.size() && (int)moved.size() == nt;
+    for (int i = 0; same && i < nt; i++) {
+        const mv_attn_tile &a = moved[(size_t)i], &b = i < nt - got ? want_rest[(size_t)i] : want_tail[(size_t)(i - (nt - got))];
+        same = a.q0 == b.q0 && a.kv_start == b.kv_start && a.kv_end == b.kv_end;
+    }
+    CHECK(same && got > 0 && got < nt && got * heads >= d.sms,
+          "fa3 tails: %d of %d tiles moved last (want %zu), the others' order kept", got, nt, want_tail.size());
+    /* fewer than a wave of tail items (16 heads: 16 x 5 < 132 SMs), or no tail kernel: none move */
+    std::vector<mv_attn_tile> kept = tiles;
+    const int few = mv_cuda_fa3_tails(&d, &cfg, kept.data(), nt, 16);
+    mv_fa3_cfg off = cfg;
+    off.tails = 0;
+    const int none = mv_cuda_fa3_tails(&d, &off, kept.data(), nt, heads);
+    bool unmoved = true;
+    for (int i = 0; i < nt; i++) unmoved &= kept[(size_t)i].q0 == tiles[(size_t)i].q0;
+    CHECK(few == 0 && none == 0 && unmoved && (int)want_tail.size() * 16 < d.sms,
+          "fa3 tails: none moved below a wave (%d) or without the tail kernel (%d)", few, none);
+    mv_fa3_plan p;
+    mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, 0, got, &p);
+    const int rest = (nt - got) * heads, ti = got * heads;
+    CHECK(p.tail == got && p.grid == (rest > d.sms ? d.sms : rest) && p.tail_grid == (ti > d.sms ? d.sms : ti),
+          "fa3 plan with %d tail tiles: tail %d, grid %d, tail grid %d", got, p.tail, p.grid, p.tail_grid);
+    cfg.tails = 0;
+    mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, 0, got, &p);
+    CHECK(p.tail == 0 && p.tail_grid == 0 && p.grid == (nt * heads > d.sms ? d.sms : nt * heads),
+          "fa3 plan without the tail kernel: tail %d, grid %d", p.tail, p.grid);
+    cfg.tails = 1;
+    cfg.consumers = 2;
+    mv_cuda_fa3_plan(&d, &cfg, 72, nt, heads, 0, got, &p);
+    CHECK(p.tail == 0, "fa3 plan: no tail kernel with 2 consumer warpgroups (tail %d)", p.tail);
 }
 
 static void test_refusals(void)
@@ -568,7 +636,8 @@ static void test_refusals(void)
         char want[32];
         snprintf(want, sizeof want, "head dim is %d", D);
         mv_fa3_plan p;
-        p.cfg = mv_fa3_cfg{3, 128, 1, 0, 1, 2, 0, 0};
+        p.cfg = mv_fa3_cfg{3, 128, 1, 0, 1, 2, 0, 0, 0};
+        p.tail = p.tail_grid = 0;
         p.split = 0;
         p.grid = 1;
         p.part_bytes = 0;
@@ -583,7 +652,8 @@ static void test_refusals(void)
           "fa3 takes head dims 72 and 64 on this device");
     /* Q in registers with 3 consumer warpgroups: not instantiated (ptxas C7512), refused */
     mv_fa3_plan p;
-    p.cfg = mv_fa3_cfg{3, 128, 1, 1, 1, 2, 0, 0};
+    p.cfg = mv_fa3_cfg{3, 128, 1, 1, 1, 2, 0, 0, 0};
+    p.tail = p.tail_grid = 0;
     p.split = 0;
     p.grid = 1;
     p.part_bytes = 0;
@@ -591,6 +661,11 @@ static void test_refusals(void)
     const cudaError_t r = mv_cuda_attention_fa3(&g_st, &p, NULL, 0, NULL, NULL, 1, NULL, 1, 1, 72, 0);
     CHECK(!mv_cuda_fa3_built(&p.cfg, 72) && r == cudaErrorNotSupported,
           "fa3 refuses a configuration it does not instantiate (wg=3 qr=1): %s", cudaGetErrorString(r));
+    /* tail tiles in a plan whose configuration has no tail kernel: a plan mv_cuda_fa3_plan never makes */
+    p.cfg = mv_fa3_cfg{3, 128, 1, 0, 1, 2, 0, 1, 0};
+    p.tail = p.tail_grid = 1;
+    const cudaError_t r2 = mv_cuda_attention_fa3(&g_st, &p, NULL, 0, NULL, NULL, 1, NULL, 2, 1, 72, 0);
+    CHECK(r2 == cudaErrorInvalidValue, "fa3 refuses tail tiles without the tail kernel: %s", cudaGetErrorString(r2));
 }
 
 int main(int argc, char **argv)
@@ -631,6 +706,7 @@ int main(int argc, char **argv)
     test_refusals();
     test_config_policy();
     test_split_policy();
+    test_tail_policy();
     const std::vector<std::vector<int>> mixes = {{1}, {127, 128, 129}, {784, 784, 784}, {17, 130, 64, 1, 1, 2},
                                                  {191, 192, 193, 385}};
     for (auto &mx : mixes) {
@@ -642,6 +718,11 @@ int main(int argc, char **argv)
     test_fa3({191, 192, 193, 385}, 3, 72, 2.f);
     test_fa3({300, 65}, 2, 72, 6.f); /* near one-hot softmax rows */
     test_fa3({1000, 300}, 2, 72, 3.f, 4.f); /* row maxima rising by many powers of 2 along the keys */
+    /* tail tiles (at most 64 rows of a 192-row tile: the tail kernel) over many key tiles, with
+     * near one-hot rows and with maxima that rise along the keys (the three consumers' partial
+     * softmaxes then hold different maxima) */
+    test_fa3({1024, 200}, 3, 72, 6.f);
+    test_fa3({1000, 64}, 3, 64, 3.f, 4.f);
     if (!quick) {
         test_fa3({1, 127, 128, 129, 784, 784, 784, 8160}, 2, 72, 2.f);
         test_fa3({8160}, 1, 64, 2.f);

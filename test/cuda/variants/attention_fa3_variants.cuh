@@ -195,14 +195,15 @@ cudaError_t mv_cuda_attention_fa3_v1(mv_attn_state *s, bf16 *out, const bf16 *qk
 
 /* ---- the other configurations of the production kernel ------------------------------------ */
 /* built: D 64 / 72; keys 64 / 112 / 128; consumers 2 or 3; qreg only with 2 consumers; qpad 0 or
- * 1 (it acts where mv_cuda_fa3_plan's q_scale says so: D 72, qreg 0); 2 stages and no rescale;
+ * 1 (it acts where mv_cuda_fa3_plan's q_scale says so: D 72, qreg 0); tails 0 or 1 (the tail
+ * kernel runs with 3 consumers, qreg 0: mv_cuda_fa3_plan); 2 stages and no rescale;
  * or a table entry with 3 stages or with rescale_min 8 (one change at a time) */
 static int fa3_variant_built(const mv_fa3_cfg *c, int D)
 {
     if ((D != 64 && D != 72) || (c->keys != 64 && c->keys != 112 && c->keys != 128) ||
         (c->consumers != 2 && c->consumers != 3) || (c->swizzle != 0 && c->swizzle != 1) ||
         (c->qreg != 0 && c->qreg != 1) || (c->persistent != 0 && c->persistent != 1) ||
-        (c->qpad != 0 && c->qpad != 1))
+        (c->qpad != 0 && c->qpad != 1) || (c->tails != 0 && c->tails != 1))
         return 0;
     if (c->stages == 2 && c->rescale_min == 0) return !(c->qreg && c->consumers == 3);
     if (!((c->stages == 3 && c->rescale_min == 0) || (c->stages == 2 && c->rescale_min == 8))) return 0;

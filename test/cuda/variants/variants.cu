@@ -7,7 +7,7 @@
 
 #include "variants/variants.cuh"
 
-mv_cuda_variants mv_variants = {0, {-1, -1, -1, -1, -1, -1, -1, -1}, -1, 0, 0, 0, 0, 0, 0};
+mv_cuda_variants mv_variants = {0, {-1, -1, -1, -1, -1, -1, -1, -1, -1}, -1, 0, 0, 0, 0, 0, 0};
 
 static int parse_int(const char *s, int *v)
 {
@@ -20,7 +20,7 @@ static int parse_int(const char *s, int *v)
 
 int mv_variants_spec(const char *spec, mv_fa3_cfg *c, int *split)
 {
-    *c = mv_fa3_cfg{-1, -1, -1, -1, -1, -1, -1, -1};
+    *c = mv_fa3_cfg{-1, -1, -1, -1, -1, -1, -1, -1, -1};
     *split = -1;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", spec);
@@ -37,6 +37,7 @@ int mv_variants_spec(const char *spec, mv_fa3_cfg *c, int *split)
                  : !strcmp(kv, "st")    ? &c->stages
                  : !strcmp(kv, "rm")    ? &c->rescale_min
                  : !strcmp(kv, "qp")    ? &c->qpad
+                 : !strcmp(kv, "tl")    ? &c->tails
                  : !strcmp(kv, "split") ? split
                                         : NULL;
         if (!f) return -1;
@@ -55,12 +56,13 @@ void mv_variants_apply(mv_fa3_cfg *c, const mv_fa3_cfg *o)
     if (o->stages >= 0) c->stages = o->stages;
     if (o->rescale_min >= 0) c->rescale_min = o->rescale_min;
     if (o->qpad >= 0) c->qpad = o->qpad;
+    if (o->tails >= 0) c->tails = o->tails;
 }
 
 const char *mv_variants_name(const mv_fa3_cfg *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "wg=%d,bn=%d,sw=%d,qr=%d,ps=%d,st=%d,rm=%d,qp=%d", c->consumers, c->keys, c->swizzle, c->qreg,
-             c->persistent, c->stages, c->rescale_min, c->qpad);
+    snprintf(buf, n, "wg=%d,bn=%d,sw=%d,qr=%d,ps=%d,st=%d,rm=%d,qp=%d,tl=%d", c->consumers, c->keys, c->swizzle,
+             c->qreg, c->persistent, c->stages, c->rescale_min, c->qpad, c->tails);
     return buf;
 }
 

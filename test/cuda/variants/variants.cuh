@@ -6,7 +6,7 @@
  * object runs exactly the production code path. cu/ reads mv_variants only under MV_VARIANTS.
  *   --fa3 SPEC          the tower's fa3 configuration, field by field over the table's
  *                       (mv_variants_spec: wg=2|3,bn=64|112|128,sw=0|1,qr=0|1,ps=0|1,st=2|3,
- *                       rm=0|8,qp=0|1,split=-1|0|N)
+ *                       rm=0|8,qp=0|1,tl=0|1,split=-1|0|N)
  *   --attn-variant 1    the builtin bf16 kernel with 8 warps x 16 query rows (2: production's)
  *   --gemm-rank I,O,K   the Linear I -> O runs cuBLASLt's K-th heuristic answer (0: its first)
  *   --gemm-list         each GEMM plan's heuristic answers on stderr
@@ -44,7 +44,7 @@ int mv_variants_args(int argc, char **argv);
 int mv_variants_spec(const char *spec, mv_fa3_cfg *c, int *split);
 /* c's fields replaced by o's that are >= 0 */
 void mv_variants_apply(mv_fa3_cfg *c, const mv_fa3_cfg *o);
-/* "wg=3,bn=112,sw=1,qr=0,ps=1,st=2,rm=0,qp=1" (buf: at least 64 bytes) */
+/* "wg=3,bn=112,sw=1,qr=0,ps=1,st=2,rm=0,qp=1,tl=1" (buf: at least 64 bytes) */
 const char *mv_variants_name(const mv_fa3_cfg *c, char *buf, size_t n);
 
 /* gemm.cu's hooks: how many of cuBLASLt's answers a plan asks for (1, or 8 with --gemm-rank /
