@@ -802,9 +802,12 @@ int mv_cuda_fa3_split(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, const 
     return (int)rem;
 }
 
+/* whether configuration c runs tail tiles in the tail kernel (its template's static_assert) */
+static bool fa3_tail_kernel(const mv_fa3_cfg *c) { return c->tails && c->consumers == 3 && !c->qreg; }
+
 int mv_cuda_fa3_tails(const mv_fa3_device *d, const mv_fa3_cfg *c, mv_attn_tile *tiles, int n_tiles, int heads)
 {
-    if (!c->tails || c->consumers != 3 || c->qreg || n_tiles <= 0) return 0;
+    if (!fa3_tail_kernel(c) || n_tiles <= 0) return 0;
     auto rest = [](const mv_attn_tile &t) { return t.kv_end - t.q0 > 64; };
     int64_t n = 0;
     for (int i = 0; i < n_tiles; i++) n += !rest(tiles[i]);
@@ -822,7 +825,7 @@ void mv_cuda_fa3_plan(const mv_fa3_device *d, const mv_fa3_cfg *c, int D, int n_
                       int tail, mv_fa3_plan *p)
 {
     p->cfg = *c;
-    p->tail = c->tails && c->consumers == 3 && !c->qreg && tail > 0 ? (tail < n_tiles ? tail : n_tiles) : 0;
+    p->tail = fa3_tail_kernel(c) && tail > 0 ? (tail < n_tiles ? tail : n_tiles) : 0;
     const int64_t items = (int64_t)(n_tiles - p->tail) * heads, titems = (int64_t)p->tail * heads;
     if (split > items) split = (int)items;
     const int64_t vitems = items + split; /* a split item's two pieces are two */
@@ -992,7 +995,7 @@ cudaError_t mv_cuda_attention_fa3(mv_attn_state *s, const mv_fa3_plan *p, float 
     }
     if (s->fa3_cc < 0) return cudaErrorNoKernelImageForDevice;
     if (n_tiles <= 0) return cudaSuccess;
-    if (p->tail < 0 || p->tail > n_tiles || (p->tail > 0 && (!c->tails || c->consumers != 3 || c->qreg)))
+    if (p->tail < 0 || p->tail > n_tiles || (p->tail > 0 && !fa3_tail_kernel(c)))
         return cudaErrorInvalidValue;
     const int64_t items = (int64_t)(n_tiles - p->tail) * heads, vitems = items + p->split,
                   titems = (int64_t)p->tail * heads;

@@ -366,7 +366,6 @@ typedef struct {
     int seg0, nseg;         /* segments */
     int buf;                /* pixel / metadata buffer */
     int n_tiles;
-    int n_tail;             /* fa3: the tile list's last n_tail tiles are tail tiles (mv_cuda_fa3_tails) */
     int dnn;                /* attention through cuDNN (else fa3 or the builtin kernel: b->fa3) */
     int resize;             /* req.src_size: u8[buf] is resized from the source frames first */
     mv_fa3_plan fa3;        /* fa3: the launch (plan_fa3) */
@@ -646,14 +645,14 @@ static cudaError_t upload_u8(cuda_backend *b, const chunk *ch, const uint8_t *fr
     return r;
 }
 
-/* ch->fa3 for the chunk's host tile list (its configuration set; tail tiles last): the split the
- * table's rule gives over the other tiles, its scratch grown on demand (cudaFree waits for the
- * device; out of memory: no split) */
+/* ch->fa3 for the chunk's host tile list (its configuration set), before its upload: the tail
+ * kernel's tiles moved last (mv_cuda_fa3_tails), the split the table's rule gives over the other
+ * tiles, its scratch grown on demand (cudaFree waits for the device; out of memory: no split) */
 static void plan_fa3(cuda_backend *b, chunk *ch)
 {
     const mv_vision_config *c = &b->base.model->cfg;
     const mv_fa3_cfg cfg = ch->fa3.cfg;
-    const int tail = ch->n_tail;
+    const int tail = mv_cuda_fa3_tails(&b->fa3dev, &cfg, b->h_tiles, ch->n_tiles, c->heads);
     int split = mv_cuda_fa3_split(&b->fa3dev, &cfg, c->head_dim, b->h_tiles, ch->n_tiles - tail, c->heads);
     mv_cuda_fa3_plan(&b->fa3dev, &cfg, c->head_dim, ch->n_tiles, c->heads, split, tail, &ch->fa3);
     if (ch->fa3.part_bytes <= b->fa3_part_bytes) return;
@@ -779,7 +778,6 @@ static mv_status chunk_meta(cuda_backend *b, const mv_plan *plan, int k, chunk *
     if (st == MV_OK)
         st = mv_plan_tiles(b->h_cu, ch.nseg, bm, b->h_tiles, b->tiles_cap, &ch.n_tiles, e);
     if (st != MV_OK) return mv_fail_prefix(e, st, "cuda");
-    ch.n_tail = b->fa3 ? mv_cuda_fa3_tails(&b->fa3dev, &ch.fa3.cfg, b->h_tiles, ch.n_tiles, c->heads) : 0;
     if (b->fa3) plan_fa3(b, &ch);
     ch.dnn = 0;
     if (b->dnn) {
