@@ -46,8 +46,9 @@ tar_pooled_shards() {
     inputs "$T/in" x 6 # enough that the unsharded run is still going when the others start
     N=$(ls "$T/in" | wc -l)
     cd "$T"
-    # one sample a shard, so that the unsharded run's lines come one by one; the --shard runs
-    # start once it has written some, and run beside it
+    # one sample a shard, so that the unsharded run's lines come one by one; once it has written
+    # some it is stopped (SIGSTOP) until both --shard runs have started their pipelines, so that
+    # the three overlap however slowly the shard runs start on a loaded machine
     timeout 300 "$MVEMBED" -v --device cpu --model "$MODEL" --out o --threads 1 --jobs 1 --layout tar \
         --shard-samples 1 --pool mean in 2> "$T/err-none" &
     pids=($!)
@@ -55,11 +56,17 @@ tar_pooled_shards() {
         [ "$(cat o/manifest.jsonl 2>/dev/null | wc -l)" -lt 3 ] || break
         sleep 0.05
     done
+    pkill -STOP -P "${pids[0]}" # timeout's child: the run itself
     for sh in 0/2 1/2; do
         timeout 300 "$MVEMBED" -v --device cpu --model "$MODEL" --out o --threads 1 --jobs 1 --layout tar \
             --shard-samples 1 --pool mean --shard "$sh" in 2> "$T/err-${sh/\//-}" &
         pids+=($!)
     done
+    for _ in $(seq 1200); do
+        [ "$(cat "$T/err-0-2" "$T/err-1-2" 2>/dev/null | grep -c 'mvembed: pipeline:')" -lt 2 ] || break
+        sleep 0.05
+    done
+    pkill -CONT -P "${pids[0]}"
     for p in "${pids[@]}"; do wait "$p"; done
     # they did run at once: a shard run's record starts before the unsharded run's ends (json)
     "$PY" - "$T/o" <<'PY'
